@@ -1,0 +1,3 @@
+from invoicectl.cli import main
+
+main()

@@ -1,0 +1,75 @@
+"""Exit codes and the one exception family the CLI turns into a message and a code.
+
+    InvoicectlError                 exit 1: could not run
+    ├── ConfigError                 exit 1: bad setting, missing key, unreadable key file
+    ├── JournalError                exit 1: journal unreadable, newer schema, wrong environment
+    │   └── EnvironmentMismatch     exit 1: journal bound to another base URL
+    ├── UsageError                  exit 2: options that contradict each other
+    ├── CredentialsRefused          exit 5: the API refused the credentials (401/403)
+    └── JournalLocked               exit 6: another run holds the journal
+
+Library code raises these and never prints or exits; ``cli.py`` catches them in one place.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    OK = 0
+    COULD_NOT_RUN = 1
+    USAGE = 2
+    NEEDS_FIX = 3
+    NEEDS_RECONCILE = 4
+    AUTH_REFUSED = 5
+    LOCKED = 6
+    INCOMPLETE = 75
+    INTERRUPTED = 130
+
+
+# design.md: "the highest-ranked that applies", highest first.
+_RANK = [
+    ExitCode.USAGE,
+    ExitCode.COULD_NOT_RUN,
+    ExitCode.AUTH_REFUSED,
+    ExitCode.LOCKED,
+    ExitCode.INTERRUPTED,
+    ExitCode.NEEDS_RECONCILE,
+    ExitCode.NEEDS_FIX,
+    ExitCode.INCOMPLETE,
+    ExitCode.OK,
+]
+
+
+def worst(*codes: ExitCode) -> ExitCode:
+    """The highest-ranked of several exit codes (OK when given none)."""
+    return min(codes, key=_RANK.index, default=ExitCode.OK)
+
+
+class InvoicectlError(Exception):
+    exit_code = ExitCode.COULD_NOT_RUN
+
+
+class ConfigError(InvoicectlError):
+    pass
+
+
+class JournalError(InvoicectlError):
+    pass
+
+
+class EnvironmentMismatch(JournalError):
+    pass
+
+
+class UsageError(InvoicectlError):
+    exit_code = ExitCode.USAGE
+
+
+class CredentialsRefused(InvoicectlError):
+    exit_code = ExitCode.AUTH_REFUSED
+
+
+class JournalLocked(InvoicectlError):
+    exit_code = ExitCode.LOCKED

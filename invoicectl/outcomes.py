@@ -1,0 +1,60 @@
+"""What one HTTP request to GoRoute came to, as plain data.
+
+The client turns every answer (or the lack of one) into exactly one of these; the sender,
+the retry policy and reconcile decide what to do by type, never by looking at HTTP again.
+
+    Outcome
+    ├── Accepted        2xx with a transaction id: the document is sent
+    ├── RateLimited     429: wait ``retry_after`` seconds (None: header absent), same key, same bytes
+    ├── Rejected        400/404/409/413/other 4xx: permanent for this document, never retried
+    ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
+    ├── AuthRefused     401/403: every request would fail alike; stop the run
+    └── Transient       5xx, timeout, connection error: the outcome is unknown, retry the same bytes
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Outcome:
+    http_status: int | None = None
+    request_id: str | None = None
+    raw_body: str | None = field(default=None, repr=False)
+    duration: float = 0.0
+
+
+@dataclass(frozen=True)
+class Accepted(Outcome):
+    transaction_id: str = ""
+
+
+@dataclass(frozen=True)
+class RateLimited(Outcome):
+    retry_after: float | None = None
+
+
+@dataclass(frozen=True)
+class Rejected(Outcome):
+    code: str | None = None
+    message: str = ""
+    details: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class KeyReused(Outcome):
+    existing_transaction_id: str | None = None
+    code: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class AuthRefused(Outcome):
+    code: str | None = None
+    message: str = ""
+
+
+@dataclass(frozen=True)
+class Transient(Outcome):
+    reason: str = ""
