@@ -1,0 +1,205 @@
+"""Turning results into what people and machines read: rich tables, plain lines, JSON, CSV.
+
+Nothing here decides anything; it takes plain data and writes it to a console or a string.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from invoicectl.journal import STATES, Journal, ScanReport
+
+STATUS_FIELDS = (
+    "invoice_id",
+    "document_type",
+    "state",
+    "reason",
+    "sha256",
+    "receiver",
+    "idempotency_key",
+    "transaction_id",
+    "existing_transaction_id",
+    "remote_status",
+    "issue_date",
+    "currency",
+    "payable_amount",
+    "path",
+    "updated_at",
+)
+
+
+def status_records(journal: Journal, state: str | None = None) -> list[dict[str, Any]]:
+    """One plain record per invoice, plus one per file that yields no invoice ID."""
+    records = [_invoice_record(row) for row in journal.invoices(state)]
+    if state in (None, "invalid"):
+        records.extend(_unidentified_record(row) for row in journal.unidentified_files())
+    return records
+
+
+def _invoice_record(row: sqlite3.Row) -> dict[str, Any]:
+    receiver = (
+        f"{row['receiver_scheme']}:{row['receiver_id']}"
+        if row["receiver_scheme"] and row["receiver_id"]
+        else None
+    )
+    return {
+        "invoice_id": row["invoice_id"],
+        "document_type": row["document_type"],
+        "state": row["state"],
+        "reason": row["reason"],
+        "sha256": row["current_sha256"],
+        "receiver": receiver,
+        "idempotency_key": row["idempotency_key"],
+        "transaction_id": row["transaction_id"],
+        "existing_transaction_id": row["existing_transaction_id"],
+        "remote_status": row["remote_status"],
+        "issue_date": row["issue_date"],
+        "currency": row["currency"],
+        "payable_amount": row["payable_amount"],
+        "path": row["source_path"],
+        "updated_at": row["updated_at"],
+    }
+
+
+def _unidentified_record(row: sqlite3.Row) -> dict[str, Any]:
+    record: dict[str, Any] = dict.fromkeys(STATUS_FIELDS)
+    record.update(
+        state="invalid",
+        reason=row["reason"],
+        sha256=row["sha256"],
+        path=row["path"],
+        updated_at=row["updated_at"],
+    )
+    return record
+
+
+def to_json(data: Any) -> str:
+    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+
+
+def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore")
+    writer.writeheader()
+    for record in records:
+        writer.writerow({key: "" if record.get(key) is None else record[key] for key in fields})
+    return buffer.getvalue()
+
+
+def print_state_counts(console: Console, counts: dict[str, int]) -> None:
+    shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in STATES)
+    console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
+
+
+def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> None:
+    table = Table(show_lines=False)
+    for column in ("invoice", "type", "state", "receiver", "amount", "transaction", "reason"):
+        table.add_column(column, overflow="fold")
+    for record in records:
+        amount = " ".join(
+            value for value in (record["payable_amount"], record["currency"]) if value
+        )
+        table.add_row(
+            record["invoice_id"] or f"(file) {record['path']}",
+            record["document_type"] or "",
+            record["state"],
+            record["receiver"] or "",
+            amount,
+            record["transaction_id"] or record["existing_transaction_id"] or "",
+            record["reason"] or "",
+        )
+    console.print(table)
+
+
+def print_scan_report(console: Console, report: ScanReport) -> None:
+    console.print(
+        f"scanned {report.files} files: {len(report.new)} new, {report.unchanged} unchanged, "
+        f"{len(report.changed)} changed, {len(report.amended)} amended, "
+        f"{len(report.invalid)} invalid",
+        highlight=False,
+    )
+    for problem in report.invalid:
+        console.print(f"  invalid  {problem.subject}: {problem.reason}", highlight=False)
+    for invoice_id in report.amended:
+        console.print(
+            f"  amended  {invoice_id}: changed after it was sent; "
+            f"see `invoicectl show {invoice_id}`",
+            highlight=False,
+        )
+
+
+def print_invoice(
+    console: Console,
+    invoice: sqlite3.Row,
+    revisions: Sequence[sqlite3.Row],
+    attempts: Sequence[sqlite3.Row],
+    events: Sequence[sqlite3.Row],
+) -> None:
+    record = _invoice_record(invoice)
+    console.print(f"[bold]{record['invoice_id']}[/bold]  {record['document_type']}")
+    for label, key in (
+        ("state", "state"),
+        ("reason", "reason"),
+        ("receiver", "receiver"),
+        ("amount", "payable_amount"),
+        ("currency", "currency"),
+        ("issue date", "issue_date"),
+        ("file", "path"),
+        ("content", "sha256"),
+        ("key", "idempotency_key"),
+        ("transaction", "transaction_id"),
+        ("existing transaction", "existing_transaction_id"),
+        ("delivery", "remote_status"),
+        ("updated", "updated_at"),
+    ):
+        if record[key] is not None:
+            console.print(f"  {label:<21} {record[key]}", highlight=False)
+    if invoice["key_sha256"] and invoice["key_sha256"] != invoice["current_sha256"]:
+        console.print(f"  {'content sent':<21} {invoice['key_sha256']}", highlight=False)
+
+    table = Table(title="revisions", title_justify="left")
+    for column in ("#", "sha256", "size", "first seen", "file"):
+        table.add_column(column, overflow="fold")
+    for number, revision in enumerate(revisions, start=1):
+        current = " (current)" if revision["sha256"] == invoice["current_sha256"] else ""
+        table.add_row(
+            f"{number}{current}",
+            revision["sha256"],
+            str(revision["size"]),
+            revision["first_seen"],
+            revision["source_path"],
+        )
+    console.print(table)
+
+    if attempts:
+        table = Table(title="attempts", title_justify="left")
+        for column in ("run", "started", "key", "outcome", "http", "detail"):
+            table.add_column(column, overflow="fold")
+        for attempt in attempts:
+            detail = (
+                attempt["transaction_id"]
+                or attempt["existing_transaction_id"]
+                or attempt["message"]
+                or ""
+            )
+            table.add_row(
+                str(attempt["run_id"]),
+                attempt["started_at"],
+                attempt["idempotency_key"],
+                attempt["outcome"] or "no answer",
+                str(attempt["http_status"] or ""),
+                detail,
+            )
+        console.print(table)
+    else:
+        console.print("  no attempts yet")
+    for event in events:
+        console.print(f"  {event['at']}  {event['kind']}: {event['detail']}", highlight=False)

@@ -1,0 +1,154 @@
+"""scan, status and show from the command line: exit codes, output formats, error text."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+
+runner = CliRunner()
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def test_scan_of_valid_files_exits_0_and_summarises(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "CN-1", document_type="CreditNote")
+
+    result = invoke("scan", str(outbox))
+
+    assert result.exit_code == 0, result.output
+    assert "scanned 2 files: 2 new, 0 unchanged, 0 changed, 0 amended, 0 invalid" in result.output
+
+
+def test_scan_with_an_invalid_file_exits_3_and_names_it(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    (outbox / "empty.xml").write_bytes(b"")
+
+    result = invoke("scan", str(outbox))
+
+    assert result.exit_code == 3, result.output
+    assert "invalid  empty.xml: " in result.output
+
+
+def test_scan_of_a_missing_directory_exits_1_with_a_reason(tmp_path: Path):
+    result = invoke("scan", str(tmp_path / "nope"))
+
+    assert result.exit_code == 1
+    assert "invoicectl: error: the outbox" in result.output
+    assert "is not a directory" in result.output
+
+
+def test_scan_json_summary_parses(outbox: Path):
+    write_invoice(outbox, "INV-1")
+
+    result = invoke("scan", str(outbox), "--json")
+
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["new"] == ["INV-1"]
+
+
+def test_status_json_has_the_documented_fields(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    (outbox / "junk.xml").write_bytes(b"<<<")
+    invoke("scan", str(outbox))
+
+    result = invoke("status", "--format", "json")
+
+    assert result.exit_code == 3, result.output  # one file is invalid
+    records = json.loads(result.output)
+    assert {record["state"] for record in records} == {"pending", "invalid"}
+    (invoice,) = [record for record in records if record["invoice_id"] == "INV-1"]
+    for field in (
+        "invoice_id", "document_type", "state", "reason", "sha256", "receiver",
+        "idempotency_key", "transaction_id", "existing_transaction_id", "updated_at",
+    ):
+        assert field in invoice
+    assert invoice["receiver"] == "9915:phase4-test-receiver"
+    (junk,) = [record for record in records if record["invoice_id"] is None]
+    assert junk["path"].endswith("junk.xml") and junk["reason"]
+
+
+def test_status_csv_and_state_filter(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2")
+    invoke("scan", str(outbox))
+
+    result = invoke("status", "--format", "csv", "--state", "pending")
+
+    assert result.exit_code == 0, result.output
+    rows = list(csv.DictReader(io.StringIO(result.output)))
+    assert [row["invoice_id"] for row in rows] == ["INV-1", "INV-2"]
+
+
+def test_status_table_shows_counts(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    invoke("scan", str(outbox))
+
+    result = invoke("status")
+
+    assert result.exit_code == 0, result.output
+    assert "1 invoices: pending 1, invalid 0" in result.output
+    assert "INV-1" in result.output
+
+
+def test_status_with_an_unknown_state_is_a_usage_error():
+    result = invoke("status", "--state", "lost")
+
+    assert result.exit_code == 2
+    assert "unknown state 'lost'" in result.output
+
+
+def test_show_prints_revisions_and_state(outbox: Path):
+    write_invoice(outbox, "INV-1", amount="1.00")
+    invoke("scan", str(outbox))
+    write_invoice(outbox, "INV-1", amount="2.00")
+    invoke("scan", str(outbox))
+
+    result = invoke("show", "INV-1")
+
+    assert result.exit_code == 0, result.output
+    assert "pending" in result.output
+    assert "(current)" in result.output and "no attempts yet" in result.output
+
+
+def test_show_of_an_unknown_invoice_exits_2():
+    result = invoke("show", "NOPE")
+
+    assert result.exit_code == 2
+    assert "no invoice 'NOPE' in the journal" in result.output
+
+
+def test_journal_option_overrides_the_environment(outbox: Path, tmp_path: Path):
+    write_invoice(outbox, "INV-1")
+    elsewhere = tmp_path / "elsewhere.db"
+
+    invoke("scan", str(outbox), "--journal", str(elsewhere))
+
+    assert elsewhere.exists()
+    assert json.loads(invoke("status", "--format", "json").output) == []
+
+
+def test_module_entry_point_and_version():
+    result = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "--version"], capture_output=True, text=True
+    )
+    assert result.returncode == 0
+    assert result.stdout.startswith("invoicectl ")
+
+
+def test_help_documents_exit_codes():
+    result = invoke("--help")
+
+    assert result.exit_code == 0
+    assert "75 incomplete" in result.output and "130 interrupted" in result.output

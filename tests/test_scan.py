@@ -1,0 +1,254 @@
+"""Ingest rules against a real journal file and real files (design.md, "The journal")."""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+import stat
+from pathlib import Path
+
+import pytest
+from conftest import SHARED
+from ublfactory import invoice_xml, write_invoice
+
+from invoicectl.errors import JournalError
+from invoicectl.ingest import scan_directory
+from invoicectl.journal import Journal
+
+
+@pytest.fixture
+def journal(tmp_path: Path):
+    with Journal(tmp_path / "journal.db") as opened:
+        yield opened
+
+
+def states(journal: Journal) -> dict[str, str]:
+    return {row["invoice_id"]: row["state"] for row in journal.invoices()}
+
+
+def test_new_files_become_pending_and_keep_their_exact_bytes(journal: Journal, outbox: Path):
+    path = write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2", currency="SEK")
+
+    report = scan_directory(journal, outbox)
+
+    assert sorted(report.new) == ["INV-1", "INV-2"]
+    assert states(journal) == {"INV-1": "pending", "INV-2": "pending"}
+    row = journal.invoice("INV-1")
+    assert row["receiver_scheme"] == "9915" and row["receiver_id"] == "phase4-test-receiver"
+    assert journal.content(row["current_sha256"]) == path.read_bytes()
+
+
+def test_rescan_of_unchanged_directory_changes_nothing(journal: Journal, outbox: Path):
+    for number in range(5):
+        write_invoice(outbox, f"INV-{number}")
+    scan_directory(journal, outbox)
+    before = [tuple(row) for row in journal.invoices()]
+
+    report = scan_directory(journal, outbox)
+
+    assert (report.new, report.changed, report.unchanged) == ([], [], 5)
+    assert [tuple(row) for row in journal.invoices()] == before
+
+
+def test_changed_file_never_sent_replaces_the_revision_to_send(journal: Journal, outbox: Path):
+    path = write_invoice(outbox, "INV-1", amount="100.00")
+    scan_directory(journal, outbox)
+    write_invoice(outbox, "INV-1", amount="110.00")
+
+    report = scan_directory(journal, outbox)
+
+    assert report.changed == ["INV-1"]
+    row = journal.invoice("INV-1")
+    assert row["state"] == "pending" and row["payable_amount"] == "110.00"
+    assert journal.content(row["current_sha256"]) == path.read_bytes()
+    assert len(journal.revisions("INV-1")) == 2
+
+
+def test_two_files_with_one_id_make_it_invalid_naming_both(journal: Journal, outbox: Path):
+    write_invoice(outbox, "INV-1", name="a.xml", amount="1.00")
+    write_invoice(outbox, "INV-1", name="b.xml", amount="2.00")
+
+    report = scan_directory(journal, outbox)
+
+    row = journal.invoice("INV-1")
+    assert row["state"] == "invalid"
+    assert row["reason"] == (
+        "invoice ID INV-1 is in 2 files with different content (a.xml, b.xml); "
+        "keep one file per invoice ID"
+    )
+    assert [problem.subject for problem in report.invalid] == ["INV-1"]
+
+    (outbox / "b.xml").unlink()
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1")["state"] == "pending"
+
+
+def test_identical_copies_of_one_invoice_are_not_a_conflict(journal: Journal, outbox: Path):
+    write_invoice(outbox, "INV-1", name="a.xml")
+    write_invoice(outbox, "INV-1", name="copy-of-a.xml")
+
+    report = scan_directory(journal, outbox)
+
+    assert report.invalid == [] and states(journal) == {"INV-1": "pending"}
+
+
+def test_file_without_id_is_recorded_by_path_until_fixed(journal: Journal, outbox: Path):
+    broken = outbox / "broken.xml"
+    broken.write_bytes(b"<Invoice><unclosed></Invoice>")
+
+    report = scan_directory(journal, outbox)
+
+    assert [problem.subject for problem in report.invalid] == ["broken.xml"]
+    (row,) = journal.unidentified_files()
+    assert row["path"] == str(broken) and row["reason"]
+    assert journal.state_counts()["invalid"] == 1
+
+    broken.write_bytes(invoice_xml("INV-9"))
+    scan_directory(journal, outbox)
+    assert journal.unidentified_files() == []
+    assert states(journal) == {"INV-9": "pending"}
+
+
+def test_every_file_gets_an_answer_and_one_bad_file_stops_nothing(
+    journal: Journal, outbox: Path
+):
+    write_invoice(outbox, "GOOD-1")
+    (outbox / "empty.xml").write_bytes(b"")
+    (outbox / "folder.xml").mkdir()
+    (outbox / "dangling.xml").symlink_to(outbox / "nowhere.xml")
+    write_invoice(outbox, "GOOD-2")
+
+    report = scan_directory(journal, outbox)
+
+    assert report.files == 5
+    assert sorted(report.new) == ["GOOD-1", "GOOD-2"]
+    assert sorted(problem.subject for problem in report.invalid) == [
+        "dangling.xml",
+        "empty.xml",
+        "folder.xml",
+    ]
+
+
+def test_content_changed_after_sending_is_amended_and_restored_if_reverted(
+    journal: Journal, outbox: Path
+):
+    write_invoice(outbox, "INV-1", amount="100.00")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1")["current_sha256"]
+    journal.update_invoice(
+        "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent
+    )
+
+    write_invoice(outbox, "INV-1", amount="999.00")
+    report = scan_directory(journal, outbox)
+
+    row = journal.invoice("INV-1")
+    assert report.amended == ["INV-1"]
+    assert row["state"] == "amended" and row["key_sha256"] == sent
+    assert "will not be sent under that key" in row["reason"]
+
+    write_invoice(outbox, "INV-1", amount="100.00")
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1")["state"] == "accepted"
+
+
+def test_correction_of_a_rejected_invoice_gets_a_new_key_version(
+    journal: Journal, outbox: Path
+):
+    write_invoice(outbox, "INV-1", amount="100.00")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1")["current_sha256"]
+    journal.update_invoice(
+        "INV-1", state="rejected", idempotency_key="invoice-INV-1", key_sha256=sent
+    )
+
+    write_invoice(outbox, "INV-1", amount="101.00")
+    scan_directory(journal, outbox)
+
+    row = journal.invoice("INV-1")
+    assert (row["state"], row["key_version"], row["idempotency_key"]) == ("pending", 2, None)
+
+
+def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(
+    journal: Journal, outbox: Path
+):
+    write_invoice(outbox, "INV-1", name="a.xml")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1")["current_sha256"]
+    journal.update_invoice(
+        "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent
+    )
+    write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
+
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1")["state"] == "invalid"
+
+    (outbox / "b.xml").unlink()
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1")["state"] == "accepted"
+
+
+def test_parallel_scan_records_the_same_as_a_serial_one(tmp_path: Path, outbox: Path):
+    for number in range(300):
+        write_invoice(outbox, f"INV-{number:04d}", amount=f"{number}.00")
+    (outbox / "bad.xml").write_bytes(b"not xml")
+    write_invoice(outbox, "INV-0001", name="dup.xml", amount="7.77")
+
+    results = []
+    for workers in (1, 2):
+        with Journal(tmp_path / f"j{workers}.db") as journal:
+            report = scan_directory(journal, outbox, workers=workers)
+            results.append((sorted(report.new), sorted(map(str, report.invalid)), states(journal)))
+    assert results[0] == results[1]
+    assert results[0][2]["INV-0001"] == "invalid"
+
+
+def test_recursive_scan_descends_only_when_asked(journal: Journal, outbox: Path):
+    (outbox / "2026" / "11").mkdir(parents=True)
+    write_invoice(outbox / "2026" / "11", "DEEP-1")
+    write_invoice(outbox, "TOP-1")
+
+    assert scan_directory(journal, outbox).new == ["TOP-1"]
+    assert scan_directory(journal, outbox, recursive=True).new == ["DEEP-1"]
+
+
+def test_journal_is_private_and_in_wal_mode(tmp_path: Path):
+    path = tmp_path / "deep" / "journal.db"
+    with Journal(path) as journal:
+        assert journal.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_journal_from_a_newer_version_is_refused(tmp_path: Path):
+    path = tmp_path / "journal.db"
+    Journal(path).close()
+    with sqlite3.connect(path) as conn:
+        conn.execute(
+            "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
+            " VALUES ('invoicectl', 'm999_future', 'x')"
+        )
+    with pytest.raises(JournalError, match="newer invoicectl"):
+        Journal(path)
+
+
+def test_corpus_scan_reports_every_repeated_id(journal: Journal):
+    corpus = SHARED / "corpus" / "ubl"
+    if not corpus.is_dir():
+        pytest.skip(f"the shared corpus is not at {corpus}")
+    expected_ids: dict[str, set[str]] = {}
+    for line in (SHARED / "corpus" / "EXPECTED.tsv").read_text().splitlines()[1:]:
+        name, _, invoice_id, *_ = line.split("\t")
+        expected_ids.setdefault(invoice_id, set()).add(name)
+    repeated = {
+        invoice_id
+        for invoice_id, names in expected_ids.items()
+        if len({(corpus / name).read_bytes() for name in names}) > 1
+    }
+
+    report = scan_directory(journal, corpus)
+
+    reported = {p.subject for p in report.invalid if "files with different content" in p.reason}
+    assert reported == repeated
+    assert report.files == len(list(corpus.glob("*.xml")))
