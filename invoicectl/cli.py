@@ -33,6 +33,7 @@ Exit codes (the highest-ranked that applies):
 130 interrupted, state saved.
 """
 
+
 class _Commands(typer.core.TyperGroup):
     """Turns library errors into a message on stderr and their exit code, in one place."""
 

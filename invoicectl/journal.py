@@ -292,8 +292,17 @@ class Journal:
             "INSERT INTO invoices (invoice_id, document_type, current_sha256, source_path,"
             " state, reason, ingested_at, created_at, updated_at)"
             " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (invoice_id, facts["document_type"], sha256, str(item.path), state, reason,
-             now, now, now),
+            (
+                invoice_id,
+                facts["document_type"],
+                sha256,
+                str(item.path),
+                state,
+                reason,
+                now,
+                now,
+                now,
+            ),
         )
         self._update_content(invoice_id, sha256, item, facts)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator
+from collections.abc import Collection, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
@@ -22,6 +22,7 @@ from invoicectl import ubl
 # Below this many files a process pool costs more to start than it saves.
 _POOL_THRESHOLD = 200
 _WINDOW = 512
+
 
 @dataclass(frozen=True)
 class ScannedFile:
@@ -38,6 +39,7 @@ class ScannedFile:
         """The journal already holds this content; it was hashed, not parsed."""
         return self.sha256 is not None and self.data is None and self.reason is None
 
+
 def find_candidates(root: Path, recursive: bool = False) -> list[Path]:
     """Every entry named ``*.xml`` (any case), sorted, including directories and broken links,
     which then get a reason of their own instead of vanishing."""
@@ -49,10 +51,12 @@ def find_candidates(root: Path, recursive: bool = False) -> list[Path]:
     ]
     return sorted(found)
 
+
 def _inside_symlinked_dir(path: Path, root: Path) -> bool:
     # rglob does not follow directory symlinks, but be explicit: a link leading out of the
     # outbox must not pull other directories in.
     return any(parent.is_symlink() for parent in path.relative_to(root).parents if parent.parts)
+
 
 def scan_files(
     paths: list[Path],
@@ -74,15 +78,18 @@ def scan_files(
         for window in _windows(paths, _WINDOW):
             yield from pool.map(_scan_in_worker, window, chunksize=32)
 
+
 def _default_workers(count: int) -> int:
     if count < _POOL_THRESHOLD:
         return 1
     return max(1, min(4, os.cpu_count() or 1))
 
+
 def _windows(items: Iterable[Path], size: int) -> Iterator[list[Path]]:
     iterator = iter(items)
     while window := list(islice(iterator, size)):
         yield window
+
 
 def _scan_one(path: Path, root: Path, known_sha256: Collection[str]) -> ScannedFile:
     name = _display_name(path, root)
@@ -99,22 +106,24 @@ def _scan_one(path: Path, root: Path, known_sha256: Collection[str]) -> ScannedF
         return ScannedFile(path, name, sha256, len(data), data, reason=error.reason)
     return ScannedFile(path, name, sha256, len(data), data, facts=facts)
 
+
 def _display_name(path: Path, root: Path) -> str:
     try:
         return str(path.relative_to(root))
     except ValueError:
         return str(path)
 
+
 _worker_state: dict[str, object] = {}
+
 
 def _init_worker(root: Path, known_sha256: frozenset[str]) -> None:
     _worker_state["root"] = root
     _worker_state["known"] = known_sha256
+
 
 def _scan_in_worker(path: Path) -> ScannedFile:
     root = _worker_state["root"]
     known = _worker_state["known"]
     assert isinstance(root, Path) and isinstance(known, frozenset)
     return _scan_one(path, root, known)
-
-ProgressCallback = Callable[[ScannedFile], None]

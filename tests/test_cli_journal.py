@@ -70,8 +70,16 @@ def test_status_json_has_the_documented_fields(outbox: Path):
     assert {record["state"] for record in records} == {"pending", "invalid"}
     (invoice,) = [record for record in records if record["invoice_id"] == "INV-1"]
     for field in (
-        "invoice_id", "document_type", "state", "reason", "sha256", "receiver",
-        "idempotency_key", "transaction_id", "existing_transaction_id", "updated_at",
+        "invoice_id",
+        "document_type",
+        "state",
+        "reason",
+        "sha256",
+        "receiver",
+        "idempotency_key",
+        "transaction_id",
+        "existing_transaction_id",
+        "updated_at",
     ):
         assert field in invoice
     assert invoice["receiver"] == "9915:phase4-test-receiver"

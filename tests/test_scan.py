@@ -110,9 +110,7 @@ def test_file_without_id_is_recorded_by_path_until_fixed(journal: Journal, outbo
     assert states(journal) == {"INV-9": "pending"}
 
 
-def test_every_file_gets_an_answer_and_one_bad_file_stops_nothing(
-    journal: Journal, outbox: Path
-):
+def test_every_file_gets_an_answer_and_one_bad_file_stops_nothing(journal: Journal, outbox: Path):
     write_invoice(outbox, "GOOD-1")
     (outbox / "empty.xml").write_bytes(b"")
     (outbox / "folder.xml").mkdir()
@@ -153,9 +151,7 @@ def test_content_changed_after_sending_is_amended_and_restored_if_reverted(
     assert journal.invoice("INV-1")["state"] == "accepted"
 
 
-def test_correction_of_a_rejected_invoice_gets_a_new_key_version(
-    journal: Journal, outbox: Path
-):
+def test_correction_of_a_rejected_invoice_gets_a_new_key_version(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", amount="100.00")
     scan_directory(journal, outbox)
     sent = journal.invoice("INV-1")["current_sha256"]
@@ -170,9 +166,7 @@ def test_correction_of_a_rejected_invoice_gets_a_new_key_version(
     assert (row["state"], row["key_version"], row["idempotency_key"]) == ("pending", 2, None)
 
 
-def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(
-    journal: Journal, outbox: Path
-):
+def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", name="a.xml")
     scan_directory(journal, outbox)
     sent = journal.invoice("INV-1")["current_sha256"]
