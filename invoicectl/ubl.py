@@ -1,0 +1,518 @@
+"""The safe UBL reader: file-level checks, a hardened parse, the facts invoicectl needs.
+
+This module owns everything invoicectl knows about a UBL file's bytes:
+
+- ``read_document`` decides whether a path may be read at all (inside the scanned directory,
+  a regular file, not empty, not over the API's 15 MB limit) and reads it.
+- ``parse_document`` parses the bytes with a parser that never resolves entities, never loads
+  a DTD and never touches the network, refuses any DOCTYPE that could expand or fetch
+  something, and extracts the header fields (``InvoiceFacts``) from the root's direct children,
+  matched by namespace URI and local name, never by prefix.
+- ``document_text`` turns the stored bytes into the exact characters sent as the JSON
+  ``document`` string (design.md, Idempotency rule 2).
+
+Every refusal is an ``InvalidDocument`` whose ``reason`` is one line a finance clerk can act on.
+A document that parses and has an ID but cannot be sent (no customer endpoint) is not an
+exception: it comes back as ``InvoiceFacts`` with ``problem`` set, so it is journalled under
+its ID.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import re
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from lxml import etree
+
+MAX_DOCUMENT_BYTES = 15 * 1024 * 1024
+
+_UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
+_ROOTS = {
+    f"{{{_UBL_SCHEMA}Invoice-2}}Invoice": "Invoice",
+    f"{{{_UBL_SCHEMA}CreditNote-2}}CreditNote": "CreditNote",
+}
+_CBC = f"{{{_UBL_SCHEMA}CommonBasicComponents-2}}"
+_CAC = f"{{{_UBL_SCHEMA}CommonAggregateComponents-2}}"
+
+_ID = _CBC + "ID"
+_ISSUE_DATE = _CBC + "IssueDate"
+_CURRENCY = _CBC + "DocumentCurrencyCode"
+_MONETARY_TOTAL = _CAC + "LegalMonetaryTotal"
+_PAYABLE_AMOUNT = _CBC + "PayableAmount"
+_SUPPLIER = _CAC + "AccountingSupplierParty"
+_CUSTOMER = _CAC + "AccountingCustomerParty"
+_PARTY = _CAC + "Party"
+_ENDPOINT_ID = _CBC + "EndpointID"
+
+# One parser per process: lxml parsers are not thread-safe, but building one per call costs
+# more than the parse of a small invoice. huge_tree lifts libxml2's 10 MB text-node limit so a
+# large embedded PDF parses; it is safe only because entities are never resolved, no DTD is
+# loaded, DOCTYPEs are refused before parsing and the 15 MB cap is checked before reading.
+_PARSER = etree.XMLParser(
+    resolve_entities=False,
+    load_dtd=False,
+    dtd_validation=False,
+    no_network=True,
+    huge_tree=True,
+    remove_comments=True,
+    remove_pis=True,
+    collect_ids=False,
+)
+
+_UTF8_BOM = codecs.BOM_UTF8
+_DECLARATION = re.compile(rb"<\?xml[^>]*?>")
+_ENCODING_PSEUDO_ATTR = re.compile(rb"""\sencoding\s*=\s*(["'])([^"']*)\1""")
+_TEXT_DECLARATION = re.compile(r"""\A(<\?xml[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
+_STARTS_LIKE_XML = re.compile(rb"[ \t\r\n]*<")
+_LXML_LOCATION = re.compile(r",? line \d+, column \d+$")
+
+
+class InvalidDocument(Exception):
+    """A file invoicectl refuses to send; ``reason`` is one line a finance clerk can act on."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """A Peppol participant address: ``schemeID`` verbatim (it may contain a colon) and id."""
+
+    scheme: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.scheme}:{self.id}"
+
+
+@dataclass(frozen=True)
+class InvoiceFacts:
+    """The header fields of one Invoice or CreditNote; texts verbatim, trimmed."""
+
+    document_type: str
+    invoice_id: str
+    issue_date: str | None
+    currency: str | None
+    payable_amount: str | None
+    supplier_endpoint: Endpoint | None
+    customer_endpoint: Endpoint | None
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class _Encoding:
+    """How a document's bytes are encoded, as far as the BOM and declaration tell."""
+
+    codec: str  # a Python codec name
+    bom_length: int
+    declared: str | None  # the declaration's encoding value, verbatim
+
+    @property
+    def label(self) -> str:
+        return self.declared or self.codec.upper()
+
+
+# --- reading files -----------------------------------------------------------------------
+
+
+def read_document(path: Path, root: Path) -> bytes:
+    """The bytes of ``path``, a file inside ``root``; InvalidDocument for anything else.
+
+    Symbolic links are followed only when they resolve inside ``root``, and nothing outside
+    it is ever opened or stat'ed. Size is checked on the open file before reading it.
+    """
+    real = _resolve_inside(path, root)
+    fd = _open_regular(real)
+    try:
+        size = _checked_size(os.fstat(fd))
+        data = _read_at_most(fd, MAX_DOCUMENT_BYTES + 1)
+    finally:
+        os.close(fd)
+    # The file may have changed between fstat and read; judge what was actually read.
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(_too_large(max(size, len(data))))
+    if not data:
+        raise InvalidDocument("the file is empty (0 bytes)")
+    return data
+
+
+def _resolve_inside(path: Path, root: Path) -> Path:
+    try:
+        real_root = root.resolve()
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        raise InvalidDocument("a symbolic link that loops back on itself") from None
+    if not real.is_relative_to(real_root):
+        raise InvalidDocument(
+            f"a symbolic link to {real}, outside the scanned directory {real_root}; "
+            "links are followed only inside it"
+        )
+    if not real.exists():
+        if path.is_symlink():
+            raise InvalidDocument(
+                f"a broken symbolic link: its target {os.readlink(path)} does not exist"
+            )
+        raise InvalidDocument("the file no longer exists (moved or deleted during the scan)")
+    return real
+
+
+def _open_regular(real: Path) -> int:
+    # O_NOFOLLOW: the path was resolved already, so a link appearing here is a swap
+    # after the check. O_NONBLOCK: opening a named pipe must not hang the scan.
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        return os.open(real, flags)
+    except PermissionError:
+        raise InvalidDocument(
+            "cannot read the file: permission denied (check its owner and mode)"
+        ) from None
+    except OSError as exc:
+        raise InvalidDocument(f"cannot read the file: {exc.strerror}") from None
+
+
+def _checked_size(st: os.stat_result) -> int:
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidDocument("a directory, not a file, although its name ends in .xml")
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidDocument("not a regular file (a pipe, socket or device)")
+    if st.st_size > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(_too_large(st.st_size))
+    if st.st_size == 0:
+        raise InvalidDocument("the file is empty (0 bytes)")
+    return st.st_size
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks: list[bytes] = []
+    remaining = limit
+    while remaining > 0:
+        chunk = os.read(fd, min(remaining, 1024 * 1024))
+        if not chunk:
+            break
+        chunks.append(chunk)
+        remaining -= len(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"the file is {size:,} bytes, over the API's limit of 15 MB ({MAX_DOCUMENT_BYTES:,} bytes)"
+    )
+
+
+# --- encodings ---------------------------------------------------------------------------
+
+
+def _sniff_encoding(data: bytes) -> _Encoding:
+    """The encoding per BOM, then declaration, then XML's default UTF-8.
+
+    Raises InvalidDocument when the declaration names an unknown encoding or a UTF-16/32
+    encoding for bytes that are plainly 8-bit text.
+    """
+    if data.startswith(
+        (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, b"<\x00\x00\x00", b"\x00\x00\x00<")
+    ):
+        # libxml2 would guess UCS-4 on its own, past the DOCTYPE check below; nobody sends it.
+        raise InvalidDocument(
+            "the file is in UTF-32 (or another encoding with zero bytes), which invoicectl "
+            "does not read; re-save it as UTF-8"
+        )
+    if data.startswith(_UTF8_BOM):
+        return _Encoding("utf-8", len(_UTF8_BOM), _declared_encoding(data[3:200]))
+    for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            return _Encoding(codec, 2, _declared_in_utf16(data[2:400], codec))
+    # UTF-16 without BOM is legal when the declaration says so; '<?' tells the byte order.
+    for start, codec in ((b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be")):
+        if data.startswith(start):
+            return _Encoding(codec, 0, _declared_in_utf16(data[:400], codec))
+    if not _STARTS_LIKE_XML.match(data):
+        # Also keeps libxml2 from guessing an exotic encoding (EBCDIC) we cannot pre-scan.
+        raise InvalidDocument(
+            "not an XML file: it does not start with '<' "
+            "(is it a PDF or another format saved as .xml?)"
+        )
+    declared = _declared_encoding(data[:200])
+    if declared is None:
+        return _Encoding("utf-8", 0, None)
+    codec = _codec_for(declared)
+    if codec.startswith(("utf-16", "utf-32")):
+        raise InvalidDocument(
+            f"the file declares encoding {declared} but its bytes are 8-bit text, "
+            f"not {declared}; fix the declaration or re-save the file as {declared}"
+        )
+    return _Encoding(codec, 0, declared)
+
+
+def _declared_encoding(head: bytes) -> str | None:
+    declaration = _DECLARATION.match(head)
+    if declaration is None:
+        return None
+    found = _ENCODING_PSEUDO_ATTR.search(declaration.group())
+    return found.group(2).decode("ascii", "replace") if found else None
+
+
+def _declared_in_utf16(head: bytes, codec: str) -> str | None:
+    text = head[: len(head) // 2 * 2].decode(codec, "replace")
+    return _declared_encoding(text.encode("ascii", "replace"))
+
+
+def _codec_for(declared: str) -> str:
+    try:
+        return codecs.lookup(declared).name
+    except LookupError:
+        raise InvalidDocument(
+            f"the file declares encoding {declared!r}, which is not a known character encoding"
+        ) from None
+
+
+def document_text(data: bytes) -> str:
+    """The document's characters, for the JSON body (design.md, Idempotency rule 2).
+
+    UTF-8 without BOM comes back exactly as ``data.decode("utf-8")``. Otherwise the BOM is
+    dropped and the text decoded; a declaration naming another encoding is rewritten to say
+    UTF-8 (only that pseudo-attribute changes), since the text will travel as UTF-8.
+    """
+    encoding = _sniff_encoding(data)
+    try:
+        text = data[encoding.bom_length :].decode(encoding.codec)
+    except UnicodeDecodeError as exc:
+        raise InvalidDocument(_not_valid_in(encoding, data, exc.start)) from None
+    if encoding.declared is None or _codec_for(encoding.declared) == "utf-8":
+        return text
+    return _TEXT_DECLARATION.sub(r"\1\2UTF-8\2", text, count=1)
+
+
+def _not_valid_in(encoding: _Encoding, data: bytes, offset: int) -> str:
+    line = data[encoding.bom_length : encoding.bom_length + offset].count(b"\n") + 1
+    if encoding.declared is None:
+        return (
+            f"the bytes are not valid {encoding.label} (line {line}), and the file declares "
+            "no other encoding; add an encoding declaration or re-save the file as UTF-8"
+        )
+    return (
+        f"the bytes are not valid {encoding.label} although the file declares encoding "
+        f"{encoding.declared} (line {line})"
+    )
+
+
+# --- DOCTYPE -----------------------------------------------------------------------------
+
+
+def _refuse_doctype(data: bytes, encoding: _Encoding) -> None:
+    """Refuse a DOCTYPE that declares anything or points outside, before libxml2 sees it.
+
+    This check runs on the raw prolog, not the parsed tree, so a billion-laughs file is
+    refused without ever being handed to the parser (huge_tree lifts libxml2's own limits).
+    """
+    prolog = data[encoding.bom_length :]
+    if encoding.codec.startswith("utf-16"):
+        # Markup in the prolog is ASCII: transcode so one byte scanner serves every encoding.
+        prolog = prolog.decode(encoding.codec, "replace").encode("utf-8", "replace")
+    doctype = _doctype_in_prolog(prolog)
+    if doctype is None:
+        return
+    if b"<!ENTITY" in doctype:
+        raise InvalidDocument(
+            "the file declares XML entities in a DOCTYPE; invoicectl refuses them "
+            "(they can expand without bound) and UBL never uses them"
+        )
+    if re.search(rb"<!DOCTYPE\s+\S+\s+(SYSTEM|PUBLIC)\b", doctype):
+        raise InvalidDocument(
+            "the file points to an external DTD in its DOCTYPE; invoicectl never loads "
+            "DTDs and UBL does not use one"
+        )
+    if b"[" in doctype:
+        raise InvalidDocument(
+            "the file carries an internal DTD in its DOCTYPE; UBL does not use DTDs"
+        )
+
+
+def _doctype_in_prolog(prolog: bytes) -> bytes | None:
+    """The DOCTYPE declaration before the root element, or None."""
+    pos = 0
+    while True:
+        start = prolog.find(b"<", pos)
+        if start < 0:
+            return None
+        if prolog.startswith(b"<?", start):
+            end, skip = prolog.find(b"?>", start + 2), 2
+        elif prolog.startswith(b"<!--", start):
+            end, skip = prolog.find(b"-->", start + 4), 3
+        elif prolog.startswith(b"<!DOCTYPE", start):
+            return _doctype_declaration(prolog, start)
+        else:
+            return None  # the root element: no DOCTYPE can follow it
+        if end < 0:
+            return None  # unterminated: the parser reports it as not well-formed
+        pos = end + skip
+
+
+def _doctype_declaration(prolog: bytes, start: int) -> bytes:
+    subset_open = prolog.find(b"[", start)
+    close = prolog.find(b">", start)
+    if 0 <= subset_open < close or (subset_open >= 0 and close < 0):
+        # An internal subset holds '>' of its own; it ends at ']' followed by '>'.
+        subset_end = prolog.find(b"]", subset_open)
+        close = prolog.find(b">", subset_end) if subset_end >= 0 else -1
+    return prolog[start : close + 1 if close >= 0 else len(prolog)]
+
+
+# --- parsing -----------------------------------------------------------------------------
+
+
+def parse_document(data: bytes) -> InvoiceFacts:
+    """The facts of a UBL Invoice or CreditNote; InvalidDocument when it is not one."""
+    if not data or data.isspace():
+        raise InvalidDocument(
+            "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
+        )
+    encoding = _sniff_encoding(data)
+    _refuse_doctype(data, encoding)
+    root = _parse(data, encoding)
+    _refuse_parsed_dtd(root)
+    document_type = _document_type(root)
+    children = _first_children(root)
+    invoice_id = _text(children.get(_ID))
+    if invoice_id is None:
+        raise InvalidDocument(_no_id_reason(children))
+    customer, problem = _customer_endpoint(children.get(_CUSTOMER))
+    return InvoiceFacts(
+        document_type=document_type,
+        invoice_id=invoice_id,
+        issue_date=_text(children.get(_ISSUE_DATE)),
+        currency=_text(children.get(_CURRENCY)),
+        payable_amount=_text(_child(children.get(_MONETARY_TOTAL), _PAYABLE_AMOUNT)),
+        supplier_endpoint=_endpoint(_party_endpoint(children.get(_SUPPLIER))),
+        customer_endpoint=customer,
+        problem=problem,
+    )
+
+
+def _parse(data: bytes, encoding: _Encoding) -> etree._Element:
+    try:
+        return etree.fromstring(data, _PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise InvalidDocument(_syntax_reason(exc, data, encoding)) from None
+
+
+def _refuse_parsed_dtd(root: etree._Element) -> None:
+    # Defence in depth: the prolog scan should have caught any DOCTYPE that declares or
+    # points to something; if the parser still saw one, refuse the same way.
+    docinfo = root.getroottree().docinfo
+    internal = docinfo.internalDTD
+    if (internal is not None and internal.entities()) or docinfo.system_url or docinfo.public_id:
+        raise InvalidDocument(
+            "the file carries a DTD in its DOCTYPE; invoicectl never loads DTDs and UBL "
+            "does not use one"
+        )
+
+
+def _syntax_reason(exc: etree.XMLSyntaxError, data: bytes, encoding: _Encoding) -> str:
+    # libxml2's encoding errors ("Invalid bytes in character encoding") say nothing a clerk
+    # can act on; decoding ourselves names the encoding and the line.
+    try:
+        data[encoding.bom_length :].decode(encoding.codec)
+    except UnicodeDecodeError as decode_error:
+        return _not_valid_in(encoding, data, decode_error.start)
+    message = _LXML_LOCATION.sub("", exc.msg or "syntax error")
+    return f"not well-formed XML (line {exc.lineno}): {_plain_syntax_message(message)}"
+
+
+def _plain_syntax_message(message: str) -> str:
+    """libxml2's wording, with the two faults clerks meet most put in plain words."""
+    if message.startswith("xmlParseEntityRef: no name"):
+        return "a bare '&' that starts no entity (write it as &amp;)"
+    if message.startswith(("Premature end of data", "EndTag: '</' not found")):
+        return f"the file ends in the middle of the document; is it truncated? ({message})"
+    return message
+
+
+def _document_type(root: etree._Element) -> str:
+    document_type = _ROOTS.get(root.tag)
+    if document_type is not None:
+        return document_type
+    qname = etree.QName(root)
+    namespace, local = qname.namespace or "", qname.localname
+    if local in ("Invoice", "CreditNote"):
+        where = f"namespace {namespace}" if namespace else "no namespace"
+        raise InvalidDocument(
+            f"not UBL: the root element {local} is in {where}, not the UBL namespace "
+            f"{_UBL_SCHEMA}{local}-2"
+        )
+    if namespace.startswith(_UBL_SCHEMA):
+        raise InvalidDocument(
+            f"a UBL {local} document; the GoRoute API takes only Invoice and CreditNote"
+        )
+    if local == "CrossIndustryInvoice":
+        raise InvalidDocument(
+            "not UBL: this is a UN/CEFACT CII invoice (CrossIndustryInvoice); "
+            "the GoRoute API takes UBL Invoice and CreditNote documents"
+        )
+    where = f" in namespace {namespace}" if namespace else " (no namespace)"
+    raise InvalidDocument(
+        f"not UBL: the root element is {local}{where}, not a UBL Invoice or CreditNote"
+    )
+
+
+def _first_children(element: etree._Element) -> dict[str, etree._Element]:
+    """The first direct child per tag: one walk instead of a search per field."""
+    found: dict[str, etree._Element] = {}
+    for child in element:
+        found.setdefault(child.tag, child)
+    return found
+
+
+def _child(element: etree._Element | None, tag: str) -> etree._Element | None:
+    return None if element is None else element.find(tag)
+
+
+def _text(element: etree._Element | None) -> str | None:
+    if element is None or element.text is None:
+        return None
+    return element.text.strip() or None
+
+
+def _no_id_reason(children: dict[str, etree._Element]) -> str:
+    if _ID in children:
+        return "the invoice number (cbc:ID) is empty"
+    return (
+        "no invoice number: the document has no cbc:ID directly under its root "
+        "(an ID inside UBLExtensions or elsewhere does not count)"
+    )
+
+
+def _party_endpoint(party_role: etree._Element | None) -> etree._Element | None:
+    return _child(_child(party_role, _PARTY), _ENDPOINT_ID)
+
+
+def _endpoint(element: etree._Element | None) -> Endpoint | None:
+    identifier = _text(element)
+    scheme = (element.get("schemeID") or "").strip() if element is not None else ""
+    if identifier is None or not scheme:
+        return None
+    return Endpoint(scheme, identifier)
+
+
+def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None, str | None]:
+    """The receiver's Peppol address, or the reason it cannot be sent."""
+    element = _party_endpoint(customer)
+    if element is None:
+        return None, (
+            "no customer EndpointID (AccountingCustomerParty/Party/EndpointID): "
+            "the receiver's Peppol address is needed to send"
+        )
+    identifier = _text(element)
+    if identifier is None:
+        return None, "the customer EndpointID is empty: the receiver's Peppol address is needed"
+    if not (element.get("schemeID") or "").strip():
+        return None, (
+            f"the customer EndpointID {identifier} has no schemeID, so the receiver's "
+            "Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
+        )
+    return _endpoint(element), None

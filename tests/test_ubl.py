@@ -1,0 +1,559 @@
+"""The safe UBL reader: one named fixture per bad-input case, the valid oddities, the exact reasons.
+
+Fixtures live in tests/data/bad and tests/data/good. Cases a committed file cannot hold (over
+15 MB, unreadable, a directory, links) are built in tmp_path.
+"""
+
+from __future__ import annotations
+
+import codecs
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from invoicectl.ubl import (
+    MAX_DOCUMENT_BYTES,
+    Endpoint,
+    InvalidDocument,
+    InvoiceFacts,
+    document_text,
+    parse_document,
+    read_document,
+)
+
+DATA = Path(__file__).parent / "data"
+BAD = DATA / "bad"
+GOOD = DATA / "good"
+
+NS_INV = "urn:oasis:names:specification:ubl:schema:xsd:Invoice-2"
+NS_CN = "urn:oasis:names:specification:ubl:schema:xsd:CreditNote-2"
+NS_CAC = "urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2"
+NS_CBC = "urn:oasis:names:specification:ubl:schema:xsd:CommonBasicComponents-2"
+NS_EXT = "urn:oasis:names:specification:ubl:schema:xsd:CommonExtensionComponents-2"
+
+
+def reason_of(data: bytes) -> str:
+    with pytest.raises(InvalidDocument) as caught:
+        parse_document(data)
+    assert str(caught.value) == caught.value.reason
+    assert "\n" not in caught.value.reason, "reasons are one line"
+    return caught.value.reason
+
+
+def invoice(body: str, root: str = "Invoice", ns: str = NS_INV, prolog: str = "") -> bytes:
+    """A small UBL document around ``body`` (root children), for cases that need no file."""
+    return (
+        f'<?xml version="1.0" encoding="UTF-8"?>\n{prolog}'
+        f'<{root} xmlns="{ns}" xmlns:cac="{NS_CAC}" xmlns:cbc="{NS_CBC}">\n'
+        f"{body}\n</{root}>\n"
+    ).encode()
+
+
+CUSTOMER = (
+    "<cac:AccountingCustomerParty><cac:Party>"
+    '<cbc:EndpointID schemeID="9915">phase4-test-receiver</cbc:EndpointID>'
+    "</cac:Party></cac:AccountingCustomerParty>"
+)
+
+
+# --- bad input: one named file per case -------------------------------------------------
+
+BAD_FILES = {
+    "empty.xml": "the file is empty (0 bytes)",
+    "not-well-formed.xml": (
+        "not well-formed XML (line 71): the file ends in the middle of the document; "
+        "is it truncated?"
+    ),
+    "not-ubl.xml": "not UBL: this is a UN/CEFACT CII invoice (CrossIndustryInvoice)",
+    "ubl-order.xml": "a UBL Order document; the GoRoute API takes only Invoice and CreditNote",
+    "id-only-in-extensions.xml": (
+        "no invoice number: the document has no cbc:ID directly under its root "
+        "(an ID inside UBLExtensions or elsewhere does not count)"
+    ),
+    "entity-declaration.xml": (
+        "the file declares XML entities in a DOCTYPE; invoicectl refuses them "
+        "(they can expand without bound) and UBL never uses them"
+    ),
+    "external-dtd.xml": (
+        "the file points to an external DTD in its DOCTYPE; invoicectl never loads DTDs "
+        "and UBL does not use one"
+    ),
+    "wrong-encoding.xml": (
+        "the bytes are not valid UTF-8 although the file declares encoding UTF-8 (line 12)"
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_FILES))
+def test_bad_file_is_refused_with_its_reason(name: str) -> None:
+    reason = reason_of((BAD / name).read_bytes())
+    assert reason.startswith(BAD_FILES[name]), reason
+
+
+def test_every_bad_fixture_has_a_test() -> None:
+    problems = {"no-customer-endpoint.xml", "no-customer-scheme.xml"}
+    assert {p.name for p in BAD.glob("*.xml")} == set(BAD_FILES) | problems
+
+
+def test_no_customer_endpoint_is_recorded_with_a_problem() -> None:
+    facts = parse_document((BAD / "no-customer-endpoint.xml").read_bytes())
+    assert facts.invoice_id == "BAD-NO-ENDPOINT-1"
+    assert facts.customer_endpoint is None
+    assert facts.problem == (
+        "no customer EndpointID (AccountingCustomerParty/Party/EndpointID): "
+        "the receiver's Peppol address is needed to send"
+    )
+
+
+def test_customer_endpoint_without_scheme_is_recorded_with_a_problem() -> None:
+    facts = parse_document((BAD / "no-customer-scheme.xml").read_bytes())
+    assert facts.invoice_id == "BAD-NO-SCHEME-1"
+    assert facts.customer_endpoint is None
+    assert facts.problem == (
+        "the customer EndpointID 7300010000001 has no schemeID, so the receiver's "
+        "Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
+    )
+
+
+def test_empty_customer_endpoint_is_a_problem() -> None:
+    body = (
+        "<cbc:ID>X-1</cbc:ID><cac:AccountingCustomerParty><cac:Party>"
+        '<cbc:EndpointID schemeID="0088">  </cbc:EndpointID>'
+        "</cac:Party></cac:AccountingCustomerParty>"
+    )
+    facts = parse_document(invoice(body))
+    assert facts.problem == (
+        "the customer EndpointID is empty: the receiver's Peppol address is needed"
+    )
+
+
+# --- entities and DTDs are never expanded or loaded -------------------------------------
+
+
+def test_billion_laughs_is_refused_fast_without_expansion() -> None:
+    data = (BAD / "entity-declaration.xml").read_bytes()
+    assert b"<!ENTITY lol9" in data and b"&lol9;" in data
+    started = time.perf_counter()
+    reason_of(data)
+    assert time.perf_counter() - started < 0.05
+
+
+def test_billion_laughs_in_utf16_is_refused_too() -> None:
+    text = (BAD / "entity-declaration.xml").read_text("utf-8")
+    data = text.replace('encoding="UTF-8"', 'encoding="UTF-16"').encode("utf-16")
+    assert reason_of(data).startswith("the file declares XML entities in a DOCTYPE")
+
+
+def test_doctype_after_comments_is_still_found() -> None:
+    prolog = '<!-- a <comment> with > signs -->\n<!DOCTYPE Invoice [<!ENTITY x "y">]>\n'
+    assert reason_of(invoice("<cbc:ID>X-1</cbc:ID>", prolog=prolog)).startswith(
+        "the file declares XML entities in a DOCTYPE"
+    )
+
+
+def test_public_external_dtd_is_refused() -> None:
+    prolog = '<!DOCTYPE Invoice PUBLIC "-//X//DTD Invoice//EN" "http://dtd.example/i.dtd">\n'
+    assert reason_of(invoice("<cbc:ID>X-1</cbc:ID>", prolog=prolog)).startswith(
+        "the file points to an external DTD in its DOCTYPE"
+    )
+
+
+def test_internal_dtd_without_entities_is_refused() -> None:
+    prolog = "<!DOCTYPE Invoice [<!ATTLIST Invoice lang CDATA 'en'>]>\n"
+    assert reason_of(invoice("<cbc:ID>X-1</cbc:ID>", prolog=prolog)) == (
+        "the file carries an internal DTD in its DOCTYPE; UBL does not use DTDs"
+    )
+
+
+def test_bare_doctype_declares_nothing_and_is_accepted() -> None:
+    facts = parse_document(invoice(f"<cbc:ID>X-1</cbc:ID>{CUSTOMER}", prolog="<!DOCTYPE x>\n"))
+    assert facts.invoice_id == "X-1"
+    assert facts.problem is None
+
+
+def test_undeclared_entity_reference_is_not_well_formed() -> None:
+    reason = reason_of(invoice("<cbc:ID>&secret;</cbc:ID>"))
+    assert reason.startswith("not well-formed XML (line 3): Entity 'secret' not defined"), reason
+
+
+# --- not UBL, wrong type ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("root", "ns", "expected"),
+    [
+        (
+            "Invoice",
+            "urn:example:invoice",
+            "not UBL: the root element Invoice is in namespace urn:example:invoice, "
+            f"not the UBL namespace {NS_INV}",
+        ),
+        (
+            "Invoice",
+            NS_CN,
+            f"not UBL: the root element Invoice is in namespace {NS_CN}, "
+            f"not the UBL namespace {NS_INV}",
+        ),
+        (
+            "DespatchAdvice",
+            "urn:oasis:names:specification:ubl:schema:xsd:DespatchAdvice-2",
+            "a UBL DespatchAdvice document; the GoRoute API takes only Invoice and CreditNote",
+        ),
+        (
+            "SelfBilledCreditNote",
+            "urn:oasis:names:specification:ubl:schema:xsd:SelfBilledCreditNote-2",
+            "a UBL SelfBilledCreditNote document; the GoRoute API takes only Invoice and "
+            "CreditNote",
+        ),
+        (
+            "html",
+            "http://www.w3.org/1999/xhtml",
+            "not UBL: the root element is html in namespace http://www.w3.org/1999/xhtml, "
+            "not a UBL Invoice or CreditNote",
+        ),
+    ],
+)
+def test_wrong_root_names_what_it_is(root: str, ns: str, expected: str) -> None:
+    assert reason_of(invoice("<cbc:ID>X-1</cbc:ID>", root=root, ns=ns)) == expected
+
+
+def test_root_without_namespace() -> None:
+    data = b"<Invoice><ID>X-1</ID></Invoice>"
+    assert reason_of(data) == (
+        f"not UBL: the root element Invoice is in no namespace, not the UBL namespace {NS_INV}"
+    )
+
+
+def test_empty_id_is_refused() -> None:
+    assert reason_of(invoice("<cbc:ID>  </cbc:ID>")) == "the invoice number (cbc:ID) is empty"
+
+
+def test_id_elsewhere_than_under_the_root_does_not_count() -> None:
+    body = "<cac:OrderReference><cbc:ID>PO-1</cbc:ID></cac:OrderReference>"
+    assert reason_of(invoice(body)).startswith("no invoice number")
+
+
+# --- not well-formed, encodings ---------------------------------------------------------
+
+
+def test_whitespace_only_file() -> None:
+    assert reason_of(b" \r\n\t\n") == "the file holds only white space, no XML"
+
+
+def test_bare_ampersand_is_explained() -> None:
+    body = "<cbc:ID>X-1</cbc:ID>\n<cbc:Note>Smith & Sons</cbc:Note>"
+    assert reason_of(invoice(body)) == (
+        "not well-formed XML (line 4): a bare '&' that starts no entity (write it as &amp;)"
+    )
+
+
+def test_mismatched_tags_keep_libxml2_wording() -> None:
+    reason = reason_of(invoice("<cbc:ID>X-1</cbc:IssueDate>"))
+    assert reason.startswith("not well-formed XML (line 3): Opening and ending tag mismatch"), (
+        reason
+    )
+
+
+def test_latin1_bytes_without_declaration_are_not_utf8() -> None:
+    data = f'<Invoice xmlns="{NS_INV}">\n<Note>M\xfcller</Note></Invoice>'.encode("latin-1")
+    assert reason_of(data) == (
+        "the bytes are not valid UTF-8 (line 2), and the file declares no other encoding; "
+        "add an encoding declaration or re-save the file as UTF-8"
+    )
+
+
+def test_declared_utf16_but_8_bit_bytes() -> None:
+    data = (GOOD / "no-declaration.xml").read_bytes()
+    data = b'<?xml version="1.0" encoding="UTF-16"?>\n' + data
+    assert reason_of(data) == (
+        "the file declares encoding UTF-16 but its bytes are 8-bit text, not UTF-16; "
+        "fix the declaration or re-save the file as UTF-16"
+    )
+
+
+def test_unknown_declared_encoding() -> None:
+    data = b'<?xml version="1.0" encoding="x-klingon"?>\n<Invoice/>'
+    assert reason_of(data) == (
+        "the file declares encoding 'x-klingon', which is not a known character encoding"
+    )
+
+
+def test_a_pdf_saved_as_xml_is_not_xml() -> None:
+    assert reason_of(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj") == (
+        "not an XML file: it does not start with '<' (is it a PDF or another format saved as .xml?)"
+    )
+
+
+@pytest.mark.parametrize("codec", ["utf-32", "utf-32-le", "utf-32-be"])
+def test_utf32_is_refused_before_libxml2_guesses_it(codec: str) -> None:
+    data = (GOOD / "no-declaration.xml").read_text("utf-8").encode(codec)
+    assert reason_of(data).startswith("the file is in UTF-32")
+
+
+@pytest.mark.parametrize("codec", ["utf-16-le", "utf-16-be"])
+def test_utf16_without_bom_in_either_byte_order(codec: str) -> None:
+    text = (GOOD / "utf16.xml").read_bytes().decode("utf-16")
+    data = text.encode(codec)
+    assert parse_document(data).invoice_id == "GOOD-UTF16-1"
+    assert document_text(data) == document_text((GOOD / "utf16.xml").read_bytes())
+
+
+def test_utf16_big_endian_with_bom() -> None:
+    text = (GOOD / "utf16.xml").read_bytes().decode("utf-16")
+    data = codecs.BOM_UTF16_BE + text.encode("utf-16-be")
+    assert parse_document(data).invoice_id == "GOOD-UTF16-1"
+
+
+# --- valid oddities ---------------------------------------------------------------------
+
+GOOD_IDS = {
+    "utf8-bom.xml": "GOOD-BOM-1",
+    "no-declaration.xml": "GOOD-NODECL-1",
+    "crlf.xml": "GOOD-CRLF-1",
+    "comment-before-root.xml": "GOOD-COMMENT-1",
+    "iso-8859-1.xml": "GOOD-LATIN1-1",
+    "utf16.xml": "GOOD-UTF16-1",
+    "ubl-prefix.xml": "GOOD-PREFIX-1",
+    "default-cbc-namespace.xml": "GOOD-DEFAULT-CBC-1",
+}
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_IDS))
+def test_valid_oddity_parses_to_the_same_facts(name: str) -> None:
+    facts = parse_document((GOOD / name).read_bytes())
+    assert facts == InvoiceFacts(
+        document_type="Invoice",
+        invoice_id=GOOD_IDS[name],
+        issue_date="2026-03-02",
+        currency="SEK",
+        payable_amount="562.50",
+        supplier_endpoint=Endpoint("0007", "5567321236"),
+        customer_endpoint=Endpoint("9915", "phase4-test-receiver"),
+        problem=None,
+    )
+
+
+def test_every_good_fixture_has_a_test() -> None:
+    assert {p.name for p in GOOD.glob("*.xml")} == set(GOOD_IDS)
+
+
+def test_fields_come_from_the_roots_direct_children_trimmed() -> None:
+    body = f"""
+  <ext:UBLExtensions xmlns:ext="{NS_EXT}">
+    <ext:UBLExtension><cbc:ID>EXT-1</cbc:ID></ext:UBLExtension>
+  </ext:UBLExtensions>
+  <cbc:ID>
+     018304 / 28865 </cbc:ID>
+  <cbc:IssueDate>2016-04-04+01:00</cbc:IssueDate>
+  <cbc:DocumentCurrencyCode>DKK</cbc:DocumentCurrencyCode>
+  <cac:OrderReference><cbc:ID>PO-9</cbc:ID><cbc:IssueDate>2000-01-01</cbc:IssueDate></cac:OrderReference>
+  <cac:AccountingSupplierParty><cac:Party>
+    <cbc:EndpointID schemeID="DK:CVR">DK16356709</cbc:EndpointID>
+  </cac:Party></cac:AccountingSupplierParty>
+  {CUSTOMER}
+  <cac:LegalMonetaryTotal>
+    <cbc:LineExtensionAmount currencyID="DKK">-1325</cbc:LineExtensionAmount>
+    <cbc:PayableAmount currencyID="DKK">-1656.25</cbc:PayableAmount>
+  </cac:LegalMonetaryTotal>"""
+    facts = parse_document(invoice(body))
+    assert facts == InvoiceFacts(
+        document_type="Invoice",
+        invoice_id="018304 / 28865",
+        issue_date="2016-04-04+01:00",
+        currency="DKK",
+        payable_amount="-1656.25",
+        supplier_endpoint=Endpoint("DK:CVR", "DK16356709"),
+        customer_endpoint=Endpoint("9915", "phase4-test-receiver"),
+        problem=None,
+    )
+    assert str(facts.supplier_endpoint) == "DK:CVR:DK16356709"
+
+
+def test_credit_note_and_absent_optional_fields() -> None:
+    facts = parse_document(invoice(f"<cbc:ID>CN-1</cbc:ID>{CUSTOMER}", "CreditNote", NS_CN))
+    assert facts.document_type == "CreditNote"
+    assert (facts.issue_date, facts.currency, facts.payable_amount) == (None, None, None)
+    assert facts.supplier_endpoint is None
+    assert facts.problem is None
+
+
+# --- read_document: file-level checks ---------------------------------------------------
+
+
+def file_reason(path: Path, root: Path) -> str:
+    with pytest.raises(InvalidDocument) as caught:
+        read_document(path, root)
+    return caught.value.reason
+
+
+def test_reads_a_plain_file(tmp_path: Path) -> None:
+    data = (GOOD / "crlf.xml").read_bytes()
+    (tmp_path / "a.xml").write_bytes(data)
+    assert read_document(tmp_path / "a.xml", tmp_path) == data
+
+
+def test_follows_a_link_inside_the_root(tmp_path: Path) -> None:
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "real.xml").write_bytes(b"<x/>")
+    (tmp_path / "link.xml").symlink_to("sub/real.xml")
+    assert read_document(tmp_path / "link.xml", tmp_path) == b"<x/>"
+
+
+def test_empty_file(tmp_path: Path) -> None:
+    (tmp_path / "e.xml").touch()
+    assert file_reason(tmp_path / "e.xml", tmp_path) == "the file is empty (0 bytes)"
+
+
+def test_directory_named_xml(tmp_path: Path) -> None:
+    (tmp_path / "x.xml").mkdir()
+    assert file_reason(tmp_path / "x.xml", tmp_path) == (
+        "a directory, not a file, although its name ends in .xml"
+    )
+
+
+def test_broken_link(tmp_path: Path) -> None:
+    (tmp_path / "gone.xml").symlink_to("missing.xml")
+    assert file_reason(tmp_path / "gone.xml", tmp_path) == (
+        "a broken symbolic link: its target missing.xml does not exist"
+    )
+
+
+def test_link_out_of_root_is_not_followed(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.xml"
+    outside.write_bytes(b"<secret/>")
+    root = tmp_path / "outbox"
+    root.mkdir()
+    (root / "evil.xml").symlink_to(outside)
+    assert file_reason(root / "evil.xml", root) == (
+        f"a symbolic link to {outside}, outside the scanned directory {root}; "
+        "links are followed only inside it"
+    )
+
+
+def test_link_through_a_directory_out_of_root(tmp_path: Path) -> None:
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "elsewhere" / "a.xml").write_bytes(b"<x/>")
+    root = tmp_path / "outbox"
+    root.mkdir()
+    (root / "dir").symlink_to(tmp_path / "elsewhere")
+    assert "outside the scanned directory" in file_reason(root / "dir" / "a.xml", root)
+
+
+def test_link_loop(tmp_path: Path) -> None:
+    (tmp_path / "a.xml").symlink_to("b.xml")
+    (tmp_path / "b.xml").symlink_to("a.xml")
+    assert file_reason(tmp_path / "a.xml", tmp_path) == (
+        "a symbolic link that loops back on itself"
+    )
+
+
+def test_unreadable_file(tmp_path: Path) -> None:
+    path = tmp_path / "locked.xml"
+    path.write_bytes(b"<x/>")
+    path.chmod(0)
+    try:
+        if os.access(path, os.R_OK):
+            pytest.skip("this process reads files whatever their mode (root or CAP_DAC_OVERRIDE)")
+        assert file_reason(path, tmp_path) == (
+            "cannot read the file: permission denied (check its owner and mode)"
+        )
+    finally:
+        path.chmod(0o600)
+
+
+def test_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
+    path = tmp_path / "huge.xml"
+    with path.open("wb") as sparse:
+        sparse.truncate(MAX_DOCUMENT_BYTES + 1)
+    assert file_reason(path, tmp_path) == (
+        "the file is 15,728,641 bytes, over the API's limit of 15 MB (15,728,640 bytes)"
+    )
+
+
+def test_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "big.xml"
+    with path.open("wb") as sparse:
+        sparse.truncate(MAX_DOCUMENT_BYTES)
+    assert len(read_document(path, tmp_path)) == MAX_DOCUMENT_BYTES
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
+def test_named_pipe_does_not_hang(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe.xml")
+    assert file_reason(tmp_path / "pipe.xml", tmp_path) == (
+        "not a regular file (a pipe, socket or device)"
+    )
+
+
+def test_large_embedded_attachment_parses(tmp_path: Path) -> None:
+    # libxml2 refuses text nodes over 10 MB without huge_tree (design.md, Measured pitfalls).
+    blob = "QUJD" * (11 * 1024 * 1024 // 4)
+    body = (
+        "<cbc:ID>BIG-1</cbc:ID><cac:AdditionalDocumentReference><cbc:ID>a</cbc:ID>"
+        '<cac:Attachment><cbc:EmbeddedDocumentBinaryObject mimeCode="application/pdf" '
+        f'filename="a.pdf">{blob}</cbc:EmbeddedDocumentBinaryObject></cac:Attachment>'
+        f"</cac:AdditionalDocumentReference>{CUSTOMER}"
+    )
+    path = tmp_path / "big.xml"
+    path.write_bytes(invoice(body))
+    assert parse_document(read_document(path, tmp_path)).invoice_id == "BIG-1"
+
+
+# --- document_text: the characters sent as JSON ----------------------------------------
+
+
+def test_utf8_without_bom_is_returned_exactly() -> None:
+    data = (GOOD / "crlf.xml").read_bytes()
+    assert document_text(data) == data.decode("utf-8")
+    assert "\r\n" in document_text(data)
+
+
+@pytest.mark.parametrize("name", ["no-declaration.xml", "comment-before-root.xml"])
+def test_other_utf8_files_are_unchanged(name: str) -> None:
+    data = (GOOD / name).read_bytes()
+    assert document_text(data) == data.decode("utf-8")
+
+
+def test_bom_is_dropped() -> None:
+    data = (GOOD / "utf8-bom.xml").read_bytes()
+    text = document_text(data)
+    assert text == data[3:].decode("utf-8")
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>')
+
+
+def test_latin1_becomes_utf8_text_with_a_utf8_declaration() -> None:
+    data = (GOOD / "iso-8859-1.xml").read_bytes()
+    text = document_text(data)
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
+    assert "Åkesson &amp; Söner Byggvaror AB" in text and "Müller" in text
+    # Only the encoding pseudo-attribute changed.
+    assert text.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"', 1) == data.decode("latin-1")
+
+
+def test_utf16_becomes_utf8_text_without_bom() -> None:
+    data = (GOOD / "utf16.xml").read_bytes()
+    text = document_text(data)
+    assert not text.startswith("\ufeff")
+    assert text.startswith('<?xml version="1.0" encoding="UTF-8"?>\n')
+    assert "Zakład Mechaniczny Łódź Sp. z o.o." in text
+
+
+def test_single_quoted_declaration_is_rewritten_in_place() -> None:
+    data = "<?xml version='1.0' encoding='windows-1252' standalone='no'?>\n<a>Ø</a>"
+    text = document_text(data.encode("cp1252"))
+    assert text == "<?xml version='1.0' encoding='UTF-8' standalone='no'?>\n<a>Ø</a>"
+
+
+@pytest.mark.parametrize("name", sorted(GOOD_IDS))
+def test_document_text_sent_as_utf8_parses_to_the_same_facts(name: str) -> None:
+    data = (GOOD / name).read_bytes()
+    text = document_text(data)
+    assert document_text(data) == text, "deterministic"
+    assert parse_document(text.encode("utf-8")) == parse_document(data)
+
+
+def test_document_text_refuses_contradicting_bytes() -> None:
+    with pytest.raises(InvalidDocument, match="not valid UTF-8 although the file declares"):
+        document_text((BAD / "wrong-encoding.xml").read_bytes())
