@@ -1,0 +1,1160 @@
+"""GoRouteClient against respx: every answer goroute-api.md describes maps to one outcome.
+
+Also pinned here: the request as sent (headers, exact bytes), the body's determinism, both
+transaction shapes, and that the API key shows up nowhere but in the X-API-Key header.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+import socket
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import fields
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from typing import Any
+
+import httpx
+import pytest
+import respx
+from hypothesis import given
+from hypothesis import strategies as st
+
+from invoicectl import __version__
+from invoicectl.apikey import ApiKey
+from invoicectl.client import (
+    DEFAULT_BASE_URL,
+    MAX_RAW_BODY,
+    Found,
+    GoRouteClient,
+    NotFound,
+    Transaction,
+    TransactionPage,
+    build_send_body,
+    parse_retry_after,
+)
+from invoicectl.errors import ConfigError
+from invoicectl.outcomes import (
+    Accepted,
+    AuthRefused,
+    KeyReused,
+    Outcome,
+    RateLimited,
+    Rejected,
+    Transient,
+)
+
+BASE = "https://goroute.test/peppol-api"
+SECRET = "sk_test_Zq9x7SECRETvalue42"
+KEY = ApiKey(SECRET)
+IDEMPOTENCY_KEY = "invoice-F-2024-001"
+NOW = datetime(2025, 3, 1, 12, 0, 0, tzinfo=UTC)
+BODY = build_send_body("<Invoice/>", "0088", "5790000436101", {"invoice_id": "F-2024-001"})
+DOCUMENTS = "/api/v1/documents"
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture
+def api() -> Iterator[respx.MockRouter]:
+    with respx.mock(base_url=BASE, assert_all_called=False) as router:
+        yield router
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[GoRouteClient]:
+    async with GoRouteClient(BASE, KEY, now=lambda: NOW) as goroute:
+        yield goroute
+
+
+def answer(status: int, body: Any = None, **kwargs: Any) -> httpx.Response:
+    """A response whose body is JSON for dicts/lists, text for str, empty for None."""
+    if isinstance(body, dict | list):
+        return httpx.Response(status, json=body, **kwargs)
+    if isinstance(body, str):
+        return httpx.Response(status, text=body, **kwargs)
+    return httpx.Response(status, **kwargs)
+
+
+async def send_answered(
+    api: respx.MockRouter, client: GoRouteClient, response: httpx.Response
+) -> Outcome:
+    api.post(DOCUMENTS).mock(return_value=response)
+    return await client.send_document(IDEMPOTENCY_KEY, BODY)
+
+
+# --- the body ------------------------------------------------------------------------------
+
+
+def test_body_is_sorted_compact_utf8_json() -> None:
+    body = build_send_body(
+        '<?xml version="1.0" encoding="UTF-8"?><Invoice>Bjørn "Ø" & Co</Invoice>',
+        "0088",
+        "5790000436101",
+        {"sha256": "ab12", "invoice_id": "F-1"},
+    )
+    assert (
+        body
+        == (
+            '{"document":"<?xml version=\\"1.0\\" encoding=\\"UTF-8\\"?>'
+            '<Invoice>Bjørn \\"Ø\\" & Co</Invoice>",'
+            '"metadata":{"invoice_id":"F-1","sha256":"ab12"},'
+            '"receiver_id":"5790000436101","receiver_scheme":"0088"}'
+        ).encode()
+    )
+
+
+def test_body_ignores_metadata_insertion_order() -> None:
+    first = build_send_body("<x/>", "9915", "r", {"a": "1", "b": "2", "c": "3"})
+    second = build_send_body("<x/>", "9915", "r", {"c": "3", "a": "1", "b": "2"})
+    assert first == second
+
+
+metadata_maps = st.dictionaries(st.text(), st.text(), max_size=6)
+
+
+@given(document=st.text(), scheme=st.text(), receiver=st.text(), metadata=metadata_maps)
+def test_body_is_deterministic_and_round_trips(
+    document: str, scheme: str, receiver: str, metadata: dict[str, str]
+) -> None:
+    reordered = dict(reversed(list(metadata.items())))
+    body = build_send_body(document, scheme, receiver, metadata)
+    assert body == build_send_body(document, scheme, receiver, dict(metadata))
+    assert body == build_send_body(document, scheme, receiver, reordered)
+    assert json.loads(body) == {
+        "document": document,
+        "metadata": metadata,
+        "receiver_id": receiver,
+        "receiver_scheme": scheme,
+    }
+
+
+# --- the request as sent -------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_send_request_headers_and_exact_bytes(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    route = api.post(DOCUMENTS).mock(return_value=answer(202, {"transaction_id": "txn_1"}))
+    await client.send_document(IDEMPOTENCY_KEY, BODY)
+    request = route.calls.last.request
+    assert request.method == "POST"
+    assert str(request.url) == "https://goroute.test/peppol-api/api/v1/documents"
+    assert request.content == BODY
+    assert request.headers["X-API-Key"] == SECRET
+    assert request.headers["Content-Type"] == "application/json"
+    assert request.headers["Idempotency-Key"] == IDEMPOTENCY_KEY
+    assert request.headers["User-Agent"] == f"invoicectl/{__version__}"
+    assert request.headers["Accept"] == "application/json"
+    assert request.headers["Content-Length"] == str(len(BODY))
+
+
+@pytest.mark.anyio
+async def test_retries_of_the_same_body_are_byte_identical(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    route = api.post(DOCUMENTS).mock(side_effect=[answer(503), answer(202, {"id": "tx_1"})])
+    await client.send_document(IDEMPOTENCY_KEY, BODY)
+    await client.send_document(IDEMPOTENCY_KEY, BODY)
+    first, second = (call.request for call in route.calls)
+    assert first.content == second.content == BODY
+    assert first.headers["Idempotency-Key"] == second.headers["Idempotency-Key"]
+
+
+@pytest.mark.anyio
+async def test_get_requests_carry_the_key_but_no_idempotency_key(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    route = api.get("/api/v1/transactions/txn_1").mock(return_value=answer(200, {"id": "txn_1"}))
+    await client.get_transaction("txn_1")
+    request = route.calls.last.request
+    assert request.headers["X-API-Key"] == SECRET
+    assert "Idempotency-Key" not in request.headers
+    assert "Content-Type" not in request.headers
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("bad", ["", "two words", "clé", "a\r\nX-Evil: 1"])
+async def test_a_key_that_would_corrupt_the_header_is_a_bug(
+    api: respx.MockRouter, client: GoRouteClient, bad: str
+) -> None:
+    with pytest.raises(ValueError, match="visible ASCII"):
+        await client.send_document(bad, BODY)
+    assert not api.calls
+
+
+@pytest.mark.anyio
+async def test_redirects_are_not_followed(api: respx.MockRouter, client: GoRouteClient) -> None:
+    api.post(DOCUMENTS).mock(
+        return_value=answer(307, headers={"Location": "https://elsewhere.test/collect"})
+    )
+    outcome = await client.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Transient)
+    assert outcome.reason == (
+        f"GoRoute answered 307 to https://elsewhere.test/collect; check the base URL ({BASE})"
+    )
+    assert len(api.calls) == 1
+
+
+# --- 2xx -------------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "expected_id"),
+    [
+        (202, {"transaction_id": "txn_01HQ", "status": "pending"}, "txn_01HQ"),
+        (200, {"id": "tx_77"}, "tx_77"),
+        (201, {"transaction_id": "txn_a", "id": "tx_b"}, "txn_a"),
+        (202, {"transaction_id": 12345}, "12345"),
+    ],
+)
+async def test_2xx_with_an_id_is_accepted(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    status: int,
+    body: dict[str, Any],
+    expected_id: str,
+) -> None:
+    outcome = await send_answered(
+        api, client, answer(status, body, headers={"X-Request-Id": "req-9"})
+    )
+    assert outcome == Accepted(
+        http_status=status,
+        request_id="req-9",
+        transaction_id=expected_id,
+        duration=outcome.duration,
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "body", [{}, {"status": "queued"}, {"transaction_id": ""}, None, "queued", "{not json", []]
+)
+async def test_2xx_without_an_id_is_transient(
+    api: respx.MockRouter, client: GoRouteClient, body: Any
+) -> None:
+    outcome = await send_answered(api, client, answer(202, body))
+    assert isinstance(outcome, Transient)
+    assert outcome.http_status == 202
+    assert outcome.reason == (
+        "GoRoute answered 202 without a transaction id; "
+        "the send is unconfirmed and will be replayed under the same key"
+    )
+
+
+@pytest.mark.anyio
+async def test_duration_comes_from_the_injected_monotonic_clock(api: respx.MockRouter) -> None:
+    ticks = iter([100.0, 102.5])
+    async with GoRouteClient(BASE, KEY, monotonic=lambda: next(ticks)) as goroute:
+        outcome = await send_answered(api, goroute, answer(202, {"transaction_id": "txn_1"}))
+    assert outcome.duration == 2.5
+
+
+# --- 429 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("header", "expected"),
+    [
+        ("7", 7.0),
+        ("0", 0.0),
+        (" 120 ", 120.0),
+        ("1.5", 1.5),
+        (format_datetime(datetime(2025, 3, 1, 12, 1, 30, tzinfo=UTC), usegmt=True), 90.0),
+        ("Sat, 01 Mar 2025 12:00:05 GMT", 5.0),
+        ("Sat, 01 Mar 2025 11:00:00 GMT", 0.0),  # already past: now, never negative
+        ("Saturday, 01-Mar-25 12:00:10 GMT", 10.0),  # obsolete RFC 850 form
+        ("soon", None),
+        ("", None),
+        ("-5", None),
+        ("1e3", None),
+        ("Sat, 99 Foo 2025 99:99:99 GMT", None),
+        (None, None),
+    ],
+)
+async def test_429_reads_retry_after(
+    api: respx.MockRouter, client: GoRouteClient, header: str | None, expected: float | None
+) -> None:
+    headers = {} if header is None else {"Retry-After": header}
+    body = {"error": {"code": "RATE_LIMITED", "message": "slow down"}}
+    outcome = await send_answered(api, client, answer(429, body, headers=headers))
+    assert isinstance(outcome, RateLimited)
+    assert outcome.retry_after == expected
+    assert outcome.http_status == 429
+    assert json.loads(outcome.raw_body or "") == body
+
+
+def test_retry_after_date_without_zone_is_gmt() -> None:
+    assert parse_retry_after("Sat, 01 Mar 2025 12:00:30 -0000", NOW) == 30.0
+
+
+# --- 422 -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "body",
+    [
+        {
+            "error_code": "IDEMPOTENCY_KEY_REUSED",
+            "message": "key already used for a different request",
+            "existing_transaction_id": "txn_orig",
+        },
+        {
+            "error": {
+                "code": "IDEMPOTENCY_KEY_REUSED",
+                "message": "key already used for a different request",
+                "existing_transaction_id": "txn_orig",
+                "request_id": "req-1",
+            }
+        },
+    ],
+)
+async def test_422_key_reused_in_either_shape(
+    api: respx.MockRouter, client: GoRouteClient, body: dict[str, Any]
+) -> None:
+    outcome = await send_answered(api, client, answer(422, body))
+    assert isinstance(outcome, KeyReused)
+    assert outcome.existing_transaction_id == "txn_orig"
+    assert outcome.code == "IDEMPOTENCY_KEY_REUSED"
+    assert outcome.message == "key already used for a different request"
+    assert outcome.http_status == 422
+    assert json.loads(outcome.raw_body or "") == body
+
+
+@pytest.mark.anyio
+async def test_422_with_an_existing_id_but_another_code_is_key_reused(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    body = {"code": "DUPLICATE", "existing_transaction_id": "tx_5"}
+    outcome = await send_answered(api, client, answer(422, body))
+    assert isinstance(outcome, KeyReused)
+    assert outcome.existing_transaction_id == "tx_5"
+    assert outcome.code == "DUPLICATE"
+
+
+@pytest.mark.anyio
+async def test_422_key_reused_without_an_id_keeps_none(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    outcome = await send_answered(
+        api, client, answer(422, {"error_code": "IDEMPOTENCY_KEY_REUSED"})
+    )
+    assert isinstance(outcome, KeyReused)
+    assert outcome.existing_transaction_id is None
+
+
+@pytest.mark.anyio
+async def test_other_422_is_rejected(api: respx.MockRouter, client: GoRouteClient) -> None:
+    body = {
+        "error": {
+            "code": "VAL_001",
+            "message": "Schematron validation failed",
+            "details": [
+                {
+                    "rule": "BR-CO-10",
+                    "location": "/Invoice/cac:LegalMonetaryTotal",
+                    "message": "Sum",
+                },
+            ],
+        }
+    }
+    outcome = await send_answered(api, client, answer(422, body))
+    assert outcome == Rejected(
+        http_status=422,
+        code="VAL_001",
+        message="Schematron validation failed",
+        details=("BR-CO-10 at /Invoice/cac:LegalMonetaryTotal: Sum",),
+        raw_body=outcome.raw_body,
+        duration=outcome.duration,
+    )
+    assert json.loads(outcome.raw_body or "") == body
+
+
+# --- 401 / 403 -----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "code", "message"),
+    [
+        (
+            401,
+            {"error": {"code": "AUTH_001", "message": "Invalid API key"}},
+            "AUTH_001",
+            "Invalid API key",
+        ),
+        (
+            401,
+            {"error_code": "INVALID_API_KEY", "message": "expired"},
+            "INVALID_API_KEY",
+            "expired",
+        ),
+        (
+            403,
+            {"code": "IP_NOT_ALLOWED", "detail": "IP not allowed"},
+            "IP_NOT_ALLOWED",
+            "IP not allowed",
+        ),
+        (403, None, None, "Forbidden"),
+    ],
+)
+async def test_401_403_are_auth_refused(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    status: int,
+    body: Any,
+    code: str | None,
+    message: str,
+) -> None:
+    outcome = await send_answered(api, client, answer(status, body))
+    assert isinstance(outcome, AuthRefused)
+    assert (outcome.http_status, outcome.code, outcome.message) == (status, code, message)
+
+
+# --- other 4xx -----------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "code", "message"),
+    [
+        (
+            400,
+            {"error_code": "INVALID_IDEMPOTENCY_KEY", "message": "key too long"},
+            "INVALID_IDEMPOTENCY_KEY",
+            "key too long",
+        ),
+        (
+            400,
+            {"error": {"code": "INVALID_XML", "message": "not well-formed"}},
+            "INVALID_XML",
+            "not well-formed",
+        ),
+        (
+            404,
+            {"error": {"code": "RECEIVER_NOT_FOUND", "message": "not in SMP"}},
+            "RECEIVER_NOT_FOUND",
+            "not in SMP",
+        ),
+        (409, {"code": "CONFLICT", "message": "duplicate"}, "CONFLICT", "duplicate"),
+        (413, None, None, "Request Entity Too Large"),
+        (418, {"error": "teapot"}, None, "teapot"),
+    ],
+)
+async def test_other_4xx_are_rejected(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    status: int,
+    body: Any,
+    code: str | None,
+    message: str,
+) -> None:
+    outcome = await send_answered(api, client, answer(status, body))
+    assert isinstance(outcome, Rejected)
+    assert (outcome.http_status, outcome.code, outcome.message) == (status, code, message)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("details", "expected"),
+    [
+        (
+            [
+                {
+                    "rule": "BR-01",
+                    "location": "/Invoice/cbc:ID",
+                    "message": "An Invoice shall have\n an ID",
+                },
+                {"rule": "BR-CO-15", "message": "Total mismatch"},
+                {"location": "/Invoice", "message": "bad"},
+                {"message": "only a message"},
+                {"unexpected": "shape"},
+                "a plain string",
+                "",
+            ],
+            (
+                "BR-01 at /Invoice/cbc:ID: An Invoice shall have an ID",
+                "BR-CO-15: Total mismatch",
+                "/Invoice: bad",
+                "only a message",
+                '{"unexpected": "shape"}',
+                "a plain string",
+            ),
+        ),
+        (
+            "XSD validation failed at line 3\n  column 7",
+            ("XSD validation failed at line 3 column 7",),
+        ),
+        ("", ()),
+        (None, ()),
+        ({"rule": "BR-02", "message": "one object"}, ("BR-02: one object",)),
+    ],
+)
+@pytest.mark.parametrize("nested", [False, True], ids=["flat", "nested"])
+async def test_details_in_every_documented_form(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    details: Any,
+    expected: tuple[str, ...],
+    nested: bool,
+) -> None:
+    body: dict[str, Any] = {"code": "VAL_001", "message": "invalid", "details": details}
+    if nested:
+        body = {"error": body}
+    outcome = await send_answered(api, client, answer(400, body))
+    assert isinstance(outcome, Rejected)
+    assert outcome.details == expected
+
+
+@pytest.mark.anyio
+async def test_details_absent(api: respx.MockRouter, client: GoRouteClient) -> None:
+    outcome = await send_answered(api, client, answer(400, {"error_code": "X", "message": "m"}))
+    assert isinstance(outcome, Rejected)
+    assert outcome.details == ()
+
+
+@pytest.mark.anyio
+async def test_fastapi_style_detail_list(api: respx.MockRouter, client: GoRouteClient) -> None:
+    body = {
+        "detail": [{"loc": ["body", "receiver_id"], "msg": "field required", "type": "missing"}]
+    }
+    outcome = await send_answered(api, client, answer(400, body))
+    assert isinstance(outcome, Rejected)
+    assert outcome.message == "Bad Request"
+    assert outcome.details == ("missing at body.receiver_id: field required",)
+
+
+@pytest.mark.anyio
+async def test_error_code_wins_over_nested_and_plain_code(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    body = {"error_code": "A", "error": {"code": "B", "message": "nested"}, "code": "C"}
+    outcome = await send_answered(api, client, answer(400, body))
+    assert isinstance(outcome, Rejected)
+    assert (outcome.code, outcome.message) == ("A", "nested")
+
+
+# --- bodies that are not the JSON we expect ------------------------------------------------
+
+
+HTML_502 = (
+    "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+    "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx</center>\r\n"
+    "</body>\r\n</html>\r\n"
+)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "message"),
+    [
+        (400, "", "Bad Request"),
+        (400, None, "Bad Request"),
+        (400, "   \n", "Bad Request"),
+        (400, '{"error_code": "INVALID', '{"error_code": "INVALID'),
+        (400, "Bad things happened\non two lines", "Bad things happened on two lines"),
+        (400, "x" * 500, "x" * 200),
+        (404, "<html><body><h1>Not Found</h1></body></html>", "Not Found"),
+        (400, ["a", "list"], "Bad Request"),
+        (400, {"message": 42}, "42"),
+        (400, {"error": None, "message": None}, "Bad Request"),
+        (599, None, ""),
+    ],
+)
+async def test_unexpected_bodies_never_crash(
+    api: respx.MockRouter, client: GoRouteClient, status: int, body: Any, message: str
+) -> None:
+    outcome = await send_answered(api, client, answer(status, body))
+    if status >= 500:
+        assert isinstance(outcome, Transient)
+        assert outcome.reason == "GoRoute answered 599: HTTP 599"
+        return
+    assert isinstance(outcome, Rejected)
+    assert outcome.message == message
+    assert outcome.code is None
+
+
+@pytest.mark.anyio
+async def test_html_from_a_proxy_on_5xx(api: respx.MockRouter, client: GoRouteClient) -> None:
+    outcome = await send_answered(api, client, answer(502, HTML_502))
+    assert isinstance(outcome, Transient)
+    assert outcome.reason == "GoRoute answered 502: 502 Bad Gateway 502 Bad Gateway nginx"
+    assert outcome.raw_body == HTML_502
+
+
+@pytest.mark.anyio
+async def test_deeply_nested_json_is_treated_as_text(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    outcome = await send_answered(api, client, answer(400, "[" * 100_000))
+    assert isinstance(outcome, Rejected)
+    assert outcome.message == "[" * 200
+
+
+@pytest.mark.anyio
+async def test_raw_body_is_truncated(api: respx.MockRouter, client: GoRouteClient) -> None:
+    outcome = await send_answered(api, client, answer(500, "e" * (MAX_RAW_BODY + 10)))
+    assert outcome.raw_body == "e" * MAX_RAW_BODY + "…[truncated]"
+
+
+# --- 5xx -----------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [500, 502, 503, 504])
+async def test_5xx_is_transient(api: respx.MockRouter, client: GoRouteClient, status: int) -> None:
+    body = {"error": {"code": "SRV", "message": "try later", "request_id": "req-5"}}
+    outcome = await send_answered(api, client, answer(status, body))
+    assert isinstance(outcome, Transient)
+    assert outcome.reason == f"GoRoute answered {status}: try later"
+    assert (outcome.http_status, outcome.request_id) == (status, "req-5")
+    assert json.loads(outcome.raw_body or "") == body
+
+
+# --- request ids ---------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "headers", "expected"),
+    [
+        ({"error": {"request_id": "req-body"}}, {"X-Request-Id": "req-header"}, "req-body"),
+        ({"request_id": "req-top"}, {"X-Request-Id": "req-header"}, "req-top"),
+        ({"message": "m"}, {"x-request-id": "req-header"}, "req-header"),
+        ("plain text", {}, None),
+    ],
+)
+async def test_request_id(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    body: Any,
+    headers: dict[str, str],
+    expected: str | None,
+) -> None:
+    outcome = await send_answered(api, client, answer(400, body, headers=headers))
+    assert outcome.request_id == expected
+
+
+# --- no answer at all ----------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (httpx.ReadTimeout("timed out"), "timed out after 30 s waiting for an answer"),
+        (httpx.WriteTimeout("timed out"), "timed out after 30 s while sending the request"),
+        (
+            httpx.ConnectTimeout("timed out"),
+            "could not connect within 10 s (the request was not sent)",
+        ),
+        (
+            httpx.PoolTimeout("timed out"),
+            "no free connection within 30 s (the request was not sent)",
+        ),
+        (httpx.ConnectError("[Errno 111] Connection refused"), "connection refused"),
+        (
+            httpx.ConnectError("[Errno -2] Name or service not known"),
+            "could not connect ([Errno -2] Name or service not known)",
+        ),
+        (
+            httpx.RemoteProtocolError("Server disconnected without sending a response."),
+            "connection dropped before an answer (Server disconnected without sending a response.)",
+        ),
+        (httpx.ReadError(""), "connection broken while reading the answer"),
+        (
+            httpx.WriteError("Broken pipe"),
+            "connection broken while sending the request (Broken pipe)",
+        ),
+        (httpx.UnsupportedProtocol("no"), "UnsupportedProtocol (no)"),
+    ],
+)
+async def test_network_failures_are_transient(
+    api: respx.MockRouter, client: GoRouteClient, error: Exception, reason: str
+) -> None:
+    api.post(DOCUMENTS).mock(side_effect=error)
+    outcome = await client.send_document(IDEMPOTENCY_KEY, BODY)
+    assert outcome == Transient(reason=reason, duration=outcome.duration)
+
+
+@pytest.mark.anyio
+async def test_timeouts_are_configurable_and_named(api: respx.MockRouter) -> None:
+    api.post(DOCUMENTS).mock(side_effect=httpx.ReadTimeout("timed out"))
+    async with GoRouteClient(BASE, KEY, read_timeout=2.5) as goroute:
+        outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Transient)
+    assert outcome.reason == "timed out after 2.5 s waiting for an answer"
+
+
+@pytest.mark.anyio
+async def test_a_real_refused_connection() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    async with GoRouteClient(f"http://127.0.0.1:{port}", KEY, connect_timeout=5) as goroute:
+        outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert outcome == Transient(reason="connection refused", duration=outcome.duration)
+
+
+@pytest.mark.anyio
+async def test_a_real_server_that_hangs_up() -> None:
+    async def hang_up(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+
+    server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with server, GoRouteClient(f"http://127.0.0.1:{port}", KEY) as goroute:
+        outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Transient)
+    assert outcome.reason.startswith("connection dropped before an answer")
+
+
+# --- transactions --------------------------------------------------------------------------
+
+LIST_ITEM = {
+    "transaction_id": "txn_01HQ",
+    "direction": "outbound",
+    "document_type": "Invoice",
+    "invoice_number": "F-2024-001",
+    "sender_id": "0088:7300010000001",
+    "receiver_id": "0088:5790000436101",
+    "status": "delivered",
+    "created_at": "2025-02-28T10:00:00Z",
+    "delivered_at": "2025-02-28T10:00:05Z",
+}
+
+SINGLE = {
+    "id": "tx_42",
+    "status": "Processing",
+    "document_type": "CreditNote",
+    "document_id": "CN-7",
+    "sender": {"scheme": "0106", "identifier": "12345678", "name": "Seller BV"},
+    "receiver": {"scheme": "9915", "identifier": "phase4-test-receiver", "name": "Buyer"},
+    "created_at": "2025-02-28T10:00:00Z",
+    "updated_at": "2025-02-28T10:01:00Z",
+    "delivered_at": None,
+    "message_id": "msg-1",
+    "metadata": {"invoice_id": "CN-7", "sha256": "ab"},
+}
+
+
+def test_transaction_from_the_list_shape() -> None:
+    transaction = Transaction.from_json(LIST_ITEM)
+    assert transaction == Transaction(
+        transaction_id="txn_01HQ",
+        invoice_number="F-2024-001",
+        document_type="Invoice",
+        receiver="0088:5790000436101",
+        receiver_scheme="0088",
+        receiver_id="5790000436101",
+        sender_id="0088:7300010000001",
+        status="delivered",
+        created_at="2025-02-28T10:00:00Z",
+        delivered_at="2025-02-28T10:00:05Z",
+        raw=LIST_ITEM,
+    )
+    assert transaction.is_final
+
+
+def test_transaction_from_the_single_shape() -> None:
+    transaction = Transaction.from_json(SINGLE)
+    assert transaction == Transaction(
+        transaction_id="tx_42",
+        invoice_number="CN-7",
+        document_type="CreditNote",
+        receiver="9915:phase4-test-receiver",
+        receiver_scheme="9915",
+        receiver_id="phase4-test-receiver",
+        sender_id="0106:12345678",
+        status="processing",
+        created_at="2025-02-28T10:00:00Z",
+        updated_at="2025-02-28T10:01:00Z",
+        metadata={"invoice_id": "CN-7", "sha256": "ab"},
+        raw=SINGLE,
+    )
+    assert not transaction.is_final
+    assert "raw" not in repr(transaction)
+
+
+@pytest.mark.parametrize(
+    ("fields_", "receiver", "scheme", "identifier"),
+    [
+        ({"receiver_id": "5790000436101"}, None, None, "5790000436101"),
+        ({"receiver_id": "0088:5790000436101"}, "0088:5790000436101", "0088", "5790000436101"),
+        (
+            {"receiver_id": "iso6523-actorid-upis::0088:579"},
+            "0088:579",
+            "0088",
+            "579",
+        ),
+        ({"receiver_scheme": "0088", "receiver_id": "579"}, "0088:579", "0088", "579"),
+        ({"receiver_scheme": "0088", "receiver_id": "0088:579"}, "0088:579", "0088", "579"),
+        ({"receiver_scheme": "9915", "receiver_id": "a:b"}, "9915:a:b", "9915", "a:b"),
+        ({"receiver": "0106:123"}, "0106:123", "0106", "123"),
+        ({"receiver": {"identifier": "0106:123"}}, "0106:123", "0106", "123"),
+        ({"receiver": {"identifier": "123"}}, None, None, "123"),
+        ({"receiver": {"scheme": "0106"}}, None, "0106", None),
+        ({"receiver_id": ":123"}, None, None, ":123"),
+        ({}, None, None, None),
+    ],
+)
+def test_receiver_forms(
+    fields_: dict[str, Any], receiver: str | None, scheme: str | None, identifier: str | None
+) -> None:
+    transaction = Transaction.from_json(fields_)
+    assert (transaction.receiver, transaction.receiver_scheme, transaction.receiver_id) == (
+        receiver,
+        scheme,
+        identifier,
+    )
+
+
+def test_transaction_tolerates_odd_values() -> None:
+    transaction = Transaction.from_json(
+        {
+            "id": 7,
+            "status": None,
+            "metadata": "not a map",
+            "invoice_number": "  ",
+            "document_id": "D",
+        }
+    )
+    assert transaction.transaction_id == "7"
+    assert transaction.status is None
+    assert transaction.metadata == {}
+    assert transaction.invoice_number == "D"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("body", "expected_id"), [(SINGLE, "tx_42"), (LIST_ITEM, "txn_01HQ")])
+async def test_get_transaction_found(
+    api: respx.MockRouter, client: GoRouteClient, body: dict[str, Any], expected_id: str
+) -> None:
+    api.get(f"/api/v1/transactions/{expected_id}").mock(
+        return_value=answer(200, body, headers={"X-Request-Id": "req-g"})
+    )
+    outcome = await client.get_transaction(expected_id)
+    assert isinstance(outcome, Found)
+    assert outcome.transaction == Transaction.from_json(body)
+    assert (outcome.http_status, outcome.request_id) == (200, "req-g")
+
+
+@pytest.mark.anyio
+async def test_get_transaction_404_is_not_found(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    body = {"error": {"code": "NOT_FOUND", "message": "no such transaction"}}
+    api.get("/api/v1/transactions/txn_gone").mock(return_value=answer(404, body))
+    outcome = await client.get_transaction("txn_gone")
+    assert outcome == NotFound(
+        http_status=404, raw_body=outcome.raw_body, duration=outcome.duration
+    )
+    assert json.loads(outcome.raw_body or "") == body
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "kind"),
+    [
+        (429, None, RateLimited),
+        (401, None, AuthRefused),
+        (403, None, AuthRefused),
+        (400, None, Rejected),
+        (422, {"error_code": "IDEMPOTENCY_KEY_REUSED", "existing_transaction_id": "x"}, Rejected),
+        (503, None, Transient),
+        (200, ["not", "an", "object"], Transient),
+        (200, "not json", Transient),
+    ],
+)
+async def test_get_transaction_failures(
+    api: respx.MockRouter, client: GoRouteClient, status: int, body: Any, kind: type[Outcome]
+) -> None:
+    api.get("/api/v1/transactions/txn_1").mock(return_value=answer(status, body))
+    outcome = await client.get_transaction("txn_1")
+    assert type(outcome) is kind
+    assert outcome.http_status == status
+
+
+@pytest.mark.anyio
+async def test_get_transaction_quotes_the_id(api: respx.MockRouter, client: GoRouteClient) -> None:
+    route = api.route(method="GET").mock(return_value=answer(404))
+    await client.get_transaction("../documents?x=1")
+    assert route.calls.last.request.url.raw_path == (
+        b"/peppol-api/api/v1/transactions/..%2Fdocuments%3Fx%3D1"
+    )
+
+
+@pytest.mark.anyio
+async def test_get_transaction_needs_an_id(client: GoRouteClient) -> None:
+    with pytest.raises(ValueError, match="must not be empty"):
+        await client.get_transaction("")
+
+
+@pytest.mark.anyio
+async def test_list_transactions_page(api: respx.MockRouter, client: GoRouteClient) -> None:
+    body = {"transactions": [LIST_ITEM, SINGLE], "next_cursor": "c2", "has_more": True}
+    route = api.get("/api/v1/transactions").mock(return_value=answer(200, body))
+    page = await client.list_transactions(limit=50, cursor="c1")
+    assert page == TransactionPage(
+        transactions=(Transaction.from_json(LIST_ITEM), Transaction.from_json(SINGLE)),
+        next_cursor="c2",
+        has_more=True,
+    )
+    assert dict(route.calls.last.request.url.params) == {"limit": "50", "cursor": "c1"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("body", "cursor", "has_more"),
+    [
+        ({"transactions": [LIST_ITEM]}, None, False),
+        ({"transactions": [LIST_ITEM], "next_cursor": "c2"}, "c2", True),
+        ({"transactions": [LIST_ITEM], "next_cursor": "c2", "has_more": False}, "c2", False),
+        ({"transactions": [LIST_ITEM], "next_cursor": None, "has_more": True}, None, True),
+        ([LIST_ITEM], None, False),
+    ],
+)
+async def test_list_transactions_paging_fields(
+    api: respx.MockRouter,
+    client: GoRouteClient,
+    body: Any,
+    cursor: str | None,
+    has_more: bool,
+) -> None:
+    route = api.get("/api/v1/transactions").mock(return_value=answer(200, body))
+    page = await client.list_transactions()
+    assert isinstance(page, TransactionPage)
+    assert (page.next_cursor, page.has_more) == (cursor, has_more)
+    assert page.transactions == (Transaction.from_json(LIST_ITEM),)
+    assert dict(route.calls.last.request.url.params) == {"limit": "100"}
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "body", [{"items": []}, {"transactions": "none"}, {"transactions": [LIST_ITEM, "x"]}, "text"]
+)
+async def test_list_transactions_unexpected_shapes_are_transient(
+    api: respx.MockRouter, client: GoRouteClient, body: Any
+) -> None:
+    api.get("/api/v1/transactions").mock(return_value=answer(200, body))
+    outcome = await client.list_transactions()
+    assert isinstance(outcome, Transient)
+    assert outcome.reason.startswith("GoRoute answered 200 but the body is not ")
+
+
+@pytest.mark.anyio
+async def test_list_transactions_failure(api: respx.MockRouter, client: GoRouteClient) -> None:
+    api.get("/api/v1/transactions").mock(return_value=answer(401))
+    assert isinstance(await client.list_transactions(), AuthRefused)
+
+
+@pytest.mark.anyio
+async def test_list_transactions_limit_must_be_positive(client: GoRouteClient) -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        await client.list_transactions(limit=0)
+
+
+# --- version -------------------------------------------------------------------------------
+
+
+@pytest.mark.anyio
+async def test_version_is_relative_to_the_base_url(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    body = {"version": "2.3.1", "environment": "sandbox", "status": "ok"}
+    route = api.get("/peppol/version").mock(return_value=answer(200, body))
+    assert await client.version() == body
+    assert str(route.calls.last.request.url) == "https://goroute.test/peppol-api/peppol/version"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("status", "body"), [(503, None), (200, "ok")])
+async def test_version_failures(
+    api: respx.MockRouter, client: GoRouteClient, status: int, body: Any
+) -> None:
+    api.get("/peppol/version").mock(return_value=answer(status, body))
+    assert isinstance(await client.version(), Transient)
+
+
+# --- configuration -------------------------------------------------------------------------
+
+
+def test_default_base_url() -> None:
+    assert DEFAULT_BASE_URL == "https://app.goroute.ai/peppol-api"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ("https://app.goroute.ai/peppol-api/", "https://app.goroute.ai/peppol-api"),
+        ("http://127.0.0.1:8080", "http://127.0.0.1:8080"),
+        ("http://localhost:8080/x", "http://localhost:8080/x"),
+    ],
+)
+async def test_base_url_is_normalised(given: str, kept: str) -> None:
+    async with GoRouteClient(given, KEY) as goroute:
+        assert goroute.base_url == kept
+
+
+@pytest.mark.parametrize(
+    ("given", "message"),
+    [
+        ("ftp://example.test", r"must be an http\(s\) URL"),
+        ("app.goroute.ai/peppol-api", r"must be an http\(s\) URL"),
+        ("https://", r"must be an http\(s\) URL"),
+        ("http://app.goroute.ai/peppol-api", "plain http to a remote host"),
+        ("https://exa mple.test", "invalid base URL"),
+        ("https://exa%41mple.test", "invalid base URL"),
+        ("https://exa\x00mple.test", "invalid base URL"),
+    ],
+)
+def test_bad_base_urls_are_config_errors(given: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        GoRouteClient(given, KEY)
+
+
+@pytest.mark.anyio
+async def test_plain_http_is_fine_through_an_injected_transport() -> None:
+    transport = httpx.MockTransport(lambda request: httpx.Response(202, json={"id": "tx_1"}))
+    async with GoRouteClient("http://sandbox", KEY, transport=transport) as goroute:
+        outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Accepted)
+
+
+@pytest.mark.anyio
+async def test_context_manager_closes_the_connection_pool() -> None:
+    goroute = GoRouteClient(BASE, KEY)
+    async with goroute:
+        pass
+    assert goroute._http.is_closed
+
+
+# --- the key stays secret ------------------------------------------------------------------
+
+
+def test_client_repr_shows_base_url_and_fingerprint_only() -> None:
+    goroute = GoRouteClient(BASE, KEY)
+    assert repr(goroute) == (
+        f"GoRouteClient(base_url='{BASE}', api_key=ApiKey(fingerprint='{KEY.fingerprint}'))"
+    )
+
+
+ECHO = f"<html><body>Bad request. Headers were: X-API-Key: {SECRET}</body></html>"
+
+SECRET_SCENARIOS: list[httpx.Response | Exception] = [
+    answer(202, {"transaction_id": "txn_1"}),
+    answer(202, {}),
+    answer(429, headers={"Retry-After": "3"}),
+    answer(422, {"error_code": "IDEMPOTENCY_KEY_REUSED", "existing_transaction_id": "t"}),
+    answer(401, {"error": {"code": "AUTH_001", "message": f"key {SECRET} is invalid"}}),
+    answer(400, ECHO),
+    answer(400, {"message": "bad", "details": [f"header X-API-Key={SECRET}"]}),
+    answer(500, ECHO),
+    answer(301, headers={"Location": f"https://x.test/?key={SECRET}"}),
+    httpx.ReadTimeout("timed out"),
+    httpx.ConnectError(f"could not connect with {SECRET}"),
+    httpx.RemoteProtocolError("Server disconnected"),
+]
+
+
+def rendered(outcome: Outcome) -> str:
+    """Everything an outcome could show: repr, str, and every field, raw_body included."""
+    return "\n".join(
+        [repr(outcome), str(outcome)] + [str(getattr(outcome, f.name)) for f in fields(outcome)]
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("scenario", SECRET_SCENARIOS)
+async def test_the_key_appears_in_no_outcome(
+    api: respx.MockRouter, client: GoRouteClient, scenario: httpx.Response | Exception
+) -> None:
+    if isinstance(scenario, Exception):
+        api.post(DOCUMENTS).mock(side_effect=scenario)
+    else:
+        api.post(DOCUMENTS).mock(return_value=scenario)
+    outcome = await client.send_document(IDEMPOTENCY_KEY, BODY)
+    assert SECRET not in rendered(outcome)
+
+
+@pytest.mark.anyio
+async def test_an_echoed_key_is_redacted_from_raw_body(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    outcome = await send_answered(api, client, answer(400, ECHO))
+    assert outcome.raw_body == ECHO.replace(SECRET, "[redacted]")
+
+
+@pytest.mark.anyio
+async def test_the_key_appears_in_no_transaction(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    api.get("/api/v1/transactions/t").mock(return_value=answer(200, SINGLE))
+    outcome = await client.get_transaction("t")
+    assert SECRET not in rendered(outcome)
+
+
+@pytest.mark.anyio
+async def test_the_key_appears_in_no_raised_error(client: GoRouteClient) -> None:
+    for call in (
+        client.send_document("bad key", BODY),
+        client.get_transaction(""),
+        client.list_transactions(limit=0),
+    ):
+        with pytest.raises(ValueError) as raised:
+            await call
+        assert SECRET not in str(raised.value)
+        assert SECRET not in repr(raised.value)
+
+
+@pytest.mark.anyio
+async def test_the_key_appears_in_no_log_line_over_real_http(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A real socket, so httpx and httpcore log everything they log at DEBUG."""
+    received: list[bytes] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        head = await reader.readuntil(b"\r\n\r\n")
+        length = next(
+            int(line.split(b":")[1])
+            for line in head.split(b"\r\n")
+            if line.lower().startswith(b"content-length")
+        )
+        received.append(head + await reader.readexactly(length))
+        reply = b'{"transaction_id":"txn_1"}'
+        writer.write(
+            b"HTTP/1.1 202 Accepted\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n%s" % (len(reply), reply)
+        )
+        await writer.drain()
+        writer.close()
+
+    caplog.set_level(logging.DEBUG)
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    async with GoRouteClient(f"http://127.0.0.1:{port}", KEY) as goroute:
+        async with server:
+            outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+        failure = await goroute.get_transaction("txn_1")  # the server is gone: a failure path
+
+    assert isinstance(outcome, Accepted)
+    assert isinstance(failure, Transient)
+    assert re.search(rb"(?im)^x-api-key: " + SECRET.encode() + rb"\r$", received[0])
+    assert received[0].endswith(BODY)
+    assert any(record.name.startswith("httpcore") for record in caplog.records)
+    assert any(record.name == "invoicectl.client" for record in caplog.records)
+    assert SECRET not in caplog.text
+    assert "x-api-key" not in caplog.text.lower()
