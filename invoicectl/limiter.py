@@ -1,0 +1,155 @@
+"""Client-side pacing: when the next request may start.
+
+GoRoute allows ``rate`` requests per minute (100 standard, 500 professional) and answers 429
+beyond that. ``RateLimiter`` keeps a run under the limit *as the server counts it*, close to
+the limit, and evenly spread:
+
+- **Even pacing.** Starts are one ``interval`` apart, ``interval = (window + margin) / rate``,
+  from the very first request: a run never fires ``rate`` requests at t=0. Slots follow a
+  metronome, so an event loop that wakes a few ms late costs no throughput (the next gap is
+  that much shorter, never below half an interval); after a longer stall the metronome
+  restarts from the late start rather than catching up in a burst.
+- **A strict sliding window.** Start *n* never begins before start *n - rate* plus
+  ``window + margin``, checked against the recorded start times, so no ``window`` seconds
+  ever hold more than ``rate`` starts, whatever the pacing, holds or late wake-ups did.
+- **The margin** is for the network: the server counts arrivals, which trail our starts by
+  a latency that varies. Starts ``window + margin`` apart arrive at least ``window`` apart as
+  long as latencies differ by less than ``margin``. The default (1 s) costs 1/61 of the
+  limit: 98.4 % is used, 98.4 requests a minute at 100/min and 491.8 at 500/min.
+- **Retry-After holds the whole run.** ``hold_until(t)`` stops every caller from starting
+  before ``t``; a hold is never shortened. After it, starts resume one ``interval`` apart
+  (no burst of everything that queued up during the hold).
+- **Fair.** Callers start in the order they called ``acquire`` (FIFO).
+
+How: one gate (an ``asyncio.Lock``, which wakes its waiters first come first served). The
+caller at the gate sleeps until its start time, recomputing it after every sleep because a
+hold may have arrived meanwhile, records its start and lets the next one in. Only the caller
+at the gate ever sleeps here, so the waits it accounts never overlap: ``waited_for_rate`` and
+``waited_for_retry_after`` are wall-clock seconds during which the limiter kept a waiting
+request from starting (for pacing, for a Retry-After hold), not caller-seconds. Their sum is
+at most the run's duration; while requests queue for the rate, ``waited_for_rate`` grows
+with the run's wall time, which says the rate was the bottleneck.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable
+from typing import Literal
+
+DEFAULT_WINDOW = 60.0
+DEFAULT_MARGIN = 1.0
+
+# Sleeps are floats: clock + (due - clock) may land a hair short of ``due``. Anything closer
+# than this counts as due, so a fake clock never spins on a 1e-15 s remainder. A microsecond
+# is nothing next to the margin.
+_TOLERANCE = 1e-6
+
+Cause = Literal["rate", "retry_after"]
+
+
+class RateLimiter:
+    """Paces request starts to ``rate_per_minute`` per ``window`` seconds; see the module doc."""
+
+    def __init__(
+        self,
+        rate_per_minute: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
+        window: float = DEFAULT_WINDOW,
+        margin: float = DEFAULT_MARGIN,
+    ) -> None:
+        if rate_per_minute < 1:
+            raise ValueError(f"rate must be at least 1 request per window, not {rate_per_minute}")
+        if window <= 0 or margin < 0:
+            raise ValueError("window must be positive and margin not negative")
+        self.rate = rate_per_minute
+        self.span = window + margin
+        self.interval = self.span / rate_per_minute
+        self.clock = clock
+        self.sleep = sleep
+        self.waited_for_rate = 0.0
+        self.waited_for_retry_after = 0.0
+        self.started = 0
+        # The last ``rate`` start times: the oldest bounds the next start (sliding window).
+        self._starts: deque[float] = deque(maxlen=rate_per_minute)
+        self._next_paced = -math.inf
+        self._hold = -math.inf
+        self._gate = asyncio.Lock()
+
+    @property
+    def held_until(self) -> float:
+        """Clock time before which nobody starts because of a hold (-inf: never held)."""
+        return self._hold
+
+    @property
+    def requests_per_minute(self) -> float:
+        """Sustained starts per 60 s this limiter allows: ``60 / interval``."""
+        return 60.0 / self.interval
+
+    async def acquire(self) -> None:
+        """Wait for this caller's start slot; return when the request may go out."""
+        async with self._gate:
+            slept = False
+            while True:
+                now = self.clock()
+                due, cause = self._earliest_start()
+                if due - now <= _TOLERANCE:
+                    break
+                await self.sleep(due - now)
+                slept = True
+                self._account(cause, self.clock() - now)
+            start = self.clock()
+            self._record_start(start, planned=due if slept else start)
+
+    def hold_until(self, when: float) -> None:
+        """Let nobody start before clock time ``when`` (a 429's Retry-After); never shortens."""
+        self._hold = max(self._hold, when)
+
+    def hold_for(self, seconds: float) -> None:
+        """``hold_until`` ``seconds`` from now on this limiter's clock."""
+        self.hold_until(self.clock() + max(0.0, seconds))
+
+    def prime(self, start_times: Iterable[float]) -> None:
+        """Count starts made before this limiter existed (clock times, e.g. a previous run's).
+
+        A cron run that begins right after another ended would otherwise add a full minute's
+        worth of requests on top of the previous run's last minute. Call it before the first
+        ``acquire``; primed starts are not counted in ``started``.
+        """
+        for when in sorted(start_times):
+            self._note_start(when, anchor=when)
+
+    def _earliest_start(self) -> tuple[float, Cause]:
+        paced = self._next_paced
+        if len(self._starts) == self.rate:
+            paced = max(paced, self._starts[0] + self.span)
+        if self._hold > paced:
+            return self._hold, "retry_after"
+        return paced, "rate"
+
+    def _record_start(self, start: float, planned: float) -> None:
+        # The next slot follows the planned one, so the event loop waking us a few ms late
+        # (a synchronous SQLite commit, a busy CPU) costs no throughput: the next gap is a
+        # little shorter. Later than half an interval is a stall, not jitter: the next slot
+        # then follows the actual start, and there is no catch-up burst. A caller that did
+        # not have to wait (the limiter was idle) plans from its own start.
+        anchor = planned if start - planned <= self.interval / 2 else start
+        self._note_start(start, anchor)
+        self.started += 1
+
+    def _note_start(self, start: float, anchor: float) -> None:
+        # The sliding window keeps actual start times: whatever the pacing did, the window
+        # is checked against what really went out.
+        self._starts.append(start)
+        self._next_paced = max(self._next_paced, anchor + self.interval)
+
+    def _account(self, cause: Cause, seconds: float) -> None:
+        if cause == "retry_after":
+            self.waited_for_retry_after += seconds
+        else:
+            self.waited_for_rate += seconds

@@ -1,0 +1,192 @@
+"""The retry policy around one logical request: one invoice's send, or one reconcile lookup.
+
+The caller hands over ``attempt()``, which makes exactly one HTTP request (with its own
+journal bookkeeping: write-ahead row before, outcome row after) and returns an ``Outcome``.
+``call_with_retry`` decides whether and when to call it again, and returns:
+
+==============================  ===============================================================
+returned                        when
+==============================  ===============================================================
+``None``                        ``should_stop()`` was true before the first try: nothing sent
+``Accepted``, ``Rejected``,     at once, never retried (permanent, or the run must stop)
+``KeyReused``, ``AuthRefused``
+``Transient``                   ``max_attempts`` transient answers: the caller marks the
+                                invoice ``unknown`` for the next run
+``RateLimited``                 the server kept answering 429 beyond the 429 budget (below):
+                                the caller leaves the invoice ``pending``; the run is incomplete
+the last ``Transient`` or       ``should_stop()`` turned true between tries: no further try
+``RateLimited``                 starts (a signal or ``--deadline``)
+==============================  ===============================================================
+
+Every try first waits for ``limiter.acquire()``: a retry is a request like any other.
+
+**5xx, timeouts, connection errors** (``Transient``) are retried with jittered exponential
+backoff, up to ``max_attempts`` transient answers in this call. Wait after the n-th:
+uniform in ``[b/2, b]`` with ``b = min(backoff_max, backoff_initial * 2**(n-1))`` ("equal
+jitter": it grows, yet clients that failed together do not retry together).
+
+**429** (``RateLimited``) does not use up ``max_attempts``; it has a budget of its own.
+Each 429 holds the *whole run* (``limiter.hold_until``) for ``Retry-After`` seconds, or,
+without the header, for the same jittered backoff counted over 429s (1 s up to 60 s,
+goroute-api.md section C), always capped at ``max_wait``. The request is then tried again,
+as soon as the limiter lets it. It gives up, returning the 429, when the run's hold would
+end more than ``max_wait`` seconds after this request's first 429, or at its
+``max_rate_limited``-th 429 (a server saying ``Retry-After: 0`` forever must not make a
+loop). So a single Retry-After longer than ``max_wait`` is honoured up to ``max_wait``, then
+tried once more, as design.md asks ("capped by --max-wait; then carry on").
+
+Waits: the limiter accounts the run's pacing and Retry-After waits (wall time); the
+transient backoff sleeps happen here, per request, through the injected ``sleep``.
+Exceptions from ``attempt()`` are not retried: they propagate (a network failure should
+already be a ``Transient``; anything else is a bug or a cancellation).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import tenacity
+
+from invoicectl.limiter import RateLimiter
+from invoicectl.outcomes import Outcome, RateLimited, Transient
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    max_attempts: int = 5  # transient answers per request per run (--max-attempts)
+    max_wait: float = 300.0  # seconds of 429 waiting per request (--max-wait)
+    backoff_initial: float = 1.0
+    backoff_max: float = 60.0
+    max_rate_limited: int = 20  # 429 answers per request, whatever their Retry-After
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1 or self.max_rate_limited < 1:
+            raise ValueError("max_attempts and max_rate_limited must be at least 1")
+        if self.max_wait < 0 or self.backoff_initial <= 0 or self.backoff_max < 0:
+            raise ValueError("waits must not be negative, and backoff_initial must be positive")
+
+
+def backoff(n: int, *, initial: float, maximum: float, rng: random.Random) -> float:
+    """Seconds to wait after the n-th failure (n >= 1): uniform in [b/2, b], b doubling."""
+    # min() before the power would overflow: 2**n grows past any float after ~1000 failures.
+    ceiling = min(maximum, initial * 2.0 ** min(n - 1, 64))
+    return rng.uniform(ceiling / 2, ceiling)
+
+
+async def call_with_retry(
+    attempt: Callable[[], Awaitable[Outcome]],
+    *,
+    policy: RetryPolicy,
+    limiter: RateLimiter,
+    clock: Callable[[], float] | None = None,
+    sleep: Callable[[float], Awaitable[None]] | None = None,
+    rng: random.Random | None = None,
+    should_stop: Callable[[], bool] = lambda: False,
+) -> Outcome | None:
+    """Try ``attempt`` until it settles, by the rules in the module doc.
+
+    ``clock`` and ``sleep`` default to the limiter's, and ``clock`` must be the limiter's
+    clock (holds are clock times). ``rng`` jitters the backoff (default: a fresh
+    ``random.Random()``).
+    """
+    tries = _Tries(
+        attempt,
+        policy=policy,
+        limiter=limiter,
+        clock=clock or limiter.clock,
+        rng=rng or random.Random(),
+        should_stop=should_stop,
+    )
+    retrying = tenacity.AsyncRetrying(
+        retry=tenacity.retry_if_result(_worth_another_try),
+        stop=tries.give_up,
+        wait=tries.wait,
+        sleep=sleep or limiter.sleep,
+        retry_error_callback=tries.last_outcome,
+    )
+    result: Outcome | None = await retrying(tries.one)
+    return result
+
+
+def _worth_another_try(outcome: Outcome | None) -> bool:
+    return isinstance(outcome, Transient | RateLimited)
+
+
+class _Tries:
+    """What one ``call_with_retry`` has seen; tenacity asks it when to stop and how long to wait."""
+
+    def __init__(
+        self,
+        attempt: Callable[[], Awaitable[Outcome]],
+        *,
+        policy: RetryPolicy,
+        limiter: RateLimiter,
+        clock: Callable[[], float],
+        rng: random.Random,
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self._attempt = attempt
+        self._policy = policy
+        self._limiter = limiter
+        self._clock = clock
+        self._rng = rng
+        self._should_stop = should_stop
+        self.last: Outcome | None = None
+        self.transient = 0
+        self.rate_limited = 0
+        self.first_rate_limited_at = 0.0
+        self.resume_at = 0.0
+
+    async def one(self) -> Outcome | None:
+        """One try, unless told to stop; then the last outcome stands (None: never tried)."""
+        if self._should_stop():
+            return self.last
+        await self._limiter.acquire()
+        # A Retry-After hold can outlast a deadline: check again before sending.
+        if self._should_stop():
+            return self.last
+        outcome = await self._attempt()
+        self.last = outcome
+        if isinstance(outcome, Transient):
+            self.transient += 1
+        elif isinstance(outcome, RateLimited):
+            self._hold_run(outcome)
+        return outcome
+
+    def _hold_run(self, outcome: RateLimited) -> None:
+        now = self._clock()
+        self.rate_limited += 1
+        if self.rate_limited == 1:
+            self.first_rate_limited_at = now
+        if outcome.retry_after is not None:
+            wait = outcome.retry_after
+        else:
+            wait = self._backoff(self.rate_limited)
+        # Even when this request gives up, the hold stands: the server asked the whole
+        # client (one API key) to slow down, and the other requests of the run must listen.
+        self._limiter.hold_until(now + min(max(0.0, wait), self._policy.max_wait))
+        self.resume_at = max(now, self._limiter.held_until)
+
+    def give_up(self, state: tenacity.RetryCallState) -> bool:
+        if self._should_stop():
+            return True
+        if isinstance(self.last, Transient):
+            return self.transient >= self._policy.max_attempts
+        waited = self.resume_at - self.first_rate_limited_at
+        return self.rate_limited >= self._policy.max_rate_limited or waited > self._policy.max_wait
+
+    def wait(self, state: tenacity.RetryCallState) -> float:
+        # After a 429 the limiter's hold is the wait, shared by the whole run.
+        if isinstance(self.last, Transient):
+            return self._backoff(self.transient)
+        return 0.0
+
+    def last_outcome(self, state: tenacity.RetryCallState) -> Outcome | None:
+        return self.last
+
+    def _backoff(self, n: int) -> float:
+        return backoff(
+            n, initial=self._policy.backoff_initial, maximum=self._policy.backoff_max, rng=self._rng
+        )

@@ -1,0 +1,161 @@
+"""One run at a time on a journal: an exclusive OS lock, and who holds it.
+
+``RunLock(journal)`` takes ``flock(LOCK_EX | LOCK_NB)`` on ``<journal>.lock`` (created 0600
+beside the journal) or raises ``JournalLocked`` at once, naming the holder. The kernel owns
+the lock, not the file: it goes away with the process that held it, however that process
+ended (exit, crash, SIGKILL), so a lock left by a dead process is no lock, with no stale-lock
+heuristics. The file only *describes* the holder: pid, host, start time and command, written
+as JSON after the lock is taken and cleared when it is released. A killed holder leaves its
+description behind; nothing reads it except to explain a refusal while the lock is held.
+
+Limits: the lock belongs to the open file description, so a child made by ``fork()`` shares
+it until it exits (``exec`` does not: the descriptor is close-on-exec). On NFS, Linux maps
+``flock`` onto POSIX record locks; a journal on a network share is not a supported setup.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import socket
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from types import TracebackType
+
+from invoicectl.errors import JournalLocked
+
+# The winner writes its description just after taking the lock; a loser reading in between
+# sees an empty file. A short wait covers that window without ever blocking a real run.
+_HOLDER_READ_TRIES = 5
+_HOLDER_READ_PAUSE = 0.02
+
+
+@dataclass(frozen=True)
+class LockHolder:
+    pid: int
+    host: str
+    started_at: str  # ISO 8601 UTC, e.g. 2026-11-29T09:40:12Z
+    command: str
+
+    def describe(self) -> str:
+        return f"pid {self.pid} on host {self.host}, since {self.started_at}"
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> LockHolder | None:
+        """The holder described by ``text``, or None if it is empty or not a description."""
+        try:
+            data = json.loads(text)
+            return cls(
+                pid=int(data["pid"]),
+                host=str(data["host"]),
+                started_at=str(data["started_at"]),
+                command=str(data["command"]),
+            )
+        except (ValueError, TypeError, KeyError):
+            return None
+
+
+def lock_path_for(journal_path: Path) -> Path:
+    """Where the lock of ``journal_path`` lives: beside it, ``<journal>.lock``."""
+    return journal_path.with_name(journal_path.name + ".lock")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class RunLock:
+    """Context manager: hold the journal's run lock for the duration of the ``with``."""
+
+    def __init__(
+        self,
+        journal_path: Path,
+        command: str = "send",
+        *,
+        now: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        self.journal_path = journal_path
+        self.path = lock_path_for(journal_path)
+        self.command = command
+        self._now = now
+        self._fd: int | None = None
+        self.holder: LockHolder | None = None
+
+    def __enter__(self) -> RunLock:
+        self.acquire()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.release()
+
+    def acquire(self) -> LockHolder:
+        """Take the lock now or raise ``JournalLocked``; returns this run's description."""
+        if self._fd is not None:
+            raise RuntimeError(f"{self.path} is already locked by this RunLock")
+        self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _read_holder(fd)
+            os.close(fd)
+            raise JournalLocked(self._refusal(holder)) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
+        self.holder = LockHolder(
+            pid=os.getpid(),
+            host=socket.gethostname(),
+            started_at=self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            command=self.command,
+        )
+        _write_holder(fd, self.holder)
+        return self.holder
+
+    def release(self) -> None:
+        """Clear the description and drop the lock (closing the descriptor drops it)."""
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            # Cleared first, while still ours: a clean exit leaves no description behind.
+            os.ftruncate(fd, 0)
+        finally:
+            os.close(fd)
+            self.holder = None
+
+    def _refusal(self, holder: LockHolder | None) -> str:
+        if holder is None:
+            return f"another invoicectl run holds the journal {self.journal_path}"
+        return (
+            f"another invoicectl {holder.command} holds the journal {self.journal_path} "
+            f"({holder.describe()})"
+        )
+
+
+def _write_holder(fd: int, holder: LockHolder) -> None:
+    os.ftruncate(fd, 0)
+    os.pwrite(fd, (holder.to_json() + "\n").encode(), 0)
+
+
+def _read_holder(fd: int) -> LockHolder | None:
+    for attempt in range(_HOLDER_READ_TRIES):
+        holder = LockHolder.from_json(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
+        if holder is not None:
+            return holder
+        if attempt + 1 < _HOLDER_READ_TRIES:
+            time.sleep(_HOLDER_READ_PAUSE)
+    return None

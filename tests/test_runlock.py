@@ -1,0 +1,146 @@
+"""RunLock with real files and real processes: one holder, named when refused, gone when dead."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import stat
+import subprocess
+import sys
+import textwrap
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from invoicectl.errors import ExitCode, JournalLocked
+from invoicectl.runlock import LockHolder, RunLock, lock_path_for
+
+START = datetime(2026, 11, 29, 9, 40, 12, 345678, tzinfo=UTC)
+
+# A process that takes the lock, says so on stdout, then waits for a line on stdin.
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from invoicectl.errors import JournalLocked
+    from invoicectl.runlock import RunLock
+
+    sys.stdin.readline()  # "go": lets two of these race from the same moment
+    try:
+        lock = RunLock(Path(sys.argv[1]), sys.argv[2]).__enter__()
+    except JournalLocked as refused:
+        print("refused", refused, flush=True)
+        sys.exit(6)
+    print("locked", flush=True)
+    sys.stdin.readline()
+    """
+)
+
+
+@contextmanager
+def holder_process(journal: Path, command: str = "send") -> Iterator[subprocess.Popen[str]]:
+    """A process running HOLDER; killed (SIGKILL) and reaped when the block ends."""
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(journal), command],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).parent.parent,
+    ) as process:
+        try:
+            yield process
+        finally:
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=10)
+
+
+def say_go(process: subprocess.Popen[str]) -> None:
+    assert process.stdin is not None
+    process.stdin.write("go\n")
+    process.stdin.flush()
+
+
+def answer(process: subprocess.Popen[str]) -> str:
+    """The first word the process printed: "locked" or "refused"."""
+    assert process.stdout is not None
+    return process.stdout.readline().split(" ")[0].strip()
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Path:
+    return tmp_path / "state" / "journal.db"
+
+
+def test_a_second_lock_is_refused_naming_the_holder(journal: Path) -> None:
+    with RunLock(journal, "send", now=lambda: START), pytest.raises(JournalLocked) as refused:
+        RunLock(journal, "reconcile").acquire()
+    assert str(refused.value) == (
+        f"another invoicectl send holds the journal {journal} "
+        f"(pid {os.getpid()} on host {socket.gethostname()}, since 2026-11-29T09:40:12Z)"
+    )
+    assert refused.value.exit_code == ExitCode.LOCKED
+
+
+def test_the_lock_file_describes_the_holder_and_is_private(journal: Path) -> None:
+    with RunLock(journal, "send", now=lambda: START) as lock:
+        path = lock_path_for(journal)
+        assert path == journal.parent / "journal.db.lock"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        assert json.loads(path.read_text()) == {
+            "command": "send",
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "started_at": "2026-11-29T09:40:12Z",
+        }
+        assert lock.holder == LockHolder(
+            os.getpid(), socket.gethostname(), "2026-11-29T09:40:12Z", "send"
+        )
+    assert path.read_text() == ""  # a clean exit leaves no description behind
+
+
+def test_the_lock_is_released_on_exit_even_after_an_error(journal: Path) -> None:
+    with pytest.raises(ValueError), RunLock(journal):
+        raise ValueError("the run failed")
+    with RunLock(journal) as again:
+        assert again.holder is not None
+
+
+def test_a_stale_description_without_a_lock_does_not_matter(journal: Path) -> None:
+    journal.parent.mkdir()
+    stale = LockHolder(pid=4242, host="fin01", started_at="2026-11-28T01:00:00Z", command="send")
+    lock_path_for(journal).write_text(stale.to_json())
+    with RunLock(journal) as lock:
+        assert lock.holder is not None and lock.holder.pid == os.getpid()
+
+
+def test_a_garbled_description_still_refuses_clearly(journal: Path) -> None:
+    journal.parent.mkdir()
+    with RunLock(journal):
+        lock_path_for(journal).write_text("{not json")
+        with pytest.raises(JournalLocked, match=r"^another invoicectl run holds the journal .*db$"):
+            RunLock(journal).acquire()
+
+
+def test_a_lock_held_by_another_process_is_refused_and_dies_with_it(journal: Path) -> None:
+    with holder_process(journal, "send") as holder:
+        say_go(holder)
+        assert answer(holder) == "locked"
+        with pytest.raises(JournalLocked, match=rf"\(pid {holder.pid} on host "):
+            RunLock(journal).acquire()
+    # The holder was killed with SIGKILL: no cleanup ran, its description is still there...
+    assert json.loads(lock_path_for(journal).read_text())["pid"] == holder.pid
+    with RunLock(journal) as lock:  # ... and does not matter
+        assert lock.holder is not None and lock.holder.pid == os.getpid()
+
+
+def test_of_two_racing_processes_exactly_one_wins(journal: Path) -> None:
+    for _ in range(5):
+        with holder_process(journal) as first, holder_process(journal) as second:
+            say_go(first)
+            say_go(second)
+            assert sorted([answer(first), answer(second)]) == ["locked", "refused"]
