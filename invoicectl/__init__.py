@@ -1,3 +1,3 @@
-"""invoicectl: send UBL e-invoices to the GoRoute Peppol API without losing one or sending one twice."""
+"""invoicectl: send UBL e-invoices to GoRoute without losing one or sending one twice."""
 
 __version__ = "0.1.0"

@@ -1,21 +1,376 @@
-"""Scanning an outbox into the journal: the library call behind ``invoicectl scan``."""
+"""Scanning an outbox into the journal: the rules behind ``invoicectl scan``.
+
+Every file gets an answer. New content becomes a revision (and its bytes are stored once);
+then each invoice ID seen in the scan is settled as design.md says: new IDs become
+``pending`` (or ``invalid`` with a reason), a change to an unsent invoice replaces the content
+to send, a change to a sent one is ``amended``, and two different files with one ID make that
+ID ``invalid``. The common cases (new and unchanged) are settled in a few set-wise SQL
+statements so that memory stays flat and a re-scan stays cheap; the rest, one ID at a time.
+"""
 
 from __future__ import annotations
 
+import sqlite3
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from invoicectl.errors import ConfigError
-from invoicectl.journal import Journal, ScanReport
-from invoicectl.scanner import find_candidates, scan_files
+from invoicectl.journal import Journal
+from invoicectl.scanner import ScannedFile, find_candidates, scan_files
+
+_COMMIT_EVERY = 500
+
+
+@dataclass(frozen=True)
+class Problem:
+    subject: str  # an invoice ID, or a file name when the file yields no ID
+    reason: str
+
+
+@dataclass
+class ScanReport:
+    files: int = 0
+    new: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    changed: list[str] = field(default_factory=list)
+    amended: list[str] = field(default_factory=list)
+    invalid: list[Problem] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
 
 
 def scan_directory(
     journal: Journal, directory: Path, *, recursive: bool = False, workers: int | None = None
 ) -> ScanReport:
-    """Hash, parse and record every ``*.xml`` under ``directory``; every file gets an answer."""
+    """Hash, parse and record every ``*.xml`` under ``directory``."""
     root = directory.expanduser().absolute()
     if not root.is_dir():
         raise ConfigError(f"the outbox {directory} is not a directory")
     paths = find_candidates(root, recursive)
-    known = journal.known_contents()
-    return journal.ingest(scan_files(paths, root, known.keys(), workers=workers), root)
+    known = journal.known_sha256()
+    scanned = scan_files(paths, root, known, journal.cached_stat, workers=workers)
+    return Ingest(journal, root).run(scanned)
+
+
+@dataclass(frozen=True)
+class _Found:
+    sha256: str
+    name: str
+    path: str
+
+
+class Ingest:
+    """One scan of one directory into the journal."""
+
+    def __init__(self, journal: Journal, root: Path) -> None:
+        self.journal = journal
+        self.db = journal.db
+        self.root = root
+        self.report = ScanReport()
+
+    def run(self, scanned: Iterable[ScannedFile]) -> ScanReport:
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS scan"
+            " (invoice_id TEXT, sha256 TEXT, name TEXT, path TEXT, reason TEXT)"
+        )
+        self.db.execute("DELETE FROM temp.scan")
+        with self.journal.transaction():
+            self._store(scanned)
+            self._settle_new()
+            self._count_unchanged()
+            self._settle_the_rest()
+            self._record_unidentified()
+        self.db.execute("DELETE FROM temp.scan")
+        return self.report
+
+    # ---- storing what was found -----------------------------------------------------------
+
+    def _store(self, scanned: Iterable[ScannedFile]) -> None:
+        now = self.journal.now()
+        batch: list[ScannedFile] = []
+        for item in scanned:
+            self.report.files += 1
+            batch.append(item)
+            if len(batch) >= _COMMIT_EVERY:
+                self._store_batch(batch, now)
+                batch.clear()
+                # Bounded write transactions keep the WAL small; a crash mid-scan leaves only
+                # revisions, which the next scan settles.
+                self.db.commit()
+                self.db.begin()
+        self._store_batch(batch, now)
+        # Content the journal already held carries no ID from the worker: look it up.
+        self.db.execute(
+            "UPDATE temp.scan SET invoice_id ="
+            " (SELECT invoice_id FROM revisions WHERE revisions.sha256 = scan.sha256)"
+            " WHERE invoice_id IS NULL AND reason IS NULL"
+        )
+
+    def _store_batch(self, batch: list[ScannedFile], now: str) -> None:
+        new = [item for item in batch if item.data is not None]
+        self.db.conn.executemany(
+            "INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
+            [(item.sha256, item.size, item.data) for item in new],
+        )
+        self.db.conn.executemany(
+            "INSERT OR IGNORE INTO revisions"
+            " (invoice_id, sha256, size, source_path, facts, first_seen)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (item.invoice_id, item.sha256, item.size, str(item.path), item.facts_json, now)
+                for item in new
+            ],
+        )
+        self.journal.remember_stats(
+            (str(item.path), item.stat, item.sha256)
+            for item in batch
+            if item.stat is not None and item.sha256 is not None and item.reason is None
+        )
+        self.db.conn.executemany(
+            "INSERT INTO temp.scan (invoice_id, sha256, name, path, reason) VALUES (?, ?, ?, ?, ?)",
+            [
+                (item.invoice_id, item.sha256, item.name, str(item.path), item.reason)
+                for item in batch
+            ],
+        )
+
+    # ---- settling each invoice ID ---------------------------------------------------------
+
+    def _settle_new(self) -> None:
+        """IDs the journal has never seen, in exactly one content: insert them in one go."""
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS fresh AS SELECT invoice_id, sha256, path"
+            " FROM temp.scan WHERE 0"
+        )
+        self.db.execute("DELETE FROM temp.fresh")
+        self.db.execute(
+            "INSERT INTO temp.fresh SELECT invoice_id, min(sha256), min(path) FROM temp.scan"
+            " WHERE invoice_id IS NOT NULL"
+            " AND invoice_id NOT IN (SELECT invoice_id FROM invoices)"
+            " GROUP BY invoice_id HAVING count(DISTINCT sha256) = 1"
+        )
+        now = self.journal.now()
+        self.db.execute(
+            """
+            INSERT INTO invoices (
+                invoice_id, document_type, receiver_scheme, receiver_id, sender_endpoint,
+                issue_date, currency, payable_amount, current_sha256, source_path, state,
+                reason, ingested_at, created_at, updated_at)
+            SELECT f.invoice_id,
+                facts ->> '$.document_type',
+                facts ->> '$.customer_endpoint.scheme',
+                facts ->> '$.customer_endpoint.id',
+                (facts ->> '$.supplier_endpoint.scheme') || ':'
+                    || (facts ->> '$.supplier_endpoint.id'),
+                facts ->> '$.issue_date',
+                facts ->> '$.currency',
+                facts ->> '$.payable_amount',
+                f.sha256, f.path,
+                CASE WHEN facts ->> '$.problem' IS NULL THEN 'pending' ELSE 'invalid' END,
+                facts ->> '$.problem',
+                :now, :now, :now
+            FROM temp.fresh f
+            JOIN revisions r ON r.invoice_id = f.invoice_id AND r.sha256 = f.sha256
+            ORDER BY f.invoice_id
+            """,
+            {"now": now},
+        )
+        rows = self.db.execute(
+            "SELECT i.invoice_id, i.state, i.reason FROM temp.fresh f"
+            " JOIN invoices i ON i.invoice_id = f.invoice_id ORDER BY f.invoice_id"
+        ).fetchall()
+        for invoice_id, state, reason in rows:
+            self.report.new.append(invoice_id)
+            if state == "invalid":
+                self.report.invalid.append(Problem(invoice_id, reason))
+
+    def _count_unchanged(self) -> None:
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM (SELECT s.invoice_id FROM temp.scan s"
+            " JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE i.invoice_id NOT IN (SELECT invoice_id FROM temp.fresh)"
+            " GROUP BY s.invoice_id"
+            " HAVING count(DISTINCT s.sha256) = 1 AND min(s.sha256) = min(i.current_sha256)"
+            " AND min(i.state) != 'invalid')"
+        ).fetchone()
+        self.report.unchanged += count
+
+    def _settle_the_rest(self) -> None:
+        """Changed content, duplicates, and invalid invoices that may have been fixed."""
+        rows = self.db.execute(
+            "SELECT s.invoice_id, s.sha256, s.name, s.path FROM temp.scan s"
+            " WHERE s.invoice_id IS NOT NULL"
+            " AND s.invoice_id NOT IN (SELECT invoice_id FROM temp.fresh)"
+            " AND s.invoice_id IN (SELECT s2.invoice_id FROM temp.scan s2"
+            "   LEFT JOIN invoices i ON i.invoice_id = s2.invoice_id"
+            "   WHERE s2.invoice_id IS NOT NULL GROUP BY s2.invoice_id"
+            "   HAVING count(DISTINCT s2.sha256) > 1 OR min(s2.sha256) != min(i.current_sha256)"
+            "   OR min(i.state) = 'invalid' OR min(i.invoice_id) IS NULL)"
+            " ORDER BY s.invoice_id, s.name"
+        ).fetchall()
+        found: dict[str, dict[str, _Found]] = {}
+        for invoice_id, sha256, name, path in rows:
+            found.setdefault(invoice_id, {}).setdefault(sha256, _Found(sha256, name, path))
+        for invoice_id, distinct in found.items():
+            self._settle_one(invoice_id, list(distinct.values()))
+
+    def _settle_one(self, invoice_id: str, distinct: list[_Found]) -> None:
+        row = self.journal.invoice(invoice_id)
+        if len(distinct) > 1:
+            self._settle_duplicate(invoice_id, row, distinct)
+            return
+        (found,) = distinct
+        if row is None:  # pragma: no cover - new single-content IDs are settled set-wise
+            raise AssertionError(f"{invoice_id} should have been inserted with the new ones")
+        if row["current_sha256"] == found.sha256:
+            self.report.unchanged += 1
+            self._recheck_invalid(row)
+        else:
+            self.report.changed.append(invoice_id)
+            self._settle_change(row, found)
+
+    def _settle_duplicate(
+        self, invoice_id: str, row: sqlite3.Row | None, distinct: list[_Found]
+    ) -> None:
+        names = sorted(found.name for found in distinct)
+        reason = (
+            f"invoice ID {invoice_id} is in {len(names)} files with different content "
+            f"({', '.join(names)}); keep one file per invoice ID"
+        )
+        self.report.invalid.append(Problem(invoice_id, reason))
+        if row is None:
+            first = min(distinct, key=lambda found: found.name)
+            self._insert(invoice_id, first, "invalid", reason)
+            self.report.new.append(invoice_id)
+        elif row["idempotency_key"] is None:
+            self._update(invoice_id, state="invalid", reason=reason)
+        elif row["state"] != "invalid":
+            # Already sent: held until the clash is resolved, then restored.
+            self._update(
+                invoice_id, state="invalid", reason=reason, state_before_amend=row["state"]
+            )
+
+    def _recheck_invalid(self, row: sqlite3.Row) -> None:
+        """An unchanged file may stop being invalid: the duplicate it clashed with is gone."""
+        invoice_id = row["invoice_id"]
+        if row["idempotency_key"] is not None:
+            restored = row["state_before_amend"] or "pending"
+            self._update(invoice_id, state=restored, reason=None, state_before_amend=None)
+            return
+        state, reason = _local_verdict(self.journal.facts(invoice_id, row["current_sha256"]))
+        if (row["state"], row["reason"]) != (state, reason):
+            self._update(invoice_id, state=state, reason=reason)
+        if state == "invalid":
+            self.report.invalid.append(Problem(invoice_id, reason or ""))
+
+    def _settle_change(self, row: sqlite3.Row, found: _Found) -> None:
+        invoice_id = row["invoice_id"]
+        facts = self.journal.facts(invoice_id, found.sha256)
+        if row["idempotency_key"] is None:
+            # Never sent: the new content simply replaces the old as the one to send.
+            state, reason = _local_verdict(facts)
+            self._set_content(invoice_id, found, facts, new_content=True)
+            self._update(invoice_id, state=state, reason=reason)
+            if state == "invalid":
+                self.report.invalid.append(Problem(invoice_id, reason or ""))
+        elif row["state"] == "rejected":
+            # Refused, so nothing was delivered; the fix goes out under a key of its own.
+            state, reason = _local_verdict(facts)
+            version = row["key_version"] + 1
+            self._set_content(invoice_id, found, facts, new_content=True)
+            self._update(
+                invoice_id,
+                state=state,
+                reason=reason,
+                key_version=version,
+                idempotency_key=None,
+                key_sha256=None,
+                key_first_used_at=None,
+                transaction_id=None,
+            )
+            self.journal.add_event(
+                invoice_id, "new_version", f"corrected after rejection; next key is v{version}"
+            )
+        elif found.sha256 == row["key_sha256"]:
+            # The file went back to exactly what was sent.
+            self._set_content(invoice_id, found, facts)
+            restored = row["state_before_amend"] or row["state"]
+            self._update(invoice_id, state=restored, reason=None, state_before_amend=None)
+        else:
+            self._set_content(invoice_id, found, facts)
+            reason = (
+                f"content changed after key {row['idempotency_key']} carried other content "
+                f"(sent {row['key_sha256'][:12]}, now {found.sha256[:12]}); "
+                "it will not be sent under that key"
+            )
+            before = row["state_before_amend"] if row["state"] == "amended" else row["state"]
+            self._update(invoice_id, state="amended", reason=reason, state_before_amend=before)
+            self.report.amended.append(invoice_id)
+
+    def _record_unidentified(self) -> None:
+        now = self.journal.now()
+        rows = self.db.execute(
+            "SELECT name, reason FROM temp.scan WHERE reason IS NOT NULL"
+            " ORDER BY name"
+        ).fetchall()
+        for name, reason in rows:
+            self.report.invalid.append(Problem(name, reason))
+        self.db.execute(
+            "INSERT INTO unidentified_files (path, sha256, reason, first_seen, updated_at)"
+            " SELECT path, sha256, reason, :now, :now FROM temp.scan WHERE reason IS NOT NULL"
+            " ON CONFLICT(path) DO UPDATE SET sha256 = excluded.sha256,"
+            " reason = excluded.reason, updated_at = excluded.updated_at",
+            {"now": now},
+        )
+        # A file fixed or removed since the last scan of this directory is no longer a problem.
+        prefix = str(self.root).rstrip("/") + "/"
+        self.db.execute(
+            "DELETE FROM unidentified_files WHERE substr(path, 1, :n) = :prefix"
+            " AND path NOT IN (SELECT path FROM temp.scan WHERE reason IS NOT NULL)",
+            {"n": len(prefix), "prefix": prefix},
+        )
+
+    # ---- writing one invoice --------------------------------------------------------------
+
+    def _insert(self, invoice_id: str, found: _Found, state: str, reason: str | None) -> None:
+        now = self.journal.now()
+        facts = self.journal.facts(invoice_id, found.sha256)
+        self.db.execute(
+            "INSERT INTO invoices (invoice_id, document_type, current_sha256, source_path,"
+            " state, reason, ingested_at, created_at, updated_at)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (invoice_id, facts["document_type"], found.sha256, found.path, state, reason)
+            + (now, now, now),
+        )
+        self._set_content(invoice_id, found, facts)
+
+    def _set_content(
+        self, invoice_id: str, found: _Found, facts: dict[str, Any], new_content: bool = False
+    ) -> None:
+        customer = facts.get("customer_endpoint") or {}
+        supplier = facts.get("supplier_endpoint")
+        values: dict[str, Any] = {
+            "current_sha256": found.sha256,
+            "source_path": found.path,
+            "document_type": facts["document_type"],
+            "receiver_scheme": customer.get("scheme"),
+            "receiver_id": customer.get("id"),
+            "sender_endpoint": f"{supplier['scheme']}:{supplier['id']}" if supplier else None,
+            "issue_date": facts.get("issue_date"),
+            "currency": facts.get("currency"),
+            "payable_amount": facts.get("payable_amount"),
+        }
+        if new_content:
+            values["ingested_at"] = self.journal.now()
+        self._update(invoice_id, **values)
+
+    def _update(self, invoice_id: str, **values: Any) -> None:
+        self.journal.update_invoice(invoice_id, **values)
+
+
+def _local_verdict(facts: dict[str, Any]) -> tuple[str, str | None]:
+    problem = facts.get("problem")
+    return ("invalid", problem) if problem else ("pending", None)

@@ -15,11 +15,24 @@ migrations = Migrations("invoicectl")
 def m001_initial(db: Database) -> None:
     db.executescript(
         """
-        -- The exact bytes of every revision, once per sha256 (zlib-compressed).
+        -- The exact bytes of every revision, once per sha256, as read.
         CREATE TABLE blobs (
             sha256 TEXT PRIMARY KEY,
             size INTEGER NOT NULL,
             data BLOB NOT NULL
+        );
+
+        -- What each file looked like (lstat) when its bytes were last hashed. A file whose
+        -- size, mtime, ctime and inode are unchanged since then is not read again; ctime moves
+        -- on every write and cannot be set back, so a match means the content is the same.
+        CREATE TABLE file_stats (
+            path TEXT PRIMARY KEY,
+            size INTEGER NOT NULL,
+            mtime_ns INTEGER NOT NULL,
+            ctime_ns INTEGER NOT NULL,
+            inode INTEGER NOT NULL,
+            sha256 TEXT NOT NULL,
+            checked_at_ns INTEGER NOT NULL
         );
 
         -- One row per invoice ID; mirrors the facts of its current revision.

@@ -5,7 +5,7 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
 
     Outcome
     ├── Accepted        2xx with a transaction id: the document is sent
-    ├── RateLimited     429: wait ``retry_after`` seconds (None: header absent), same key, same bytes
+    ├── RateLimited     429: wait ``retry_after`` seconds (None: no header), same key and bytes
     ├── Rejected        400/404/409/413/other 4xx: permanent for this document, never retried
     ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
     ├── AuthRefused     401/403: every request would fail alike; stop the run

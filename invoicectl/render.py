@@ -15,7 +15,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from invoicectl.journal import STATES, Journal, ScanReport
+from invoicectl.ingest import ScanReport
+from invoicectl.journal import STATES, Journal
 
 STATUS_FIELDS = (
     "invoice_id",

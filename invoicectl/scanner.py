@@ -1,73 +1,135 @@
 """Finding, reading, hashing and parsing the files of an outbox.
 
-Parsing dominates ingest (design.md, "Measured pitfalls"), so large directories are read by a
-small pool of worker processes. Content the journal already knows (by sha256) is hashed but
-not parsed again, which keeps a re-scan cheap. Work is handed out in windows so that memory
-stays flat however many files there are.
+Parsing dominates ingest (design.md, "Measured pitfalls"), so many files are read by a small
+pool of worker processes. Content the journal already knows (by sha256) is hashed but not
+parsed again, and a file whose ``lstat`` is unchanged since it was last hashed is not read at
+all (see ``StatCheck``), which keeps a re-scan cheap. Work is handed out in windows so that
+memory stays flat however many files there are.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import os
-from collections.abc import Collection, Iterable, Iterator
+import stat
+import time
+from collections.abc import Callable, Collection, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from itertools import islice
 from multiprocessing import get_context
 from pathlib import Path
+from typing import Any
 
 from invoicectl import ubl
 
-# Below this many files a process pool costs more to start than it saves.
+# Below this many files to read, a process pool costs more to start than it saves.
 _POOL_THRESHOLD = 200
 _WINDOW = 512
+# A file changed within this long before it was checked may still be being written, in the
+# same timestamp tick: its stat proves nothing and it is hashed again next time.
+_RACY_NS = 2_000_000_000
+
+
+@dataclass(frozen=True)
+class StatKey:
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+    inode: int
+    checked_at_ns: int
+
+    def proves_unchanged(self, cached: StatKey) -> bool:
+        same = (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (
+            cached.size,
+            cached.mtime_ns,
+            cached.ctime_ns,
+            cached.inode,
+        )
+        return same and cached.checked_at_ns - cached.ctime_ns > _RACY_NS
+
+
+def stat_key(path: Path) -> StatKey | None:
+    """The regular file's identity now; None for links, directories and the unreadable."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, time.time_ns())
 
 
 @dataclass(frozen=True)
 class ScannedFile:
+    """One file's answer. Only small things cross back from a worker process: the bytes
+    travel only when the journal does not hold them yet."""
+
     path: Path  # as found under the scanned directory
     name: str  # relative to the scanned directory, for messages
     sha256: str | None = None  # None when the file could not be read
     size: int | None = None
-    data: bytes | None = None  # only for content the journal does not know yet
-    facts: ubl.InvoiceFacts | None = None
+    invoice_id: str | None = None  # None for known content (the journal knows its ID)
+    facts_json: str | None = None  # what ubl.parse_document found, for new content
+    data: bytes | None = None  # the exact bytes, for new content
     reason: str | None = None  # why the file yields no invoice ID
+    stat: StatKey | None = None  # lstat taken before the bytes were read
 
-    @property
-    def known(self) -> bool:
-        """The journal already holds this content; it was hashed, not parsed."""
-        return self.sha256 is not None and self.data is None and self.reason is None
+
+# path -> the StatKey and sha256 recorded when it was last hashed, if any
+CachedStat = Callable[[Path], tuple[StatKey, str] | None]
 
 
 def find_candidates(root: Path, recursive: bool = False) -> list[Path]:
     """Every entry named ``*.xml`` (any case), sorted, including directories and broken links,
-    which then get a reason of their own instead of vanishing."""
-    entries = root.rglob("*") if recursive else root.iterdir()
-    found = [
-        path
-        for path in entries
-        if path.name.lower().endswith(".xml") and not _inside_symlinked_dir(path, root)
-    ]
+    which then get a reason of their own instead of vanishing. Symbolic links to directories
+    are not descended into."""
+    found: list[Path] = []
+    if recursive:
+        for directory, _subdirs, files in os.walk(root):
+            found.extend(Path(directory, name) for name in files if _is_xml(name))
+            found.extend(Path(directory, name) for name in _subdirs if _is_xml(name))
+    else:
+        with os.scandir(root) as entries:
+            found.extend(Path(entry.path) for entry in entries if _is_xml(entry.name))
     return sorted(found)
 
 
-def _inside_symlinked_dir(path: Path, root: Path) -> bool:
-    # rglob does not follow directory symlinks, but be explicit: a link leading out of the
-    # outbox must not pull other directories in.
-    return any(parent.is_symlink() for parent in path.relative_to(root).parents if parent.parts)
+def _is_xml(name: str) -> bool:
+    return name.lower().endswith(".xml")
 
 
 def scan_files(
     paths: list[Path],
     root: Path,
     known_sha256: Collection[str],
+    cached_stat: CachedStat = lambda path: None,
     workers: int | None = None,
 ) -> Iterator[ScannedFile]:
-    """Read, hash and (for new content) parse each path, in order."""
-    workers = workers if workers is not None else _default_workers(len(paths))
+    """Each path's answer: unchanged files from their stat, the rest read, hashed and parsed."""
+    to_read: list[tuple[Path, StatKey | None]] = []
+    for path in paths:
+        key = stat_key(path)
+        cached = cached_stat(path) if key is not None else None
+        if key is not None and cached is not None and key.proves_unchanged(cached[0]):
+            yield ScannedFile(
+                path, _display_name(path, root), cached[1], key.size, stat=cached[0]
+            )
+        else:
+            to_read.append((path, key))
+    yield from _read_all(to_read, root, known_sha256, workers)
+
+
+def _read_all(
+    to_read: list[tuple[Path, StatKey | None]],
+    root: Path,
+    known_sha256: Collection[str],
+    workers: int | None,
+) -> Iterator[ScannedFile]:
+    workers = workers if workers is not None else _default_workers(len(to_read))
     if workers <= 1:
-        yield from (_scan_one(path, root, known_sha256) for path in paths)
+        yield from (_scan_one(path, key, root, known_sha256) for path, key in to_read)
         return
     with ProcessPoolExecutor(
         max_workers=workers,
@@ -75,7 +137,7 @@ def scan_files(
         initializer=_init_worker,
         initargs=(root, frozenset(known_sha256)),
     ) as pool:
-        for window in _windows(paths, _WINDOW):
+        for window in _windows(to_read, _WINDOW):
             yield from pool.map(_scan_in_worker, window, chunksize=32)
 
 
@@ -85,26 +147,57 @@ def _default_workers(count: int) -> int:
     return max(1, min(4, os.cpu_count() or 1))
 
 
-def _windows(items: Iterable[Path], size: int) -> Iterator[list[Path]]:
+def _windows(
+    items: Iterable[tuple[Path, StatKey | None]], size: int
+) -> Iterator[list[tuple[Path, StatKey | None]]]:
     iterator = iter(items)
     while window := list(islice(iterator, size)):
         yield window
 
 
-def _scan_one(path: Path, root: Path, known_sha256: Collection[str]) -> ScannedFile:
+def _scan_one(
+    path: Path, key: StatKey | None, root: Path, known_sha256: Collection[str]
+) -> ScannedFile:
     name = _display_name(path, root)
     try:
         data = ubl.read_document(path, root)
     except ubl.InvalidDocument as error:
-        return ScannedFile(path=path, name=name, reason=error.reason)
+        return ScannedFile(path, name, reason=error.reason)
     sha256 = hashlib.sha256(data).hexdigest()
     if sha256 in known_sha256:
-        return ScannedFile(path=path, name=name, sha256=sha256, size=len(data))
+        return ScannedFile(path, name, sha256, len(data), stat=key)
     try:
         facts = ubl.parse_document(data)
     except ubl.InvalidDocument as error:
-        return ScannedFile(path, name, sha256, len(data), data, reason=error.reason)
-    return ScannedFile(path, name, sha256, len(data), data, facts=facts)
+        return ScannedFile(path, name, sha256, len(data), reason=error.reason)
+    return ScannedFile(
+        path,
+        name,
+        sha256,
+        len(data),
+        invoice_id=facts.invoice_id,
+        facts_json=json.dumps(facts_record(facts)),
+        data=data,
+        stat=key,
+    )
+
+
+def facts_record(facts: ubl.InvoiceFacts) -> dict[str, Any]:
+    """The facts as the journal keeps them (a revision's ``facts`` JSON)."""
+    return {
+        "document_type": facts.document_type,
+        "invoice_id": facts.invoice_id,
+        "issue_date": facts.issue_date,
+        "currency": facts.currency,
+        "payable_amount": facts.payable_amount,
+        "supplier_endpoint": _endpoint_record(facts.supplier_endpoint),
+        "customer_endpoint": _endpoint_record(facts.customer_endpoint),
+        "problem": facts.problem,
+    }
+
+
+def _endpoint_record(endpoint: ubl.Endpoint | None) -> dict[str, str] | None:
+    return None if endpoint is None else {"scheme": endpoint.scheme, "id": endpoint.id}
 
 
 def _display_name(path: Path, root: Path) -> str:
@@ -114,7 +207,7 @@ def _display_name(path: Path, root: Path) -> str:
         return str(path)
 
 
-_worker_state: dict[str, object] = {}
+_worker_state: dict[str, Any] = {}
 
 
 def _init_worker(root: Path, known_sha256: frozenset[str]) -> None:
@@ -122,8 +215,6 @@ def _init_worker(root: Path, known_sha256: frozenset[str]) -> None:
     _worker_state["known"] = known_sha256
 
 
-def _scan_in_worker(path: Path) -> ScannedFile:
-    root = _worker_state["root"]
-    known = _worker_state["known"]
-    assert isinstance(root, Path) and isinstance(known, frozenset)
-    return _scan_one(path, root, known)
+def _scan_in_worker(item: tuple[Path, StatKey | None]) -> ScannedFile:
+    path, key = item
+    return _scan_one(path, key, _worker_state["root"], _worker_state["known"])

@@ -246,3 +246,39 @@ def test_corpus_scan_reports_every_repeated_id(journal: Journal):
     reported = {p.subject for p in report.invalid if "files with different content" in p.reason}
     assert reported == repeated
     assert report.files == len(list(corpus.glob("*.xml")))
+
+
+def test_a_rewrite_that_keeps_size_and_mtime_is_still_noticed(journal: Journal, outbox: Path):
+    path = write_invoice(outbox, "INV-1", amount="100.00")
+    scan_directory(journal, outbox)
+    # Pretend the last scan happened long after the file was written, so its stat is trusted.
+    journal.db.execute("UPDATE file_stats SET checked_at_ns = checked_at_ns + 60000000000")
+    before = os.stat(path)
+
+    path.write_bytes(invoice_xml("INV-1", amount="900.00"))  # same length
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # mtime put back, ctime moves
+
+    report = scan_directory(journal, outbox)
+    assert report.changed == ["INV-1"]
+    assert journal.invoice("INV-1")["payable_amount"] == "900.00"
+
+
+def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(
+    journal: Journal, outbox: Path
+):
+    write_invoice(outbox, "INV-1", amount="1.00")
+    scan_directory(journal, outbox)
+    first = journal.invoice("INV-1")["current_sha256"]
+    write_invoice(outbox, "INV-1", amount="2.00")
+    scan_directory(journal, outbox)
+    # Make the trusted stat cache lie about the content: only a scan that believes it
+    # without reading the file can go back to the first revision.
+    journal.db.execute(
+        "UPDATE file_stats SET sha256 = ?, checked_at_ns = checked_at_ns + 60000000000",
+        (first,),
+    )
+
+    report = scan_directory(journal, outbox)
+
+    assert report.changed == ["INV-1"]
+    assert journal.invoice("INV-1")["current_sha256"] == first
