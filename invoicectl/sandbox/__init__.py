@@ -1,0 +1,28 @@
+"""A local GoRoute emulator: the API contract of goroute-api.md, in memory, with faults.
+
+    Sandbox(SandboxConfig.for_tier("standard", seed=1))
+    ├── .app          Starlette ASGI app (routes at / and under /peppol-api)
+    ├── .transport()  in-process httpx transport; drops raise httpx.RemoteProtocolError
+    ├── .stats()      what the emulator saw: sends, replays, 422s, 429s, per key, per invoice
+    └── staging       .preload_key(), .add_transaction(), .advance_clock(), .set_faults()
+    serve(sandbox, host, port)       uvicorn, blocking
+    BackgroundServer(sandbox)        uvicorn in a thread, for tests
+
+Modules: config (settings), documents (body checks), idempotency, transactions (lifecycle),
+ratelimit, faults, stats, state (the send path), app + admin (HTTP), transport, server.
+"""
+
+from invoicectl.sandbox.config import DEFAULT_API_KEY, Faults, SandboxConfig
+from invoicectl.sandbox.sandbox import Sandbox
+from invoicectl.sandbox.server import BackgroundServer, serve
+from invoicectl.sandbox.state import request_sha256
+
+__all__ = [
+    "DEFAULT_API_KEY",
+    "BackgroundServer",
+    "Faults",
+    "Sandbox",
+    "SandboxConfig",
+    "request_sha256",
+    "serve",
+]

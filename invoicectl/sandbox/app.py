@@ -1,0 +1,234 @@
+"""The HTTP face of the emulator: GoRoute's routes as a Starlette app.
+
+Routes are relative, and mounted twice: at the root and under ``/peppol-api``, so a client
+works with either ``http://host:port`` or ``http://host:port/peppol-api`` as its base URL,
+the way the real base URL carries a path prefix.
+
+Order of checks on ``/api/v1`` (each step stops the request with its answer):
+API key (401/403) > rate window and concurrency (429, not counted) > latency > injected 5xx
+(nothing recorded) > the send itself (400/413/422/404/202) > injected drop (recorded, no answer).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Mount, Route
+from starlette.types import Receive, Scope, Send
+
+from invoicectl.sandbox.admin import admin_routes
+from invoicectl.sandbox.problems import Problem, problem_response
+from invoicectl.sandbox.state import EmulatorState
+from invoicectl.sandbox.transactions import detail_json, summary_json
+
+Sleep = Callable[[float], Awaitable[None]]
+Handler = Callable[[Request], Awaitable[Response]]
+BASE_PATH = "/peppol-api"
+MAX_PAGE = 1000
+SERVER_ERROR_CODES = {500: "INTERNAL_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
+
+
+class DroppedResponse(Response):
+    """Starts the real answer, then abandons the connection before the body.
+
+    Uvicorn closes the transport when an app returns without completing its response, so
+    the client sees a protocol error, not a status; the in-process transport mimics that.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        start = {"type": "http.response.start", "status": self.status_code}
+        await send({**start, "headers": self.raw_headers})
+
+
+class SandboxApp:
+    """Builds the Starlette app over one ``EmulatorState``."""
+
+    def __init__(self, state: EmulatorState, sleep: Sleep) -> None:
+        self.state = state
+        self._sleep = sleep
+        self._request_ids = itertools.count(1)
+
+    def build(self) -> Starlette:
+        routes = self._routes()
+        return Starlette(
+            routes=[*routes, Mount(BASE_PATH, routes=routes)],
+            exception_handlers={HTTPException: self._http_exception},
+        )
+
+    def _routes(self) -> list[BaseRoute]:
+        return [
+            Route("/peppol/version", self.version, methods=["GET"]),
+            Route("/api/v1/documents", self._api(self.send_document), methods=["POST"]),
+            Route("/api/v1/transactions", self._api(self.list_transactions), methods=["GET"]),
+            Route(
+                "/api/v1/transactions/{transaction_id}",
+                self._api(self.get_transaction),
+                methods=["GET"],
+            ),
+            Mount("/_sandbox", routes=admin_routes(self.state, self._authenticated)),
+        ]
+
+    # -- cross-cutting ------------------------------------------------------------------
+
+    def _request_id(self) -> str:
+        return f"req_{next(self._request_ids):08x}"
+
+    def _problem(self, problem: Problem, request_id: str) -> Response:
+        return problem_response(problem, request_id, self.state.config.error_shape)
+
+    def _authenticate(self, request: Request) -> str:
+        key = request.headers.get("x-api-key")
+        if not key:
+            raise Problem(401, "INVALID_API_KEY", "X-API-Key header is missing")
+        if self.state.config.is_forbidden(key):
+            raise Problem(403, "FORBIDDEN", "this API key may not use this resource")
+        if key not in self.state.config.api_keys:
+            raise Problem(401, "INVALID_API_KEY", "API key is invalid, expired or disabled")
+        return key
+
+    def _authenticated(self, handler: Handler) -> Handler:
+        async def endpoint(request: Request) -> Response:
+            request_id = self._request_id()
+            try:
+                self._authenticate(request)
+                return await handler(request)
+            except Problem as problem:
+                return self._problem(problem, request_id)
+
+        return endpoint
+
+    def _api(self, handler: Callable[[Request, str], Awaitable[Response]]) -> Handler:
+        """Key check, rate limits and latency around one /api/v1 endpoint."""
+
+        async def endpoint(request: Request) -> Response:
+            request_id = self._request_id()
+            try:
+                api_key = self._authenticate(request)
+                self._admit(api_key)
+            except Problem as problem:
+                return self._problem(problem, request_id)
+            try:
+                if self.state.dice.latency:
+                    await self._sleep(self.state.dice.latency)
+                return await handler(request, request_id)
+            except Problem as problem:
+                return self._problem(problem, request_id)
+            finally:
+                self.state.limiter.release(api_key)
+
+        return endpoint
+
+    def _admit(self, api_key: str) -> None:
+        state = self.state
+        refusal = state.limiter.admit(api_key, state.clock())
+        if refusal is not None:
+            state.stats.rate_limited += 1
+            raise Problem(
+                429,
+                "RATE_LIMIT_EXCEEDED",
+                refusal.reason,
+                extra={"retry_after": refusal.retry_after},
+                headers={"Retry-After": str(refusal.retry_after)},
+            )
+        in_flight = state.limiter.in_flight()
+        state.stats.max_in_flight = max(state.stats.max_in_flight, in_flight)
+
+    async def _http_exception(self, request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, HTTPException)
+        code = "NOT_FOUND" if exc.status_code == 404 else "HTTP_ERROR"
+        return self._problem(Problem(exc.status_code, code, exc.detail), self._request_id())
+
+    # -- endpoints ----------------------------------------------------------------------
+
+    async def version(self, request: Request) -> Response:
+        config = self.state.config
+        return JSONResponse({"version": config.version, "environment": "sandbox", "status": "ok"})
+
+    async def send_document(self, request: Request, request_id: str) -> Response:
+        state = self.state
+        state.stats.sends += 1
+        failure = state.dice.server_error()
+        if failure is not None:
+            state.stats.server_errors += 1
+            code = SERVER_ERROR_CODES[failure]
+            raise Problem(
+                failure, code, f"injected {failure} (sandbox fault): nothing was recorded"
+            )
+        key = request.headers.get("idempotency-key")
+        try:
+            body = await _read_body(request, _body_limit(state.config.max_document_bytes))
+        except Problem:
+            state.stats.rejected += 1
+            raise
+        try:
+            answer = state.send(key, body)
+        except Problem as problem:
+            return self._maybe_drop(self._problem(problem, request_id))
+        headers = {"X-Request-ID": request_id}
+        return self._maybe_drop(JSONResponse(answer.as_json(), 202, headers))
+
+    def _maybe_drop(self, response: Response) -> Response:
+        if not self.state.dice.drop():
+            return response
+        self.state.stats.drops += 1
+        dropped = DroppedResponse(response.body, response.status_code)
+        dropped.raw_headers = response.raw_headers
+        return dropped
+
+    async def get_transaction(self, request: Request, request_id: str) -> Response:
+        txn_id = request.path_params["transaction_id"]
+        txn = self.state.book.get(txn_id)
+        if txn is None:
+            raise Problem(404, "TRANSACTION_NOT_FOUND", f"no transaction {txn_id}")
+        body = detail_json(txn, self.state.clock(), self.state.timings)
+        return JSONResponse(body, headers={"X-Request-ID": request_id})
+
+    async def list_transactions(self, request: Request, request_id: str) -> Response:
+        limit = _limit(request.query_params.get("limit", "50"))
+        cursor = request.query_params.get("cursor")
+        try:
+            rows, next_cursor = self.state.book.page(limit, cursor)
+        except KeyError:
+            raise Problem(400, "INVALID_CURSOR", f"unknown cursor {cursor!r}") from None
+        now, timings = self.state.clock(), self.state.timings
+        body: dict[str, Any] = {
+            "transactions": [summary_json(txn, now, timings) for txn in rows],
+            "has_more": next_cursor is not None,
+            "next_cursor": next_cursor,
+        }
+        return JSONResponse(body, headers={"X-Request-ID": request_id})
+
+
+def _limit(raw: str) -> int:
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+        raise Problem(400, "VALIDATION_ERROR", f"limit must be an integer from 1 to {MAX_PAGE}")
+    return int(raw)
+
+
+def _body_limit(max_document_bytes: int) -> int:
+    # JSON escaping can inflate a document; this bound only stops absurd bodies early.
+    return 6 * max_document_bytes + 65_536
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise _too_large(limit)
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise _too_large(limit)
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _too_large(limit: int) -> Problem:
+    return Problem(413, "PAYLOAD_TOO_LARGE", f"request body exceeds {limit} bytes")

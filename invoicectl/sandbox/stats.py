@@ -1,0 +1,47 @@
+"""Counters the tests read to prove what the emulator saw ("nothing delivered twice").
+
+Every counter is bumped in O(1) on the request path; the snapshot is built only when asked.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Stats:
+    sends: int = 0
+    accepted: int = 0
+    replays: int = 0
+    key_reused: int = 0
+    rejected: int = 0
+    rate_limited: int = 0
+    server_errors: int = 0
+    drops: int = 0
+    max_in_flight: int = 0
+    key_sends: Counter[str] = field(default_factory=Counter)
+    key_transactions: Counter[str] = field(default_factory=Counter)
+    invoice_transactions: Counter[str] = field(default_factory=Counter)
+
+    def snapshot(self, transactions: int, idempotency_keys: int) -> dict[str, Any]:
+        return {
+            "sends_received": self.sends,
+            "accepted": self.accepted,
+            "replays": self.replays,
+            "key_reused": self.key_reused,
+            "rejected": self.rejected,
+            "rate_limited": self.rate_limited,
+            "server_errors": self.server_errors,
+            "drops": self.drops,
+            "max_in_flight": self.max_in_flight,
+            "transactions": transactions,
+            "idempotency_keys": idempotency_keys,
+            "per_key": {
+                key: {"sends": sends, "transactions": self.key_transactions[key]}
+                for key, sends in self.key_sends.items()
+            },
+            "per_invoice": dict(self.invoice_transactions),
+            "duplicates": sorted(k for k, n in self.invoice_transactions.items() if n > 1),
+        }
