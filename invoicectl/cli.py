@@ -67,6 +67,14 @@ JournalOption = Annotated[
         show_default=False,
     ),
 ]
+SandboxOption = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox",
+        help="Use the built-in GoRoute emulator in this process, with a journal of its own "
+        "(sandbox.db beside the default journal). No account, no network.",
+    ),
+]
 RecursiveOption = Annotated[
     bool, typer.Option("--recursive", "-r", help="Descend into subdirectories.")
 ]
@@ -86,10 +94,10 @@ def _stderr() -> Console:
     return Console(stderr=True)
 
 
-def _journal_path(journal: Path | None) -> Path:
-    from invoicectl.journal import default_journal_path
+def _journal_path(journal: Path | None, sandbox: bool = False) -> Path:
+    from invoicectl.settings import resolve
 
-    return journal.expanduser() if journal is not None else default_journal_path()
+    return resolve(journal=journal, sandbox=sandbox, need_key=False).journal
 
 
 def _version_callback(value: bool) -> None:
@@ -113,6 +121,7 @@ def scan(
     directory: Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")],
     recursive: RecursiveOption = False,
     journal: JournalOption = None,
+    sandbox: SandboxOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
     """Record every *.xml in DIRECTORY in the journal (nothing is sent).
@@ -122,7 +131,7 @@ def scan(
     from invoicectl.journal import Journal
     from invoicectl.render import print_scan_report, to_json
 
-    with Journal(_journal_path(journal)) as opened:
+    with Journal(_journal_path(journal, sandbox)) as opened:
         report = scan_directory(opened, directory, recursive=recursive)
     if as_json:
         print(to_json(report.to_dict()))
@@ -140,6 +149,7 @@ def status(
         OutputFormat, typer.Option("--format", help="table, json or csv.")
     ] = OutputFormat.table,
     journal: JournalOption = None,
+    sandbox: SandboxOption = False,
 ) -> None:
     """Counts per state and the invoices in the journal.
 
@@ -156,7 +166,7 @@ def status(
 
     if state is not None and state not in STATES:
         raise UsageError(f"unknown state {state!r}; choose from {', '.join(STATES)}")
-    with Journal(_journal_path(journal)) as opened:
+    with Journal(_journal_path(journal, sandbox)) as opened:
         counts = opened.state_counts()
         records = status_records(opened, state)
     if output_format is OutputFormat.json:
@@ -184,12 +194,13 @@ def _attention_code(counts: dict[str, int]) -> ExitCode:
 def show(
     invoice_id: Annotated[str, typer.Argument(metavar="ID", help="The invoice ID.")],
     journal: JournalOption = None,
+    sandbox: SandboxOption = False,
 ) -> None:
     """One invoice: its current state, every revision, every attempt."""
     from invoicectl.journal import Journal
     from invoicectl.render import print_invoice
 
-    with Journal(_journal_path(journal)) as opened:
+    with Journal(_journal_path(journal, sandbox)) as opened:
         invoice = opened.invoice(invoice_id)
         if invoice is None:
             raise UsageError(f"no invoice {invoice_id!r} in the journal {opened.path}")
@@ -200,6 +211,195 @@ def show(
             opened.attempts(invoice_id),
             opened.events(invoice_id),
         )
+
+
+class Tier(StrEnum):
+    standard = "standard"
+    professional = "professional"
+
+
+@app.command()
+def send(
+    directory: Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")],
+    recursive: RecursiveOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+    api_key_file: Annotated[
+        Path | None,
+        typer.Option(help="File holding the API key (mode 0600). Default: $GOROUTE_API_KEY."),
+    ] = None,
+    tier: Annotated[
+        Tier | None,
+        typer.Option(
+            help="Account tier: standard = 100/min, 10 concurrent (the default); "
+            "professional = 500/min, 50 concurrent."
+        ),
+    ] = None,
+    rate: Annotated[
+        int | None, typer.Option(min=1, help="Requests per minute (overrides --tier).")
+    ] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(min=1, help="Requests in flight at most (overrides --tier).")
+    ] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(min=1, help="Invoices per progress line. Default 50.")
+    ] = None,
+    max_attempts: Annotated[
+        int | None,
+        typer.Option(min=1, help="Tries per invoice on 5xx/timeouts in one run. Default 5."),
+    ] = None,
+    max_wait: Annotated[
+        float | None,
+        typer.Option(min=0, help="Longest Retry-After to wait out, seconds. Default 300."),
+    ] = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(min=0, help="Stop taking new work after this many seconds (exit 75)."),
+    ] = None,
+    new_version: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--new-version",
+            metavar="ID",
+            help="Send this invoice's current content under its next key, invoice-<id>-v<n> "
+            "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
+        ),
+    ] = None,
+    allow_environment_change: Annotated[
+        bool, typer.Option(help="Allow this journal to send to a new base URL.")
+    ] = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Scan and plan; send nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
+    ] = False,
+) -> None:
+    """Scan DIRECTORY, then send every pending invoice to GoRoute, paced under the limit.
+
+    Each request is journalled before it leaves and its answer as soon as it arrives; a run
+    that dies is resumed by the next one, replaying unanswered sends under the same key with
+    the same bytes while the key's 24-hour window is open. One run at a time per journal.
+    """
+    from invoicectl import runner
+    from invoicectl.render import to_json
+    from invoicectl.retry import RetryPolicy
+    from invoicectl.send_output import SendOutput
+    from invoicectl.sender import SendOptions
+    from invoicectl.settings import resolve
+
+    try:
+        settings = resolve(
+            journal=journal,
+            sandbox=sandbox,
+            api_key_file=api_key_file,
+            tier=tier.value if tier else None,
+            rate=rate,
+            concurrency=concurrency,
+            batch_size=batch_size,
+            max_attempts=max_attempts,
+            max_wait=max_wait,
+            need_key=not dry_run,
+        )
+        output = SendOutput(
+            _stdout(),
+            interactive=sys.stdout.isatty(),
+            quiet=as_json,
+            batch_size=settings.batch_size,
+        )
+        if dry_run:
+            report, plan = runner.dry_run(settings, directory, recursive=recursive)
+            if as_json:
+                print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
+            else:
+                output.dry_run(report, plan)
+            raise typer.Exit(runner.dry_run_exit_code(plan, report))
+        options = SendOptions(
+            rate_per_minute=settings.rate_per_minute,
+            concurrency=settings.concurrency,
+            batch_size=settings.batch_size,
+            policy=RetryPolicy(max_attempts=settings.max_attempts, max_wait=settings.max_wait),
+            deadline=deadline,
+            new_versions=tuple(new_version or ()),
+        )
+        report, summary = runner.send(
+            settings,
+            directory,
+            options,
+            recursive=recursive,
+            allow_environment_change=allow_environment_change,
+            run_options={
+                "directory": str(directory),
+                "rate": settings.rate_per_minute,
+                "concurrency": settings.concurrency,
+                "sandbox": settings.sandbox,
+                "new_version": list(new_version or ()),
+                "deadline": deadline,
+            },
+            on_scanned=output.scanned,
+            on_start=output.started,
+            on_progress=output.progressed,
+        )
+    except InvoicectlError as error:
+        if not as_json:
+            raise
+        print(to_json({"error": str(error), "exit_code": int(error.exit_code)}))
+        raise typer.Exit(int(error.exit_code)) from None
+    output.finished(summary)
+    if summary.stopped_by == "credentials":
+        _stderr().print(
+            f"invoicectl: error: the API refused the credentials ({summary.auth_message}); "
+            "nothing changed state",
+            highlight=False,
+            markup=False,
+        )
+    if as_json:
+        print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
+    raise typer.Exit(summary.exit_code)
+
+
+@app.command()
+def sandbox(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback unless told).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 8080,
+    tier: Annotated[str, typer.Option(help="standard, professional or enterprise.")] = ("standard"),
+    rate: Annotated[int | None, typer.Option(help="Requests per minute (overrides tier).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Concurrent requests (overrides tier).")
+    ] = None,
+    latency_ms: Annotated[float | None, typer.Option(help="Delay every API answer.")] = None,
+    error_rate: Annotated[
+        float | None, typer.Option(help="Fraction of sends answered 5xx.")
+    ] = None,
+    drop_rate: Annotated[
+        float | None,
+        typer.Option(help="Fraction of sends recorded, then answered with a dropped connection."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for reproducible faults.")] = None,
+) -> None:
+    """Serve a local GoRoute emulator over HTTP (for tests and trials; state in memory)."""
+    from invoicectl.sandbox import Sandbox, serve
+    from invoicectl.sandbox.config import config_from_options
+
+    config = config_from_options(
+        tier,
+        rate=rate,
+        concurrency=concurrency,
+        latency_ms=latency_ms,
+        error_rate=error_rate,
+        drop_rate=drop_rate,
+        seed=seed,
+    )
+    emulator = Sandbox(config)
+
+    def ready(base_url: str) -> None:
+        print(f"GoRoute sandbox on {base_url}", flush=True)
+        print(f"GOROUTE_BASE_URL={base_url}", flush=True)
+        print(f"GOROUTE_API_KEY={emulator.api_key}", flush=True)
+
+    serve(emulator, host, port, on_ready=ready)
 
 
 def main() -> None:

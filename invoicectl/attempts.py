@@ -1,0 +1,363 @@
+"""The write-ahead side of the journal: runs, attempts, keys and the environment binding.
+
+The order of writes is the whole point (design.md, "Idempotency"):
+
+1. the key and the content it carries are committed before the first request that uses it;
+2. an attempt row is committed before its request leaves;
+3. the answer is committed as soon as it arrives, together with the invoice's new state.
+
+A crash between 2 and 3 leaves an attempt without an outcome; the next run turns it into
+``unknown`` and replays it under the same key with the same bytes while the key's 24-hour
+window is open.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from invoicectl.errors import EnvironmentMismatch, UsageError
+from invoicectl.journal import Journal
+from invoicectl.keys import idempotency_key
+from invoicectl.outcomes import (
+    Accepted,
+    AuthRefused,
+    KeyReused,
+    Outcome,
+    RateLimited,
+    Rejected,
+    Transient,
+)
+
+KEY_WINDOW = timedelta(hours=24)
+# A replay must land inside the window, not merely start there.
+REPLAY_MARGIN = timedelta(minutes=10)
+
+# States an operator may move to a new key with ``send --new-version``.
+NEW_VERSION_STATES = ("amended", "key_reused", "unknown", "rejected", "accepted")
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    invoice_id: str
+    key: str
+    sha256: str  # the content the key carries
+    receiver_scheme: str
+    receiver_id: str
+    ingested_at: str
+    replay: bool  # an unanswered send, replayed under its key
+
+
+@dataclass(frozen=True)
+class Plan:
+    replays: tuple[str, ...]  # unknown, key window open: replayed first
+    pending: tuple[str, ...]  # never answered yet: sent in the order they arrived
+    held: tuple[str, ...]  # unknown with the window closed: left for reconcile
+
+
+# ---- the environment binding --------------------------------------------------------------
+
+
+def bind_environment(journal: Journal, base_url: str, *, allow_change: bool) -> None:
+    """A journal sends to one base URL; another is refused unless explicitly allowed."""
+    row = journal.db.execute("SELECT base_url FROM environment WHERE id = 1").fetchone()
+    if row is not None and row[0] == base_url:
+        return
+    if row is not None and not allow_change:
+        raise EnvironmentMismatch(
+            f"the journal {journal.path} is bound to {row[0]}, not {base_url}; keys and "
+            "transactions of one environment mean nothing in another. Use another --journal, "
+            "or --allow-environment-change if this is intended"
+        )
+    with journal.transaction():
+        journal.db.execute(
+            "INSERT INTO environment (id, base_url, bound_at) VALUES (1, ?, ?)"
+            " ON CONFLICT(id) DO UPDATE SET base_url = excluded.base_url,"
+            " bound_at = excluded.bound_at",
+            (base_url, journal.now()),
+        )
+        if row is not None:
+            journal.add_event(None, "environment_change", f"{row[0]} -> {base_url}")
+
+
+# ---- runs ---------------------------------------------------------------------------------
+
+
+def begin_run(
+    journal: Journal,
+    command: str,
+    options: dict[str, Any],
+    *,
+    base_url: str | None = None,
+    key_fingerprint: str | None = None,
+) -> int:
+    cursor = journal.db.execute(
+        "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host, started_at)"
+        " VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            command,
+            json.dumps(options, sort_keys=True, default=str),
+            base_url,
+            key_fingerprint,
+            os.getpid(),
+            socket.gethostname(),
+            journal.now(),
+        ),
+    )
+    run_id = cursor.lastrowid
+    assert run_id is not None
+    return run_id
+
+
+def finish_run(journal: Journal, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
+    journal.db.execute(
+        "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ? WHERE id = ?",
+        (journal.now(), exit_code, json.dumps(summary, default=str), run_id),
+    )
+
+
+# ---- before sending -----------------------------------------------------------------------
+
+
+def close_unanswered(journal: Journal) -> list[str]:
+    """Attempts a dead run left without an answer: the invoice's outcome is now unknown."""
+    rows = journal.db.execute(
+        "SELECT id, invoice_id FROM attempts WHERE outcome IS NULL ORDER BY id"
+    ).fetchall()
+    invoice_ids: list[str] = []
+    with journal.transaction():
+        for attempt_id, invoice_id in rows:
+            journal.db.execute(
+                "UPDATE attempts SET outcome = 'no_answer', finished_at = ?,"
+                " message = 'the run ended before an answer was recorded' WHERE id = ?",
+                (journal.now(), attempt_id),
+            )
+            state = journal.db.execute(
+                "SELECT state FROM invoices WHERE invoice_id = ?", (invoice_id,)
+            ).fetchone()[0]
+            if state == "pending":
+                journal.update_invoice(
+                    invoice_id,
+                    state="unknown",
+                    reason="a request went out and no answer was recorded (the run stopped)",
+                )
+            if invoice_id not in invoice_ids:
+                invoice_ids.append(invoice_id)
+    return invoice_ids
+
+
+def window_open(first_used_at: str | None, now: datetime) -> bool:
+    """Whether a replay under the key would still be protected by its 24-hour window."""
+    if first_used_at is None:
+        return True  # the key never left: nothing to protect against
+    return now - datetime.fromisoformat(first_used_at) < KEY_WINDOW - REPLAY_MARGIN
+
+
+def plan(journal: Journal, now: datetime) -> Plan:
+    replays: list[str] = []
+    held: list[str] = []
+    for invoice_id, first_used_at in journal.db.execute(
+        "SELECT invoice_id, key_first_used_at FROM invoices WHERE state = 'unknown'"
+        " ORDER BY key_first_used_at, invoice_id"
+    ).fetchall():
+        (replays if window_open(first_used_at, now) else held).append(invoice_id)
+    pending = [
+        row[0]
+        for row in journal.db.execute(
+            "SELECT invoice_id FROM invoices WHERE state = 'pending'"
+            " ORDER BY ingested_at, invoice_id"
+        ).fetchall()
+    ]
+    return Plan(tuple(replays), tuple(pending), tuple(held))
+
+
+def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:
+    """The operator's explicit decision: send the current content under the next key."""
+    row = journal.invoice(invoice_id)
+    if row is None:
+        raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
+    if row["state"] not in NEW_VERSION_STATES or (
+        row["state"] == "accepted" and row["remote_status"] != "failed"
+    ):
+        raise UsageError(
+            f"invoice {invoice_id} is {row['state']}; --new-version is for amended, key_reused, "
+            "unknown, rejected, or accepted-then-failed invoices (run `invoicectl reconcile` "
+            "first to see what the API holds)"
+        )
+    version = row["key_version"] + 1
+    key = idempotency_key(invoice_id, version)
+    with journal.transaction():
+        journal.update_invoice(
+            invoice_id,
+            state="pending",
+            reason=None,
+            key_version=version,
+            idempotency_key=None,
+            key_sha256=None,
+            key_first_used_at=None,
+            state_before_amend=None,
+            transaction_id=None,
+            existing_transaction_id=None,
+            remote_status=None,
+            ingested_at=journal.now(),
+        )
+        journal.add_event(
+            invoice_id,
+            "new_version",
+            f"operator chose to send content {row['current_sha256'][:12]} under {key} "
+            f"(was {row['state']} under {row['idempotency_key']})",
+            run_id,
+        )
+    return key
+
+
+# ---- one invoice --------------------------------------------------------------------------
+
+
+def claim(journal: Journal, invoice_id: str, *, replay: bool) -> WorkItem:
+    """The key and content to send, committing the key first if this is its first use."""
+    row = journal.invoice(invoice_id)
+    assert row is not None
+    key, sha256 = row["idempotency_key"], row["key_sha256"]
+    if key is None:
+        key = idempotency_key(invoice_id, row["key_version"])
+        sha256 = row["current_sha256"]
+        journal.update_invoice(invoice_id, idempotency_key=key, key_sha256=sha256)
+    return WorkItem(
+        invoice_id=invoice_id,
+        key=key,
+        sha256=sha256,
+        receiver_scheme=row["receiver_scheme"],
+        receiver_id=row["receiver_id"],
+        ingested_at=row["ingested_at"],
+        replay=replay,
+    )
+
+
+def begin_attempt(journal: Journal, run_id: int, item: WorkItem, body_sha256: str) -> int:
+    now = journal.now()
+    with journal.transaction():
+        cursor = journal.db.execute(
+            "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+            " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, item.invoice_id, item.sha256, item.key, body_sha256, now),
+        )
+        journal.db.execute(
+            "UPDATE invoices SET key_first_used_at = ? WHERE invoice_id = ?"
+            " AND key_first_used_at IS NULL",
+            (now, item.invoice_id),
+        )
+    attempt_id = cursor.lastrowid
+    assert attempt_id is not None
+    return attempt_id
+
+
+def finish_attempt(journal: Journal, attempt_id: int, outcome: Outcome) -> None:
+    journal.db.execute(
+        "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error_code = ?,"
+        " message = ?, transaction_id = ?, existing_transaction_id = ?, retry_after = ?,"
+        " request_id = ?, raw_body = ?, duration = ? WHERE id = ?",
+        (
+            journal.now(),
+            outcome_name(outcome),
+            outcome.http_status,
+            getattr(outcome, "code", None),
+            _message(outcome),
+            getattr(outcome, "transaction_id", None),
+            getattr(outcome, "existing_transaction_id", None),
+            getattr(outcome, "retry_after", None),
+            outcome.request_id,
+            outcome.raw_body,
+            outcome.duration,
+            attempt_id,
+        ),
+    )
+
+
+def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> str:
+    """Record what the request came to in the invoice's state; return the state."""
+    invoice_id = item.invoice_id
+    match outcome:
+        case Accepted(transaction_id=transaction_id):
+            journal.update_invoice(
+                invoice_id,
+                state="accepted",
+                reason=None,
+                transaction_id=transaction_id,
+                accepted_at=journal.now(),
+            )
+            return "accepted"
+        case KeyReused(existing_transaction_id=existing):
+            journal.update_invoice(
+                invoice_id,
+                state="key_reused",
+                existing_transaction_id=existing,
+                reason=f"key {item.key} already carried another request"
+                + (f" (transaction {existing})" if existing else "")
+                + "; run `invoicectl reconcile`",
+            )
+            return "key_reused"
+        case Rejected():
+            journal.update_invoice(invoice_id, state="rejected", reason=_message(outcome))
+            return "rejected"
+        case Transient():
+            journal.update_invoice(
+                invoice_id,
+                state="unknown",
+                reason=f"no answer after retries: {_message(outcome)}; the next run replays it",
+            )
+            return "unknown"
+        case _:
+            # Not tried, rate limited to the end, or credentials refused: nothing changes,
+            # and a key no request ever reached the API with is not a used key.
+            _release_unused_key(journal, item)
+            row = journal.invoice(invoice_id)
+            assert row is not None
+            return str(row["state"])
+
+
+def _release_unused_key(journal: Journal, item: WorkItem) -> None:
+    (reached,) = journal.db.execute(
+        "SELECT count(*) FROM attempts WHERE invoice_id = ? AND idempotency_key = ?"
+        " AND (outcome IS NULL OR outcome NOT IN ('auth_refused', 'rate_limited'))",
+        (item.invoice_id, item.key),
+    ).fetchone()
+    if reached == 0:
+        journal.update_invoice(
+            item.invoice_id, idempotency_key=None, key_sha256=None, key_first_used_at=None
+        )
+
+
+def outcome_name(outcome: Outcome) -> str:
+    return {
+        Accepted: "accepted",
+        RateLimited: "rate_limited",
+        Rejected: "rejected",
+        KeyReused: "key_reused",
+        AuthRefused: "auth_refused",
+        Transient: "transient",
+    }.get(type(outcome), type(outcome).__name__.lower())
+
+
+def _message(outcome: Outcome) -> str | None:
+    match outcome:
+        case Rejected(code=code, message=message, details=details):
+            parts = [f"HTTP {outcome.http_status}"]
+            if code:
+                parts.append(code)
+            text = " ".join(parts) + (f": {message}" if message else "")
+            if details:
+                text += " (" + "; ".join(details[:5]) + ")"
+            return text
+        case KeyReused(message=message) | AuthRefused(message=message):
+            return message or None
+        case Transient(reason=reason):
+            return reason
+        case RateLimited(retry_after=retry_after):
+            return f"rate limited (Retry-After {retry_after})"
+        case _:
+            return None

@@ -1,0 +1,175 @@
+"""One ``invoicectl send`` from start to end: lock, scan, bind, send, record the run.
+
+The CLI calls ``send`` (or ``dry_run``) and renders what comes back; signals reach the run
+through ``Sender.request_stop``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import signal
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from invoicectl import attempts
+from invoicectl.client import GoRouteClient
+from invoicectl.errors import ExitCode
+from invoicectl.ingest import ScanReport, scan_directory
+from invoicectl.journal import Journal
+from invoicectl.runlock import RunLock
+from invoicectl.sender import Progress, Sender, SendOptions, SendSummary
+from invoicectl.settings import Settings
+
+
+@dataclass(frozen=True)
+class DryRun:
+    would_send: tuple[str, ...]
+    would_replay: tuple[str, ...]
+    held: tuple[str, ...]  # unknown outside the key window: reconcile first
+    skipped: dict[str, int]  # state -> count of invoices nothing is done for
+    estimated_seconds: float
+    rate_per_minute: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "would_send": list(self.would_send),
+            "would_replay": list(self.would_replay),
+            "held_for_reconcile": list(self.held),
+            "skipped": self.skipped,
+            "estimated_seconds": round(self.estimated_seconds, 1),
+            "rate_per_minute": self.rate_per_minute,
+        }
+
+
+def sandbox_transport(settings: Settings) -> httpx.AsyncBaseTransport | None:
+    """``--sandbox`` sends to the built-in emulator, in this process, with its own journal."""
+    if not settings.sandbox:
+        return None
+    from invoicectl.sandbox import Sandbox, SandboxConfig
+
+    # Generous limits: the client paces itself to --rate anyway.
+    config = SandboxConfig.for_tier("professional", lifecycle_step=1.0)
+    return Sandbox(config).transport()
+
+
+def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:
+    assert settings.api_key is not None
+    return GoRouteClient(
+        settings.base_url,
+        settings.api_key,
+        transport=transport,
+        max_connections=max(10, settings.concurrency),
+    )
+
+
+@contextmanager
+def locked_journal(settings: Settings, command: str) -> Iterator[Journal]:
+    with RunLock(settings.journal, command=command), Journal(settings.journal) as journal:
+        yield journal
+
+
+def send(
+    settings: Settings,
+    directory: Path,
+    options: SendOptions,
+    *,
+    recursive: bool = False,
+    allow_environment_change: bool = False,
+    run_options: dict[str, Any] | None = None,
+    on_scanned: Callable[[ScanReport], None] = lambda report: None,
+    on_start: Callable[[SendSummary], None] = lambda summary: None,
+    on_progress: Progress = lambda result, summary: None,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> tuple[ScanReport, SendSummary]:
+    """Scan ``directory`` and send what is pending; the journal records every step."""
+    transport = transport or sandbox_transport(settings)
+    with locked_journal(settings, "send") as journal:
+        report = scan_directory(journal, directory, recursive=recursive)
+        on_scanned(report)
+        attempts.bind_environment(
+            journal, settings.base_url, allow_change=allow_environment_change
+        )
+        assert settings.api_key is not None
+        run_id = attempts.begin_run(
+            journal,
+            "send",
+            run_options or {},
+            base_url=settings.base_url,
+            key_fingerprint=settings.api_key.fingerprint,
+        )
+        callbacks = {"on_start": on_start, "on_progress": on_progress}
+        summary = asyncio.run(_send(journal, settings, options, run_id, transport, callbacks))
+        attempts.finish_run(journal, run_id, int(summary.exit_code), summary.to_dict())
+    return report, summary
+
+
+async def _send(
+    journal: Journal,
+    settings: Settings,
+    options: SendOptions,
+    run_id: int,
+    transport: httpx.AsyncBaseTransport | None,
+    callbacks: dict[str, Any],
+) -> SendSummary:
+    async with make_client(settings, transport) as client:
+        sender = Sender(journal, client, options, run_id, **callbacks)
+        with _stop_on_signals(sender):
+            return await sender.run()
+
+
+@contextmanager
+def _stop_on_signals(sender: Sender) -> Iterator[None]:
+    """SIGINT/SIGTERM: take no new work, let requests in flight finish, exit 130."""
+    loop = asyncio.get_running_loop()
+    installed = []
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        try:
+            loop.add_signal_handler(signum, sender.request_stop, "signal")
+            installed.append(signum)
+        except (NotImplementedError, RuntimeError):  # pragma: no cover - not the main thread
+            pass
+    try:
+        yield
+    finally:
+        for signum in installed:
+            loop.remove_signal_handler(signum)
+
+
+def dry_run(
+    settings: Settings, directory: Path, *, recursive: bool = False
+) -> tuple[ScanReport, DryRun]:
+    """Scan and plan; no request, no run recorded."""
+    with locked_journal(settings, "send --dry-run") as journal:
+        report = scan_directory(journal, directory, recursive=recursive)
+        plan = attempts.plan(journal, journal.clock())
+        counts = journal.state_counts()
+    skipped = {
+        state: count
+        for state, count in counts.items()
+        if count and state not in ("pending", "unknown")
+    }
+    requests = len(plan.pending) + len(plan.replays)
+    # The limiter paces at (60 s + 1 s margin) / rate.
+    estimated = requests * 61.0 / settings.rate_per_minute
+    return report, DryRun(
+        would_send=plan.pending,
+        would_replay=plan.replays,
+        held=plan.held,
+        skipped=skipped,
+        estimated_seconds=estimated,
+        rate_per_minute=settings.rate_per_minute,
+    )
+
+
+def dry_run_exit_code(plan: DryRun, report: ScanReport) -> ExitCode:
+    if plan.held or plan.skipped.get("amended") or plan.skipped.get("key_reused"):
+        return ExitCode.NEEDS_RECONCILE
+    if report.invalid or plan.skipped.get("invalid") or plan.skipped.get("rejected"):
+        return ExitCode.NEEDS_FIX
+    return ExitCode.OK

@@ -1,0 +1,146 @@
+"""What ``invoicectl send`` shows while it works and when it ends.
+
+On a terminal: a progress bar (sent / total, rate, ETA) and a summary table. Not on a
+terminal (cron): one plain line per batch and one summary line. ``--json``: nothing while it
+works, one JSON document at the end. Data goes to stdout, diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
+from rich.table import Table
+
+from invoicectl.ingest import ScanReport
+from invoicectl.render import print_scan_report
+from invoicectl.runner import DryRun
+from invoicectl.sender import InvoiceResult, SendSummary
+
+
+class SendOutput:
+    def __init__(self, console: Console, *, interactive: bool, quiet: bool, batch_size: int):
+        self.console = console
+        self.interactive = interactive
+        self.quiet = quiet
+        self.batch_size = max(1, batch_size)
+        self._progress: Progress | None = None
+        self._task: TaskID | None = None
+        self._batch: Counter[str] = Counter()
+        self._batches = 0
+        self._started = time.monotonic()
+
+    def scanned(self, report: ScanReport) -> None:
+        if not self.quiet:
+            print_scan_report(self.console, report)
+
+    def started(self, summary: SendSummary) -> None:
+        self._started = time.monotonic()
+        if self.quiet:
+            return
+        held = f", {len(summary.held)} held for reconcile" if summary.held else ""
+        self.console.print(
+            f"sending {summary.planned} invoices ({summary.replays} replays{held})",
+            highlight=False,
+        )
+        if self.interactive and summary.planned:
+            self._progress = Progress(
+                TextColumn("sending"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[rate]}/min"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self._progress.start()
+            self._task = self._progress.add_task("send", total=summary.planned, rate="0.0")
+
+    def progressed(self, result: InvoiceResult, summary: SendSummary) -> None:
+        if self.quiet:
+            return
+        done = len(summary.results)
+        if self._progress is not None and self._task is not None:
+            minutes = max(time.monotonic() - self._started, 1e-9) / 60
+            self._progress.update(self._task, completed=done, rate=f"{done / minutes:.1f}")
+            return
+        self._batch[result.state] += 1
+        if sum(self._batch.values()) >= self.batch_size or done == summary.planned:
+            self._batches += 1
+            counts = ", ".join(f"{state} {n}" for state, n in sorted(self._batch.items()))
+            self.console.print(
+                f"batch {self._batches}: {done}/{summary.planned} done ({counts})",
+                highlight=False,
+            )
+            self._batch.clear()
+
+    def finished(self, summary: SendSummary) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+        if self.quiet:
+            return
+        if self.interactive:
+            self.console.print(summary_table(summary))
+        self.console.print(summary_line(summary), highlight=False)
+
+    def dry_run(self, report: ScanReport, plan: DryRun) -> None:
+        print_scan_report(self.console, report)
+        skipped = ", ".join(f"{state} {n}" for state, n in sorted(plan.skipped.items()))
+        self.console.print(
+            f"dry run: would send {len(plan.would_send)}, replay {len(plan.would_replay)} "
+            f"(same key, same bytes), hold {len(plan.held)} for reconcile; "
+            f"skipped: {skipped or 'none'}; about {plan.estimated_seconds:.0f} s at "
+            f"{plan.rate_per_minute}/min",
+            highlight=False,
+        )
+
+
+def summary_line(summary: SendSummary) -> str:
+    counts = summary.counts()
+    shown = ", ".join(f"{state} {n}" for state, n in sorted(counts.items())) or "nothing sent"
+    timing = summary.to_dict()["timing"]
+    latency = timing["request_latency"]
+    to_accept = timing["ingest_to_accept"]
+    parts = [
+        f"run {summary.run_id}: {shown}",
+        f"{summary.unsent} not started" if summary.unsent else "",
+        f"{len(summary.held)} held for reconcile" if summary.held else "",
+        f"stopped by {summary.stopped_by}" if summary.stopped_by else "",
+        f"{summary.requests} requests in {summary.elapsed:.1f} s",
+        f"latency median {_s(latency['median'])} p95 {_s(latency['p95'])}",
+        f"ingest-to-accept median {_s(to_accept['median'])} p95 {_s(to_accept['p95'])}",
+        f"waited {summary.waited_for_rate:.1f} s on the rate limit, "
+        f"{summary.waited_for_retry_after:.1f} s on Retry-After "
+        f"({summary.rate_limited_answers} answers 429)",
+        f"exit {int(summary.exit_code)}",
+    ]
+    return "; ".join(part for part in parts if part)
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f} s"
+
+
+def summary_table(summary: SendSummary) -> Table:
+    table = Table(title=f"run {summary.run_id}", title_justify="left")
+    table.add_column("outcome")
+    table.add_column("invoices", justify="right")
+    for state, count in sorted(summary.counts().items()):
+        table.add_row(state, str(count))
+    if summary.unsent:
+        table.add_row("not started", str(summary.unsent))
+    if summary.held:
+        table.add_row("held for reconcile", str(len(summary.held)))
+    return table

@@ -1,0 +1,285 @@
+"""Sending: every pending invoice, paced under the limit, each step in the journal first.
+
+``Sender.run()`` is the library call behind ``invoicectl send`` (after its scan). It
+
+1. turns attempts a dead run left unanswered into ``unknown``;
+2. applies the operator's ``--new-version`` decisions;
+3. replays ``unknown`` invoices whose key window is open, then sends ``pending`` ones, with
+   ``concurrency`` requests at most in flight and starts paced by the ``RateLimiter``;
+4. stops taking work on a stop request (signal, deadline, refused credentials) and lets what
+   is in flight finish.
+
+It never prints: progress goes to an ``on_progress`` callback, the result is a ``SendSummary``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import statistics
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from invoicectl import attempts, ubl
+from invoicectl.client import GoRouteClient, build_send_body
+from invoicectl.errors import ExitCode, worst
+from invoicectl.journal import Journal
+from invoicectl.limiter import RateLimiter
+from invoicectl.outcomes import Accepted, AuthRefused, Outcome, RateLimited
+from invoicectl.retry import RetryPolicy, call_with_retry
+
+TIERS = {"standard": (100, 10), "professional": (500, 50)}
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    rate_per_minute: int = 100
+    concurrency: int = 10
+    batch_size: int = 50
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    deadline: float | None = None  # seconds from the start of sending
+    new_versions: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class InvoiceResult:
+    invoice_id: str
+    state: str
+    key: str
+    transaction_id: str | None = None
+    existing_transaction_id: str | None = None
+    reason: str | None = None
+    replay: bool = False
+    requests: int = 0
+
+
+@dataclass
+class SendSummary:
+    run_id: int
+    planned: int = 0
+    replays: int = 0
+    held: tuple[str, ...] = ()
+    results: list[InvoiceResult] = field(default_factory=list)
+    stopped_by: str | None = None  # "signal", "deadline", "credentials", "rate_limit"
+    auth_message: str | None = None
+    elapsed: float = 0.0
+    request_latencies: list[float] = field(default_factory=list)
+    ingest_to_accept: list[float] = field(default_factory=list)
+    waited_for_rate: float = 0.0
+    waited_for_retry_after: float = 0.0
+    rate_limited_answers: int = 0
+    requests: int = 0
+    exit_code: ExitCode = ExitCode.OK
+    journal_counts: dict[str, int] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(result.state for result in self.results))
+
+    @property
+    def unsent(self) -> int:
+        return self.planned - len(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "exit_code": int(self.exit_code),
+            "planned": self.planned,
+            "replayed": self.replays,
+            "counts": self.counts(),
+            "not_started": self.unsent,
+            "held_for_reconcile": list(self.held),
+            "stopped_by": self.stopped_by,
+            "journal": self.journal_counts,
+            "timing": {
+                "elapsed_seconds": round(self.elapsed, 3),
+                "requests": self.requests,
+                "rate_limited_answers": self.rate_limited_answers,
+                "request_latency": _spread(self.request_latencies),
+                "ingest_to_accept": _spread(self.ingest_to_accept),
+                "waited_for_rate_limit_seconds": round(self.waited_for_rate, 3),
+                "waited_for_retry_after_seconds": round(self.waited_for_retry_after, 3),
+            },
+            "invoices": [vars(result) for result in self.results],
+        }
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "p95": None}
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"median": round(statistics.median(ordered), 3), "p95": round(p95, 3)}
+
+
+Progress = Callable[[InvoiceResult, SendSummary], None]
+
+
+class Sender:
+    def __init__(
+        self,
+        journal: Journal,
+        client: GoRouteClient,
+        options: SendOptions,
+        run_id: int,
+        *,
+        monotonic: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+        on_start: Callable[[SendSummary], None] = lambda summary: None,
+        on_progress: Progress = lambda result, summary: None,
+    ) -> None:
+        self.journal = journal
+        self.client = client
+        self.options = options
+        self.monotonic = monotonic
+        self.on_start = on_start
+        self.on_progress = on_progress
+        self.limiter = RateLimiter(options.rate_per_minute, clock=monotonic, sleep=sleep)
+        self.summary = SendSummary(run_id=run_id)
+        self._stop_reason: str | None = None
+        self._started = 0.0
+
+    # ---- stopping -------------------------------------------------------------------------
+
+    def request_stop(self, reason: str) -> None:
+        """Take no new work; what is in flight finishes. The first reason given is kept."""
+        if self._stop_reason is None:
+            self._stop_reason = reason
+
+    def should_stop(self) -> bool:
+        deadline = self.options.deadline
+        if deadline is not None and self.monotonic() - self._started >= deadline:
+            self.request_stop("deadline")
+        return self._stop_reason is not None
+
+    # ---- the run --------------------------------------------------------------------------
+
+    async def run(self) -> SendSummary:
+        self._started = self.monotonic()
+        attempts.close_unanswered(self.journal)
+        for invoice_id in self.options.new_versions:
+            attempts.new_version(self.journal, invoice_id, self.summary.run_id)
+        plan = attempts.plan(self.journal, self.journal.clock())
+        self.summary.held = plan.held
+        work = [(invoice_id, True) for invoice_id in plan.replays]
+        work += [(invoice_id, False) for invoice_id in plan.pending]
+        self.summary.planned = len(work)
+        self.summary.replays = len(plan.replays)
+        self.on_start(self.summary)
+
+        queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
+        for item in work:
+            queue.put_nowait(item)
+        workers = [
+            asyncio.create_task(self._worker(queue))
+            for _ in range(max(1, min(self.options.concurrency, len(work))))
+        ]
+        await asyncio.gather(*workers)
+
+        self.summary.stopped_by = self._stop_reason
+        self.summary.elapsed = self.monotonic() - self._started
+        self.summary.waited_for_rate = self.limiter.waited_for_rate
+        self.summary.waited_for_retry_after = self.limiter.waited_for_retry_after
+        self.summary.journal_counts = self.journal.state_counts()
+        self.summary.exit_code = exit_code_for(self.summary, self.journal)
+        return self.summary
+
+    async def _worker(self, queue: asyncio.Queue[tuple[str, bool]]) -> None:
+        while not self.should_stop():
+            try:
+                invoice_id, replay = queue.get_nowait()
+            except asyncio.QueueEmpty:
+                return
+            result = await self._send_one(invoice_id, replay)
+            if result is not None:
+                self.summary.results.append(result)
+                self.on_progress(result, self.summary)
+
+    async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
+        item = attempts.claim(self.journal, invoice_id, replay=replay)
+        body = self._body(item)
+        body_sha256 = hashlib.sha256(body).hexdigest()
+        requests = 0
+
+        async def one_request() -> Outcome:
+            nonlocal requests
+            requests += 1
+            attempt_id = attempts.begin_attempt(
+                self.journal, self.summary.run_id, item, body_sha256
+            )
+            outcome = await self.client.send_document(item.key, body)
+            attempts.finish_attempt(self.journal, attempt_id, outcome)
+            self._observe(outcome)
+            return outcome
+
+        outcome = await call_with_retry(
+            one_request,
+            policy=self.options.policy,
+            limiter=self.limiter,
+            should_stop=self.should_stop,
+        )
+        if outcome is None:
+            return None  # stopped before any request: the invoice is as it was
+        if isinstance(outcome, AuthRefused):
+            self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
+            self.request_stop("credentials")
+            attempts.settle(self.journal, item, outcome)
+            return None
+        if isinstance(outcome, RateLimited):
+            # The limit outlasted --max-wait: the run is incomplete, the next one continues.
+            self.request_stop("rate_limit")
+        state = attempts.settle(self.journal, item, outcome)
+        if isinstance(outcome, Accepted):
+            self._record_ingest_to_accept(item)
+        row = self.journal.invoice(invoice_id)
+        assert row is not None
+        return InvoiceResult(
+            invoice_id=invoice_id,
+            state=state,
+            key=item.key,
+            transaction_id=row["transaction_id"],
+            existing_transaction_id=row["existing_transaction_id"],
+            reason=row["reason"],
+            replay=replay,
+            requests=requests,
+        )
+
+    def _body(self, item: attempts.WorkItem) -> bytes:
+        """The request body, built from the stored bytes the key carries, never the file."""
+        document = ubl.document_text(self.journal.content(item.sha256))
+        return build_send_body(
+            document,
+            item.receiver_scheme,
+            item.receiver_id,
+            {"invoice_id": item.invoice_id, "sha256": item.sha256},
+        )
+
+    def _observe(self, outcome: Outcome) -> None:
+        self.summary.requests += 1
+        self.summary.request_latencies.append(outcome.duration)
+        if isinstance(outcome, RateLimited):
+            self.summary.rate_limited_answers += 1
+
+    def _record_ingest_to_accept(self, item: attempts.WorkItem) -> None:
+        ingested = datetime.fromisoformat(item.ingested_at)
+        self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
+
+
+def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
+    """design.md's exit codes, the highest-ranked that applies."""
+    codes = [ExitCode.OK]
+    if summary.stopped_by == "credentials":
+        codes.append(ExitCode.AUTH_REFUSED)
+    if summary.stopped_by == "signal":
+        codes.append(ExitCode.INTERRUPTED)
+    counts = summary.journal_counts or journal.state_counts()
+    if counts.get("key_reused") or counts.get("amended") or summary.held:
+        codes.append(ExitCode.NEEDS_RECONCILE)
+    if counts.get("invalid") or counts.get("rejected"):
+        codes.append(ExitCode.NEEDS_FIX)
+    if counts.get("pending") or (counts.get("unknown", 0) > len(summary.held)):
+        codes.append(ExitCode.INCOMPLETE)
+    return worst(*codes)
