@@ -1,0 +1,61 @@
+"""Shared set-up for send tests: an emulator, settings pointing at it, and a way to run send."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from invoicectl import runner
+from invoicectl.journal import Journal
+from invoicectl.retry import RetryPolicy
+from invoicectl.sandbox import DEFAULT_API_KEY, Sandbox, SandboxConfig
+from invoicectl.sender import SendOptions
+from invoicectl.settings import Settings, resolve
+
+FAST_RETRY = RetryPolicy(max_attempts=5, max_wait=5.0, backoff_initial=0.02, backoff_max=0.2)
+
+
+def emulator(**overrides: Any) -> Sandbox:
+    overrides.setdefault("seed", 7)
+    return Sandbox(SandboxConfig.for_tier("enterprise", **{
+        "rate_per_minute": 1_000_000, "max_concurrent": 1000, **overrides,
+    }))  # fmt: skip
+
+
+def settings_for(journal: Path, base_url: str = "http://sandbox.test", **kwargs: Any) -> Settings:
+    environ = {"GOROUTE_API_KEY": DEFAULT_API_KEY, "GOROUTE_BASE_URL": base_url}
+    environ.update(kwargs.pop("environ", {}))
+    return resolve(journal=journal, environ=environ, **kwargs)
+
+
+def send(
+    settings: Settings,
+    outbox: Path,
+    transport: httpx.AsyncBaseTransport | None,
+    **options: Any,
+):
+    options.setdefault("rate_per_minute", 60_000)
+    options.setdefault("concurrency", 10)
+    options.setdefault("policy", FAST_RETRY)
+    allow = options.pop("allow_environment_change", False)
+    return runner.send(
+        settings,
+        outbox,
+        SendOptions(**options),
+        transport=transport,
+        allow_environment_change=allow,
+    )
+
+
+def states(journal_path: Path) -> dict[str, str]:
+    with Journal(journal_path) as journal:
+        return {row["invoice_id"]: row["state"] for row in journal.invoices()}
+
+
+def assert_each_delivered_once(sandbox_stats: dict[str, Any], invoice_ids: list[str]) -> None:
+    per_invoice = sandbox_stats["per_invoice"]
+    assert sandbox_stats["duplicates"] == []
+    missing = [invoice_id for invoice_id in invoice_ids if per_invoice.get(invoice_id) != 1]
+    assert missing == [], f"not exactly one transaction: {missing[:10]}"

@@ -1,0 +1,332 @@
+"""invoicectl send against the emulator in process: outcomes, resume, amendments, exit codes."""
+
+from __future__ import annotations
+
+import sqlite3
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sendkit import assert_each_delivered_once, emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl import attempts
+from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
+from invoicectl.journal import Journal
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    return tmp_path / "send.db"
+
+
+def outbox_of(outbox: Path, count: int, **kwargs) -> list[str]:
+    ids = [f"INV-{number:04d}" for number in range(count)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id, **kwargs)
+    return ids
+
+
+def test_every_pending_invoice_is_accepted_once(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 25)
+    sandbox = emulator()
+
+    report, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.OK
+    assert summary.counts() == {"accepted": 25}
+    assert_each_delivered_once(sandbox.stats(), ids)
+    with Journal(journal_path) as journal:
+        for invoice_id in ids:
+            row = journal.invoice(invoice_id)
+            assert row["state"] == "accepted"
+            assert row["idempotency_key"] == f"invoice-{invoice_id}"
+            assert sandbox.transaction(row["transaction_id"]) is not None
+            (attempt,) = journal.attempts(invoice_id)
+            assert attempt["outcome"] == "accepted" and attempt["started_at"]
+
+
+def test_a_second_run_sends_nothing_again(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 5)
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport())
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert summary.planned == 0 and summary.exit_code == ExitCode.OK
+    assert sandbox.stats()["sends_received"] == 5
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_a_file_changed_while_its_send_is_unanswered_is_not_resent(
+    outbox: Path, journal_path: Path
+):
+    """The key carried the old bytes; the new content must never go out under it."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator(drop_rate=1.0)  # recorded, never answered
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    assert states(journal_path) == {invoice_id: "unknown"}
+    write_invoice(outbox, invoice_id, amount="9.99")  # the file changes meanwhile
+
+    sandbox.set_faults(drop_rate=0.0)
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert states(journal_path) == {invoice_id: "amended"}
+    assert summary.planned == 0  # amended is never sent under the old key
+    assert sandbox.stats()["key_reused"] == 0
+
+
+def attempts_policy(max_attempts: int):
+    from sendkit import FAST_RETRY
+
+    return type(FAST_RETRY)(max_attempts=max_attempts, backoff_initial=0.01, backoff_max=0.02)
+
+
+def test_lost_answers_are_replayed_under_the_same_key(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 40)
+    sandbox = emulator(drop_rate=0.2)
+    settings = settings_for(journal_path)
+
+    for _ in range(5):
+        _, summary = send(settings, outbox, sandbox.transport())
+        if summary.exit_code == ExitCode.OK:
+            break
+
+    assert set(states(journal_path).values()) == {"accepted"}
+    stats = sandbox.stats()
+    assert stats["drops"] > 0 and stats["replays"] > 0
+    assert stats["key_reused"] == 0, "the tool caused a 422 itself"
+    assert_each_delivered_once(stats, ids)
+
+
+def test_server_errors_at_30_percent_all_end_sent_once(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 40)
+    sandbox = emulator(error_rate=0.3)
+    settings = settings_for(journal_path)
+
+    for _ in range(5):
+        _, summary = send(settings, outbox, sandbox.transport())
+        if summary.exit_code == ExitCode.OK:
+            break
+
+    assert set(states(journal_path).values()) == {"accepted"}
+    assert sandbox.stats()["server_errors"] > 0
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_retries_exhausted_leave_unknown_and_exit_75(outbox: Path, journal_path: Path):
+    outbox_of(outbox, 2)
+    sandbox = emulator(error_rate=1.0)
+
+    _, summary = send(
+        settings_for(journal_path), outbox, sandbox.transport(), policy=attempts_policy(3)
+    )
+
+    assert summary.exit_code == ExitCode.INCOMPLETE
+    assert set(states(journal_path).values()) == {"unknown"}
+    assert sandbox.stats()["server_errors"] == 6
+
+
+def test_429_storm_is_waited_out_for_the_whole_run(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 12)
+    # The server allows 2 at once and answers Retry-After: 1 beyond; the client sends 10.
+    sandbox = emulator(max_concurrent=2, latency_ms=150)
+
+    _, summary = send(
+        settings_for(journal_path),
+        outbox,
+        sandbox.transport(),
+        concurrency=10,
+        rate_per_minute=6000,
+    )
+
+    assert summary.exit_code == ExitCode.OK
+    assert summary.rate_limited_answers > 0
+    assert summary.waited_for_retry_after >= 1.0
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_rejections_are_permanent_and_exit_3(outbox: Path, journal_path: Path):
+    write_invoice(outbox, "GOOD-1")
+    write_invoice(outbox, "NOWHERE-1", receiver="9915:not-registered")
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.NEEDS_FIX
+    with Journal(journal_path) as journal:
+        row = journal.invoice("NOWHERE-1")
+        assert row["state"] == "rejected"
+        assert row["reason"].startswith("HTTP 404")
+        assert len(journal.attempts("NOWHERE-1")) == 1  # never retried
+
+
+def test_key_reused_is_recorded_never_retried_and_exit_4(outbox: Path, journal_path: Path):
+    write_invoice(outbox, "INV-1")
+    sandbox = emulator()
+    sandbox.preload_key("invoice-INV-1", transaction_id="txn_elsewhere")
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with Journal(journal_path) as journal:
+        row = journal.invoice("INV-1")
+        assert (row["state"], row["existing_transaction_id"]) == ("key_reused", "txn_elsewhere")
+        assert len(journal.attempts("INV-1")) == 1
+
+
+def test_refused_credentials_stop_the_run_and_change_no_state(outbox: Path, journal_path: Path):
+    outbox_of(outbox, 20)
+    sandbox = emulator()
+    settings = settings_for(journal_path, environ={"GOROUTE_API_KEY": "sk_test_wrong"})
+
+    _, summary = send(settings, outbox, sandbox.transport(), rate_per_minute=600)
+
+    assert summary.exit_code == ExitCode.AUTH_REFUSED
+    assert set(states(journal_path).values()) == {"pending"}
+    assert summary.requests == 1, "the run goes on after a 401"
+    with Journal(journal_path) as journal:
+        assert all(row["idempotency_key"] is None for row in journal.invoices())
+
+
+def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
+    outbox: Path, journal_path: Path
+):
+    write_invoice(outbox, "INV-1", amount="100.00")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    write_invoice(outbox, "INV-1", amount="120.00")
+
+    _, summary = send(settings, outbox, sandbox.transport())
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert states(journal_path) == {"INV-1": "amended"}
+    assert sandbox.stats()["sends_received"] == 1
+
+    _, summary = send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
+
+    assert summary.exit_code == ExitCode.OK
+    with Journal(journal_path) as journal:
+        row = journal.invoice("INV-1")
+        assert (row["state"], row["idempotency_key"]) == ("accepted", "invoice-INV-1-v2")
+        assert any(event["kind"] == "new_version" for event in journal.events("INV-1"))
+    assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
+
+
+def test_new_version_of_a_pending_invoice_is_refused(outbox: Path, journal_path: Path):
+    write_invoice(outbox, "INV-1")
+    with pytest.raises(UsageError, match="--new-version is for"):
+        send(settings_for(journal_path), outbox, emulator().transport(), new_versions=("INV-1",))
+
+
+def test_an_attempt_left_without_answer_is_replayed_inside_the_window(
+    outbox: Path, journal_path: Path
+):
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=1)
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert summary.replays == 1 and summary.exit_code == ExitCode.OK
+    assert states(journal_path) == {invoice_id: "accepted"}
+    stats = sandbox.stats()
+    assert stats["replays"] == 1 and stats["key_reused"] == 0
+    assert_each_delivered_once(stats, [invoice_id])
+
+
+def test_an_unknown_send_older_than_24_hours_is_not_replayed(outbox: Path, journal_path: Path):
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=25)
+    before = sandbox.stats()["sends_received"]
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert summary.held == (invoice_id,)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert sandbox.stats()["sends_received"] == before
+    assert states(journal_path) == {invoice_id: "unknown"}
+
+
+def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago):
+    """A run that sent the request and died before recording the answer, hours ago."""
+    sandbox.set_faults(drop_rate=1.0)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    sandbox.set_faults(drop_rate=0.0)
+    then = (datetime.now(UTC) - timedelta(hours=hours_ago)).isoformat()
+    with sqlite3.connect(settings.journal) as conn:  # what a crash leaves behind
+        conn.execute("UPDATE attempts SET outcome = NULL, finished_at = NULL")
+        conn.execute("UPDATE attempts SET started_at = ?", (then,))
+        conn.execute("UPDATE invoices SET state = 'pending', key_first_used_at = ?", (then,))
+    if hours_ago >= 24:
+        sandbox.advance_clock(hours_ago * 3600)
+
+
+def test_journal_refuses_another_environment_unless_told(outbox: Path, journal_path: Path):
+    outbox_of(outbox, 1)
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    other = settings_for(journal_path, base_url="http://other.test")
+
+    with pytest.raises(EnvironmentMismatch, match="bound to http://sandbox.test"):
+        send(other, outbox, sandbox.transport())
+    _, summary = send(other, outbox, sandbox.transport(), allow_environment_change=True)
+    assert summary.exit_code == ExitCode.OK
+
+
+def test_a_rotated_key_is_not_a_new_environment(outbox: Path, journal_path: Path):
+    outbox_of(outbox, 1)
+    sandbox = emulator(api_keys=frozenset({"sk_test_old", "sk_test_new"}))
+    send(
+        settings_for(journal_path, environ={"GOROUTE_API_KEY": "sk_test_old"}),
+        outbox,
+        sandbox.transport(),
+    )
+    write_invoice(outbox, "INV-2")
+
+    _, summary = send(
+        settings_for(journal_path, environ={"GOROUTE_API_KEY": "sk_test_new"}),
+        outbox,
+        sandbox.transport(),
+    )
+
+    assert summary.exit_code == ExitCode.OK
+    with Journal(journal_path) as journal:
+        prints = [row[0] for row in journal.db.execute("SELECT key_fingerprint FROM runs")]
+    assert len(set(prints)) == 2
+    assert "sk_test" not in "".join(prints)
+
+
+def test_deadline_stops_taking_work_and_exits_75(outbox: Path, journal_path: Path):
+    outbox_of(outbox, 30)
+    sandbox = emulator()
+
+    _, summary = send(
+        settings_for(journal_path), outbox, sandbox.transport(), rate_per_minute=600, deadline=0.5
+    )
+
+    assert summary.stopped_by == "deadline"
+    assert summary.exit_code == ExitCode.INCOMPLETE
+    assert 0 < len(summary.results) < 30
+    assert list(states(journal_path).values()).count("pending") == 30 - len(summary.results)
+
+
+def test_pacing_keeps_the_server_free_of_429(outbox: Path, journal_path: Path):
+    ids = outbox_of(outbox, 30)
+    sandbox = emulator(rate_per_minute=1200, max_concurrent=10)
+
+    _, summary = send(
+        settings_for(journal_path),
+        outbox,
+        sandbox.transport(),
+        rate_per_minute=1200,
+        concurrency=10,
+    )
+
+    assert sandbox.stats()["rate_limited"] == 0
+    assert summary.elapsed >= 29 * 61 / 1200 * 0.99  # evenly paced, no burst
+    assert_each_delivered_once(sandbox.stats(), ids)
