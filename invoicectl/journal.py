@@ -174,6 +174,67 @@ class Journal:
             (invoice_id, run_id, self.now(), kind, detail),
         )
 
+    # ---- reconcile ----
+
+    def adopt_transaction(
+        self,
+        invoice_id: str,
+        *,
+        expected_state: str,
+        idempotency_key: str | None,
+        transaction_id: str,
+        remote_status: str | None,
+        checked_at: str,
+        accepted_at: str,
+        detail: str,
+        run_id: int | None = None,
+    ) -> bool:
+        """Record that ``transaction_id`` is this invoice's send: state ``accepted``, one event.
+
+        Only if the invoice is still in ``expected_state`` under ``idempotency_key`` (what
+        reconcile judged); False, and nothing written, when it has moved on since.
+        """
+        with self.transaction():
+            cursor = self.db.execute(
+                "UPDATE invoices SET state = 'accepted', reason = NULL, transaction_id = ?,"
+                " remote_status = ?, remote_checked_at = ?, accepted_at = ?, updated_at = ?"
+                " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?",
+                (transaction_id, remote_status, checked_at, accepted_at, self.now())
+                + (invoice_id, expected_state, idempotency_key),
+            )
+            if cursor.rowcount != 1:
+                return False
+            self.add_event(invoice_id, "adopted", detail, run_id)
+        return True
+
+    def record_remote_status(
+        self,
+        invoice_id: str,
+        *,
+        transaction_id: str,
+        status: str | None,
+        checked_at: str,
+        run_id: int | None = None,
+    ) -> bool:
+        """Record the delivery status GoRoute reports for an accepted invoice's transaction;
+        an event when it changed. False when the invoice no longer holds that transaction."""
+        with self.transaction():
+            row = self.db.execute(
+                "SELECT remote_status FROM invoices"
+                " WHERE invoice_id = ? AND state = 'accepted' AND transaction_id = ?",
+                (invoice_id, transaction_id),
+            ).fetchone()
+            if row is None:
+                return False
+            self.db.execute(
+                "UPDATE invoices SET remote_status = ?, remote_checked_at = ? WHERE invoice_id = ?",
+                (status, checked_at, invoice_id),
+            )
+            if status != row[0]:
+                change = f"{transaction_id}: {row[0] or 'none'} -> {status}"
+                self.add_event(invoice_id, "delivery", change, run_id)
+        return True
+
 
 def _open_database(path: Path) -> Database:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)

@@ -10,7 +10,6 @@ import pytest
 from sendkit import assert_each_delivered_once, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
-from invoicectl import attempts
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
 from invoicectl.journal import Journal
 

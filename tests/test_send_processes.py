@@ -71,7 +71,7 @@ def test_kill_9_at_several_points_then_resume_delivers_each_once(outbox: Path, j
     with BackgroundServer(sandbox) as server:
         for kill_after in (40, 150, 260):
             process = send_process(outbox, journal, server.base_url, *fast)
-            wait_for(lambda: sandbox.stats()["sends_received"] >= kill_after)
+            wait_for(lambda n=kill_after: sandbox.stats()["sends_received"] >= n)
             process.send_signal(signal.SIGKILL)
             process.communicate(timeout=30)
             assert process.returncode == -signal.SIGKILL
