@@ -140,14 +140,24 @@ class Sender:
         self.limiter = RateLimiter(options.rate_per_minute, clock=monotonic, sleep=sleep)
         self.summary = SendSummary(run_id=run_id)
         self._stop_reason: str | None = None
+        self._workers: list[asyncio.Task[None]] = []
+        self._in_flight: set[asyncio.Task[Any]] = set()
         self._started = 0.0
 
     # ---- stopping -------------------------------------------------------------------------
 
     def request_stop(self, reason: str) -> None:
-        """Take no new work; what is in flight finishes. The first reason given is kept."""
-        if self._stop_reason is None:
-            self._stop_reason = reason
+        """Take no new work; what is in flight finishes. The first reason given is kept.
+
+        Workers waiting for a start slot or a backoff are cancelled at once (nothing of theirs
+        is outstanding); a worker with a request in flight is left to record its answer.
+        """
+        if self._stop_reason is not None:
+            return
+        self._stop_reason = reason
+        for worker in self._workers:
+            if worker not in self._in_flight:
+                worker.cancel()
 
     def should_stop(self) -> bool:
         deadline = self.options.deadline
@@ -173,11 +183,23 @@ class Sender:
         queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
         for item in work:
             queue.put_nowait(item)
-        workers = [
+        self._workers = [
             asyncio.create_task(self._worker(queue))
             for _ in range(max(1, min(self.options.concurrency, len(work))))
         ]
-        await asyncio.gather(*workers)
+        deadline = None
+        if self.options.deadline is not None:
+            deadline = asyncio.get_running_loop().call_later(
+                self.options.deadline, self.request_stop, "deadline"
+            )
+        results = await asyncio.gather(*self._workers, return_exceptions=True)
+        if deadline is not None:
+            deadline.cancel()
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(
+                result, asyncio.CancelledError
+            ):
+                raise result
 
         self.summary.stopped_by = self._stop_reason
         self.summary.elapsed = self.monotonic() - self._started
@@ -207,20 +229,30 @@ class Sender:
         async def one_request() -> Outcome:
             nonlocal requests
             requests += 1
-            attempt_id = attempts.begin_attempt(
-                self.journal, self.summary.run_id, item, body_sha256
-            )
-            outcome = await self.client.send_document(item.key, body)
-            attempts.finish_attempt(self.journal, attempt_id, outcome)
+            task = asyncio.current_task()
+            assert task is not None
+            self._in_flight.add(task)  # from the write-ahead row to the recorded answer
+            try:
+                attempt_id = attempts.begin_attempt(
+                    self.journal, self.summary.run_id, item, body_sha256
+                )
+                outcome = await self.client.send_document(item.key, body)
+                attempts.finish_attempt(self.journal, attempt_id, outcome)
+            finally:
+                self._in_flight.discard(task)
             self._observe(outcome)
             return outcome
 
-        outcome = await call_with_retry(
-            one_request,
-            policy=self.options.policy,
-            limiter=self.limiter,
-            should_stop=self.should_stop,
-        )
+        try:
+            outcome = await call_with_retry(
+                one_request,
+                policy=self.options.policy,
+                limiter=self.limiter,
+                should_stop=self.should_stop,
+            )
+        except asyncio.CancelledError:
+            attempts.settle(self.journal, item, None)  # gives back a key no request used
+            raise
         if outcome is None:
             return None  # stopped before any request: the invoice is as it was
         if isinstance(outcome, AuthRefused):

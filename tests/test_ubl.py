@@ -463,6 +463,38 @@ def test_unreadable_file(tmp_path: Path) -> None:
         path.chmod(0o600)
 
 
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_unreadable_file_as_an_unprivileged_user() -> None:
+    """CI runs as root, who reads anything: a forked child becomes 'nobody' and reads."""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="invoicectl-perm-"))
+    shared.chmod(0o755)
+    (shared / "locked.xml").write_bytes(b"<x/>")
+    (shared / "locked.xml").chmod(0)
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: drop to nobody, read, report through the pipe, never return
+        try:
+            os.setgroups([])
+            os.setgid(65534)
+            os.setuid(65534)
+            answer = file_reason(shared / "locked.xml", shared)
+        except BaseException as error:  # noqa: BLE001 - anything goes back to the parent
+            answer = f"child failed: {error!r}"
+        os.write(write_end, answer.encode())
+        os._exit(0)
+    os.close(write_end)
+    try:
+        with os.fdopen(read_end, "rb") as pipe:
+            answer = pipe.read().decode()
+        os.waitpid(pid, 0)
+        assert answer == "cannot read the file: permission denied (check its owner and mode)"
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)
+
+
 def test_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "huge.xml"
     with path.open("wb") as sparse:
