@@ -1,0 +1,132 @@
+"""How long ``reconcile`` takes for many cases, next to the minimum the rate limit allows.
+
+    .venv/bin/python benchmarks/reconcile_time.py [--cases 2000] [--rate 2000] [--in-process]
+
+Stages ``--cases`` invoices in a fresh journal (real files, a real scan), half ``key_reused``
+(each with its existing transaction staged in the emulator: one GET each) and half
+``unknown`` (found through the transactions list, ``--list-limit`` per page), then runs
+``reconcile`` against the emulator over loopback HTTP (uvicorn; ``--in-process`` for its
+in-process transport) with the emulator's server-side limit set to ``--rate`` requests per
+minute. The limit-bound minimum is requests / rate; the limiter's 1 s network margin makes
+the best possible 61/60 of that. At the standard tier (``--rate 100``) 2,000 key-reuse cases
+take 20 minutes whatever the tool does, so the default rate is higher for a quick run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from invoicectl.apikey import ApiKey  # noqa: E402
+from invoicectl.client import GoRouteClient  # noqa: E402
+from invoicectl.ingest import scan_directory  # noqa: E402
+from invoicectl.journal import Journal  # noqa: E402
+from invoicectl.keys import idempotency_key  # noqa: E402
+from invoicectl.limiter import RateLimiter  # noqa: E402
+from invoicectl.reconcile import ReconcileReport, reconcile  # noqa: E402
+from invoicectl.retry import RetryPolicy  # noqa: E402
+from invoicectl.sandbox import BackgroundServer, Sandbox, SandboxConfig  # noqa: E402
+from invoicectl.sandbox.samples import sample_invoice  # noqa: E402
+
+
+def stage(journal: Journal, outbox: Path, sandbox: Sandbox, cases: int) -> None:
+    for n in range(cases):
+        (outbox / f"R-{n:05d}.xml").write_text(sample_invoice(f"R-{n:05d}", lines=4))
+    scan_directory(journal, outbox)
+    at = (datetime.now(UTC) - timedelta(hours=2)).isoformat()
+    with journal.transaction():
+        run_id = journal.db.execute(
+            "INSERT INTO runs (command, options, pid, host, started_at) VALUES (?, ?, ?, ?, ?)",
+            ("send", "{}", os.getpid(), "bench", at),
+        ).lastrowid
+        for n, row in enumerate(journal.invoices()):
+            invoice_id = row["invoice_id"]
+            txn = sandbox.add_transaction(invoice_id, status="delivered").id
+            reused = n % 2 == 0
+            journal.db.execute(
+                "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+                " body_sha256, started_at, http_status, existing_transaction_id)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (run_id, invoice_id, row["current_sha256"], idempotency_key(invoice_id))
+                + ("b" * 64, at, 422 if reused else None, txn if reused else None),
+            )
+            journal.update_invoice(
+                invoice_id,
+                state="key_reused" if reused else "unknown",
+                idempotency_key=idempotency_key(invoice_id),
+                key_sha256=row["current_sha256"],
+                key_first_used_at=at,
+                existing_transaction_id=txn if reused else None,
+            )
+
+
+async def run(
+    base_url: str, transport: object, journal: Journal, args: argparse.Namespace
+) -> ReconcileReport:
+    async with GoRouteClient(base_url, ApiKey(args.api_key), transport=transport) as client:  # type: ignore[arg-type]
+        return await reconcile(
+            journal,
+            client,
+            limiter=RateLimiter(args.rate),
+            policy=RetryPolicy(),
+            list_limit=args.list_limit,
+            concurrency=args.concurrency,
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=2000)
+    parser.add_argument(
+        "--rate", type=int, default=2000, help="requests per minute (standard: 100)"
+    )
+    parser.add_argument("--concurrency", type=int, default=10)
+    parser.add_argument("--list-limit", type=int, default=100)
+    parser.add_argument(
+        "--in-process", action="store_true", help="no sockets: in-process transport"
+    )
+    args = parser.parse_args()
+
+    sandbox = Sandbox(SandboxConfig(rate_per_minute=args.rate, max_concurrent=args.concurrency))
+    args.api_key = sandbox.api_key
+    with tempfile.TemporaryDirectory() as tmp:
+        outbox = Path(tmp) / "outbox"
+        outbox.mkdir()
+        with Journal(Path(tmp) / "journal.db") as journal:
+            stage(journal, outbox, sandbox, args.cases)
+            started = time.perf_counter()
+            if args.in_process:
+                report = asyncio.run(run("http://sandbox.test", sandbox.transport(), journal, args))
+            else:
+                with BackgroundServer(sandbox) as server:
+                    report = asyncio.run(run(server.base_url, None, journal, args))
+            elapsed = time.perf_counter() - started
+
+    minimum = report.requests / args.rate * 60
+    stats = sandbox.stats()
+    print(f"cases {len(report.cases)} ({dict((str(k), v) for k, v in report.counts.items())})")
+    print(
+        f"requests {report.requests} at {args.rate}/min, concurrency {args.concurrency}, "
+        f"{'in-process' if args.in_process else 'loopback HTTP'}; server 429s {stats['rate_limited']}"
+    )
+    print(
+        f"measured {elapsed:.1f} s; limit-bound minimum {minimum:.1f} s (requests / rate), "
+        f"{minimum * 61 / 60:.1f} s with the limiter's 1 s margin; ratio {elapsed / minimum:.3f}"
+    )
+    print(
+        f"at the standard tier (100/min) the same {report.requests} requests need at least "
+        f"{report.requests / 100:.1f} min; {args.cases} cases all key_reused would need "
+        f"{args.cases / 100:.0f} min"
+    )
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,456 @@
+"""reconcile against the in-process emulator, on real journal files built from real scans.
+
+One staged outbox reaches every verdict; the other tests take it through --apply, a second
+run, the three output formats, faults on the way (5xx, 429), and refused credentials.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
+from rich.console import Console
+
+from invoicectl.client import Transaction
+from invoicectl.errors import CredentialsRefused, ExitCode
+from invoicectl.journal import Journal
+from invoicectl.reconcile import GUIDANCE, JournalSide, Verdict, compare
+from invoicectl.reconcile_report import (
+    FIELDS,
+    print_report,
+    render,
+    to_csv,
+    to_json,
+    write_output,
+)
+from invoicectl.sandbox import Sandbox, SandboxConfig
+
+RECEIVER = "9915:phase4-test-receiver"
+
+# invoice id -> the verdict the staged scenario must reach
+EXPECTED = {
+    "INV-AS": Verdict.already_sent,
+    "INV-SF": Verdict.sent_then_failed,
+    "INV-DD": Verdict.different_document,
+    "INV-NF": Verdict.not_found,
+    "INV-IP": Verdict.in_progress,
+    "INV-UF": Verdict.unknown_found,
+    "INV-UA": Verdict.unknown_ambiguous,
+    "INV-UO": Verdict.unknown_not_found_window_open,
+    "INV-UC": Verdict.unknown_not_found_window_closed,
+    "INV-AM": Verdict.amended,
+    "INV-DL": Verdict.delivered,
+    "INV-DF": Verdict.delivery_failed,
+    "INV-DP": Verdict.delivery_pending,
+    "INV-409": Verdict.needs_decision,
+    "INV-LF": Verdict.lookup_failed,
+}
+BROKEN_TXN = "txn_always_503"
+
+
+class FaultyTransport(httpx.AsyncBaseTransport):
+    """The emulator behind a flaky edge: scripted answers per path before the real one."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, script: dict[str, list[int]]) -> None:
+        self._inner = inner
+        self._script = {path: list(codes) for path, codes in script.items()}
+        self.seen: Counter[str] = Counter()
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        path = request.url.path.removeprefix("/peppol-api")
+        self.seen[path] += 1
+        if path.endswith(BROKEN_TXN):
+            return httpx.Response(503, json={"error_code": "SERVICE_UNAVAILABLE"})
+        codes = self._script.get(path)
+        if codes:
+            code = codes.pop(0)
+            headers = {"Retry-After": "0"} if code == 429 else {}
+            return httpx.Response(code, headers=headers, json={"error_code": f"HTTP_{code}"})
+        return await self._inner.handle_async_request(request)
+
+
+@pytest.fixture
+def sandbox() -> Sandbox:
+    return Sandbox(SandboxConfig(rate_per_minute=100_000, max_concurrent=100, seed=7))
+
+
+@pytest.fixture
+def journal(tmp_path: Path) -> Iterator[Journal]:
+    with Journal(tmp_path / "journal.db") as opened:
+        yield opened
+
+
+def stage_every_verdict(journal: Journal, outbox: Path, sandbox: Sandbox) -> None:
+    for invoice_id in EXPECTED:
+        receiver = "9915:reject-all" if invoice_id == "INV-DF" else RECEIVER
+        add_invoice(journal, outbox, invoice_id, receiver=receiver)
+
+    def txn(number: str, **options: object) -> str:
+        return sandbox.add_transaction(number, receiver=RECEIVER, **options).id  # type: ignore[arg-type]
+
+    def key_reused(invoice_id: str, existing: str) -> None:
+        sent(journal, invoice_id, "key_reused", http_status=422, outcome="key_reused",
+             existing_transaction_id=existing)  # fmt: skip
+
+    key_reused("INV-AS", txn("INV-AS", status="delivered"))
+    key_reused("INV-SF", txn("INV-SF", status="failed"))
+    key_reused("INV-DD", txn("OTHER-77", status="delivered"))
+    key_reused("INV-NF", "txn_000000000000000000000000")
+    key_reused("INV-IP", txn("INV-IP", status="processing"))
+    key_reused("INV-LF", BROKEN_TXN)
+
+    txn("INV-UF", status="delivered")
+    txn("INV-UA", status="delivered")
+    txn("INV-UA", status="failed")
+    sent(journal, "INV-UF", "unknown", hours_ago=30, http_status=503, outcome="transient")
+    sent(journal, "INV-UA", "unknown", hours_ago=2, outcome=None)
+    sent(journal, "INV-UO", "unknown", hours_ago=1, outcome=None)
+    sent(journal, "INV-UC", "unknown", hours_ago=30, http_status=504, outcome="transient")
+
+    sent(journal, "INV-AM", "accepted", http_status=202, outcome="accepted",
+         transaction_id=txn("INV-AM", status="delivered"), remote_status="delivered")  # fmt: skip
+    add_invoice(journal, outbox, "INV-AM", note="corrected after sending")
+
+    for invoice_id, status in (("INV-DL", "delivered"), ("INV-DP", "pending")):
+        sent(journal, invoice_id, "accepted", http_status=202, outcome="accepted",
+             transaction_id=txn(invoice_id, status=status))  # fmt: skip
+    failed = sandbox.add_transaction("INV-DF", receiver="9915:reject-all", status="failed").id
+    sent(journal, "INV-DF", "accepted", http_status=202, outcome="accepted",
+         transaction_id=failed, remote_status="sending")  # fmt: skip
+
+    sent(journal, "INV-409", "rejected", http_status=409, outcome="rejected")
+
+
+@pytest.fixture
+def staged(journal: Journal, outbox: Path, sandbox: Sandbox) -> Journal:
+    stage_every_verdict(journal, outbox, sandbox)
+    return journal
+
+
+def transport(sandbox: Sandbox, script: dict[str, list[int]] | None = None) -> FaultyTransport:
+    return FaultyTransport(sandbox.transport(), script or {})
+
+
+def verdicts(report: object) -> dict[str, Verdict]:
+    return {case.invoice_id: case.verdict for case in report.cases}  # type: ignore[attr-defined]
+
+
+def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
+    report = run_reconcile(staged, transport(sandbox))
+
+    assert verdicts(report) == EXPECTED
+    assert set(EXPECTED.values()) == set(Verdict)
+    assert report.exit_code == ExitCode.NEEDS_RECONCILE
+    by_id = {case.invoice_id: case for case in report.cases}
+    for invoice_id, case in by_id.items():
+        assert case.needs_person == GUIDANCE[case.verdict].needs_person, invoice_id
+    # Both sides are shown.
+    reused = by_id["INV-DD"]
+    assert reused.api is not None and reused.api.invoice_number == "OTHER-77"
+    assert "invoice number: API OTHER-77, journal INV-DD" in reused.detail
+    assert reused.journal.sent_sha256 == staged.invoice("INV-DD")["current_sha256"]
+    assert reused.journal.first_attempt_at is not None
+    # An unknown transaction id is "not found", not a crash.
+    assert "404" in by_id["INV-NF"].detail
+    # The window, and what a resend would risk.
+    assert by_id["INV-UO"].window_open is True
+    assert "`invoicectl send DIR` replays it under key invoice-INV-UO" in by_id["INV-UO"].action
+    assert by_id["INV-UC"].window_open is False
+    assert "a resend could deliver a duplicate" in by_id["INV-UC"].detail
+    assert by_id["INV-UF"].window_open is False  # found: adopting is safe whatever the window
+    # Amended: both hashes, when the old content was sent, both ways forward.
+    amended = by_id["INV-AM"]
+    row = staged.invoice("INV-AM")
+    assert amended.journal.sent_sha256 == row["key_sha256"] != row["current_sha256"]
+    assert row["key_sha256"] in amended.action and row["current_sha256"] in amended.action
+    assert "invoicectl send DIR --new-version INV-AM" in amended.action
+    assert "revision 1" in amended.detail and "revision 2" in amended.detail
+    assert by_id["INV-SF"].action.endswith("`invoicectl send DIR --new-version INV-SF`")
+    assert "SERVICE_UNAVAILABLE" in by_id["INV-LF"].detail or "503" in by_id["INV-LF"].detail
+
+
+def test_without_apply_only_delivery_status_is_recorded(staged: Journal, sandbox: Sandbox) -> None:
+    before = snapshot(staged)
+    report = run_reconcile(staged, transport(sandbox))
+    after = snapshot(staged)
+
+    assert report.applied == ()
+    assert sorted(report.recorded) == ["INV-DF", "INV-DL", "INV-DP"]
+    for invoice_id in EXPECTED:
+        changed = {k for k in before[invoice_id] if before[invoice_id][k] != after[invoice_id][k]}
+        expected = (
+            {"remote_status", "remote_checked_at"} if invoice_id in report.recorded else set()
+        )
+        if invoice_id == "INV-DP":  # pending before (NULL) and now: only the check time moves
+            expected = {"remote_status", "remote_checked_at"}
+        assert changed == expected, invoice_id
+    assert after["INV-DF"]["remote_status"] == "failed"
+    assert after["INV-DL"]["remote_status"] == "delivered"
+
+
+def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sandbox) -> None:
+    before = snapshot(staged)
+    report = run_reconcile(staged, transport(sandbox), apply=True)
+    after = snapshot(staged)
+
+    assert sorted(report.applied) == ["INV-AS", "INV-UF"]
+    adopted = {c.invoice_id: c for c in report.cases if c.applied}
+    for invoice_id, case in adopted.items():
+        row = after[invoice_id]
+        assert case.api is not None
+        assert (row["state"], row["transaction_id"], row["remote_status"]) == (
+            "accepted",
+            case.api.transaction_id,
+            "delivered",
+        )
+        assert row["reason"] is None and row["remote_checked_at"] == NOW.isoformat()
+        assert [e["kind"] for e in staged.events(invoice_id)] == ["adopted"]
+        assert case.exit_code == ExitCode.OK
+        assert case.action == f"adopted {case.api.transaction_id}; state now accepted"
+    untouched = set(EXPECTED) - set(adopted) - set(report.recorded)
+    for invoice_id in untouched:
+        assert after[invoice_id] == before[invoice_id], invoice_id
+        assert staged.events(invoice_id) == [], invoice_id
+
+
+def test_second_run_is_idempotent(staged: Journal, sandbox: Sandbox) -> None:
+    first = run_reconcile(staged, transport(sandbox), apply=True)
+    rows = snapshot(staged)
+    second = run_reconcile(staged, transport(sandbox), apply=True)
+
+    assert second.applied == ()
+    expected = {k: v for k, v in verdicts(first).items() if k not in first.applied}
+    expected.pop("INV-DL")  # delivered is final and recorded: nothing left to look at
+    assert verdicts(second) == expected
+    assert second.exit_code == first.exit_code == ExitCode.NEEDS_RECONCILE
+    after = snapshot(staged)
+    for invoice_id, row in rows.items():
+        moved = {k for k in row if row[k] != after[invoice_id][k]}
+        assert moved <= {"remote_checked_at"}, invoice_id
+
+
+def test_nothing_needing_a_person_exits_0_once_applied(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    existing = sandbox.add_transaction("INV-1", status="delivered").id
+    sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
+
+    dry = run_reconcile(journal, transport(sandbox))
+    applied = run_reconcile(journal, transport(sandbox), apply=True)
+    again = run_reconcile(journal, transport(sandbox), apply=True)
+
+    assert dry.exit_code == ExitCode.NEEDS_RECONCILE  # adoptable, not adopted yet
+    assert applied.exit_code == ExitCode.OK and applied.applied == ("INV-1",)
+    assert again.cases == () and again.exit_code == ExitCode.OK
+
+
+def test_json_and_csv_parse_and_agree_with_the_table(staged: Journal, sandbox: Sandbox) -> None:
+    report = run_reconcile(staged, transport(sandbox), apply=True)
+
+    document = json.loads(to_json(report))
+    rows = list(csv.DictReader(io.StringIO(to_csv(report))))
+    table = render(report, "table", width=160)
+
+    assert document["exit_code"] == 4
+    assert document["counts"] == {str(v): n for v, n in report.counts.items()}
+    assert sorted(document["applied"]) == ["INV-AS", "INV-UF"]
+    assert [r["invoice_id"] for r in rows] == [c["invoice_id"] for c in document["cases"]]
+    assert list(rows[0]) == list(FIELDS)
+    for row, record in zip(rows, document["cases"], strict=True):
+        for field in FIELDS:
+            value = record[field]
+            shown = (
+                ""
+                if value is None
+                else str(value).lower()
+                if isinstance(value, bool)
+                else str(value)
+            )
+            assert row[field] == shown, (row["invoice_id"], field)
+        assert row["invoice_id"] in table
+        if row["api_transaction_id"]:
+            assert row["api_transaction_id"] in table
+    for verdict, count in report.counts.items():
+        assert f"{GUIDANCE[verdict].title} ({count}," in table
+    assert table.splitlines()[0] == document["summary"]
+    assert "\x1b[" not in table
+
+
+def test_table_on_a_console_at_fixed_width(staged: Journal, sandbox: Sandbox) -> None:
+    report = run_reconcile(staged, transport(sandbox))
+    buffer = io.StringIO()
+    print_report(Console(file=buffer, width=100, no_color=True), report)
+    text = buffer.getvalue()
+
+    summary, *rest = text.splitlines()
+    assert summary.startswith("15 invoices to reconcile, 8 need a person (different_document 1,")
+    assert max(len(line) for line in rest) <= 100
+    assert "already sent (1, no person needed) — next: `invoicectl reconcile --apply`" in text
+    assert "still in progress (1, no person needed) — next: wait" in text
+
+
+def test_lookups_meeting_5xx_and_429_still_complete(staged: Journal, sandbox: Sandbox) -> None:
+    as_id = staged.invoice("INV-AS")["existing_transaction_id"]
+    dl_id = staged.invoice("INV-DL")["transaction_id"]
+    flaky = transport(
+        sandbox,
+        {
+            f"/api/v1/transactions/{as_id}": [503, 429, 502],
+            f"/api/v1/transactions/{dl_id}": [429, 429],
+            "/api/v1/transactions": [500, 429],
+        },
+    )
+    report = run_reconcile(staged, flaky)
+
+    assert verdicts(report) == EXPECTED
+    assert flaky.seen[f"/api/v1/transactions/{as_id}"] == 4
+    assert flaky.seen["/api/v1/transactions"] == 3
+    assert flaky.seen[f"/api/v1/transactions/{BROKEN_TXN}"] == 3  # max_attempts, then given up
+    lookup_failed = next(c for c in report.cases if c.verdict is Verdict.lookup_failed)
+    assert lookup_failed.exit_code == ExitCode.INCOMPLETE and not lookup_failed.needs_person
+
+
+def test_list_that_never_answers_leaves_unknowns_as_lookup_failed(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    before = snapshot(journal)
+
+    report = run_reconcile(journal, transport(sandbox, {"/api/v1/transactions": [503] * 10}))
+
+    assert verdicts(report) == {"INV-1": Verdict.lookup_failed}
+    assert report.exit_code == ExitCode.INCOMPLETE
+    assert report.cases[0].window_open is False
+    assert snapshot(journal) == before
+
+
+@pytest.mark.parametrize("api_key", ["sk_test_forbidden_key", "sk_test_not_a_known_key"])
+def test_refused_credentials_raise_and_change_nothing(
+    staged: Journal, sandbox: Sandbox, api_key: str
+) -> None:
+    before = snapshot(staged)
+
+    with pytest.raises(CredentialsRefused) as caught:
+        run_reconcile(staged, transport(sandbox), api_key=api_key, apply=True)
+
+    assert caught.value.exit_code == ExitCode.AUTH_REFUSED
+    assert "reconcile changed nothing" in str(caught.value)
+    assert api_key not in str(caught.value)
+    assert snapshot(staged) == before
+
+
+def test_search_stops_at_its_page_bound_and_says_so(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=1)
+    for number in range(5):
+        sandbox.add_transaction(f"OTHER-{number}")
+
+    report = run_reconcile(journal, transport(sandbox), list_limit=2, max_list_pages=2)
+
+    (case,) = report.cases
+    assert case.verdict is Verdict.unknown_not_found_window_open
+    assert "stopped after 2 pages" in case.detail
+    assert (report.search.pages, report.search.transactions, report.search.complete) == (
+        2,
+        4,
+        False,
+    )
+
+
+def test_search_stops_at_transactions_older_than_the_first_attempt(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=1)
+    long_ago = (NOW.timestamp()) - 3 * 86_400
+    for number in range(6):
+        sandbox.add_transaction(f"OLD-{number}", created_at=long_ago - number)
+    sandbox.add_transaction("INV-1", status="delivered", created_at=long_ago - 100)
+
+    report = run_reconcile(journal, transport(sandbox), list_limit=2)
+
+    assert report.search.pages == 1 and report.search.complete
+    assert report.cases[0].verdict is Verdict.unknown_not_found_window_open
+
+
+def test_key_reused_without_an_id_is_searched_for(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    add_invoice(journal, outbox, "INV-2")
+    sent(journal, "INV-1", "key_reused", http_status=422)
+    sent(journal, "INV-2", "key_reused", http_status=422)
+    sandbox.add_transaction("INV-1", status="delivered")
+
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    assert verdicts(report) == {"INV-1": Verdict.already_sent, "INV-2": Verdict.not_found}
+    assert report.applied == ("INV-1",)
+    assert "no existing_transaction_id" in report.cases[0].detail
+
+
+def test_apply_skips_an_invoice_that_moved_on(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    existing = sandbox.add_transaction("INV-1", status="delivered").id
+    sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
+
+    assert not journal.adopt_transaction(
+        "INV-1",
+        expected_state="unknown",
+        idempotency_key="invoice-INV-1",
+        transaction_id=existing,
+        remote_status="delivered",
+        checked_at=NOW.isoformat(),
+        accepted_at=NOW.isoformat(),
+        detail="should not happen",
+    )
+    assert journal.invoice("INV-1")["state"] == "key_reused"
+    assert journal.events("INV-1") == []
+
+
+@pytest.mark.parametrize(
+    ("api", "differences"),
+    [
+        ({"document_id": "INV-1", "receiver": {"identifier": "PHASE4-test-receiver"}}, []),
+        ({"invoice_number": "INV-1", "receiver_id": "9915:phase4-test-receiver"}, []),
+        ({"invoice_number": "INV-1", "receiver_id": "phase4-test-receiver"}, []),
+        ({"invoice_number": "INV-1", "document_type": "credit_note"}, ["document type"]),
+        ({"invoice_number": "INV-1", "receiver_id": "0088:phase4-test-receiver"}, ["receiver"]),
+        ({"invoice_number": "INV-1", "receiver_id": "someone-else"}, ["receiver"]),
+        (
+            {"receiver_id": "phase4-test-receiver"},
+            ["the API record carries no invoice number to match"],
+        ),
+    ],
+)
+def test_compare_tolerates_both_shapes(api: dict[str, object], differences: list[str]) -> None:
+    side = JournalSide(state="key_reused", document_type="Invoice", receiver=RECEIVER)
+
+    found = compare("INV-1", side, Transaction.from_json(api))
+
+    assert [d.split(":")[0] for d in found] == differences
+
+
+def test_output_is_written_atomically(staged: Journal, sandbox: Sandbox, tmp_path: Path) -> None:
+    report = run_reconcile(staged, transport(sandbox))
+    target = tmp_path / "out" / "report.json"
+    target.parent.mkdir()
+    target.write_text("old report")
+
+    write_output(target, to_json(report))
+
+    assert json.loads(target.read_text())["exit_code"] == 4
+    assert [p.name for p in target.parent.iterdir()] == ["report.json"]
