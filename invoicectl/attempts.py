@@ -62,17 +62,25 @@ class Plan:
 # ---- the environment binding --------------------------------------------------------------
 
 
-def bind_environment(journal: Journal, base_url: str, *, allow_change: bool) -> None:
-    """A journal sends to one base URL; another is refused unless explicitly allowed."""
+def check_environment(journal: Journal, base_url: str, *, allow_change: bool) -> str | None:
+    """The base URL the journal is bound to (None: not yet); another is refused unless allowed."""
     row = journal.db.execute("SELECT base_url FROM environment WHERE id = 1").fetchone()
-    if row is not None and row[0] == base_url:
-        return
-    if row is not None and not allow_change:
+    bound = None if row is None else str(row[0])
+    if bound is not None and bound != base_url and not allow_change:
         raise EnvironmentMismatch(
-            f"the journal {journal.path} is bound to {row[0]}, not {base_url}; keys and "
+            f"the journal {journal.path} is bound to {bound}, not {base_url}; keys and "
             "transactions of one environment mean nothing in another. Use another --journal, "
             "or --allow-environment-change if this is intended"
         )
+    return bound
+
+
+def bind_environment(journal: Journal, base_url: str, *, allow_change: bool) -> None:
+    """A journal sends to one base URL; another is refused unless explicitly allowed."""
+    bound = check_environment(journal, base_url, allow_change=allow_change)
+    if bound == base_url:
+        return
+    row = None if bound is None else (bound,)
     with journal.transaction():
         journal.db.execute(
             "INSERT INTO environment (id, base_url, bound_at) VALUES (1, ?, ?)"

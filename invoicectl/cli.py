@@ -218,40 +218,51 @@ class Tier(StrEnum):
     professional = "professional"
 
 
+ApiKeyFileOption = Annotated[
+    Path | None,
+    typer.Option(help="File holding the API key (mode 0600). Default: $GOROUTE_API_KEY."),
+]
+TierOption = Annotated[
+    Tier | None,
+    typer.Option(
+        help="Account tier: standard = 100/min, 10 concurrent (the default); "
+        "professional = 500/min, 50 concurrent."
+    ),
+]
+RateOption = Annotated[
+    int | None, typer.Option(min=1, help="Requests per minute (overrides --tier).")
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option(min=1, help="Requests in flight at most (overrides --tier).")
+]
+MaxAttemptsOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Tries per request on 5xx/timeouts in one run. Default 5."),
+]
+MaxWaitOption = Annotated[
+    float | None,
+    typer.Option(min=0, help="Longest Retry-After to wait out, seconds. Default 300."),
+]
+AllowEnvironmentChangeOption = Annotated[
+    bool, typer.Option(help="Allow this journal to be used with a new base URL.")
+]
+
+
 @app.command()
 def send(
     directory: Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")],
     recursive: RecursiveOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
-    api_key_file: Annotated[
-        Path | None,
-        typer.Option(help="File holding the API key (mode 0600). Default: $GOROUTE_API_KEY."),
-    ] = None,
-    tier: Annotated[
-        Tier | None,
-        typer.Option(
-            help="Account tier: standard = 100/min, 10 concurrent (the default); "
-            "professional = 500/min, 50 concurrent."
-        ),
-    ] = None,
-    rate: Annotated[
-        int | None, typer.Option(min=1, help="Requests per minute (overrides --tier).")
-    ] = None,
-    concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Requests in flight at most (overrides --tier).")
-    ] = None,
+    api_key_file: ApiKeyFileOption = None,
+    tier: TierOption = None,
+    rate: RateOption = None,
+    concurrency: ConcurrencyOption = None,
     batch_size: Annotated[
         int | None, typer.Option(min=1, help="Invoices per progress line. Default 50.")
     ] = None,
-    max_attempts: Annotated[
-        int | None,
-        typer.Option(min=1, help="Tries per invoice on 5xx/timeouts in one run. Default 5."),
-    ] = None,
-    max_wait: Annotated[
-        float | None,
-        typer.Option(min=0, help="Longest Retry-After to wait out, seconds. Default 300."),
-    ] = None,
+    max_attempts: MaxAttemptsOption = None,
+    max_wait: MaxWaitOption = None,
     deadline: Annotated[
         float | None,
         typer.Option(min=0, help="Stop taking new work after this many seconds (exit 75)."),
@@ -265,9 +276,7 @@ def send(
             "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
         ),
     ] = None,
-    allow_environment_change: Annotated[
-        bool, typer.Option(help="Allow this journal to send to a new base URL.")
-    ] = False,
+    allow_environment_change: AllowEnvironmentChangeOption = False,
     dry_run: Annotated[
         bool, typer.Option("--dry-run", help="Scan and plan; send nothing.")
     ] = False,
@@ -356,6 +365,65 @@ def send(
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
     raise typer.Exit(summary.exit_code)
+
+
+@app.command()
+def reconcile(
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Record the unambiguous verdicts (adopt the transaction the API holds); "
+            "everything needing a person stays as it is.",
+        ),
+    ] = False,
+    output_format: Annotated[
+        OutputFormat, typer.Option("--format", help="table, json or csv.")
+    ] = OutputFormat.table,
+    output: Annotated[
+        Path | None, typer.Option(help="Write the report to FILE (atomically), not stdout.")
+    ] = None,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+    api_key_file: ApiKeyFileOption = None,
+    tier: TierOption = None,
+    rate: RateOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    max_wait: MaxWaitOption = None,
+    allow_environment_change: AllowEnvironmentChangeOption = False,
+) -> None:
+    """What really happened to every refused, unanswered or amended send, and what to do next.
+
+    Looks each one up at GoRoute (key_reused: the existing transaction; unknown: the
+    transactions list), refreshes delivery status, and never resends anything.
+    Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
+    retried later."""
+    from invoicectl import runner
+    from invoicectl.reconcile_report import print_report, render, write_output
+    from invoicectl.settings import resolve
+
+    settings = resolve(
+        journal=journal,
+        sandbox=sandbox,
+        api_key_file=api_key_file,
+        tier=tier.value if tier else None,
+        rate=rate,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+        max_wait=max_wait,
+    )
+    report = runner.reconcile(
+        settings, apply=apply, allow_environment_change=allow_environment_change
+    )
+    if output is not None:
+        write_output(output, render(report, output_format.value))
+        _stderr().print(f"report written to {output}", highlight=False)
+    elif output_format is OutputFormat.table:
+        print_report(_stdout(), report)
+    else:
+        sys.stdout.write(render(report, output_format.value))
+    raise typer.Exit(int(report.exit_code))
 
 
 @app.command()

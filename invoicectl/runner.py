@@ -21,6 +21,9 @@ from invoicectl.client import GoRouteClient
 from invoicectl.errors import ExitCode
 from invoicectl.ingest import ScanReport, scan_directory
 from invoicectl.journal import Journal
+from invoicectl.limiter import RateLimiter
+from invoicectl.reconcile import ReconcileReport
+from invoicectl.retry import RetryPolicy
 from invoicectl.runlock import RunLock
 from invoicectl.sender import Progress, Sender, SendOptions, SendSummary
 from invoicectl.settings import Settings
@@ -47,15 +50,24 @@ class DryRun:
         }
 
 
-def sandbox_transport(settings: Settings) -> httpx.AsyncBaseTransport | None:
-    """``--sandbox`` sends to the built-in emulator, in this process, with its own journal."""
+@contextmanager
+def sandbox_session(settings: Settings) -> Iterator[httpx.AsyncBaseTransport | None]:
+    """``--sandbox``: the built-in emulator in this process, its memory kept beside the
+    sandbox journal between runs (so reconcile sees what send sent). None otherwise."""
     if not settings.sandbox:
-        return None
+        yield None
+        return
     from invoicectl.sandbox import Sandbox, SandboxConfig
+    from invoicectl.sandbox.persist import load, save
 
     # Generous limits: the client paces itself to --rate anyway.
-    config = SandboxConfig.for_tier("professional", lifecycle_step=1.0)
-    return Sandbox(config).transport()
+    emulator = Sandbox(SandboxConfig.for_tier("professional", lifecycle_step=1.0))
+    memory = settings.journal.with_name(settings.journal.stem + "-emulator.json")
+    load(emulator, memory)
+    try:
+        yield emulator.transport()
+    finally:
+        save(emulator, memory)
 
 
 def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:
@@ -88,13 +100,11 @@ def send(
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[ScanReport, SendSummary]:
     """Scan ``directory`` and send what is pending; the journal records every step."""
-    transport = transport or sandbox_transport(settings)
-    with locked_journal(settings, "send") as journal:
+    with locked_journal(settings, "send") as journal, sandbox_session(settings) as emulated:
+        transport = transport or emulated
         report = scan_directory(journal, directory, recursive=recursive)
         on_scanned(report)
-        attempts.bind_environment(
-            journal, settings.base_url, allow_change=allow_environment_change
-        )
+        attempts.bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
         assert settings.api_key is not None
         run_id = attempts.begin_run(
             journal,
@@ -173,3 +183,48 @@ def dry_run_exit_code(plan: DryRun, report: ScanReport) -> ExitCode:
     if report.invalid or plan.skipped.get("invalid") or plan.skipped.get("rejected"):
         return ExitCode.NEEDS_FIX
     return ExitCode.OK
+
+
+def reconcile(
+    settings: Settings,
+    *,
+    apply: bool = False,
+    allow_environment_change: bool = False,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> ReconcileReport:
+    """What really happened to every send that needs a look; nothing is ever resent."""
+    from invoicectl.reconcile import reconcile as judge
+
+    assert settings.api_key is not None
+    with locked_journal(settings, "reconcile") as journal, sandbox_session(settings) as emulated:
+        transport = transport or emulated
+        attempts.check_environment(
+            journal, settings.base_url, allow_change=allow_environment_change
+        )
+        run_id = attempts.begin_run(
+            journal,
+            "reconcile",
+            {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox},
+            base_url=settings.base_url,
+            key_fingerprint=settings.api_key.fingerprint,
+        )
+
+        async def run() -> ReconcileReport:
+            async with make_client(settings, transport) as client:
+                return await judge(
+                    journal,
+                    client,
+                    limiter=RateLimiter(settings.rate_per_minute),
+                    policy=RetryPolicy(
+                        max_attempts=settings.max_attempts, max_wait=settings.max_wait
+                    ),
+                    apply=apply,
+                    concurrency=settings.concurrency,
+                    run_id=run_id,
+                )
+
+        report = asyncio.run(run())
+        attempts.finish_run(
+            journal, run_id, int(report.exit_code), {"counts": report.counts, "apply": apply}
+        )
+    return report

@@ -53,5 +53,8 @@ class IdempotencyStore:
     def remember(self, record: KeyRecord) -> None:
         self._records[record.key] = record
 
+    def records(self) -> list[KeyRecord]:
+        return list(self._records.values())
+
     def __len__(self) -> int:
         return len(self._records)

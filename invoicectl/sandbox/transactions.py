@@ -122,6 +122,9 @@ class TransactionBook:
     def get(self, txn_id: str) -> Transaction | None:
         return self._by_id.get(txn_id)
 
+    def all(self) -> list[Transaction]:
+        return list(self._by_id.values())
+
     def __len__(self) -> int:
         return len(self._by_id)
 
