@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl.errors import EnvironmentMismatch, UsageError
+from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError, worst
 from invoicectl.journal import Journal
 from invoicectl.keys import idempotency_key
 from invoicectl.outcomes import (
@@ -181,6 +181,20 @@ def plan(journal: Journal, now: datetime) -> Plan:
         ).fetchall()
     ]
     return Plan(tuple(replays), tuple(pending), tuple(held))
+
+
+def attention(journal: Journal, now: datetime) -> ExitCode:
+    """What the journal's states ask of a person: 3 fix, 4 reconcile, 75 the next run."""
+    counts = journal.state_counts()
+    held = plan(journal, now).held
+    codes = [ExitCode.OK]
+    if counts["key_reused"] or counts["amended"] or held:
+        codes.append(ExitCode.NEEDS_RECONCILE)
+    if counts["invalid"] or counts["rejected"]:
+        codes.append(ExitCode.NEEDS_FIX)
+    if counts["unknown"] > len(held):
+        codes.append(ExitCode.INCOMPLETE)  # replayed safely by the next send
+    return worst(*codes)
 
 
 def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:

@@ -12,13 +12,12 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any
 
-import click
 import typer
 import typer.core
 from rich.console import Console
 
 from invoicectl import __version__
-from invoicectl.errors import ExitCode, InvoicectlError, UsageError, worst
+from invoicectl.errors import ExitCode, InvoicectlError, UsageError
 
 EXIT_CODES_HELP = """
 Exit codes (the highest-ranked that applies):
@@ -37,7 +36,7 @@ Exit codes (the highest-ranked that applies):
 class _Commands(typer.core.TyperGroup):
     """Turns library errors into a message on stderr and their exit code, in one place."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
             return super().invoke(ctx)
         except InvoicectlError as error:
@@ -153,7 +152,9 @@ def status(
 ) -> None:
     """Counts per state and the invoices in the journal.
 
-    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation."""
+    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, 75 if an
+    unanswered send waits for the next run's replay."""
+    from invoicectl.attempts import attention
     from invoicectl.journal import STATES, Journal
     from invoicectl.render import (
         STATUS_FIELDS,
@@ -169,6 +170,7 @@ def status(
     with Journal(_journal_path(journal, sandbox)) as opened:
         counts = opened.state_counts()
         records = status_records(opened, state)
+        attention_code = attention(opened, opened.clock())
     if output_format is OutputFormat.json:
         print(to_json(records))
     elif output_format is OutputFormat.csv:
@@ -178,16 +180,7 @@ def status(
         print_state_counts(console, counts)
         if records:
             print_status_table(console, records)
-    raise typer.Exit(_attention_code(counts))
-
-
-def _attention_code(counts: dict[str, int]) -> ExitCode:
-    codes = [ExitCode.OK]
-    if counts.get("invalid") or counts.get("rejected"):
-        codes.append(ExitCode.NEEDS_FIX)
-    if counts.get("key_reused") or counts.get("amended") or counts.get("unknown"):
-        codes.append(ExitCode.NEEDS_RECONCILE)
-    return worst(*codes)
+    raise typer.Exit(attention_code)
 
 
 @app.command()
@@ -417,12 +410,12 @@ def reconcile(
         settings, apply=apply, allow_environment_change=allow_environment_change
     )
     if output is not None:
-        write_output(output, render(report, output_format.value))
+        write_output(output, render(report, output_format.value))  # type: ignore[arg-type]
         _stderr().print(f"report written to {output}", highlight=False)
     elif output_format is OutputFormat.table:
         print_report(_stdout(), report)
     else:
-        sys.stdout.write(render(report, output_format.value))
+        sys.stdout.write(render(report, output_format.value))  # type: ignore[arg-type]
     raise typer.Exit(int(report.exit_code))
 
 

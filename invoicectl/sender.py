@@ -302,16 +302,11 @@ class Sender:
 
 def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
     """design.md's exit codes, the highest-ranked that applies."""
-    codes = [ExitCode.OK]
+    codes = [attempts.attention(journal, journal.clock())]
     if summary.stopped_by == "credentials":
         codes.append(ExitCode.AUTH_REFUSED)
     if summary.stopped_by == "signal":
         codes.append(ExitCode.INTERRUPTED)
-    counts = summary.journal_counts or journal.state_counts()
-    if counts.get("key_reused") or counts.get("amended") or summary.held:
-        codes.append(ExitCode.NEEDS_RECONCILE)
-    if counts.get("invalid") or counts.get("rejected"):
-        codes.append(ExitCode.NEEDS_FIX)
-    if counts.get("pending") or (counts.get("unknown", 0) > len(summary.held)):
+    if journal.state_counts()["pending"]:
         codes.append(ExitCode.INCOMPLETE)
     return worst(*codes)
