@@ -7,6 +7,7 @@ point, ``main``; ``INVOICECTL_DEBUG=1`` re-raises them with a traceback instead.
 from __future__ import annotations
 
 import os
+import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -464,4 +465,15 @@ def sandbox(
 
 
 def main() -> None:
-    app(prog_name="invoicectl")
+    # SIGTERM outside the send loop (which handles both signals itself) ends like Ctrl-C:
+    # every journal write is its own transaction, so stopping between them loses nothing.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        app(prog_name="invoicectl")
+    except KeyboardInterrupt:
+        _stderr().print("invoicectl: interrupted; state saved", highlight=False)
+        sys.exit(int(ExitCode.INTERRUPTED))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
