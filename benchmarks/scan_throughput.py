@@ -7,17 +7,19 @@ then reports, all in this run:
   peak RSS of a scan of N files, and of N/4 files         (target: under 150 MB, within 20 %)
 
 Each scan runs as `python -m invoicectl scan` in a fresh process with a fresh journal, the
-way cron runs it, so start-up and journal writes are counted.
+way cron runs it, so start-up and journal writes are counted. Timings are repeated (--repeat)
+and each round's ratios are taken within that round, since the machine may be shared: the
+load average is printed before and after, and the medians are the figures to quote.
 
-    python benchmarks/scan_throughput.py [--count 20000] [--large 4] [--keep DIR]
+    python benchmarks/scan_throughput.py [--count 20000] [--large 4] [--keep DIR] [--repeat 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -28,19 +30,22 @@ sys.path.insert(0, str(Path(__file__).parent))
 from outbox import write_outbox  # noqa: E402
 
 
-def timed(command: list[str], **kwargs: object) -> tuple[float, float]:
-    """Wall seconds and peak RSS (MB) of one command in a child process."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+def timed(command: list[str]) -> float:
+    """Wall seconds of one command in a child process."""
     start = time.perf_counter()
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL, **kwargs)  # type: ignore[call-overload]
-    elapsed = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    # ru_maxrss of children is the maximum over all children so far: only a rise is news.
-    return elapsed, max(peak, before) / 1024
+    subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+    return time.perf_counter() - start
 
 
 def scan(directory: Path, journal: Path) -> list[str]:
     return [sys.executable, "-m", "invoicectl", "scan", str(directory), "--journal", str(journal)]
+
+
+def fresh(journal: Path) -> Path:
+    """``journal`` with no file or WAL left from an earlier run: every first scan is one."""
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{journal}{suffix}").unlink(missing_ok=True)
+    return journal
 
 
 def sha256sum(directory: Path) -> float:
@@ -54,24 +59,34 @@ def sha256sum(directory: Path) -> float:
 
 
 def peak_rss_of_scan(directory: Path, journal: Path) -> float:
-    """Peak RSS of one scan process tree, in MB, measured by a fresh wrapper process."""
+    """Peak RSS of the largest process of one scan (main or worker), in MB, measured by a
+    fresh wrapper process."""
     probe = (
         "import resource, subprocess, sys;"
         "subprocess.run(sys.argv[1:], stdout=subprocess.DEVNULL);"
         "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe, *scan(directory, journal)],
-        capture_output=True, text=True, check=True,
+        [sys.executable, "-c", probe, *scan(directory, fresh(journal))],
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return int(out.stdout.strip()) / 1024
 
 
+def load() -> str:
+    return "load average " + " ".join(f"{value:.2f}" for value in os.getloadavg())
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--large", type=int, default=4)
     parser.add_argument("--keep", type=Path, help="generate into DIR and keep it")
+    parser.add_argument("--repeat", type=int, default=3, help="rounds of timings")
     args = parser.parse_args()
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="invoicectl-bench-"))
@@ -82,26 +97,43 @@ def main() -> None:
             write_outbox(big, args.count, args.large)
             write_outbox(small, args.count // 4, args.large)
         total = sum(p.stat().st_size for p in big.iterdir())
-        print(f"files: {args.count} + {args.large} large, {total / 1e6:.0f} MB, cores: {os.cpu_count()}")
+        print(
+            f"files: {args.count} + {args.large} large, {total / 1e6:.0f} MB, "
+            f"cores: {os.cpu_count()}, {load()}"
+        )
 
-        sha_a = sha256sum(big)  # warms the page cache too
+        sha256sum(big)  # warms the page cache
         journal = work / "journal.db"
-        for leftover in work.glob("journal.db*"):
-            leftover.unlink()
-        first, _ = timed(scan(big, journal))
-        rescan, _ = timed(scan(big, journal))
-        sha_b = sha256sum(big)
-        sha = min(sha_a, sha_b)
-        print(f"sha256sum:   {sha:7.2f} s")
-        print(f"first scan:  {first:7.2f} s   ratio to sha256sum {first / sha:5.2f}  (target <= 2.5)")
-        print(f"re-scan:     {rescan:7.2f} s   ratio to first scan {rescan / first:5.2f}  (target <= 0.25)")
+        firsts, rescan_ratios, first_ratios = [], [], []
+        for round_ in range(1, args.repeat + 1):
+            sha = sha256sum(big)
+            first = timed(scan(big, fresh(journal)))
+            rescan = timed(scan(big, journal))
+            firsts.append(first)
+            first_ratios.append(first / sha)
+            rescan_ratios.append(rescan / first)
+            print(
+                f"round {round_}: sha256sum {sha:5.2f} s, first scan {first:5.2f} s "
+                f"(ratio {first / sha:4.2f}), re-scan {rescan:5.2f} s "
+                f"(ratio {rescan / first:4.2f}); {load()}"
+            )
+        print(
+            f"first scan:  median {statistics.median(firsts):5.2f} s, ratio to sha256sum "
+            f"{statistics.median(first_ratios):4.2f}  (target <= 2.5)"
+        )
+        print(
+            f"re-scan:     ratio to first scan {statistics.median(rescan_ratios):4.2f}"
+            "  (target <= 0.25)"
+        )
 
         rss_full = peak_rss_of_scan(big, work / "rss-full.db")
         rss_quarter = peak_rss_of_scan(small, work / "rss-quarter.db")
         print(
-            f"peak RSS:    {rss_full:6.0f} MB at {args.count} files, {rss_quarter:.0f} MB at "
-            f"{args.count // 4}; ratio {rss_full / rss_quarter:4.2f}  (targets < 150 MB, <= 1.20)"
+            f"peak RSS:    {rss_full:4.0f} MB at {args.count} files, {rss_quarter:.0f} MB at "
+            f"{args.count // 4}; ratio {rss_full / rss_quarter:4.2f}"
+            "  (targets < 150 MB, <= 1.20)"
         )
+        print(f"done; {load()}")
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

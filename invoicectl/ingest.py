@@ -11,7 +11,8 @@ statements so that memory stays flat and a re-scan stays cheap; the rest, one ID
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,9 @@ from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal
 from invoicectl.scanner import ScannedFile, find_candidates, scan_files
 
+# A write transaction stores at most this many files, or about this many bytes of them.
 _COMMIT_EVERY = 500
+_COMMIT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,9 +52,8 @@ def scan_directory(
     root = directory.expanduser().absolute()
     if not root.is_dir():
         raise ConfigError(f"the outbox {directory} is not a directory")
-    paths = find_candidates(root, recursive)
-    known = journal.known_sha256()
-    scanned = scan_files(paths, root, known, journal.cached_stat, workers=workers)
+    names = find_candidates(root, recursive)
+    scanned = scan_files(names, root, journal.known_sha256, journal.cached_stats, workers=workers)
     return Ingest(journal, root).run(scanned)
 
 
@@ -77,8 +79,10 @@ class Ingest:
             " (invoice_id TEXT, sha256 TEXT, name TEXT, path TEXT, reason TEXT)"
         )
         self.db.execute("DELETE FROM temp.scan")
-        with self.journal.transaction():
+        with self._bulk_writes():
             self._store(scanned)
+        with self.journal.transaction():
+            self._name_known_content()
             self._settle_new()
             self._count_unchanged()
             self._settle_the_rest()
@@ -88,21 +92,43 @@ class Ingest:
 
     # ---- storing what was found -----------------------------------------------------------
 
+    @contextmanager
+    def _bulk_writes(self) -> Iterator[None]:
+        """Storing what a scan found commits without waiting for the disk (WAL with
+        ``synchronous=NORMAL`` never corrupts; a power cut can only lose the last commits).
+        Losing them means the next scan reads those files again: no state changes here, so
+        nothing is sent twice. Settling commits with the journal's usual ``FULL``, which
+        makes everything before it durable too."""
+        if self.db.conn.in_transaction:  # SQLite refuses the change inside one
+            yield
+            return
+        (before,) = self.db.execute("PRAGMA synchronous").fetchone()
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA synchronous = {int(before)}")
+
     def _store(self, scanned: Iterable[ScannedFile]) -> None:
         now = self.journal.now()
         batch: list[ScannedFile] = []
+        held = 0
         for item in scanned:
             self.report.files += 1
             batch.append(item)
-            if len(batch) >= _COMMIT_EVERY:
-                self._store_batch(batch, now)
+            held += len(item.data) if item.data is not None else 0
+            if len(batch) >= _COMMIT_EVERY or held >= _COMMIT_BYTES:
+                # Bounded write transactions keep the WAL and memory small; a crash mid-scan
+                # leaves only revisions, which the next scan settles.
+                with self.journal.transaction():
+                    self._store_batch(batch, now)
                 batch.clear()
-                # Bounded write transactions keep the WAL small; a crash mid-scan leaves only
-                # revisions, which the next scan settles.
-                self.db.commit()
-                self.db.begin()
-        self._store_batch(batch, now)
-        # Content the journal already held carries no ID from the worker: look it up.
+                held = 0
+        with self.journal.transaction():
+            self._store_batch(batch, now)
+
+    def _name_known_content(self) -> None:
+        """Content the journal already held carries no ID from the worker: look it up."""
         self.db.execute(
             "UPDATE temp.scan SET invoice_id ="
             " (SELECT invoice_id FROM revisions WHERE revisions.sha256 = scan.sha256)"
@@ -120,21 +146,18 @@ class Ingest:
             " (invoice_id, sha256, size, source_path, facts, first_seen)"
             " VALUES (?, ?, ?, ?, ?, ?)",
             [
-                (item.invoice_id, item.sha256, item.size, str(item.path), item.facts_json, now)
+                (item.invoice_id, item.sha256, item.size, item.path, item.facts_json, now)
                 for item in new
             ],
         )
         self.journal.remember_stats(
-            (str(item.path), item.stat, item.sha256)
+            (item.path, item.stat, item.sha256)
             for item in batch
             if item.stat is not None and item.sha256 is not None and item.reason is None
         )
         self.db.conn.executemany(
             "INSERT INTO temp.scan (invoice_id, sha256, name, path, reason) VALUES (?, ?, ?, ?, ?)",
-            [
-                (item.invoice_id, item.sha256, item.name, str(item.path), item.reason)
-                for item in batch
-            ],
+            [(item.invoice_id, item.sha256, item.name, item.path, item.reason) for item in batch],
         )
 
     # ---- settling each invoice ID ---------------------------------------------------------
@@ -313,8 +336,7 @@ class Ingest:
     def _record_unidentified(self) -> None:
         now = self.journal.now()
         rows = self.db.execute(
-            "SELECT name, reason FROM temp.scan WHERE reason IS NOT NULL"
-            " ORDER BY name"
+            "SELECT name, reason FROM temp.scan WHERE reason IS NOT NULL ORDER BY name"
         ).fetchall()
         for name, reason in rows:
             self.report.invalid.append(Problem(name, reason))

@@ -78,24 +78,22 @@ class Journal:
         ).fetchone()
         return dict(json.loads(row[0]))
 
-    def cached_stat(self, path: Path) -> tuple[StatKey, str] | None:
-        """The stat and sha256 recorded when ``path`` was last hashed."""
-        row = self.db.execute(
-            "SELECT size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256 FROM file_stats"
-            " WHERE path = ?",
-            (str(path),),
-        ).fetchone()
-        return None if row is None else (StatKey(*row[:5]), row[5])
+    def cached_stats(self, paths: list[str]) -> dict[str, tuple[StatKey, str]]:
+        """For each of ``paths`` hashed before, the stat and sha256 recorded then."""
+        # One query per window of paths, not one per path; on a first scan it finds nothing.
+        rows = self.db.conn.execute(
+            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256"
+            " FROM file_stats WHERE path IN (SELECT value FROM json_each(?))",
+            (json.dumps(paths),),
+        )
+        return {row[0]: (StatKey(*row[1:6]), row[6]) for row in rows}
 
     def remember_stats(self, entries: Iterable[tuple[str, StatKey, str]]) -> None:
         self.db.conn.executemany(
             "INSERT OR REPLACE INTO file_stats"
             " (path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256)"
             " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [
-                (path, key.size, key.mtime_ns, key.ctime_ns, key.inode, key.checked_at_ns, sha)
-                for path, key, sha in entries
-            ],
+            [(path, *key, sha) for path, key, sha in entries],
         )
 
     def invoice(self, invoice_id: str) -> sqlite3.Row | None:

@@ -1,10 +1,15 @@
 """Finding, reading, hashing and parsing the files of an outbox.
 
 Parsing dominates ingest (design.md, "Measured pitfalls"), so many files are read by a small
-pool of worker processes. Content the journal already knows (by sha256) is hashed but not
-parsed again, and a file whose ``lstat`` is unchanged since it was last hashed is not read at
-all (see ``StatCheck``), which keeps a re-scan cheap. Work is handed out in windows so that
-memory stays flat however many files there are.
+pool of worker processes while this process stores what they found. Content the journal
+already knows (by sha256) is hashed but not parsed again, and a file whose ``lstat`` is
+unchanged since it was last hashed is not read at all (see ``StatKey``), which keeps a re-scan
+cheap. Files are looked up and handed out in small windows, with a bounded number in flight,
+so that memory stays flat however many files there are.
+
+Everything that crosses between processes is plain: names and answers are strings, numbers
+and bytes in named tuples, which pickle in well under half the time of dataclasses holding
+Paths.
 """
 
 from __future__ import annotations
@@ -14,26 +19,36 @@ import json
 import os
 import stat
 import time
-from collections.abc import Callable, Collection, Iterable, Iterator
-from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass
+from collections import deque
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import islice
-from multiprocessing import get_context
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from invoicectl import ubl
 
+if TYPE_CHECKING:
+    from concurrent.futures import Future, ProcessPoolExecutor
+
 # Below this many files to read, a process pool costs more to start than it saves.
 _POOL_THRESHOLD = 200
+# Files whose cached stats are looked up in one query.
 _WINDOW = 512
+# Files handed to a worker at once (fewer when they are large), and chunks in flight per
+# worker: enough that no worker waits while this process stores, few enough that the bytes in
+# flight stay a few megabytes however large the files. Smaller chunks cost more in
+# inter-process overhead than they gain in balance.
+_CHUNK = 64
+_CHUNK_BYTES = 4 * 1024 * 1024
+_CHUNKS_IN_FLIGHT_PER_WORKER = 4
 # A file changed within this long before it was checked may still be being written, in the
 # same timestamp tick: its stat proves nothing and it is hashed again next time.
 _RACY_NS = 2_000_000_000
 
 
-@dataclass(frozen=True)
-class StatKey:
+class StatKey(NamedTuple):
+    """A regular file's identity (``lstat``) and when it was taken."""
+
     size: int
     mtime_ns: int
     ctime_ns: int
@@ -41,16 +56,11 @@ class StatKey:
     checked_at_ns: int
 
     def proves_unchanged(self, cached: StatKey) -> bool:
-        same = (self.size, self.mtime_ns, self.ctime_ns, self.inode) == (
-            cached.size,
-            cached.mtime_ns,
-            cached.ctime_ns,
-            cached.inode,
-        )
+        same = self[:4] == cached[:4]
         return same and cached.checked_at_ns - cached.ctime_ns > _RACY_NS
 
 
-def stat_key(path: Path) -> StatKey | None:
+def stat_key(path: str | Path) -> StatKey | None:
     """The regular file's identity now; None for links, directories and the unreadable."""
     try:
         st = os.lstat(path)
@@ -61,12 +71,11 @@ def stat_key(path: Path) -> StatKey | None:
     return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, time.time_ns())
 
 
-@dataclass(frozen=True)
-class ScannedFile:
-    """One file's answer. Only small things cross back from a worker process: the bytes
-    travel only when the journal does not hold them yet."""
+class ScannedFile(NamedTuple):
+    """One file's answer. The bytes travel back from a worker only when the journal does
+    not hold them yet."""
 
-    path: Path  # as found under the scanned directory
+    path: str  # absolute, under the scanned directory: the journal's key for the file
     name: str  # relative to the scanned directory, for messages
     sha256: str | None = None  # None when the file could not be read
     size: int | None = None
@@ -74,26 +83,32 @@ class ScannedFile:
     facts_json: str | None = None  # what ubl.parse_document found, for new content
     data: bytes | None = None  # the exact bytes, for new content
     reason: str | None = None  # why the file yields no invoice ID
-    stat: StatKey | None = None  # lstat taken before the bytes were read
+    # The lstat taken before the bytes were read, to remember; None when the file was not
+    # read (its stat is already in the journal) or is not a regular file.
+    stat: StatKey | None = None
 
 
-# path -> the StatKey and sha256 recorded when it was last hashed, if any
-CachedStat = Callable[[Path], tuple[StatKey, str] | None]
+# paths -> for those hashed before, the StatKey and sha256 recorded then
+CachedStats = Callable[[list[str]], dict[str, tuple[StatKey, str]]]
+# the sha256 of every content the journal holds; asked only if some file must be read
+KnownSha256 = Callable[[], Collection[str]]
 
 
-def find_candidates(root: Path, recursive: bool = False) -> list[Path]:
-    """Every entry named ``*.xml`` (any case), sorted, including directories and broken links,
-    which then get a reason of their own instead of vanishing. Symbolic links to directories
-    are not descended into."""
-    found: list[Path] = []
-    if recursive:
-        for directory, _subdirs, files in os.walk(root):
-            found.extend(Path(directory, name) for name in files if _is_xml(name))
-            found.extend(Path(directory, name) for name in _subdirs if _is_xml(name))
-    else:
+def find_candidates(root: Path, recursive: bool = False) -> list[str]:
+    """The name, relative to ``root``, of every entry named ``*.xml`` (any case), sorted,
+    including directories and broken links, which then get a reason of their own instead of
+    vanishing. Symbolic links to directories are not descended into."""
+    if not recursive:
         with os.scandir(root) as entries:
-            found.extend(Path(entry.path) for entry in entries if _is_xml(entry.name))
-    return sorted(found)
+            return sorted(entry.name for entry in entries if _is_xml(entry.name))
+    found: list[str] = []
+    for directory, subdirs, files in os.walk(root):
+        relative = os.path.relpath(directory, root)
+        prefix = "" if relative == os.curdir else relative + os.sep
+        found.extend(prefix + name for name in files if _is_xml(name))
+        found.extend(prefix + name for name in subdirs if _is_xml(name))
+    # Component by component, as paths sort: a/x.xml before a-b/x.xml.
+    return sorted(found, key=lambda name: name.split(os.sep))
 
 
 def _is_xml(name: str) -> bool:
@@ -101,66 +116,153 @@ def _is_xml(name: str) -> bool:
 
 
 def scan_files(
-    paths: list[Path],
+    names: Sequence[str],
     root: Path,
-    known_sha256: Collection[str],
-    cached_stat: CachedStat = lambda path: None,
+    known_sha256: KnownSha256,
+    cached_stats: CachedStats = lambda paths: {},
     workers: int | None = None,
 ) -> Iterator[ScannedFile]:
-    """Each path's answer: unchanged files from their stat, the rest read, hashed and parsed."""
-    to_read: list[tuple[Path, StatKey | None]] = []
-    for path in paths:
-        key = stat_key(path)
-        cached = cached_stat(path) if key is not None else None
-        if key is not None and cached is not None and key.proves_unchanged(cached[0]):
-            yield ScannedFile(
-                path, _display_name(path, root), cached[1], key.size, stat=cached[0]
-            )
-        else:
-            to_read.append((path, key))
-    yield from _read_all(to_read, root, known_sha256, workers)
+    """Each file's answer: unchanged files from their stat, the rest read, hashed and parsed.
+
+    ``names`` are relative to ``root``, an absolute path. Files that are read are answered in
+    the order of ``names``; a file proved unchanged may be answered before files named ahead
+    of it that are still being read.
+    """
+    directory = str(root)
+    reader = _Reader(root, known_sha256, workers)
+    try:
+        for window in _windows(names, _WINDOW):
+            paths = [os.path.join(directory, name) for name in window]
+            cached = cached_stats(paths)
+            for name, path in zip(window, paths, strict=True):
+                key = stat_key(path)
+                hit = cached.get(path) if key is not None else None
+                if key is not None and hit is not None and key.proves_unchanged(hit[0]):
+                    yield ScannedFile(path, name, hit[1], key.size)
+                else:
+                    yield from reader.add(name, key)
+        yield from reader.finish()
+    finally:
+        reader.close()
 
 
-def _read_all(
-    to_read: list[tuple[Path, StatKey | None]],
-    root: Path,
-    known_sha256: Collection[str],
-    workers: int | None,
-) -> Iterator[ScannedFile]:
-    workers = workers if workers is not None else _default_workers(len(to_read))
-    if workers <= 1:
-        yield from (_scan_one(path, key, root, known_sha256) for path, key in to_read)
-        return
-    with ProcessPoolExecutor(
-        max_workers=workers,
-        mp_context=get_context("fork"),
-        initializer=_init_worker,
-        initargs=(root, frozenset(known_sha256)),
-    ) as pool:
-        for window in _windows(to_read, _WINDOW):
-            yield from pool.map(_scan_in_worker, window, chunksize=32)
-
-
-def _default_workers(count: int) -> int:
-    if count < _POOL_THRESHOLD:
-        return 1
-    return max(1, min(4, os.cpu_count() or 1))
-
-
-def _windows(
-    items: Iterable[tuple[Path, StatKey | None]], size: int
-) -> Iterator[list[tuple[Path, StatKey | None]]]:
+def _windows(items: Iterable[str], size: int) -> Iterator[list[str]]:
     iterator = iter(items)
     while window := list(islice(iterator, size)):
         yield window
 
 
+class _Reader:
+    """Reads, hashes and parses files: here when they are few, in a process pool when many.
+
+    Answers come back in the order files were added. With a pool, files go out in chunks and
+    at most a few chunks per worker are in flight: adding a file past that yields the oldest
+    chunk's answers first.
+    """
+
+    def __init__(self, root: Path, known_sha256: KnownSha256, workers: int | None) -> None:
+        self.root = root
+        self.known_sha256 = known_sha256
+        self.workers = workers
+        self.known: Collection[str] | None = None
+        self.pool: ProcessPoolExecutor | None = None
+        # Files not handed out yet: until the pool starts, and for the next chunk.
+        self.waiting: list[tuple[str, StatKey | None]] = []
+        self.chunk: list[tuple[str, StatKey | None]] = []
+        self.chunk_bytes = 0
+        self.in_flight: deque[Future[list[ScannedFile]]] = deque()
+
+    def add(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
+        if self.pool is not None:
+            yield from self._add_to_chunk(name, key)
+            return
+        self.waiting.append((name, key))
+        if self.workers is None and len(self.waiting) >= _POOL_THRESHOLD:
+            self.workers = _default_workers()
+        if self.workers is None:
+            return
+        if self.workers <= 1:
+            yield from self._here()
+            return
+        self._start_pool(self.workers)
+        waiting, self.waiting = self.waiting, []
+        for waiting_name, waiting_key in waiting:
+            yield from self._add_to_chunk(waiting_name, waiting_key)
+
+    def finish(self) -> Iterator[ScannedFile]:
+        if self.pool is None:
+            yield from self._here()
+            return
+        if self.chunk:
+            yield from self._hand_out()
+        while self.in_flight:
+            yield from self.in_flight.popleft().result()
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool = None
+
+    def _here(self) -> Iterator[ScannedFile]:
+        if not self.waiting:
+            return
+        place = _Place(str(self.root), self.root)
+        known = self._known()
+        waiting, self.waiting = self.waiting, []
+        for name, key in waiting:
+            yield _scan_one(name, key, place, known)
+
+    def _start_pool(self, workers: int) -> None:
+        # Imported here: a small scan, and every other command, never needs a pool.
+        from concurrent.futures import ProcessPoolExecutor
+        from multiprocessing import get_context
+
+        self.pool = ProcessPoolExecutor(
+            max_workers=workers,
+            # fork: the workers inherit the parser and the known hashes instead of pickling
+            # or rebuilding them.
+            mp_context=get_context("fork"),
+            initializer=_init_worker,
+            initargs=(self.root, self._known()),
+        )
+
+    def _add_to_chunk(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
+        self.chunk.append((name, key))
+        self.chunk_bytes += key.size if key is not None else 0
+        if len(self.chunk) >= _CHUNK or self.chunk_bytes >= _CHUNK_BYTES:
+            yield from self._hand_out()
+
+    def _hand_out(self) -> Iterator[ScannedFile]:
+        assert self.pool is not None and self.workers is not None
+        chunk, self.chunk, self.chunk_bytes = self.chunk, [], 0
+        self.in_flight.append(self.pool.submit(_scan_chunk, chunk))
+        while len(self.in_flight) > self.workers * _CHUNKS_IN_FLIGHT_PER_WORKER:
+            yield from self.in_flight.popleft().result()
+
+    def _known(self) -> Collection[str]:
+        if self.known is None:
+            self.known = self.known_sha256()
+        return self.known
+
+
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))
+
+
+class _Place(NamedTuple):
+    """Where a process finds the files: ``directory`` (absolute) names them in answers, and
+    ``read_root`` is what ``ubl.read_document`` opens them under and checks them against."""
+
+    directory: str
+    read_root: Path
+
+
 def _scan_one(
-    path: Path, key: StatKey | None, root: Path, known_sha256: Collection[str]
+    name: str, key: StatKey | None, place: _Place, known_sha256: Collection[str]
 ) -> ScannedFile:
-    name = _display_name(path, root)
+    path = os.path.join(place.directory, name)
     try:
-        data = ubl.read_document(path, root)
+        data = ubl.read_document(place.read_root / name, place.read_root)
     except ubl.InvalidDocument as error:
         return ScannedFile(path, name, reason=error.reason)
     sha256 = hashlib.sha256(data).hexdigest()
@@ -200,21 +302,23 @@ def _endpoint_record(endpoint: ubl.Endpoint | None) -> dict[str, str] | None:
     return None if endpoint is None else {"scheme": endpoint.scheme, "id": endpoint.id}
 
 
-def _display_name(path: Path, root: Path) -> str:
-    try:
-        return str(path.relative_to(root))
-    except ValueError:
-        return str(path)
-
-
 _worker_state: dict[str, Any] = {}
 
 
-def _init_worker(root: Path, known_sha256: frozenset[str]) -> None:
-    _worker_state["root"] = root
+def _init_worker(root: Path, known_sha256: Collection[str]) -> None:
+    # A worker runs inside the scanned directory: ubl.read_document then resolves a name
+    # with one lstat instead of one per component of the directory's path, and the answer
+    # is the same, since "." resolves to the directory's real path. The worker is a process
+    # of its own, so its working directory is nobody else's.
+    try:
+        os.chdir(root)
+        read_root = Path(os.curdir)
+    except OSError:
+        read_root = root
+    _worker_state["place"] = _Place(str(root), read_root)
     _worker_state["known"] = known_sha256
 
 
-def _scan_in_worker(item: tuple[Path, StatKey | None]) -> ScannedFile:
-    path, key = item
-    return _scan_one(path, key, _worker_state["root"], _worker_state["known"])
+def _scan_chunk(chunk: list[tuple[str, StatKey | None]]) -> list[ScannedFile]:
+    place, known = _worker_state["place"], _worker_state["known"]
+    return [_scan_one(name, key, place, known) for name, key in chunk]
