@@ -48,7 +48,6 @@ from invoicectl.outcomes import (
     Transient,
 )
 
-DEFAULT_BASE_URL = "https://app.goroute.ai/peppol-api"
 KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
 FINAL_STATUSES = frozenset({"delivered", "failed"})
 

@@ -133,17 +133,23 @@ def scan_files(
     try:
         for window in _windows(names, _WINDOW):
             paths = [os.path.join(directory, name) for name in window]
-            cached = cached_stats(paths)
+            cached = cached_stats([as_text(path) for path in paths])
             for name, path in zip(window, paths, strict=True):
                 key = stat_key(path)
-                hit = cached.get(path) if key is not None else None
+                hit = cached.get(as_text(path)) if key is not None else None
                 if key is not None and hit is not None and key.proves_unchanged(hit[0]):
-                    yield ScannedFile(path, name, hit[1], key.size)
+                    yield ScannedFile(as_text(path), as_text(name), hit[1], key.size)
                 else:
                     yield from reader.add(name, key)
         yield from reader.finish()
     finally:
         reader.close()
+
+
+def as_text(name: str) -> str:
+    """A file name as text for the journal and messages. Names are bytes on Linux; one that
+    is not UTF-8 keeps its odd bytes as \\xNN escapes instead of failing the whole scan."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def _windows(items: Iterable[str], size: int) -> Iterator[list[str]]:
@@ -260,9 +266,10 @@ class _Place(NamedTuple):
 def _scan_one(
     name: str, key: StatKey | None, place: _Place, known_sha256: Collection[str]
 ) -> ScannedFile:
-    path = os.path.join(place.directory, name)
+    data_path = place.read_root / name
+    path, name = as_text(os.path.join(place.directory, name)), as_text(name)
     try:
-        data = ubl.read_document(place.read_root / name, place.read_root)
+        data = ubl.read_document(data_path, place.read_root)
     except ubl.InvalidDocument as error:
         return ScannedFile(path, name, reason=error.reason)
     sha256 = hashlib.sha256(data).hexdigest()

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from invoicectl import DEFAULT_BASE_URL
 from invoicectl.apikey import ApiKey
-from invoicectl.client import DEFAULT_BASE_URL
 from invoicectl.errors import ConfigError, UsageError
 from invoicectl.journal import default_journal_path
 

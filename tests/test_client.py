@@ -23,10 +23,9 @@ import respx
 from hypothesis import given
 from hypothesis import strategies as st
 
-from invoicectl import __version__
+from invoicectl import DEFAULT_BASE_URL, __version__
 from invoicectl.apikey import ApiKey
 from invoicectl.client import (
-    DEFAULT_BASE_URL,
     MAX_RAW_BODY,
     Found,
     GoRouteClient,

@@ -282,3 +282,18 @@ def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(
 
     assert report.changed == ["INV-1"]
     assert journal.invoice("INV-1")["current_sha256"] == first
+
+
+def test_a_file_name_that_is_not_utf8_is_scanned_like_any_other(journal: Journal, outbox: Path):
+    odd = os.fsdecode(bytes(outbox) + b"/\xffactura.xml")
+    Path(odd).write_bytes(invoice_xml("INV-ODD"))
+    os.mkfifo(outbox / "pipe.xml")
+
+    report = scan_directory(journal, outbox)
+
+    assert report.new == ["INV-ODD"]
+    assert journal.invoice("INV-ODD")["source_path"].endswith("\\xffactura.xml")
+    assert [(p.subject, p.reason) for p in report.invalid] == [
+        ("pipe.xml", "not a regular file (a pipe, socket or device)")
+    ]
+    assert scan_directory(journal, outbox).unchanged == 1
