@@ -249,12 +249,14 @@ def claim(journal: Journal, invoice_id: str, *, replay: bool) -> WorkItem:
         key = idempotency_key(invoice_id, row["key_version"])
         sha256 = row["current_sha256"]
         journal.update_invoice(invoice_id, idempotency_key=key, key_sha256=sha256)
+    # The receiver of the content the key carries, not of whatever the file says now.
+    receiver = journal.facts(invoice_id, sha256)["customer_endpoint"]
     return WorkItem(
         invoice_id=invoice_id,
         key=key,
         sha256=sha256,
-        receiver_scheme=row["receiver_scheme"],
-        receiver_id=row["receiver_id"],
+        receiver_scheme=receiver["scheme"],
+        receiver_id=receiver["id"],
         ingested_at=row["ingested_at"],
         replay=replay,
     )

@@ -253,8 +253,9 @@ class Sender:
         except asyncio.CancelledError:
             attempts.settle(self.journal, item, None)  # gives back a key no request used
             raise
-        if outcome is None:
-            return None  # stopped before any request: the invoice is as it was
+        if outcome is None:  # stopped before any request: the invoice is as it was
+            attempts.settle(self.journal, item, None)
+            return None
         if isinstance(outcome, AuthRefused):
             self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
             self.request_stop("credentials")
