@@ -19,7 +19,8 @@ from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal
-from invoicectl.scanner import ScannedFile, find_candidates, scan_files
+from invoicectl.scanner import ScannedFile, as_text, find_candidates, scan_files
+from invoicectl.ubl import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
 _COMMIT_EVERY = 500
@@ -258,10 +259,11 @@ class Ingest:
     def _settle_duplicate(
         self, invoice_id: str, row: sqlite3.Row | None, distinct: list[_Found]
     ) -> None:
-        names = sorted(found.name for found in distinct)
+        # File names may hold line breaks; a reason is one line.
+        names = sorted(one_line(found.name) for found in distinct)
         reason = (
-            f"invoice ID {invoice_id} is in {len(names)} files with different content "
-            f"({', '.join(names)}); keep one file per invoice ID"
+            f"invoice ID {one_line(invoice_id, 80)} is in {len(names)} files with different "
+            f"content ({', '.join(names)}); keep one file per invoice ID"
         )
         self.report.invalid.append(Problem(invoice_id, reason))
         if row is None:
@@ -348,7 +350,7 @@ class Ingest:
             {"now": now},
         )
         # A file fixed or removed since the last scan of this directory is no longer a problem.
-        prefix = str(self.root).rstrip("/") + "/"
+        prefix = as_text(str(self.root).rstrip("/")) + "/"  # as the files' paths were stored
         self.db.execute(
             "DELETE FROM unidentified_files WHERE substr(path, 1, :n) = :prefix"
             " AND path NOT IN (SELECT path FROM temp.scan WHERE reason IS NOT NULL)",

@@ -20,6 +20,7 @@ its ID.
 from __future__ import annotations
 
 import codecs
+import errno
 import os
 import re
 import stat
@@ -29,6 +30,7 @@ from pathlib import Path
 from lxml import etree
 
 MAX_DOCUMENT_BYTES = 15 * 1024 * 1024
+_GONE = "the file no longer exists (moved or deleted during the scan)"
 
 _UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
 _ROOTS = {
@@ -68,7 +70,12 @@ _DECLARATION = re.compile(rb"<\?xml[^>]*?>")
 _ENCODING_PSEUDO_ATTR = re.compile(rb"""\sencoding\s*=\s*(["'])([^"']*)\1""")
 _TEXT_DECLARATION = re.compile(r"""\A(<\?xml[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
 _STARTS_LIKE_XML = re.compile(rb"[ \t\r\n]*<")
-_LXML_LOCATION = re.compile(r",? line \d+, column \d+$")
+_LXML_LOCATION = re.compile(r",? line \d+(, column \d+)?$")
+_EXCESSIVE_DEPTH = re.compile(r"Excessive depth in document: (\d+)")
+# Characters that would break a one-line reason or a one-line invoice number: C0 and C1
+# controls (tab and line breaks among them), the Unicode line and paragraph separators, and
+# the lone surrogates a file name that is not UTF-8 decodes to.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
 
 
 class InvalidDocument(Exception):
@@ -77,6 +84,24 @@ class InvalidDocument(Exception):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` fit to quote in a one-line reason: line breaks, control and invisible
+    characters as escapes (``\\n``, ``\\ufeff``), a file name's undecodable bytes as
+    ``\\xNN``, and, with ``limit``, cut to that many characters."""
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else _escaped(char) for char in text)
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1] + "\u2026"
+    return text
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    return char.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 @dataclass(frozen=True)
@@ -164,15 +189,16 @@ def _resolve_inside(path: Path, root: Path) -> Path:
         raise InvalidDocument("a symbolic link that loops back on itself") from None
     if not real.is_relative_to(real_root):
         raise InvalidDocument(
-            f"a symbolic link to {real}, outside the scanned directory {real_root}; "
+            f"a symbolic link to {one_line(str(real))}, outside the scanned directory "
+            f"{one_line(str(real_root))}; "
             "links are followed only inside it"
         )
     if not real.exists():
         if path.is_symlink():
             raise InvalidDocument(
-                f"a broken symbolic link: its target {os.readlink(path)} does not exist"
+                f"a broken symbolic link: its target {one_line(os.readlink(path))} does not exist"
             )
-        raise InvalidDocument("the file no longer exists (moved or deleted during the scan)")
+        raise InvalidDocument(_GONE)
     return real
 
 
@@ -186,7 +212,13 @@ def _open_regular(real: Path) -> int:
         raise InvalidDocument(
             "cannot read the file: permission denied (check its owner and mode)"
         ) from None
+    except FileNotFoundError:
+        raise InvalidDocument(_GONE) from None
     except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there when checked
+            raise InvalidDocument(
+                "the file was replaced by a symbolic link during the scan; scan again"
+            ) from None
         raise InvalidDocument(f"cannot read the file: {exc.strerror}") from None
 
 
@@ -246,6 +278,12 @@ def _sniff_encoding(data: bytes) -> _Encoding:
     for start, codec in ((b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be")):
         if data.startswith(start):
             return _Encoding(codec, 0, _declared_in_utf16(data[:400], codec))
+    if data.startswith((b"<\x00", b"\x00<")):
+        # No XML text holds a zero byte: this is UTF-16, which XML requires to carry a BOM.
+        raise InvalidDocument(
+            "the file is in UTF-16 without a byte order mark or encoding declaration; "
+            "re-save it as UTF-8"
+        )
     if not _STARTS_LIKE_XML.match(data):
         # Also keeps libxml2 from guessing an exotic encoding (EBCDIC) we cannot pre-scan.
         raise InvalidDocument(
@@ -279,11 +317,16 @@ def _declared_in_utf16(head: bytes, codec: str) -> str | None:
 
 def _codec_for(declared: str) -> str:
     try:
-        return codecs.lookup(declared).name
+        info = codecs.lookup(declared)
     except LookupError:
+        info = None
+    # Python also names byte transforms (base64, rot13, zip) as codecs; they decode no text.
+    if info is None or not info._is_text_encoding:
         raise InvalidDocument(
-            f"the file declares encoding {declared!r}, which is not a known character encoding"
+            f"the file declares encoding '{one_line(declared, 60)}', which is not a known "
+            "character encoding"
         ) from None
+    return info.name
 
 
 def document_text(data: bytes) -> str:
@@ -300,7 +343,27 @@ def document_text(data: bytes) -> str:
         raise InvalidDocument(_not_valid_in(encoding, data, exc.start)) from None
     if encoding.declared is None or _codec_for(encoding.declared) == "utf-8":
         return text
-    return _TEXT_DECLARATION.sub(r"\1\2UTF-8\2", text, count=1)
+    text, rewritten = _TEXT_DECLARATION.subn(r"\1\2UTF-8\2", text, count=1)
+    if not rewritten:
+        # Decoded as declared, the declaration itself came out garbled (ASCII bytes
+        # declared as EBCDIC or UTF-7, say): the declaration does not describe the bytes.
+        raise InvalidDocument(
+            f"the file declares encoding {one_line(encoding.declared, 60)}, but its bytes are "
+            "not in that encoding (read so, its own XML declaration is garbled); fix the "
+            "declaration or re-save the file as UTF-8"
+        )
+    return text
+
+
+def _utf8_as_sent(data: bytes, encoding: _Encoding) -> tuple[bytes, _Encoding]:
+    """The bytes libxml2 parses: UTF-8 as is; any other encoding as ``document_text``'s
+    characters, so that what is parsed is exactly what is sent, whatever libxml2's own
+    decoders (iconv) would have made of the bytes."""
+    if encoding.codec == "utf-8" and (
+        encoding.declared is None or _codec_for(encoding.declared) == "utf-8"
+    ):
+        return data, encoding
+    return document_text(data).encode("utf-8"), _Encoding("utf-8", 0, "UTF-8")
 
 
 def _not_valid_in(encoding: _Encoding, data: bytes, offset: int) -> str:
@@ -325,10 +388,8 @@ def _refuse_doctype(data: bytes, encoding: _Encoding) -> None:
     This check runs on the raw prolog, not the parsed tree, so a billion-laughs file is
     refused without ever being handed to the parser (huge_tree lifts libxml2's own limits).
     """
+    # parse_document hands over UTF-8 only (_utf8_as_sent), so one byte scanner serves all.
     prolog = data[encoding.bom_length :]
-    if encoding.codec.startswith("utf-16"):
-        # Markup in the prolog is ASCII: transcode so one byte scanner serves every encoding.
-        prolog = prolog.decode(encoding.codec, "replace").encode("utf-8", "replace")
     doctype = _doctype_in_prolog(prolog)
     if doctype is None:
         return
@@ -387,7 +448,7 @@ def parse_document(data: bytes) -> InvoiceFacts:
         raise InvalidDocument(
             "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
         )
-    encoding = _sniff_encoding(data)
+    data, encoding = _utf8_as_sent(data, _sniff_encoding(data))
     _refuse_doctype(data, encoding)
     root = _parse(data, encoding)
     _refuse_parsed_dtd(root)
@@ -396,6 +457,11 @@ def parse_document(data: bytes) -> InvoiceFacts:
     invoice_id = _text(children.get(_ID))
     if invoice_id is None:
         raise InvalidDocument(_no_id_reason(children))
+    if _UNPRINTABLE.search(invoice_id):
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
+            "tab or other control character; an invoice number is one line of plain text"
+        )
     customer, problem = _customer_endpoint(children.get(_CUSTOMER))
     return InvoiceFacts(
         document_type=document_type,
@@ -435,8 +501,10 @@ def _syntax_reason(exc: etree.XMLSyntaxError, data: bytes, encoding: _Encoding) 
         data[encoding.bom_length :].decode(encoding.codec)
     except UnicodeDecodeError as decode_error:
         return _not_valid_in(encoding, data, decode_error.start)
-    message = _LXML_LOCATION.sub("", exc.msg or "syntax error")
-    return f"not well-formed XML (line {exc.lineno}): {_plain_syntax_message(message)}"
+    # libxml2 may end its message with a newline or quote lines of the file: keep one line.
+    message = _LXML_LOCATION.sub("", " ".join((exc.msg or "syntax error").split())).strip()
+    message = one_line(_plain_syntax_message(message), 200)
+    return f"not well-formed XML (line {exc.lineno}): {message}"
 
 
 def _plain_syntax_message(message: str) -> str:
@@ -445,6 +513,12 @@ def _plain_syntax_message(message: str) -> str:
         return "a bare '&' that starts no entity (write it as &amp;)"
     if message.startswith(("Premature end of data", "EndTag: '</' not found")):
         return f"the file ends in the middle of the document; is it truncated? ({message})"
+    depth = _EXCESSIVE_DEPTH.match(message)
+    if depth:
+        return (
+            f"elements are nested more than {depth.group(1)} levels deep; "
+            "no invoice nests that deep"
+        )
     return message
 
 
@@ -527,7 +601,7 @@ def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None
         return None, "the customer EndpointID is empty: the receiver's Peppol address is needed"
     if not (element.get("schemeID") or "").strip():
         return None, (
-            f"the customer EndpointID {identifier} has no schemeID, so the receiver's "
-            "Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
+            f"the customer EndpointID {one_line(identifier, 80)} has no schemeID, so the "
+            "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
         )
     return _endpoint(element), None
