@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import sqlite3
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -165,11 +166,37 @@ def window_open(first_used_at: str | None, now: datetime) -> bool:
     return now - datetime.fromisoformat(first_used_at) < KEY_WINDOW - REPLAY_MARGIN
 
 
+def recent_starts(journal: Journal, seconds: float) -> list[float]:
+    """How long ago (seconds) each request of the last ``seconds`` started."""
+    now = journal.clock()
+    since = (now - timedelta(seconds=seconds)).isoformat()
+    return [
+        (now - datetime.fromisoformat(started)).total_seconds()
+        for (started,) in journal.db.execute(
+            "SELECT started_at FROM attempts WHERE started_at >= ?", (since,)
+        ).fetchall()
+    ]
+
+
+def key_window_open(journal: Journal, item: WorkItem) -> bool:
+    """Checked again just before each request: a replay may have waited a long time."""
+    row = journal.db.execute(
+        "SELECT key_first_used_at FROM invoices WHERE invoice_id = ?", (item.invoice_id,)
+    ).fetchone()
+    return window_open(row[0], journal.clock())
+
+
 def plan(journal: Journal, now: datetime) -> Plan:
+    """Replays first (unanswered sends whose key window is open), then new sends.
+
+    A ``pending`` invoice whose key has already been used (a request may have reached the
+    API) is treated like an unanswered one: replayed inside its window, held after it.
+    """
     replays: list[str] = []
     held: list[str] = []
     for invoice_id, first_used_at in journal.db.execute(
         "SELECT invoice_id, key_first_used_at FROM invoices WHERE state = 'unknown'"
+        " OR (state = 'pending' AND key_first_used_at IS NOT NULL)"
         " ORDER BY key_first_used_at, invoice_id"
     ).fetchall():
         (replays if window_open(first_used_at, now) else held).append(invoice_id)
@@ -177,7 +204,7 @@ def plan(journal: Journal, now: datetime) -> Plan:
         row[0]
         for row in journal.db.execute(
             "SELECT invoice_id FROM invoices WHERE state = 'pending'"
-            " ORDER BY ingested_at, invoice_id"
+            " AND key_first_used_at IS NULL ORDER BY ingested_at, invoice_id"
         ).fetchall()
     ]
     return Plan(tuple(replays), tuple(pending), tuple(held))
@@ -192,24 +219,37 @@ def attention(journal: Journal, now: datetime) -> ExitCode:
         codes.append(ExitCode.NEEDS_RECONCILE)
     if counts["invalid"] or counts["rejected"]:
         codes.append(ExitCode.NEEDS_FIX)
-    if counts["unknown"] > len(held):
-        codes.append(ExitCode.INCOMPLETE)  # replayed safely by the next send
+    if counts["pending"] or counts["unknown"] > len(held):
+        codes.append(ExitCode.INCOMPLETE)  # sent, or replayed safely, by the next send
     return worst(*codes)
+
+
+def check_new_version(journal: Journal, invoice_id: str, now: datetime) -> sqlite3.Row:
+    """Refuse ``--new-version`` where a new key could deliver the invoice twice."""
+    row = journal.invoice(invoice_id)
+    if row is None:
+        raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
+    state = row["state"]
+    if state == "unknown" and window_open(row["key_first_used_at"], now):
+        raise UsageError(
+            f"invoice {invoice_id} is unknown and its key's 24-hour window is still open: "
+            "`invoicectl send` replays it safely under the same key; a new key could "
+            "deliver it twice"
+        )
+    if state not in NEW_VERSION_STATES or (
+        state == "accepted" and row["remote_status"] != "failed"
+    ):
+        raise UsageError(
+            f"invoice {invoice_id} is {state}; --new-version is for amended, rejected, "
+            "key_reused and unknown invoices after `invoicectl reconcile` has shown what "
+            "GoRoute holds, and for accepted invoices whose delivery failed"
+        )
+    return row
 
 
 def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:
     """The operator's explicit decision: send the current content under the next key."""
-    row = journal.invoice(invoice_id)
-    if row is None:
-        raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
-    if row["state"] not in NEW_VERSION_STATES or (
-        row["state"] == "accepted" and row["remote_status"] != "failed"
-    ):
-        raise UsageError(
-            f"invoice {invoice_id} is {row['state']}; --new-version is for amended, key_reused, "
-            "unknown, rejected, or accepted-then-failed invoices (run `invoicectl reconcile` "
-            "first to see what the API holds)"
-        )
+    row = check_new_version(journal, invoice_id, journal.clock())
     version = row["key_version"] + 1
     key = idempotency_key(invoice_id, version)
     with journal.transaction():
@@ -336,24 +376,42 @@ def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> str:
             )
             return "unknown"
         case _:
-            # Not tried, rate limited to the end, or credentials refused: nothing changes,
-            # and a key no request ever reached the API with is not a used key.
-            _release_unused_key(journal, item)
-            row = journal.invoice(invoice_id)
-            assert row is not None
-            return str(row["state"])
+            # Not tried, stopped, rate limited to the end, or credentials refused.
+            return _settle_unanswered(journal, item)
 
 
-def _release_unused_key(journal: Journal, item: WorkItem) -> None:
+def record_answer(journal: Journal, attempt_id: int, item: WorkItem, outcome: Outcome) -> None:
+    """The answer, and for a final one the invoice's new state, in one transaction: a crash
+    can never leave an accepted attempt under an invoice that still looks unsent."""
+    with journal.transaction():
+        finish_attempt(journal, attempt_id, outcome)
+        if isinstance(outcome, Accepted | KeyReused | Rejected):
+            settle(journal, item, outcome)
+
+
+def _settle_unanswered(journal: Journal, item: WorkItem) -> str:
+    """No final answer. If no request under the key reached the API, the key was never
+    used: give it back. If one may have, the outcome is unknown, whatever came after."""
     (reached,) = journal.db.execute(
         "SELECT count(*) FROM attempts WHERE invoice_id = ? AND idempotency_key = ?"
         " AND (outcome IS NULL OR outcome NOT IN ('auth_refused', 'rate_limited'))",
         (item.invoice_id, item.key),
     ).fetchone()
+    row = journal.invoice(item.invoice_id)
+    assert row is not None
     if reached == 0:
         journal.update_invoice(
             item.invoice_id, idempotency_key=None, key_sha256=None, key_first_used_at=None
         )
+    elif row["state"] == "pending":
+        journal.update_invoice(
+            item.invoice_id,
+            state="unknown",
+            reason="a request may have reached GoRoute and no final answer came; "
+            "the next run replays it while the key's 24-hour window is open",
+        )
+        return "unknown"
+    return str(row["state"])
 
 
 def outcome_name(outcome: Outcome) -> str:

@@ -128,10 +128,10 @@ def scan(
 
     Exit 3 when a file is invalid; 0 otherwise."""
     from invoicectl.ingest import scan_directory
-    from invoicectl.journal import Journal
     from invoicectl.render import print_scan_report, to_json
+    from invoicectl.runner import locked_journal
 
-    with Journal(_journal_path(journal, sandbox)) as opened:
+    with locked_journal(_journal_path(journal, sandbox), "scan") as opened:
         report = scan_directory(opened, directory, recursive=recursive)
     if as_json:
         print(to_json(report.to_dict()))
@@ -164,6 +164,7 @@ def status(
         status_records,
         to_csv,
         to_json,
+        to_tsv,
     )
 
     if state is not None and state not in STATES:
@@ -179,8 +180,10 @@ def status(
     else:
         console = _stdout()
         print_state_counts(console, counts)
-        if records:
+        if records and sys.stdout.isatty():
             print_status_table(console, records)
+        elif records:
+            sys.stdout.write(to_tsv(records))
     raise typer.Exit(attention_code)
 
 
@@ -316,11 +319,10 @@ def send(
                 print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
             else:
                 output.dry_run(report, plan)
-            raise typer.Exit(runner.dry_run_exit_code(plan, report))
+            raise typer.Exit(plan.exit_code)
         options = SendOptions(
             rate_per_minute=settings.rate_per_minute,
             concurrency=settings.concurrency,
-            batch_size=settings.batch_size,
             policy=RetryPolicy(max_attempts=settings.max_attempts, max_wait=settings.max_wait),
             deadline=deadline,
             new_versions=tuple(new_version or ()),

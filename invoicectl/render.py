@@ -95,6 +95,22 @@ def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     return buffer.getvalue()
 
 
+def to_tsv(records: Sequence[dict[str, Any]]) -> str:
+    """One plain line per invoice, for a pipe or a log: id, state, receiver, transaction,
+    reason (or the path of a file without an ID)."""
+    lines = []
+    for record in records:
+        fields = (
+            record["invoice_id"] or record["path"],
+            record["state"],
+            record["receiver"] or "-",
+            record["transaction_id"] or record["existing_transaction_id"] or "-",
+            (record["reason"] or "").replace("\t", " ").replace("\n", " "),
+        )
+        lines.append("\t".join(fields) + "\n")
+    return "".join(lines)
+
+
 def print_state_counts(console: Console, counts: dict[str, int]) -> None:
     shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in STATES)
     console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)

@@ -63,8 +63,12 @@ class LockHolder:
 
 
 def lock_path_for(journal_path: Path) -> Path:
-    """Where the lock of ``journal_path`` lives: beside it, ``<journal>.lock``."""
-    return journal_path.with_name(journal_path.name + ".lock")
+    """Where the lock of ``journal_path`` lives: beside the real file, ``<journal>.lock``.
+
+    Resolved first, so a journal reached through a symbolic link has the same lock.
+    """
+    real = journal_path.resolve()
+    return real.with_name(real.name + ".lock")
 
 
 def _utc_now() -> datetime:

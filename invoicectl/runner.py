@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import signal
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +19,7 @@ import httpx
 
 from invoicectl import attempts
 from invoicectl.client import GoRouteClient
-from invoicectl.errors import ExitCode
+from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.ingest import ScanReport, scan_directory
 from invoicectl.journal import Journal
 from invoicectl.limiter import RateLimiter
@@ -37,6 +38,7 @@ class DryRun:
     skipped: dict[str, int]  # state -> count of invoices nothing is done for
     estimated_seconds: float
     rate_per_minute: int
+    exit_code: ExitCode
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -47,6 +49,7 @@ class DryRun:
             "skipped": self.skipped,
             "estimated_seconds": round(self.estimated_seconds, 1),
             "rate_per_minute": self.rate_per_minute,
+            "exit_code": int(self.exit_code),
         }
 
 
@@ -81,9 +84,30 @@ def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) 
 
 
 @contextmanager
-def locked_journal(settings: Settings, command: str) -> Iterator[Journal]:
-    with RunLock(settings.journal, command=command), Journal(settings.journal) as journal:
+def locked_journal(path: Path, command: str) -> Iterator[Journal]:
+    """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
+    with RunLock(path, command=command), Journal(path) as journal:
         yield journal
+
+
+@contextmanager
+def recorded_run(
+    journal: Journal, command: str, options: dict[str, Any], settings: Settings
+) -> Iterator[int]:
+    """A runs row from start to end; a run that fails still records how it ended."""
+    assert settings.api_key is not None
+    run_id = attempts.begin_run(
+        journal,
+        command,
+        options,
+        base_url=settings.base_url,
+        key_fingerprint=settings.api_key.fingerprint,
+    )
+    try:
+        yield run_id
+    except InvoicectlError as error:
+        attempts.finish_run(journal, run_id, int(error.exit_code), {"error": str(error)})
+        raise
 
 
 def send(
@@ -99,23 +123,28 @@ def send(
     on_progress: Progress = lambda result, summary: None,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> tuple[ScanReport, SendSummary]:
-    """Scan ``directory`` and send what is pending; the journal records every step."""
-    with locked_journal(settings, "send") as journal, sandbox_session(settings) as emulated:
+    """Scan ``directory`` and send what is pending; the journal records every step.
+
+    ``options.deadline`` counts from here, scan included, so a cron run ends in time.
+    """
+    started = time.monotonic()
+    journal_lock = locked_journal(settings.journal, "send")
+    with journal_lock as journal, sandbox_session(settings) as emulated:
         transport = transport or emulated
+        # Before the scan: a file edited after a crash must not hide that its send is unknown.
+        attempts.close_unanswered(journal)
         report = scan_directory(journal, directory, recursive=recursive)
         on_scanned(report)
         attempts.bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
-        assert settings.api_key is not None
-        run_id = attempts.begin_run(
-            journal,
-            "send",
-            run_options or {},
-            base_url=settings.base_url,
-            key_fingerprint=settings.api_key.fingerprint,
-        )
-        callbacks = {"on_start": on_start, "on_progress": on_progress}
-        summary = asyncio.run(_send(journal, settings, options, run_id, transport, callbacks))
-        attempts.finish_run(journal, run_id, int(summary.exit_code), summary.to_dict())
+        for invoice_id in options.new_versions:
+            attempts.check_new_version(journal, invoice_id, journal.clock())
+        if options.deadline is not None:
+            left = max(0.0, options.deadline - (time.monotonic() - started))
+            options = replace(options, deadline=left)
+        with recorded_run(journal, "send", run_options or {}, settings) as run_id:
+            callbacks = {"on_start": on_start, "on_progress": on_progress}
+            summary = asyncio.run(_send(journal, settings, options, run_id, transport, callbacks))
+            attempts.finish_run(journal, run_id, int(summary.exit_code), summary.to_dict())
     return report, summary
 
 
@@ -155,10 +184,11 @@ def dry_run(
     settings: Settings, directory: Path, *, recursive: bool = False
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded."""
-    with locked_journal(settings, "send --dry-run") as journal:
+    with locked_journal(settings.journal, "send --dry-run") as journal:
         report = scan_directory(journal, directory, recursive=recursive)
         plan = attempts.plan(journal, journal.clock())
         counts = journal.state_counts()
+        attention = attempts.attention(journal, journal.clock())
     skipped = {
         state: count
         for state, count in counts.items()
@@ -174,15 +204,9 @@ def dry_run(
         skipped=skipped,
         estimated_seconds=estimated,
         rate_per_minute=settings.rate_per_minute,
+        # What is left to send is the plan, not a problem: a dry run says 0 for it.
+        exit_code=ExitCode.OK if attention is ExitCode.INCOMPLETE else attention,
     )
-
-
-def dry_run_exit_code(plan: DryRun, report: ScanReport) -> ExitCode:
-    if plan.held or plan.skipped.get("amended") or plan.skipped.get("key_reused"):
-        return ExitCode.NEEDS_RECONCILE
-    if report.invalid or plan.skipped.get("invalid") or plan.skipped.get("rejected"):
-        return ExitCode.NEEDS_FIX
-    return ExitCode.OK
 
 
 def reconcile(
@@ -195,36 +219,30 @@ def reconcile(
     """What really happened to every send that needs a look; nothing is ever resent."""
     from invoicectl.reconcile import reconcile as judge
 
-    assert settings.api_key is not None
-    with locked_journal(settings, "reconcile") as journal, sandbox_session(settings) as emulated:
+    journal_lock = locked_journal(settings.journal, "reconcile")
+    with journal_lock as journal, sandbox_session(settings) as emulated:
         transport = transport or emulated
         attempts.check_environment(
             journal, settings.base_url, allow_change=allow_environment_change
         )
-        run_id = attempts.begin_run(
-            journal,
-            "reconcile",
-            {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox},
-            base_url=settings.base_url,
-            key_fingerprint=settings.api_key.fingerprint,
-        )
+        options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
+        with recorded_run(journal, "reconcile", options, settings) as run_id:
 
-        async def run() -> ReconcileReport:
-            async with make_client(settings, transport) as client:
-                return await judge(
-                    journal,
-                    client,
-                    limiter=RateLimiter(settings.rate_per_minute),
-                    policy=RetryPolicy(
-                        max_attempts=settings.max_attempts, max_wait=settings.max_wait
-                    ),
-                    apply=apply,
-                    concurrency=settings.concurrency,
-                    run_id=run_id,
-                )
+            async def run() -> ReconcileReport:
+                async with make_client(settings, transport) as client:
+                    return await judge(
+                        journal,
+                        client,
+                        limiter=RateLimiter(settings.rate_per_minute),
+                        policy=RetryPolicy(
+                            max_attempts=settings.max_attempts, max_wait=settings.max_wait
+                        ),
+                        apply=apply,
+                        concurrency=settings.concurrency,
+                        run_id=run_id,
+                    )
 
-        report = asyncio.run(run())
-        attempts.finish_run(
-            journal, run_id, int(report.exit_code), {"counts": report.counts, "apply": apply}
-        )
+            report = asyncio.run(run())
+            summary = {"counts": report.counts, "apply": apply}
+            attempts.finish_run(journal, run_id, int(report.exit_code), summary)
     return report

@@ -29,17 +29,14 @@ from invoicectl.client import GoRouteClient, build_send_body
 from invoicectl.errors import ExitCode, worst
 from invoicectl.journal import Journal
 from invoicectl.limiter import RateLimiter
-from invoicectl.outcomes import Accepted, AuthRefused, Outcome, RateLimited
+from invoicectl.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
 from invoicectl.retry import RetryPolicy, call_with_retry
-
-TIERS = {"standard": (100, 10), "professional": (500, 50)}
 
 
 @dataclass(frozen=True)
 class SendOptions:
     rate_per_minute: int = 100
     concurrency: int = 10
-    batch_size: int = 50
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     deadline: float | None = None  # seconds from the start of sending
     new_versions: tuple[str, ...] = ()
@@ -118,6 +115,10 @@ def _spread(values: list[float]) -> dict[str, float | None]:
 Progress = Callable[[InvoiceResult, SendSummary], None]
 
 
+class _WindowClosed(Exception):
+    """A replay's key window closed while it waited: it is held for reconcile instead."""
+
+
 class Sender:
     def __init__(
         self,
@@ -153,6 +154,11 @@ class Sender:
         is outstanding); a worker with a request in flight is left to record its answer.
         """
         if self._stop_reason is not None:
+            if reason == "signal" and self._stop_reason == "signal":
+                # A second signal: stop now. Requests still in flight keep their write-ahead
+                # rows without an answer; the next run treats them as unknown and replays.
+                for worker in self._workers:
+                    worker.cancel()
             return
         self._stop_reason = reason
         for worker in self._workers:
@@ -169,7 +175,10 @@ class Sender:
 
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
-        attempts.close_unanswered(self.journal)
+        # Requests of a run that ended moments ago still count in the API's window.
+        self.limiter.prime(
+            self._started - ago for ago in attempts.recent_starts(self.journal, 60.0)
+        )
         for invoice_id in self.options.new_versions:
             attempts.new_version(self.journal, invoice_id, self.summary.run_id)
         plan = attempts.plan(self.journal, self.journal.clock())
@@ -196,9 +205,7 @@ class Sender:
         if deadline is not None:
             deadline.cancel()
         for result in results:
-            if isinstance(result, BaseException) and not isinstance(
-                result, asyncio.CancelledError
-            ):
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
 
         self.summary.stopped_by = self._stop_reason
@@ -231,13 +238,15 @@ class Sender:
             requests += 1
             task = asyncio.current_task()
             assert task is not None
+            if not attempts.key_window_open(self.journal, item):
+                raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
             self._in_flight.add(task)  # from the write-ahead row to the recorded answer
             try:
                 attempt_id = attempts.begin_attempt(
                     self.journal, self.summary.run_id, item, body_sha256
                 )
                 outcome = await self.client.send_document(item.key, body)
-                attempts.finish_attempt(self.journal, attempt_id, outcome)
+                attempts.record_answer(self.journal, attempt_id, item, outcome)
             finally:
                 self._in_flight.discard(task)
             self._observe(outcome)
@@ -251,8 +260,10 @@ class Sender:
                 should_stop=self.should_stop,
             )
         except asyncio.CancelledError:
-            attempts.settle(self.journal, item, None)  # gives back a key no request used
+            attempts.settle(self.journal, item, None)  # unused key back, or unknown
             raise
+        except _WindowClosed:
+            outcome = None
         if outcome is None:  # stopped before any request: the invoice is as it was
             attempts.settle(self.journal, item, None)
             return None
@@ -264,11 +275,13 @@ class Sender:
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
             self.request_stop("rate_limit")
-        state = attempts.settle(self.journal, item, outcome)
-        if isinstance(outcome, Accepted):
-            self._record_ingest_to_accept(item)
+        if isinstance(outcome, Transient | RateLimited):
+            attempts.settle(self.journal, item, outcome)  # final answers were settled already
         row = self.journal.invoice(invoice_id)
         assert row is not None
+        state = str(row["state"])
+        if isinstance(outcome, Accepted):
+            self._record_ingest_to_accept(item)
         return InvoiceResult(
             invoice_id=invoice_id,
             state=state,
@@ -308,6 +321,4 @@ def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
         codes.append(ExitCode.AUTH_REFUSED)
     if summary.stopped_by == "signal":
         codes.append(ExitCode.INTERRUPTED)
-    if journal.state_counts()["pending"]:
-        codes.append(ExitCode.INCOMPLETE)
     return worst(*codes)

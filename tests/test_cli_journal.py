@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -94,7 +95,7 @@ def test_status_csv_and_state_filter(outbox: Path):
 
     result = invoke("status", "--format", "csv", "--state", "pending")
 
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 75, result.output  # pending: the next send continues
     rows = list(csv.DictReader(io.StringIO(result.output)))
     assert [row["invoice_id"] for row in rows] == ["INV-1", "INV-2"]
 
@@ -105,9 +106,9 @@ def test_status_table_shows_counts(outbox: Path):
 
     result = invoke("status")
 
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 75, result.output
     assert "1 invoices: pending 1, invalid 0" in result.output
-    assert "INV-1" in result.output
+    assert "INV-1\tpending\t9915:phase4-test-receiver\t-\t" in result.output  # not a TTY
 
 
 def test_status_with_an_unknown_state_is_a_usage_error():
@@ -160,3 +161,26 @@ def test_help_documents_exit_codes():
 
     assert result.exit_code == 0
     assert "75 incomplete" in result.output and "130 interrupted" in result.output
+
+
+def test_scan_while_another_run_holds_the_journal_exits_6(outbox: Path, isolated_environment):
+    from invoicectl.runlock import RunLock
+
+    write_invoice(outbox, "INV-1")
+    with RunLock(isolated_environment, command="send"):
+        result = invoke("scan", str(outbox))
+
+    assert result.exit_code == 6
+    assert "another invoicectl send holds the journal" in result.output
+
+
+def test_a_journal_reached_through_a_symlink_has_the_same_lock(tmp_path: Path):
+    from invoicectl.errors import JournalLocked
+    from invoicectl.runlock import RunLock
+
+    real = tmp_path / "journal.db"
+    real.touch()
+    alias = tmp_path / "current.db"
+    alias.symlink_to(real)
+    with RunLock(real), pytest.raises(JournalLocked):
+        RunLock(alias).__enter__()

@@ -329,3 +329,82 @@ def test_pacing_keeps_the_server_free_of_429(outbox: Path, journal_path: Path):
     assert sandbox.stats()["rate_limited"] == 0
     assert summary.elapsed >= 29 * 61 / 1200 * 0.99  # evenly paced, no burst
     assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_a_used_key_left_pending_is_held_after_24_hours_not_sent_again(
+    outbox: Path, journal_path: Path
+):
+    """A 5xx may have been processed: whatever comes after, the send is unknown, and after
+    24 hours it is held for reconcile, not sent again as if it were new."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator(drop_rate=1.0)  # the first request is recorded and its answer lost
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    assert states(journal_path) == {invoice_id: "unknown"}
+
+    with sqlite3.connect(settings.journal) as conn:  # 25 hours later
+        then = (datetime.now(UTC) - timedelta(hours=25)).isoformat()
+        conn.execute("UPDATE invoices SET key_first_used_at = ?, state = 'pending'", (then,))
+    sandbox.set_faults(drop_rate=0.0)
+    sandbox.advance_clock(25 * 3600)
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert summary.held == (invoice_id,) and summary.planned == 0
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert sandbox.stats()["per_invoice"] == {invoice_id: 1}
+
+
+def test_stopped_during_backoff_after_a_lost_answer_is_unknown_not_pending(
+    outbox: Path, journal_path: Path
+):
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator(drop_rate=1.0)
+    slow_retry = attempts_policy(5)
+    slow_retry = type(slow_retry)(max_attempts=5, backoff_initial=30.0, backoff_max=30.0)
+
+    _, summary = send(
+        settings_for(journal_path), outbox, sandbox.transport(), policy=slow_retry, deadline=0.3
+    )
+
+    assert summary.stopped_by == "deadline"
+    assert states(journal_path) == {invoice_id: "unknown"}
+
+
+def test_new_version_of_an_unknown_invoice_inside_its_window_is_refused(
+    outbox: Path, journal_path: Path
+):
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator(drop_rate=1.0)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+
+    with pytest.raises(UsageError, match="replays it safely under the same key"):
+        send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
+    with Journal(journal_path) as journal:
+        unfinished = journal.db.execute(
+            "SELECT count(*) FROM runs WHERE finished_at IS NULL"
+        ).fetchone()[0]
+    assert unfinished == 0
+    assert sandbox.stats()["per_invoice"] == {invoice_id: 1}
+
+
+def test_a_file_edited_after_a_crash_is_amended_and_keeps_its_unknown_send(
+    outbox: Path, journal_path: Path
+):
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=1)
+    original = (outbox / f"{invoice_id}.xml").read_bytes()
+    write_invoice(outbox, invoice_id, amount="7.00")
+
+    _, summary = send(settings, outbox, sandbox.transport())
+    with Journal(journal_path) as journal:
+        row = journal.invoice(invoice_id)
+        assert (row["state"], row["state_before_amend"]) == ("amended", "unknown")
+
+    (outbox / f"{invoice_id}.xml").write_bytes(original)  # put back: replayed, same key
+    _, summary = send(settings, outbox, sandbox.transport())
+    assert summary.replays == 1
+    assert states(journal_path) == {invoice_id: "accepted"}
+    assert_each_delivered_once(sandbox.stats(), [invoice_id])
