@@ -62,7 +62,9 @@ _ATTACHMENT = """  <cac:AdditionalDocumentReference>
 """
 
 
-def invoice(invoice_id: str, rng: random.Random, lines: int = 12, attachment_bytes: int = 0) -> bytes:
+def invoice(
+    invoice_id: str, rng: random.Random, lines: int = 12, attachment_bytes: int = 0
+) -> bytes:
     """One realistic invoice; 12 lines make about 10 KB."""
     body = []
     net = 0.0
@@ -71,22 +73,36 @@ def invoice(invoice_id: str, rng: random.Random, lines: int = 12, attachment_byt
         price = rng.randint(100, 99999) / 100
         amount = round(qty * price, 2)
         net += amount
-        body.append(_LINE.format(n=n, qty=qty, amount=f"{amount:.2f}", price=f"{price:.2f}",
-                                 sku=rng.randint(10000, 99999)))
+        body.append(
+            _LINE.format(
+                n=n,
+                qty=qty,
+                amount=f"{amount:.2f}",
+                price=f"{price:.2f}",
+                sku=rng.randint(10000, 99999),
+            )
+        )
     net = round(net, 2)
     tax = round(net * 0.19, 2)
     attachment = ""
     if attachment_bytes:
         data = base64.b64encode(os.urandom(attachment_bytes * 3 // 4)).decode()
         attachment = _ATTACHMENT.format(invoice_id=invoice_id, data=data)
-    head = _HEAD.format(invoice_id=invoice_id, day=rng.randint(1, 28), po=rng.randint(1000, 9999),
-                        attachment=attachment, tax=f"{tax:.2f}", net=f"{net:.2f}",
-                        gross=f"{net + tax:.2f}")
+    head = _HEAD.format(
+        invoice_id=invoice_id,
+        day=rng.randint(1, 28),
+        po=rng.randint(1000, 9999),
+        attachment=attachment,
+        tax=f"{tax:.2f}",
+        net=f"{net:.2f}",
+        gross=f"{net + tax:.2f}",
+    )
     return (head + "".join(body) + "</Invoice>\n").encode()
 
 
-def write_outbox(directory: Path, count: int, large: int = 0, seed: int = 1,
-                 prefix: str = "BENCH") -> list[Path]:
+def write_outbox(
+    directory: Path, count: int, large: int = 0, seed: int = 1, prefix: str = "BENCH"
+) -> list[Path]:
     """``count`` invoices of about 10 KB, plus ``large`` of 2-3 MB with an embedded PDF."""
     directory.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed)

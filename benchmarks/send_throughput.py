@@ -57,7 +57,9 @@ def stats(base_url: str, key: str) -> dict:
     return httpx.get(f"{base_url}/_sandbox/stats", headers={"X-API-Key": key}).json()
 
 
-def run_invoicectl(outbox: Path, journal: Path, base_url: str, key: str, *args: str) -> tuple[dict, float, float]:
+def run_invoicectl(
+    outbox: Path, journal: Path, base_url: str, key: str, *args: str
+) -> tuple[dict, float, float]:
     """The JSON summary, CPU seconds and peak RSS (MB) of one `invoicectl send` process."""
     env = {**os.environ, "GOROUTE_BASE_URL": base_url, "GOROUTE_API_KEY": key}
     probe = (
@@ -67,8 +69,20 @@ def run_invoicectl(outbox: Path, journal: Path, base_url: str, key: str, *args: 
         "print(usage.ru_utime + usage.ru_stime, usage.ru_maxrss);"
         "print(out.stdout); print(out.stderr, file=sys.stderr)"
     )
-    command = [sys.executable, "-m", "invoicectl", "send", str(outbox), "--journal", str(journal), "--json", *args]
-    result = subprocess.run([sys.executable, "-c", probe, *command], env=env, capture_output=True, text=True, check=True)
+    command = [
+        sys.executable,
+        "-m",
+        "invoicectl",
+        "send",
+        str(outbox),
+        "--journal",
+        str(journal),
+        "--json",
+        *args,
+    ]
+    result = subprocess.run(
+        [sys.executable, "-c", probe, *command], env=env, capture_output=True, text=True, check=True
+    )
     if not result.stdout.split("\n", 1)[1].strip():
         raise SystemExit(f"invoicectl send printed nothing: {result.stderr[-3000:]}")
     first, rest = result.stdout.split("\n", 1)
@@ -90,13 +104,17 @@ def naive_sender(outbox: Path, base_url: str, key: str, seconds: float) -> int:
                 "document": path.read_text(encoding="utf-8"),
                 "metadata": {"invoice_id": path.stem},
             }
-            answer = client.post("/api/v1/documents", json=body, headers={"Idempotency-Key": f"naive-{path.stem}"})
+            answer = client.post(
+                "/api/v1/documents", json=body, headers={"Idempotency-Key": f"naive-{path.stem}"}
+            )
             sent += answer.status_code == 202
     return sent
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--bulk", type=int, default=10_000)
     args = parser.parse_args()
@@ -109,35 +127,59 @@ def main() -> None:
 
         with emulator(*strict) as (base_url, key):
             summary, cpu, rss = run_invoicectl(
-                outbox, work / "paced.db", base_url, key,
-                "--rate", str(LIMIT), "--concurrency", "50", "--deadline", str(args.seconds),
+                outbox,
+                work / "paced.db",
+                base_url,
+                key,
+                "--rate",
+                str(LIMIT),
+                "--concurrency",
+                "50",
+                "--deadline",
+                str(args.seconds),
             )
             served = stats(base_url, key)
         accepted = summary["counts"].get("accepted", 0)
         elapsed = summary["timing"]["elapsed_seconds"]
         per_minute = accepted / elapsed * 60
-        print(f"invoicectl: {accepted} accepted in {elapsed:.1f} s = {per_minute:.1f}/min, "
-              f"{per_minute / LIMIT:.1%} of the {LIMIT}/min limit (target >= 97 %); "
-              f"429s served: {served['rate_limited']} (target 0); "
-              f"latency median {summary['timing']['request_latency']['median']} s, "
-              f"waited on the limiter {summary['timing']['waited_for_rate_limit_seconds']} s")
+        print(
+            f"invoicectl: {accepted} accepted in {elapsed:.1f} s = {per_minute:.1f}/min, "
+            f"{per_minute / LIMIT:.1%} of the {LIMIT}/min limit (target >= 97 %); "
+            f"429s served: {served['rate_limited']} (target 0); "
+            f"latency median {summary['timing']['request_latency']['median']} s, "
+            f"waited on the limiter {summary['timing']['waited_for_rate_limit_seconds']} s"
+        )
 
         with emulator(*strict) as (base_url, key):
             naive = naive_sender(outbox, base_url, key, args.seconds)
         naive_per_minute = naive / args.seconds * 60
-        print(f"naive sequential sender: {naive} in {args.seconds:.0f} s = {naive_per_minute:.1f}/min; "
-              f"invoicectl / naive = {per_minute / max(naive_per_minute, 1e-9):.2f}")
+        print(
+            f"naive sequential sender: {naive} in {args.seconds:.0f} s = {naive_per_minute:.1f}/min; "
+            f"invoicectl / naive = {per_minute / max(naive_per_minute, 1e-9):.2f}"
+        )
 
         bulk = work / "bulk"
         write_outbox(bulk, args.bulk, seed=2, prefix="BULK")
-        with emulator("--tier", "enterprise", "--rate", "100000000", "--concurrency", "1000") as (base_url, key):
+        with emulator("--tier", "enterprise", "--rate", "100000000", "--concurrency", "1000") as (
+            base_url,
+            key,
+        ):
             summary, cpu, rss = run_invoicectl(
-                bulk, work / "bulk.db", base_url, key, "--rate", "1000000", "--concurrency", "50",
+                bulk,
+                work / "bulk.db",
+                base_url,
+                key,
+                "--rate",
+                "1000000",
+                "--concurrency",
+                "50",
             )
         accepted = summary["counts"].get("accepted", 0)
-        print(f"bulk: {accepted} accepted in {summary['timing']['elapsed_seconds']:.1f} s; "
-              f"CPU {cpu / max(accepted, 1) * 1000:.2f} ms per sent invoice (scan included); "
-              f"peak RSS {rss:.0f} MB (target < 200 MB)")
+        print(
+            f"bulk: {accepted} accepted in {summary['timing']['elapsed_seconds']:.1f} s; "
+            f"CPU {cpu / max(accepted, 1) * 1000:.2f} ms per sent invoice (scan included); "
+            f"peak RSS {rss:.0f} MB (target < 200 MB)"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -263,9 +263,7 @@ def test_a_rewrite_that_keeps_size_and_mtime_is_still_noticed(journal: Journal, 
     assert journal.invoice("INV-1")["payable_amount"] == "900.00"
 
 
-def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(
-    journal: Journal, outbox: Path
-):
+def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", amount="1.00")
     scan_directory(journal, outbox)
     first = journal.invoice("INV-1")["current_sha256"]

@@ -70,7 +70,9 @@ def invoice_xml(
 """.encode()
 
 
-def write_invoice(directory: Path, invoice_id: str, name: str | None = None, **kwargs: object) -> Path:
+def write_invoice(
+    directory: Path, invoice_id: str, name: str | None = None, **kwargs: object
+) -> Path:
     path = directory / (name or f"{invoice_id}.xml")
     path.write_bytes(invoice_xml(invoice_id, **kwargs))  # type: ignore[arg-type]
     return path
