@@ -23,10 +23,17 @@ unknown_found                      unknown; exactly one transaction   no      ad
                                    matches (number and receiver)
 unknown_ambiguous                  unknown; several transactions      yes     nothing       4
                                    match: already sent more than once
-unknown_not_found_window_open      unknown; no match, the key's 24 h  no      nothing       0
+unknown_sent_earlier               unknown; the only match was        yes     nothing       4
+                                   created before the first attempt:
+                                   something else sent this invoice
+unknown_not_found_window_open      unknown; no match, the key's       no      nothing       75
                                    window is open: ``send`` replays
-unknown_not_found_window_closed    unknown; no match, window closed:  yes     nothing       4
-                                   a resend could duplicate it
+unknown_not_found_window_closed    unknown; no match in a complete    yes     nothing       4
+                                   search, window closed: a resend
+                                   could duplicate it
+unknown_search_incomplete          unknown; no match, but the search  yes     nothing       4
+                                   did not reach back far enough,
+                                   window closed
 amended                            the file changed after its key     yes     nothing       4
                                    carried other content
 delivered                          accepted; delivery now final       no      (recorded)    0
@@ -40,6 +47,14 @@ lookup_failed                      the API did not answer after       no**    no
 
 \\* 4 until ``--apply`` adopts the transaction, 0 once it has. \\*\\* yes, exit 4, when the API
 refused the lookup itself (a 4xx other than 401/403/404).
+
+The key's window is ``send``'s (``attempts.window_open``): 24 hours less ``REPLAY_MARGIN``, so
+reconcile never calls a window open that ``send`` would hold. A transaction is this invoice's
+only if its number and receiver match, its content hash (``metadata.sha256``, when GoRoute
+gives one back) is the one the key carried, and, for an unanswered send, it was created after
+the key's first attempt (less ``CLOCK_SLACK``). The list search looks ``LOOK_BACK`` further back
+for earlier sends of the same invoice; older transactions are never counted, whatever the page
+size, so the verdict does not depend on how the list happens to be paged.
 
 Journal writes: ``--apply`` adopts (state ``accepted``, the transaction id, its status), one
 SQLite transaction and one event row per invoice, and only if the invoice is still in the
@@ -59,6 +74,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 
+from invoicectl.attempts import KEY_WINDOW, REPLAY_MARGIN, window_open
 from invoicectl.client import Found as FoundTransaction
 from invoicectl.client import GoRouteClient, NotFound, Transaction, TransactionPage
 from invoicectl.errors import CredentialsRefused, ExitCode, worst
@@ -67,10 +83,12 @@ from invoicectl.limiter import RateLimiter
 from invoicectl.outcomes import AuthRefused, Outcome, RateLimited, Rejected, Transient
 from invoicectl.retry import RetryPolicy, call_with_retry
 
-KEY_WINDOW = timedelta(hours=24)
 # A transaction can look a little older than the first attempt that created it when the two
-# clocks disagree; the list search looks this much further back before it stops.
-CLOCK_SLACK = timedelta(hours=1)
+# clocks disagree. Anything older than this before the first attempt was not created by it.
+CLOCK_SLACK = timedelta(minutes=10)
+# How far before an unanswered send's first attempt the list search looks for an earlier send
+# of the same invoice (found: a person decides). Older transactions are never counted.
+LOOK_BACK = timedelta(days=7)
 IN_PROGRESS_STATUSES = frozenset({"pending", "processing", "sending"})
 CONFLICT = 409
 
@@ -89,8 +107,10 @@ class Verdict(StrEnum):
     in_progress = "in_progress"
     unknown_found = "unknown_found"
     unknown_ambiguous = "unknown_ambiguous"
+    unknown_sent_earlier = "unknown_sent_earlier"
     unknown_not_found_window_open = "unknown_not_found_window_open"
     unknown_not_found_window_closed = "unknown_not_found_window_closed"
+    unknown_search_incomplete = "unknown_search_incomplete"
     amended = "amended"
     delivered = "delivered"
     delivery_failed = "delivery_failed"
@@ -157,17 +177,33 @@ GUIDANCE: Mapping[Verdict, Guidance] = {
         "(already delivered more than once?)",
         ExitCode.NEEDS_RECONCILE,
     ),
+    Verdict.unknown_sent_earlier: Guidance(
+        "unanswered, found only an earlier send",
+        True,
+        "investigate: GoRoute holds this invoice number for this receiver from before this "
+        "journal's first attempt (sent by something else, or earlier); this journal's own send "
+        "was not found. Do not send it again until you know the customer does not have it",
+        ExitCode.NEEDS_RECONCILE,
+    ),
     Verdict.unknown_not_found_window_open: Guidance(
         "unanswered, not found, window open",
         False,
         "`invoicectl send DIR` replays it under the same key, safe until the window closes",
-        ExitCode.OK,
+        ExitCode.INCOMPLETE,
     ),
     Verdict.unknown_not_found_window_closed: Guidance(
         "unanswered, not found, window closed",
         True,
         "confirm with GoRoute that it was never delivered (a resend now could deliver a "
         "duplicate), then `invoicectl send DIR --new-version ID`",
+        ExitCode.NEEDS_RECONCILE,
+    ),
+    Verdict.unknown_search_incomplete: Guidance(
+        "unanswered, not found in an incomplete search, window closed",
+        True,
+        "the transactions list could not be searched far enough back: ask GoRoute whether it "
+        "was delivered (a resend now could deliver a duplicate); if not, "
+        "`invoicectl send DIR --new-version ID`",
         ExitCode.NEEDS_RECONCILE,
     ),
     Verdict.amended: Guidance(
@@ -211,7 +247,9 @@ VERDICT_ORDER: tuple[Verdict, ...] = (
     Verdict.not_found,
     Verdict.sent_then_failed,
     Verdict.unknown_ambiguous,
+    Verdict.unknown_sent_earlier,
     Verdict.unknown_not_found_window_closed,
+    Verdict.unknown_search_incomplete,
     Verdict.amended,
     Verdict.delivery_failed,
     Verdict.needs_decision,
@@ -538,72 +576,115 @@ class _Lookups:
         return call
 
     async def _search(self, subjects: list[_Subject], limit: int, max_pages: int) -> None:
-        """Page through the transactions list (newest first), keeping the wanted numbers."""
+        """Page through the transactions list, keeping the wanted numbers, each id once."""
         wanted = {s.invoice_id for s in subjects}
-        cutoff = _search_cutoff(subjects)
-        found: dict[str, list[Transaction]] = {}
-        pages = seen = 0
+        paging = _Paging(limit, max_pages, _search_horizon(subjects))
+        found: dict[str, dict[str, Transaction]] = {}
         cursor: str | None = None
-        cursors: set[str] = set()
         while True:
             outcome = await self._retried(self._page_call(limit, cursor))
             if not isinstance(outcome, _Page):
-                summary = SearchSummary(pages, seen, False, "the transactions list did not answer")
+                summary = paging.summary(False, "the transactions list did not answer")
                 self.search = _Search(_frozen(found), summary, failure=outcome)
                 return
             page = outcome.page
-            pages += 1
-            seen += len(page.transactions)
-            for txn in page.transactions:
+            for txn in paging.take(page):
                 number = (txn.invoice_number or "").strip()
                 if number in wanted:
-                    found.setdefault(number, []).append(txn)
-            stop = _why_stop(page, pages, max_pages, cutoff, cursors)
+                    found.setdefault(number, {})[_identity(txn)] = txn
+            stop = paging.why_stop(page)
             if stop is not None:
-                complete, note = stop
-                self.search = _Search(_frozen(found), SearchSummary(pages, seen, complete, note))
+                self.search = _Search(_frozen(found), paging.summary(*stop))
                 return
             cursor = page.next_cursor
-            assert cursor is not None  # _why_stop stops when there is none
-            cursors.add(cursor)
+            assert cursor is not None  # why_stop stops when there is none
 
 
-def _why_stop(
-    page: TransactionPage,
-    pages: int,
-    max_pages: int,
-    cutoff: datetime | None,
-    cursors: set[str],
-) -> tuple[bool, str] | None:
-    """(complete, note) when the search should stop after this page, else None."""
-    if not page.has_more or not page.transactions:
-        return True, "searched every transaction"
-    if cutoff is not None and _all_older(page.transactions, cutoff):
-        return True, f"searched back to {cutoff.isoformat()}, before the first attempt"
-    if page.next_cursor is None:
-        return False, "the API says there are more transactions but gives no cursor to them"
-    if page.next_cursor in cursors:
-        return False, "the API returned a cursor it had already given; stopped paging"
-    if pages >= max_pages:
-        return False, f"stopped after {pages} pages; older transactions were not searched"
-    return None
+class _Paging:
+    """Where the list search stands: pages, the ids seen, the cursors given, the order seen.
+
+    The stop at the horizon assumes newest first, which nothing documents: it is taken only
+    while every ``created_at`` seen so far (within and across pages) is dated and
+    non-increasing. Otherwise the search pages on to the end or to its page bound.
+    """
+
+    def __init__(self, limit: int, max_pages: int, horizon: datetime | None) -> None:
+        self.limit = limit
+        self.max_pages = max_pages
+        self.horizon = horizon
+        self.pages = 0
+        self.fresh = 0  # new transactions on the last page
+        self.ids: set[str] = set()
+        self.cursors: set[str] = set()
+        self.newest_first = True
+        self.oldest: datetime | None = None  # the last created_at seen, while newest first
+
+    def take(self, page: TransactionPage) -> list[Transaction]:
+        """The page's transactions not seen before; notes the page and its order."""
+        self.pages += 1
+        fresh: list[Transaction] = []
+        for txn in page.transactions:
+            identity = _identity(txn)
+            if identity not in self.ids:
+                self.ids.add(identity)
+                fresh.append(txn)
+            created = _parse_time(txn.created_at)
+            if created is None or (self.oldest is not None and created > self.oldest):
+                self.newest_first = False
+            self.oldest = created
+        self.fresh = len(fresh)
+        return fresh
+
+    def why_stop(self, page: TransactionPage) -> tuple[bool, str] | None:
+        """(complete, note) when the search should stop after this page, else None."""
+        if not page.transactions:
+            return True, "searched every transaction"
+        if not self.fresh:
+            return False, (
+                "the API answered with transactions already seen (it may ignore the cursor); "
+                "stopped paging"
+            )
+        horizon = self.horizon
+        if horizon is not None and self.newest_first and self.oldest and self.oldest < horizon:
+            return True, f"searched back to {horizon.isoformat()}, newest first"
+        if not page.has_more:
+            if len(page.transactions) >= self.limit and page.next_cursor is None:
+                # No has_more, no cursor: a list that does not page. A full page says nothing
+                # about what lies beyond it.
+                return False, "full page and no cursor: older transactions not searched"
+            return True, "searched every transaction"
+        if page.next_cursor is None:
+            return False, "the API says there are more transactions but gives no cursor to them"
+        if page.next_cursor in self.cursors:
+            return False, "the API returned a cursor it had already given; stopped paging"
+        if self.pages >= self.max_pages:
+            return False, f"stopped after {self.pages} pages; older transactions were not searched"
+        self.cursors.add(page.next_cursor)
+        return None
+
+    def summary(self, complete: bool, note: str) -> SearchSummary:
+        return SearchSummary(self.pages, len(self.ids), complete, note)
 
 
-def _search_cutoff(subjects: list[_Subject]) -> datetime | None:
-    """The oldest a matching transaction can be: the earliest first attempt, less slack."""
-    times = [_parse_time(s.side.key_first_used_at or s.side.first_attempt_at) for s in subjects]
+def _identity(txn: Transaction) -> str:
+    """A transaction's id; a row without one is known by its whole content."""
+    return txn.transaction_id or repr(sorted(txn.raw.items()))
+
+
+def _search_horizon(subjects: list[_Subject]) -> datetime | None:
+    """The oldest a counted transaction can be: the earliest first attempt, less LOOK_BACK."""
+    times = [_first_time(s.side) for s in subjects]
     if not times or any(t is None for t in times):
         return None
-    return min(t for t in times if t is not None) - CLOCK_SLACK
+    return min(t for t in times if t is not None) - LOOK_BACK
 
 
-def _all_older(transactions: tuple[Transaction, ...], cutoff: datetime) -> bool:
-    created = [_parse_time(txn.created_at) for txn in transactions]
-    return all(t is not None and t < cutoff for t in created)
+def _first_time(side: JournalSide) -> datetime | None:
+    return _parse_time(side.key_first_used_at or side.first_attempt_at)
 
 
-def _frozen(found: dict[str, list[Transaction]]) -> dict[str, tuple[Transaction, ...]]:
-    return {number: tuple(txns) for number, txns in found.items()}
+def _frozen(found: dict[str, dict[str, Transaction]]) -> dict[str, tuple[Transaction, ...]]:
+    return {number: tuple(txns.values()) for number, txns in found.items()}
 
 
 # ---- verdicts (pure) ----------------------------------------------------------------------
@@ -682,8 +763,23 @@ def _matched(
     api = ApiSide.of(txn, txn_id)
     differences = compare(invoice_id, side, txn)
     notes = _date_notes(side, txn)
+    content = _content_difference(side, txn)
     if differences:
-        verdict, detail = Verdict.different_document, differences
+        verdict, detail = Verdict.different_document, differences + ([content] if content else [])
+    elif content:
+        return _case(
+            invoice_id,
+            Verdict.different_document,
+            side,
+            api=api,
+            action=f"investigate: GoRoute's {api.transaction_id} is another version of "
+            f"{invoice_id}, not the content this journal sent under key {side.idempotency_key}; "
+            "if GoRoute's version is the right one, restore the file to it and run `invoicectl "
+            f"scan DIR`; to send this content as well: `invoicectl send DIR --new-version "
+            f"{invoice_id}`",
+            detail="; ".join([content, *notes]),
+            window=window,
+        )
     elif txn.status == "failed":
         verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
     elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
@@ -727,6 +823,24 @@ def compare(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
     return differences
 
 
+def _content_difference(side: JournalSide, txn: Transaction) -> str | None:
+    """How the content differs, when GoRoute gives back the hash invoicectl sent with it.
+
+    Every send carries ``metadata.sha256``, the hash of the content its key carries; a
+    transaction whose hash is another one holds other content under the same invoice number.
+    """
+    theirs = txn.metadata.get("sha256")
+    sent = side.sent_sha256
+    if not isinstance(theirs, str) or not theirs.strip() or not sent:
+        return None
+    if theirs.strip().casefold() == sent.casefold():
+        return None
+    return (
+        f"same invoice number, different content: the API's transaction carries sha256 "
+        f"{theirs.strip()}, the journal sent sha256 {sent} under this key"
+    )
+
+
 def _same_receiver(journal_receiver: str | None, txn: Transaction) -> bool:
     if txn.receiver_id is None or journal_receiver is None:
         return True  # nothing to compare against; the invoice number carries the match
@@ -761,20 +875,97 @@ def _searched(invoice_id: str, side: JournalSide, search: _Search | None, now: d
     matches = [
         txn for txn in search.by_number.get(invoice_id, ()) if not compare(invoice_id, side, txn)
     ]
-    if len(matches) == 1:
+    ours, earlier = _by_age(side, matches)
+    if side.state == "key_reused":
+        # The key carried a request before this journal's: a match may well be older.
+        ours, earlier = ours + earlier, []
+    if earlier:
+        return _sent_earlier(invoice_id, side, ours, earlier, window)
+    if len(ours) == 1:
         # A key_reused invoice whose 422 named no transaction is adopted like any other.
         adopt = Verdict.already_sent if side.state == "key_reused" else Verdict.unknown_found
-        return _matched(invoice_id, side, matches[0], None, adopt=adopt, window=window)
-    if matches:
-        ids = ", ".join(f"{t.transaction_id} ({t.status})" for t in matches)
+        return _matched(invoice_id, side, ours[0], None, adopt=adopt, window=window)
+    if ours:
         return _case(
             invoice_id,
             Verdict.unknown_ambiguous,
             side,
-            detail=f"{len(matches)} transactions match: {ids}",
+            detail=f"{len(ours)} transactions match: {_listed(ours)}",
             window=window,
         )
     return _not_found_in_list(invoice_id, side, search.summary, window)
+
+
+def _by_age(
+    side: JournalSide, matches: list[Transaction]
+) -> tuple[list[Transaction], list[Transaction]]:
+    """(created since the first attempt, created before it) among ``matches``.
+
+    "Since" allows ``CLOCK_SLACK``; a match that cannot be dated cannot be shown to be this
+    journal's send and counts as earlier. Matches older than ``LOOK_BACK`` before the first
+    attempt are left out: the search does not always reach them, so counting the ones it
+    happened to see would make the verdict depend on the page size.
+    """
+    first = _first_time(side)
+    if first is None:
+        return matches, []
+    ours: list[Transaction] = []
+    earlier: list[Transaction] = []
+    for txn in matches:
+        created = _parse_time(txn.created_at)
+        if created is not None and created < first - LOOK_BACK:
+            continue
+        if created is None or created < first - CLOCK_SLACK:
+            earlier.append(txn)
+        else:
+            ours.append(txn)
+    return ours, earlier
+
+
+def _sent_earlier(
+    invoice_id: str,
+    side: JournalSide,
+    ours: list[Transaction],
+    earlier: list[Transaction],
+    window: Window,
+) -> Case:
+    first = side.key_first_used_at or side.first_attempt_at
+    before = (
+        f"created before this journal's first attempt under key {side.idempotency_key} "
+        f"({first}): {_listed(earlier)}"
+    )
+    if ours:
+        return _case(
+            invoice_id,
+            Verdict.unknown_ambiguous,
+            side,
+            detail=f"{len(ours) + len(earlier)} transactions match: since the first attempt "
+            f"{_listed(ours)}; {before}",
+            window=window,
+        )
+    open_, closes = window
+    replay = (
+        f"; while the key's window is open (until {closes}) `invoicectl send` replays this "
+        "journal's request, which would deliver the invoice again"
+        if open_
+        else ""
+    )
+    return _case(
+        invoice_id,
+        Verdict.unknown_sent_earlier,
+        side,
+        api=ApiSide.of(earlier[0]) if len(earlier) == 1 else None,
+        detail=f"only an earlier send matches, {before}; this journal's own send was not "
+        f"found{replay}",
+        window=window,
+    )
+
+
+def _listed(txns: list[Transaction]) -> str:
+    return ", ".join(
+        f"{t.transaction_id} ({t.status or 'no status'}, created {t.created_at or 'undated'})"
+        for t in txns
+    )
 
 
 def _not_found_in_list(
@@ -783,7 +974,13 @@ def _not_found_in_list(
     summary: SearchSummary,
     window: Window,
 ) -> Case:
-    searched = f"not in the {summary.transactions} transactions searched ({summary.note})"
+    if summary.complete:
+        searched = f"not in the {summary.transactions} transactions searched ({summary.note})"
+    else:
+        searched = (
+            f"not found in the {summary.transactions} searched; the search was incomplete "
+            f"({summary.note})"
+        )
     open_, closes = window
     if side.state == "key_reused":
         return _case(
@@ -804,22 +1001,28 @@ def _not_found_in_list(
             window=window,
         )
     when = f"closed at {closes}" if closes else "cannot be dated, so it counts as closed"
+    verdict = (
+        Verdict.unknown_not_found_window_closed
+        if summary.complete
+        else Verdict.unknown_search_incomplete
+    )
     return _case(
         invoice_id,
-        Verdict.unknown_not_found_window_closed,
+        verdict,
         side,
-        detail=f"{searched}; the 24 h window of key {side.idempotency_key} {when}: "
+        detail=f"{searched}; the replay window of key {side.idempotency_key} {when}: "
         "a resend could deliver a duplicate",
         window=window,
     )
 
 
 def _window(side: JournalSide, now: datetime) -> Window:
-    started = _parse_time(side.key_first_used_at or side.first_attempt_at)
+    """(open, closes at) as ``send`` sees it: 24 h less the replay margin from first use."""
+    started = _first_time(side)
     if started is None:
         return None, None
-    closes = started + KEY_WINDOW
-    return now < closes, closes.isoformat()
+    closes = started + KEY_WINDOW - REPLAY_MARGIN
+    return window_open(started.isoformat(), now), closes.isoformat()
 
 
 def _amended(invoice_id: str, side: JournalSide) -> Case:

@@ -93,6 +93,8 @@ def summary_line(report: ReconcileReport) -> str:
     changed = [f"{len(report.applied)} adopted"] if report.apply else []
     if report.recorded:
         changed.append(f"{len(report.recorded)} delivery statuses recorded")
+    if not report.search.complete:
+        changed.append(f"transactions search incomplete: {report.search.note}")
     tail = f"; {', '.join(changed)}" if changed else ""
     return (
         f"{len(report.cases)} invoices to reconcile, {report.needs_person} need a person "

@@ -7,25 +7,31 @@ run, the three output formats, faults on the way (5xx, 429), and refused credent
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
 import json
 from collections import Counter
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 
 import httpx
 import pytest
 from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
+from ublfactory import invoice_xml
 
-from invoicectl.client import Transaction
+from invoicectl import attempts
+from invoicectl.attempts import KEY_WINDOW, REPLAY_MARGIN
+from invoicectl.client import Transaction, build_send_body
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.journal import Journal
-from invoicectl.reconcile import GUIDANCE, JournalSide, Verdict, compare
+from invoicectl.reconcile import CLOCK_SLACK, GUIDANCE, LOOK_BACK, JournalSide, Verdict, compare
 from invoicectl.reconcile_report import (
     FIELDS,
     print_report,
     render,
+    summary_line,
     to_csv,
     to_json,
     write_output,
@@ -43,6 +49,7 @@ EXPECTED = {
     "INV-IP": Verdict.in_progress,
     "INV-UF": Verdict.unknown_found,
     "INV-UA": Verdict.unknown_ambiguous,
+    "INV-SE": Verdict.unknown_sent_earlier,
     "INV-UO": Verdict.unknown_not_found_window_open,
     "INV-UC": Verdict.unknown_not_found_window_closed,
     "INV-AM": Verdict.amended,
@@ -51,6 +58,10 @@ EXPECTED = {
     "INV-DP": Verdict.delivery_pending,
     "INV-409": Verdict.needs_decision,
     "INV-LF": Verdict.lookup_failed,
+}
+# Verdicts one staged search cannot reach beside the others (it is one search for all).
+REACHED_ELSEWHERE = {
+    Verdict.unknown_search_incomplete: "test_a_full_page_without_paging_is_an_incomplete_search",
 }
 BROKEN_TXN = "txn_always_503"
 
@@ -113,6 +124,8 @@ def stage_every_verdict(journal: Journal, outbox: Path, sandbox: Sandbox) -> Non
     sent(journal, "INV-UA", "unknown", hours_ago=2, outcome=None)
     sent(journal, "INV-UO", "unknown", hours_ago=1, outcome=None)
     sent(journal, "INV-UC", "unknown", hours_ago=30, http_status=504, outcome="transient")
+    txn("INV-SE", status="delivered", created_at=NOW.timestamp() - 3 * 86_400)
+    sent(journal, "INV-SE", "unknown", hours_ago=2, outcome=None)
 
     sent(journal, "INV-AM", "accepted", http_status=202, outcome="accepted",
          transaction_id=txn("INV-AM", status="delivered"), remote_status="delivered")  # fmt: skip
@@ -146,7 +159,7 @@ def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
     report = run_reconcile(staged, transport(sandbox))
 
     assert verdicts(report) == EXPECTED
-    assert set(EXPECTED.values()) == set(Verdict)
+    assert set(EXPECTED.values()) | set(REACHED_ELSEWHERE) == set(Verdict)
     assert report.exit_code == ExitCode.NEEDS_RECONCILE
     by_id = {case.invoice_id: case for case in report.cases}
     for invoice_id, case in by_id.items():
@@ -291,7 +304,7 @@ def test_table_on_a_console_at_fixed_width(staged: Journal, sandbox: Sandbox) ->
     text = buffer.getvalue()
 
     summary, *rest = text.splitlines()
-    assert summary.startswith("15 invoices to reconcile, 8 need a person (different_document 1,")
+    assert summary.startswith("16 invoices to reconcile, 9 need a person (different_document 1,")
     assert max(len(line) for line in rest) <= 100
     assert "already sent (1, no person needed) — next: `invoicectl reconcile --apply`" in text
     assert "still in progress (1, no person needed) — next: wait" in text
@@ -368,12 +381,12 @@ def test_search_stops_at_its_page_bound_and_says_so(
     )
 
 
-def test_search_stops_at_transactions_older_than_the_first_attempt(
+def test_search_stops_at_transactions_older_than_its_look_back(
     journal: Journal, outbox: Path, sandbox: Sandbox
 ) -> None:
     add_invoice(journal, outbox, "INV-1")
     sent(journal, "INV-1", "unknown", hours_ago=1)
-    long_ago = (NOW.timestamp()) - 3 * 86_400
+    long_ago = (NOW - LOOK_BACK).timestamp() - 2 * 86_400
     for number in range(6):
         sandbox.add_transaction(f"OLD-{number}", created_at=long_ago - number)
     sandbox.add_transaction("INV-1", status="delivered", created_at=long_ago - 100)
@@ -454,3 +467,254 @@ def test_output_is_written_atomically(staged: Journal, sandbox: Sandbox, tmp_pat
 
     assert json.loads(target.read_text())["exit_code"] == 4
     assert [p.name for p in target.parent.iterdir()] == ["report.json"]
+
+
+# -- what counts as this invoice's transaction -------------------------------------------
+
+
+@pytest.mark.parametrize("list_limit", [2, 3, 100])
+def test_an_earlier_send_is_never_adopted_whatever_the_page_size(
+    journal: Journal, outbox: Path, sandbox: Sandbox, list_limit: int
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=1)
+    long_ago = NOW.timestamp() - 3 * 86_400
+    for number in range(6):
+        sandbox.add_transaction(f"OLD-{number}", created_at=long_ago - number)
+    old = sandbox.add_transaction("INV-1", status="delivered", created_at=long_ago - 100).id
+    before = snapshot(journal)
+
+    report = run_reconcile(journal, transport(sandbox), list_limit=list_limit, apply=True)
+
+    (case,) = report.cases
+    assert case.verdict is Verdict.unknown_sent_earlier and case.needs_person
+    assert case.api is not None and case.api.transaction_id == old
+    assert "created before this journal's first attempt" in case.detail
+    assert "would deliver the invoice again" in case.detail  # the window is open: send replays
+    assert report.search.complete
+    assert report.applied == () and report.exit_code == ExitCode.NEEDS_RECONCILE
+    assert snapshot(journal) == before
+
+
+@pytest.mark.parametrize(
+    ("created_before_first_attempt", "verdict"),
+    [
+        (-timedelta(minutes=30), Verdict.unknown_found),
+        (CLOCK_SLACK / 2, Verdict.unknown_found),  # clocks disagree a little
+        (CLOCK_SLACK * 1.5, Verdict.unknown_sent_earlier),
+        (LOOK_BACK - timedelta(hours=1), Verdict.unknown_sent_earlier),
+        (LOOK_BACK + timedelta(hours=1), Verdict.unknown_not_found_window_open),  # not counted
+    ],
+    ids=["after", "within-slack", "beyond-slack", "within-look-back", "beyond-look-back"],
+)
+def test_a_match_is_this_send_only_if_created_after_its_first_attempt(
+    journal: Journal,
+    outbox: Path,
+    sandbox: Sandbox,
+    created_before_first_attempt: timedelta,
+    verdict: Verdict,
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=2)
+    first = NOW - timedelta(hours=2)
+    created = (first - created_before_first_attempt).timestamp()
+    sandbox.add_transaction("INV-1", status="delivered", created_at=created)
+
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    assert verdicts(report) == {"INV-1": verdict}
+    assert report.applied == (("INV-1",) if verdict is Verdict.unknown_found else ())
+
+
+def test_an_earlier_send_beside_this_one_is_ambiguous(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=2)
+    ours = sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 3600)
+    old = sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 86_400)
+
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    (case,) = report.cases
+    assert case.verdict is Verdict.unknown_ambiguous and case.needs_person
+    assert ours.id in case.detail and old.id in case.detail
+    assert report.applied == ()
+
+
+@pytest.mark.parametrize("detail_shape", ["nested", "flat"])
+@pytest.mark.parametrize(
+    ("amount_now", "verdict"),
+    [("1250.00", Verdict.already_sent), ("990.00", Verdict.different_document)],
+    ids=["same-content", "other-content"],
+)
+def test_key_reused_is_adopted_only_when_the_content_hash_agrees(
+    journal: Journal, outbox: Path, detail_shape: str, amount_now: str, verdict: Verdict
+) -> None:
+    """A lost journal sent revision 1 under invoice-INV-1; this one sends the corrected file
+    under the same key and meets 422. GoRoute gives back the sha256 the first send carried."""
+    config = SandboxConfig(rate_per_minute=100_000, seed=7, detail_shape=detail_shape)  # type: ignore[arg-type]
+    sandbox = Sandbox(config)
+    first = invoice_xml("INV-1", amount="1250.00")
+    metadata = {"invoice_id": "INV-1", "sha256": hashlib.sha256(first).hexdigest()}
+    body = build_send_body(first.decode(), "9915", "phase4-test-receiver", metadata)
+    existing = sandbox.state.send("invoice-INV-1", body).transaction_id
+    add_invoice(journal, outbox, "INV-1", amount=amount_now)
+    sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
+    sandbox.advance_clock(3600)
+
+    report = run_reconcile(journal, sandbox.transport(), apply=True)
+
+    (case,) = report.cases
+    assert case.verdict is verdict
+    if verdict is Verdict.different_document:
+        assert case.needs_person and report.applied == ()
+        assert "same invoice number, different content" in case.detail
+        assert metadata["sha256"] in case.detail
+        assert "`invoicectl send DIR --new-version INV-1`" in case.action
+        assert journal.invoice("INV-1")["state"] == "key_reused"
+    else:
+        assert report.applied == ("INV-1",)
+        assert journal.invoice("INV-1")["transaction_id"] == existing
+
+
+# -- the key's window is send's ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("hours_ago", "verdict"),
+    [
+        (23.5, Verdict.unknown_not_found_window_open),
+        (23.9, Verdict.unknown_not_found_window_closed),  # inside 24 h, inside send's margin
+        (24.5, Verdict.unknown_not_found_window_closed),
+    ],
+)
+def test_the_window_is_the_one_send_replays_in(
+    journal: Journal, outbox: Path, sandbox: Sandbox, hours_ago: float, verdict: Verdict
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=hours_ago)
+
+    report = run_reconcile(journal, transport(sandbox))
+
+    (case,) = report.cases
+    first = NOW - timedelta(hours=hours_ago)
+    assert case.verdict is verdict
+    assert case.window_open is ("INV-1" in attempts.plan(journal, NOW).replays)
+    assert case.window_closes_at == (first + KEY_WINDOW - REPLAY_MARGIN).isoformat()
+    # The exit code says what `invoicectl status` says: 75 while `send` replays it, else 4.
+    expected = ExitCode.INCOMPLETE if case.window_open else ExitCode.NEEDS_RECONCILE
+    assert report.exit_code == case.exit_code == expected == attempts.attention(journal, NOW)
+
+
+# -- lists that do not page the way the emulator's default does -----------------------------
+
+
+def _sandbox(**options: object) -> Sandbox:
+    return Sandbox(SandboxConfig(rate_per_minute=100_000, max_concurrent=100, seed=7, **options))  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("hours_ago", "verdict"),
+    [
+        (30, Verdict.unknown_search_incomplete),
+        (2, Verdict.unknown_not_found_window_open),  # `send` replays it safely all the same
+    ],
+)
+def test_a_full_page_without_paging_is_an_incomplete_search(
+    journal: Journal, outbox: Path, hours_ago: float, verdict: Verdict
+) -> None:
+    sandbox = _sandbox(list_paging=False)
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=hours_ago)
+    first = NOW.timestamp() - hours_ago * 3600
+    sandbox.add_transaction("INV-1", status="delivered", created_at=first + 600)
+    for number in range(150):
+        sandbox.add_transaction(f"OTHER-{number}", created_at=NOW.timestamp() - 3000 + number)
+
+    report = run_reconcile(journal, sandbox.transport(), list_limit=100)
+
+    (case,) = report.cases
+    assert case.verdict is verdict
+    assert "not found in the 100 searched; the search was incomplete" in case.detail
+    assert "full page and no cursor: older transactions not searched" in case.detail
+    assert not report.search.complete
+    assert "transactions search incomplete" in summary_line(report)
+
+
+def test_a_short_page_without_paging_is_the_whole_list(journal: Journal, outbox: Path) -> None:
+    sandbox = _sandbox(list_paging=False)
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    mine = sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 3600)
+    for number in range(5):
+        sandbox.add_transaction(f"OTHER-{number}")
+
+    report = run_reconcile(journal, sandbox.transport(), list_limit=100, apply=True)
+
+    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
+    assert report.applied == ("INV-1",) and report.search.complete
+    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+
+
+def test_an_oldest_first_list_is_paged_to_the_end(journal: Journal, outbox: Path) -> None:
+    sandbox = _sandbox(list_order="oldest_first")
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    ten_days_ago = NOW.timestamp() - 10 * 86_400
+    for number in range(120):
+        sandbox.add_transaction(f"OLD-{number}", created_at=ten_days_ago + number)
+    mine = sandbox.add_transaction(
+        "INV-1", status="delivered", created_at=NOW.timestamp() - 29 * 3600
+    )
+
+    report = run_reconcile(journal, sandbox.transport(), list_limit=100, apply=True)
+
+    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
+    assert (report.search.pages, report.search.transactions, report.search.complete) == (
+        2,
+        121,
+        True,
+    )
+    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+
+
+class CursorIgnored(httpx.AsyncBaseTransport):
+    """An API that hands out cursors but ignores them: every page is the first one again."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self._inner = inner
+        self.pages = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/api/v1/transactions"):
+            return await self._inner.handle_async_request(request)
+        self.pages += 1
+        url = request.url.copy_remove_param("cursor")
+        response = await self._inner.handle_async_request(
+            httpx.Request("GET", url, headers=request.headers)
+        )
+        body = json.loads(await response.aread())
+        if body.get("next_cursor"):
+            body["next_cursor"] = f"{body['next_cursor']}-{self.pages}"  # new each time
+        return httpx.Response(response.status_code, json=body)
+
+
+def test_a_transaction_seen_twice_counts_once_and_stops_the_search(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=2)
+    mine = sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 6840)
+    for number in range(5):
+        sandbox.add_transaction(f"OTHER-{number}", created_at=NOW.timestamp() - 86_400 + number)
+    ignoring = CursorIgnored(sandbox.transport())
+
+    report = run_reconcile(journal, ignoring, list_limit=3, apply=True)
+
+    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
+    assert report.applied == ("INV-1",)
+    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+    assert ignoring.pages == report.search.pages == 2
+    assert report.search.transactions == 3 and not report.search.complete
+    assert "transactions already seen" in report.search.note

@@ -206,15 +206,41 @@ async def test_a_refused_send_does_not_consume_its_key(client: httpx.AsyncClient
 
 
 @pytest.mark.anyio
-async def test_without_an_idempotency_key_every_send_is_new(
+async def test_a_send_without_an_idempotency_key_is_400(
     client: httpx.AsyncClient, sandbox: Sandbox
 ) -> None:
-    first = await send(client, body_for(), key=None)
-    second = await send(client, body_for(), key=None)
+    # Tier A: every send carries Idempotency-Key. (This test used to expect every keyless send
+    # to be accepted as new; the contract has no such case.)
+    response = await send(client, body_for(), key=None)
 
-    assert (first.status_code, second.status_code) == (202, 202)
-    assert first.json()["transaction_id"] != second.json()["transaction_id"]
-    assert sandbox.stats()["per_invoice"] == {"INV-1": 2}
+    assert response.status_code == 400, response.text
+    assert error_code(response) == "MISSING_IDEMPOTENCY_KEY"
+    assert response.json()["details"][0]["location"] == "header:Idempotency-Key"
+    stats = sandbox.stats()
+    assert (stats["rejected"], stats["transactions"], stats["per_invoice"]) == (1, 0, {})
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "other",
+    [
+        b"not json",
+        raw_body(receiver_scheme="9915", receiver_id="x"),
+        send_body(sample_invoice("INV-1", lines=9), receiver=("0088", "123")),
+    ],
+    ids=["not-json", "missing-document", "receiver-mismatch"],
+)
+async def test_a_live_key_answers_422_before_the_new_body_is_validated(
+    client: httpx.AsyncClient, sandbox: Sandbox, other: bytes
+) -> None:
+    first = await send(client, body_for())
+    refused = await send(client, other)
+
+    assert refused.status_code == 422, refused.text
+    assert error_code(refused) == "IDEMPOTENCY_KEY_REUSED"
+    assert refused.json()["existing_transaction_id"] == first.json()["transaction_id"]
+    assert (await send(client, body_for())).json() == first.json()  # still a replay
+    assert (sandbox.stats()["key_reused"], sandbox.stats()["rejected"]) == (1, 0)
 
 
 # -- validation --------------------------------------------------------------------------
@@ -572,6 +598,38 @@ async def test_the_list_is_flat_newest_first_and_pages_by_cursor(
         "created_at": "2024-04-24T23:06:44.000Z",
         "delivered_at": None,
     }
+
+
+@pytest.mark.anyio
+async def test_the_list_can_be_served_without_paging_and_oldest_first(clock: FakeClock) -> None:
+    config = SandboxConfig(rate_per_minute=10_000, list_paging=False, list_order="oldest_first")
+    sandbox = Sandbox(config, clock=clock)
+    ids = [sandbox.add_transaction(f"INV-{n}", created_at=T0 + n).id for n in range(5)]
+    async with _client(sandbox) as client:
+        first = (await client.get("/api/v1/transactions", params={"limit": 2})).json()
+        again = await client.get("/api/v1/transactions", params={"limit": 2, "cursor": ids[1]})
+
+    assert list(first) == ["transactions"]  # no has_more, no next_cursor
+    assert [row["transaction_id"] for row in first["transactions"]] == ids[:2]
+    assert again.status_code == 200 and again.json() == first  # the cursor is ignored
+
+
+@pytest.mark.anyio
+async def test_the_detail_can_be_served_in_the_flat_shape(clock: FakeClock) -> None:
+    sandbox = Sandbox(SandboxConfig(detail_shape="flat"), clock=clock)
+    async with _client(sandbox) as client:
+        sent = await send(client, body_for("INV-9"))
+        clock.advance(7)
+        txn = await _status(client, sent.json()["transaction_id"])
+
+    assert txn["transaction_id"] == sent.json()["transaction_id"] and "id" not in txn
+    assert (txn["invoice_number"], txn["receiver_id"], txn["status"]) == (
+        "INV-9",
+        "9915:phase4-test-receiver",
+        "delivered",
+    )
+    assert txn["metadata"] == {"invoice_id": "INV-9"}
+    assert "receiver" not in txn and "document_id" not in txn
 
 
 @pytest.mark.anyio

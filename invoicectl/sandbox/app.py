@@ -6,7 +6,11 @@ the way the real base URL carries a path prefix.
 
 Order of checks on ``/api/v1`` (each step stops the request with its answer):
 API key (401/403) > rate window and concurrency (429, not counted) > latency > injected 5xx
-(nothing recorded) > the send itself (400/413/422/404/202) > injected drop (recorded, no answer).
+(nothing recorded) > the send itself > injected drop (recorded, no answer).
+
+The send itself: no Idempotency-Key (400 ``MISSING_IDEMPOTENCY_KEY``) > a malformed key (400)
+> a key still live: the same bytes replay (202), other bytes are 422 whatever they hold >
+the body (400/413) > the receiver (404) > accepted (202).
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from starlette.types import Receive, Scope, Send
 from invoicectl.sandbox.admin import admin_routes
 from invoicectl.sandbox.problems import Problem, problem_response
 from invoicectl.sandbox.state import EmulatorState
-from invoicectl.sandbox.transactions import detail_json, summary_json
+from invoicectl.sandbox.transactions import detail_json, flat_detail_json, summary_json
 
 Sleep = Callable[[float], Awaitable[None]]
 Handler = Callable[[Request], Awaitable[Response]]
@@ -186,22 +190,25 @@ class SandboxApp:
         txn = self.state.book.get(txn_id)
         if txn is None:
             raise Problem(404, "TRANSACTION_NOT_FOUND", f"no transaction {txn_id}")
-        body = detail_json(txn, self.state.clock(), self.state.timings)
+        shape = flat_detail_json if self.state.config.detail_shape == "flat" else detail_json
+        body = shape(txn, self.state.clock(), self.state.timings)
         return JSONResponse(body, headers={"X-Request-ID": request_id})
 
     async def list_transactions(self, request: Request, request_id: str) -> Response:
+        config = self.state.config
         limit = _limit(request.query_params.get("limit", "50"))
-        cursor = request.query_params.get("cursor")
+        # Without paging the cursor is not a parameter at all: ignored, as unknown ones are.
+        cursor = request.query_params.get("cursor") if config.list_paging else None
+        oldest_first = config.list_order == "oldest_first"
         try:
-            rows, next_cursor = self.state.book.page(limit, cursor)
+            rows, next_cursor = self.state.book.page(limit, cursor, oldest_first=oldest_first)
         except KeyError:
             raise Problem(400, "INVALID_CURSOR", f"unknown cursor {cursor!r}") from None
         now, timings = self.state.clock(), self.state.timings
-        body: dict[str, Any] = {
-            "transactions": [summary_json(txn, now, timings) for txn in rows],
-            "has_more": next_cursor is not None,
-            "next_cursor": next_cursor,
-        }
+        body: dict[str, Any] = {"transactions": [summary_json(txn, now, timings) for txn in rows]}
+        if config.list_paging:
+            body["has_more"] = next_cursor is not None
+            body["next_cursor"] = next_cursor
         return JSONResponse(body, headers={"X-Request-ID": request_id})
 
 

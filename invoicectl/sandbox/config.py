@@ -19,6 +19,10 @@ TIERS: dict[str, tuple[int, int]] = {
 }
 
 ErrorShape = Literal["both", "flat", "nested"]
+# goroute-api.md B documents neither the list's order nor its paging, and two shapes for a
+# transaction: the emulator can serve each, so the client is tested against all of them.
+ListOrder = Literal["newest_first", "oldest_first"]
+DetailShape = Literal["nested", "flat"]
 
 
 @dataclass(frozen=True)
@@ -60,6 +64,12 @@ class SandboxConfig:
     max_document_bytes: int = 15 * 1024 * 1024
     # The public docs show two error-body shapes; "both" serves them side by side.
     error_shape: ErrorShape = "both"
+    # False: the list answers ``{"transactions": [...]}`` only (no has_more, no next_cursor)
+    # and ignores ``cursor``, the way the public docs describe it.
+    list_paging: bool = True
+    list_order: ListOrder = "newest_first"
+    # "flat": GET /api/v1/transactions/{id} answers in the list's shape (plus metadata).
+    detail_shape: DetailShape = "nested"
     transaction_prefix: str = "txn_"
     version: str = "sandbox-1.0"
     tier: str = field(default="standard")

@@ -75,25 +75,27 @@ class EmulatorState:
             raise
 
     def _send(self, key: str | None, body: bytes) -> SendAnswer:
-        if key is not None:
-            check_key(key, self.config.max_key_length)
-            self.stats.key_sends[key] += 1
+        # Tier A: every send carries a key; the key is judged before the body, and a live key
+        # answers for itself (replay or 422) whatever the new body holds.
+        if key is None:
+            raise _missing_key()
+        check_key(key, self.config.max_key_length)
+        self.stats.key_sends[key] += 1
         now = self.clock()
         digest = request_sha256(body)
-        record = self.keys.live(key, now) if key is not None else None
-        if record is not None and record.body_sha256 == digest:
+        record = self.keys.live(key, now)
+        if record is not None:
+            if record.body_sha256 != digest:
+                raise _key_reused(record)
             # The same bytes were valid when first seen; no need to parse them again.
             self.stats.replays += 1
             return SendAnswer(record.transaction_id, replay=True)
         submission = read_submission(body, self.config.max_document_bytes)
-        if record is not None:
-            raise _key_reused(record)
         if submission.receiver.participant == NOT_REGISTERED:
             raise _not_registered(submission.receiver)
         txn = self._create(submission, key, now)
-        if key is not None:
-            self.keys.remember(KeyRecord(key, digest, txn.id, now))
-            self.stats.key_transactions[key] += 1
+        self.keys.remember(KeyRecord(key, digest, txn.id, now))
+        self.stats.key_transactions[key] += 1
         self.stats.accepted += 1
         return SendAnswer(txn.id, replay=False)
 
@@ -196,6 +198,12 @@ def _participant(value: str) -> Party:
     if not sep or not scheme or not identifier:
         raise ValueError(f"participant {value!r} must be written scheme:identifier")
     return Party(scheme, identifier)
+
+
+def _missing_key() -> Problem:
+    message = "Idempotency-Key header is required on POST /api/v1/documents"
+    detail = Detail("IDEMPOTENCY_KEY", message, "header:Idempotency-Key")
+    return Problem(400, "MISSING_IDEMPOTENCY_KEY", message, (detail,))
 
 
 def _key_reused(record: KeyRecord) -> Problem:

@@ -103,6 +103,16 @@ def summary_json(txn: Transaction, now: float, timings: Timings) -> dict[str, An
     }
 
 
+def flat_detail_json(txn: Transaction, now: float, timings: Timings) -> dict[str, Any]:
+    """``GET /api/v1/transactions/{id}`` in the list's flat shape, with the sender's metadata."""
+    state = progress(txn, now, timings)
+    return {
+        **summary_json(txn, now, timings),
+        "updated_at": iso(state.updated_at),
+        "metadata": txn.metadata,
+    }
+
+
 def _party_json(party: Party) -> dict[str, str | None]:
     return {"scheme": party.scheme, "identifier": party.identifier, "name": party.name}
 
@@ -128,9 +138,11 @@ class TransactionBook:
     def __len__(self) -> int:
         return len(self._by_id)
 
-    def page(self, limit: int, cursor: str | None) -> tuple[list[Transaction], str | None]:
-        """Newest first; ``cursor`` is the id of the last row of the previous page."""
-        ordered = sorted(self._by_id.values(), key=_newest_first)
+    def page(
+        self, limit: int, cursor: str | None, *, oldest_first: bool = False
+    ) -> tuple[list[Transaction], str | None]:
+        """Newest first (or oldest first); ``cursor`` is the id of the previous page's last row."""
+        ordered = sorted(self._by_id.values(), key=_newest_first, reverse=oldest_first)
         start = 0
         if cursor is not None:
             after = self._by_id.get(cursor)
