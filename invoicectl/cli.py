@@ -396,7 +396,7 @@ def reconcile(
     Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
     retried later."""
     from invoicectl import runner
-    from invoicectl.reconcile_report import print_report, render, write_output
+    from invoicectl.reconcile_report import Format, print_report, render, write_output
     from invoicectl.settings import resolve
 
     settings = resolve(
@@ -412,13 +412,14 @@ def reconcile(
     report = runner.reconcile(
         settings, apply=apply, allow_environment_change=allow_environment_change
     )
+    fmt: Format = output_format.value
     if output is not None:
-        write_output(output, render(report, output_format.value))  # type: ignore[arg-type]
+        write_output(output, render(report, fmt))
         _stderr().print(f"report written to {output}", highlight=False)
     elif output_format is OutputFormat.table:
         print_report(_stdout(), report)
     else:
-        sys.stdout.write(render(report, output_format.value))  # type: ignore[arg-type]
+        sys.stdout.write(render(report, fmt))
     raise typer.Exit(int(report.exit_code))
 
 
