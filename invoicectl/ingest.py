@@ -14,6 +14,7 @@ import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -53,9 +54,10 @@ def scan_directory(
     root = directory.expanduser().absolute()
     if not root.is_dir():
         raise ConfigError(f"the outbox {directory} is not a directory")
-    names = find_candidates(root, recursive)
+    unlisted: list[ScannedFile] = []
+    names = find_candidates(root, recursive, unlisted)
     scanned = scan_files(names, root, journal.known_sha256, journal.cached_stats, workers=workers)
-    return Ingest(journal, root).run(scanned)
+    return Ingest(journal, root).run(chain(unlisted, scanned))
 
 
 @dataclass(frozen=True)

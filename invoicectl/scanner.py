@@ -94,15 +94,29 @@ CachedStats = Callable[[list[str]], dict[str, tuple[StatKey, str]]]
 KnownSha256 = Callable[[], Collection[str]]
 
 
-def find_candidates(root: Path, recursive: bool = False) -> list[str]:
+def find_candidates(
+    root: Path, recursive: bool = False, unlisted: list[ScannedFile] | None = None
+) -> list[str]:
     """The name, relative to ``root``, of every entry named ``*.xml`` (any case), sorted,
     including directories and broken links, which then get a reason of their own instead of
-    vanishing. Symbolic links to directories are not descended into."""
+    vanishing. Symbolic links to directories are not descended into. A subdirectory that
+    cannot be listed is answered in ``unlisted``: its files cannot be, so it must be."""
     if not recursive:
         with os.scandir(root) as entries:
             return sorted(entry.name for entry in entries if _is_xml(entry.name))
+
+    def cannot_list(error: OSError) -> None:
+        if unlisted is not None and error.filename is not None:
+            path = os.fsdecode(error.filename)
+            reason = (
+                f"cannot list this directory ({error.strerror}); the invoices in it were not "
+                "scanned: fix its permissions"
+            )
+            name = os.path.relpath(path, root)
+            unlisted.append(ScannedFile(as_text(path), as_text(name), reason=reason))
+
     found: list[str] = []
-    for directory, subdirs, files in os.walk(root):
+    for directory, subdirs, files in os.walk(root, onerror=cannot_list):
         relative = os.path.relpath(directory, root)
         prefix = "" if relative == os.curdir else relative + os.sep
         found.extend(prefix + name for name in files if _is_xml(name))

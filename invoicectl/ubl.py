@@ -139,7 +139,7 @@ class _Encoding:
 
     @property
     def label(self) -> str:
-        return self.declared or self.codec.upper()
+        return one_line(self.declared, 60) if self.declared else self.codec.upper()
 
 
 # --- reading files -----------------------------------------------------------------------
@@ -295,9 +295,10 @@ def _sniff_encoding(data: bytes) -> _Encoding:
         return _Encoding("utf-8", 0, None)
     codec = _codec_for(declared)
     if codec.startswith(("utf-16", "utf-32")):
+        name = one_line(declared, 60)
         raise InvalidDocument(
-            f"the file declares encoding {declared} but its bytes are 8-bit text, "
-            f"not {declared}; fix the declaration or re-save the file as {declared}"
+            f"the file declares encoding {name} but its bytes are 8-bit text, "
+            f"not {name}; fix the declaration or re-save the file as {name}"
         )
     return _Encoding(codec, 0, declared)
 
@@ -318,7 +319,7 @@ def _declared_in_utf16(head: bytes, codec: str) -> str | None:
 def _codec_for(declared: str) -> str:
     try:
         info = codecs.lookup(declared)
-    except LookupError:
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
         info = None
     # Python also names byte transforms (base64, rot13, zip) as codecs; they decode no text.
     if info is None or not info._is_text_encoding:
@@ -375,7 +376,7 @@ def _not_valid_in(encoding: _Encoding, data: bytes, offset: int) -> str:
         )
     return (
         f"the bytes are not valid {encoding.label} although the file declares encoding "
-        f"{encoding.declared} (line {line})"
+        f"{encoding.label} (line {line})"
     )
 
 

@@ -482,8 +482,8 @@ def test_a_file_deleted_between_listing_and_reading(
     write_invoice(outbox, "INV-1")
     doomed = write_invoice(outbox, "INV-2")
 
-    def list_then_delete(root: Path, recursive: bool = False) -> list[str]:
-        names = find_candidates(root, recursive)
+    def list_then_delete(root: Path, recursive: bool = False, unlisted=None) -> list[str]:
+        names = find_candidates(root, recursive, unlisted)
         doomed.unlink()
         return names
 

@@ -295,3 +295,42 @@ def test_a_file_name_that_is_not_utf8_is_scanned_like_any_other(journal: Journal
         ("pipe.xml", "not a regular file (a pipe, socket or device)")
     ]
     assert scan_directory(journal, outbox).unchanged == 1
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to become another user")
+def test_an_unlistable_subdirectory_is_answered_not_skipped(tmp_path: Path):
+    """Root lists anything, so the scan runs in a forked child as uid 65534."""
+    import shutil
+    import tempfile
+
+    shared = Path(tempfile.mkdtemp(prefix="invoicectl-unlisted-"))
+    try:
+        shared.chmod(0o777)
+        write_invoice(shared, "TOP-1")
+        (shared / "locked").mkdir()
+        write_invoice(shared / "locked", "HIDDEN-1")
+        (shared / "locked").chmod(0o700)  # root's: nobody cannot list it
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+                with Journal(shared / "journal.db") as journal:
+                    report = scan_directory(journal, shared, recursive=True, workers=1)
+                answer = "\n".join(f"{p.subject}\t{p.reason}" for p in report.invalid)
+                answer += f"\nNEW\t{','.join(report.new)}"
+            except BaseException as error:  # noqa: BLE001 - anything goes back to the parent
+                answer = f"child failed: {error!r}"
+            os.write(write_end, answer.encode())
+            os._exit(0)
+        os.close(write_end)
+        with os.fdopen(read_end, "rb") as pipe:
+            answer = pipe.read().decode()
+        os.waitpid(pid, 0)
+        assert "NEW\tTOP-1" in answer, answer
+        assert "locked\tcannot list this directory (Permission denied)" in answer, answer
+    finally:
+        (shared / "locked").chmod(0o755)
+        shutil.rmtree(shared, ignore_errors=True)
