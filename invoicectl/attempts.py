@@ -369,12 +369,12 @@ def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> str:
             journal.update_invoice(invoice_id, state="rejected", reason=_message(outcome))
             return "rejected"
         case Transient():
-            journal.update_invoice(
-                invoice_id,
-                state="unknown",
-                reason=f"no answer after retries: {_message(outcome)}; the next run replays it",
+            return _settle_unanswered(
+                journal,
+                item,
+                f"no answer after retries: {_message(outcome)}; the next run replays it "
+                "while the key's 24-hour window is open",
             )
-            return "unknown"
         case _:
             # Not tried, stopped, rate limited to the end, or credentials refused.
             return _settle_unanswered(journal, item)
@@ -389,13 +389,17 @@ def record_answer(journal: Journal, attempt_id: int, item: WorkItem, outcome: Ou
             settle(journal, item, outcome)
 
 
-def _settle_unanswered(journal: Journal, item: WorkItem) -> str:
+# Attempts whose request the API refused unread, or that never left: they use no key.
+_NOT_PROCESSED = ("auth_refused", "rate_limited", "not_sent")
+
+
+def _settle_unanswered(journal: Journal, item: WorkItem, reason: str | None = None) -> str:
     """No final answer. If no request under the key reached the API, the key was never
     used: give it back. If one may have, the outcome is unknown, whatever came after."""
     (reached,) = journal.db.execute(
         "SELECT count(*) FROM attempts WHERE invoice_id = ? AND idempotency_key = ?"
-        " AND (outcome IS NULL OR outcome NOT IN ('auth_refused', 'rate_limited'))",
-        (item.invoice_id, item.key),
+        " AND (outcome IS NULL OR outcome NOT IN (?, ?, ?))",
+        (item.invoice_id, item.key, *_NOT_PROCESSED),
     ).fetchone()
     row = journal.invoice(item.invoice_id)
     assert row is not None
@@ -407,7 +411,8 @@ def _settle_unanswered(journal: Journal, item: WorkItem) -> str:
         journal.update_invoice(
             item.invoice_id,
             state="unknown",
-            reason="a request may have reached GoRoute and no final answer came; "
+            reason=reason
+            or "a request may have reached GoRoute and no final answer came; "
             "the next run replays it while the key's 24-hour window is open",
         )
         return "unknown"
@@ -415,6 +420,8 @@ def _settle_unanswered(journal: Journal, item: WorkItem) -> str:
 
 
 def outcome_name(outcome: Outcome) -> str:
+    if isinstance(outcome, Transient) and not outcome.sent:
+        return "not_sent"
     return {
         Accepted: "accepted",
         RateLimited: "rate_limited",

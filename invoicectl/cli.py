@@ -291,7 +291,7 @@ def send(
     from invoicectl.render import to_json
     from invoicectl.retry import RetryPolicy
     from invoicectl.send_output import SendOutput
-    from invoicectl.sender import SendOptions
+    from invoicectl.sender import OUTAGE_AFTER, SendOptions
     from invoicectl.settings import resolve
 
     try:
@@ -355,6 +355,14 @@ def send(
         _stderr().print(
             f"invoicectl: error: the API refused the credentials ({summary.auth_message}); "
             "nothing changed state",
+            highlight=False,
+            markup=False,
+        )
+    if summary.stopped_by == "outage":
+        _stderr().print(
+            f"invoicectl: GoRoute did not answer {OUTAGE_AFTER} invoices in a row, even after "
+            f"retries ({summary.outage_reason}); stopped. The next run continues, replaying "
+            "unanswered sends under the same keys",
             highlight=False,
             markup=False,
         )

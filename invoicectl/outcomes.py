@@ -58,3 +58,6 @@ class AuthRefused(Outcome):
 @dataclass(frozen=True)
 class Transient(Outcome):
     reason: str = ""
+    # False only when the request provably never left (no connection could be made): then
+    # the key carried nothing, and nothing about the invoice is unknown.
+    sent: bool = True

@@ -32,6 +32,9 @@ from invoicectl.limiter import RateLimiter
 from invoicectl.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
 from invoicectl.retry import RetryPolicy, call_with_retry
 
+# Invoices in a row that get no answer even after their retries before a run stops.
+OUTAGE_AFTER = 3
+
 
 @dataclass(frozen=True)
 class SendOptions:
@@ -63,6 +66,7 @@ class SendSummary:
     results: list[InvoiceResult] = field(default_factory=list)
     stopped_by: str | None = None  # "signal", "deadline", "credentials", "rate_limit"
     auth_message: str | None = None
+    outage_reason: str | None = None
     elapsed: float = 0.0
     request_latencies: list[float] = field(default_factory=list)
     ingest_to_accept: list[float] = field(default_factory=list)
@@ -90,6 +94,7 @@ class SendSummary:
             "not_started": self.unsent,
             "held_for_reconcile": list(self.held),
             "stopped_by": self.stopped_by,
+            "outage": self.outage_reason,
             "journal": self.journal_counts,
             "timing": {
                 "elapsed_seconds": round(self.elapsed, 3),
@@ -144,6 +149,7 @@ class Sender:
         self._workers: list[asyncio.Task[None]] = []
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._started = 0.0
+        self._unanswered_in_a_row = 0
 
     # ---- stopping -------------------------------------------------------------------------
 
@@ -277,6 +283,7 @@ class Sender:
             self.request_stop("rate_limit")
         if isinstance(outcome, Transient | RateLimited):
             attempts.settle(self.journal, item, outcome)  # final answers were settled already
+        self._watch_for_outage(outcome)
         row = self.journal.invoice(invoice_id)
         assert row is not None
         state = str(row["state"])
@@ -292,6 +299,17 @@ class Sender:
             replay=replay,
             requests=requests,
         )
+
+    def _watch_for_outage(self, outcome: Outcome) -> None:
+        """Invoices that each used up their retries, one after another: GoRoute is down.
+        Stop rather than march every remaining invoice through the same wait."""
+        if not isinstance(outcome, Transient):
+            self._unanswered_in_a_row = 0
+            return
+        self._unanswered_in_a_row += 1
+        if self._unanswered_in_a_row >= OUTAGE_AFTER:
+            self.summary.outage_reason = outcome.reason
+            self.request_stop("outage")
 
     def _body(self, item: attempts.WorkItem) -> bytes:
         """The request body, built from the stored bytes the key carries, never the file."""

@@ -408,3 +408,29 @@ def test_a_file_edited_after_a_crash_is_amended_and_keeps_its_unknown_send(
     assert summary.replays == 1
     assert states(journal_path) == {invoice_id: "accepted"}
     assert_each_delivered_once(sandbox.stats(), [invoice_id])
+
+
+def test_an_unreachable_api_stops_the_run_and_leaves_everything_pending(
+    outbox: Path, journal_path: Path
+):
+    """Connection refused proves nothing left: no key is spent, nothing becomes unknown, and
+    the run stops after a few invoices instead of marching through all of them."""
+    import socket
+
+    ids = outbox_of(outbox, 20)
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        closed_port = probe.getsockname()[1]
+    settings = settings_for(journal_path, base_url=f"http://127.0.0.1:{closed_port}")
+
+    _, summary = send(settings, outbox, None, policy=attempts_policy(2), concurrency=1)
+
+    assert summary.stopped_by == "outage"
+    assert "connection refused" in summary.outage_reason
+    assert summary.exit_code == ExitCode.INCOMPLETE
+    assert set(states(journal_path).values()) == {"pending"}
+    with Journal(journal_path) as journal:
+        assert all(row["idempotency_key"] is None for row in journal.invoices())
+        outcomes = {row[0] for row in journal.db.execute("SELECT outcome FROM attempts")}
+    assert outcomes == {"not_sent"}
+    assert len(summary.results) == 3 < len(ids)

@@ -1,0 +1,327 @@
+"""Reading GoRoute's answers: a response, or the lack of one, turned into plain data.
+
+This module owns what ``goroute-api.md`` sections A and C say an answer means: the status
+mapped to an ``Outcome``, error bodies read tolerantly from either documented shape (and from
+the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, and a one-line
+reason for a request that got no answer at all.
+
+Everything the server or a network error says is scrubbed of the API key (``redact_key``) before
+it is kept, in case a proxy echoes request headers into an error page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import socket
+import ssl
+from collections.abc import Callable, Generator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from email.utils import parsedate_to_datetime
+from http import HTTPStatus
+from typing import Any
+
+import httpx
+
+from invoicectl.apikey import ApiKey
+from invoicectl.jsontext import first_text, one_line, text_of
+from invoicectl.outcomes import (
+    AuthRefused,
+    KeyReused,
+    Outcome,
+    RateLimited,
+    Rejected,
+    Transient,
+)
+
+KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
+
+# The journal keeps the raw body of every non-2xx answer; an HTML error page from a proxy can be
+# large, and nothing past the first screenful helps anyone.
+MAX_RAW_BODY = 64 * 1024
+_MAX_MESSAGE = 200
+_MAX_DETAILS = 200
+_MAX_DETAIL_LINE = 1000
+_REDACTED = "[redacted]"
+_TRUNCATED = "…[truncated]"
+
+_DELTA_SECONDS = re.compile(r"\d{1,12}(\.\d{1,9})?", re.ASCII)
+_HTML_TAG = re.compile(r"<[^>]*>")
+
+
+def redact_key(text: str, api_key: ApiKey) -> str:
+    """``text`` with every occurrence of the key replaced by a marker."""
+    return text.replace(api_key.reveal(), _REDACTED)
+
+
+@dataclass(frozen=True)
+class _ErrorBody:
+    """What an error answer says, read tolerantly from either documented body shape."""
+
+    code: str | None
+    message: str
+    details: tuple[str, ...]
+    existing_transaction_id: str | None
+
+    @property
+    def is_key_reuse(self) -> bool:
+        return self.code == KEY_REUSED_CODE or self.existing_transaction_id is not None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """A received response, read once: status, redacted text, parsed JSON (None if not JSON)."""
+
+    status: int
+    reason_phrase: str
+    headers: httpx.Headers
+    text: str
+    data: Any
+    duration: float
+
+    @classmethod
+    def read(
+        cls, response: httpx.Response, duration: float, redact: Callable[[str], str]
+    ) -> Answer:
+        text = redact(response.text)
+        return cls(
+            status=response.status_code,
+            reason_phrase=response.reason_phrase or _standard_phrase(response.status_code),
+            headers=response.headers,
+            text=text,
+            data=_json_or_none(text),
+            duration=duration,
+        )
+
+    @property
+    def ok(self) -> bool:
+        return 200 <= self.status < 300
+
+    @property
+    def raw_body(self) -> str:
+        if len(self.text) <= MAX_RAW_BODY:
+            return self.text
+        return self.text[:MAX_RAW_BODY] + _TRUNCATED
+
+    @property
+    def request_id(self) -> str | None:
+        body = self.data if isinstance(self.data, dict) else {}
+        error = body.get("error")
+        from_error = text_of(error.get("request_id")) if isinstance(error, dict) else None
+        return (
+            from_error
+            or text_of(body.get("request_id"))
+            or text_of(self.headers.get("X-Request-Id"))
+        )
+
+    def common(self) -> dict[str, Any]:
+        """The Outcome fields every answer fills."""
+        return {
+            "http_status": self.status,
+            "request_id": self.request_id,
+            "duration": self.duration,
+        }
+
+    def error(self) -> _ErrorBody:
+        """Code: error_code, error.code, code. Message: message, error.message, detail."""
+        body = self.data if isinstance(self.data, dict) else {}
+        error = body.get("error")
+        nested = error if isinstance(error, dict) else {}
+        detail = body.get("detail")  # FastAPI-style servers put a message or a list here
+        message = (
+            text_of(body.get("message"))
+            or text_of(nested.get("message"))
+            or (text_of(detail) if isinstance(detail, str) else None)
+            or (text_of(error) if isinstance(error, str) else None)
+            or self._fallback_message()
+        )
+        if "details" in body:
+            raw_details = body["details"]
+        elif "details" in nested:
+            raw_details = nested["details"]
+        else:
+            raw_details = detail if isinstance(detail, list) else None
+        return _ErrorBody(
+            code=first_text(body, "error_code")
+            or text_of(nested.get("code"))
+            or text_of(body.get("code")),
+            message=one_line(message)[:_MAX_DETAIL_LINE],
+            details=_details_of(raw_details),
+            existing_transaction_id=text_of(body.get("existing_transaction_id"))
+            or text_of(nested.get("existing_transaction_id")),
+        )
+
+    def _fallback_message(self) -> str:
+        if self.data is None and self.text.strip():
+            text = self.text
+            if text.lstrip().startswith("<"):  # an HTML page from a proxy: keep its words
+                text = _HTML_TAG.sub(" ", text)
+            line = one_line(text)[:_MAX_MESSAGE]
+            if line:
+                return line
+        return self.reason_phrase or f"HTTP {self.status}"
+
+
+def failure(
+    answer: Answer,
+    *,
+    key_reuse_possible: bool,
+    now: Callable[[], datetime],
+    redact: Callable[[str], str],
+    base_url: str,
+) -> Outcome:
+    """The outcome of a non-2xx answer (goroute-api.md A, and C for what A leaves open)."""
+    status, error = answer.status, answer.error()
+    common = {**answer.common(), "raw_body": answer.raw_body}
+    if status == HTTPStatus.TOO_MANY_REQUESTS:
+        retry_after = parse_retry_after(answer.headers.get("Retry-After"), now())
+        return RateLimited(retry_after=retry_after, **common)
+    if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
+        return AuthRefused(code=error.code, message=error.message, **common)
+    if status == HTTPStatus.UNPROCESSABLE_ENTITY and key_reuse_possible and error.is_key_reuse:
+        return KeyReused(
+            existing_transaction_id=error.existing_transaction_id,
+            code=error.code,
+            message=error.message,
+            **common,
+        )
+    if 400 <= status < 500:
+        return Rejected(code=error.code, message=error.message, details=error.details, **common)
+    if status >= 500:
+        return Transient(reason=f"GoRoute answered {status}: {error.message}", **common)
+    # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
+    # the request, so it stays replayable under the same key.
+    location = answer.headers.get("Location")
+    where = f" to {redact(location)}" if location else ""
+    return Transient(
+        reason=f"GoRoute answered {status}{where}; check the base URL ({base_url})",
+        **common,
+    )
+
+
+def unexpected_shape(answer: Answer, expected: str) -> Transient:
+    """A 2xx answer whose body is not what the endpoint documents."""
+    return Transient(
+        reason=f"GoRoute answered {answer.status} but the body is not {expected}",
+        raw_body=answer.raw_body,
+        **answer.common(),
+    )
+
+
+def parse_retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a Retry-After header (delta-seconds or an HTTP date, RFC 9110).
+
+    None when absent or unreadable (the caller then backs off on its own); never negative,
+    since a date already past means "now".
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if _DELTA_SECONDS.fullmatch(value):
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
+    # RFC 5322 "-0000" parses to a naive datetime; HTTP dates are always GMT.
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    if now.tzinfo is None:
+        now = now.replace(tzinfo=UTC)
+    return max(0.0, (when - now).total_seconds())
+
+
+def transport_reason(exc: httpx.RequestError, timeout: httpx.Timeout) -> str:
+    """A one-line reason for a request that got no answer; built from the exception's message
+    only (httpx messages name no headers), never from the request it carries."""
+    detail = one_line(str(exc))[:_MAX_MESSAGE]
+    if isinstance(exc, httpx.ConnectTimeout):
+        return f"could not connect within {timeout.connect:g} s (the request was not sent)"
+    if isinstance(exc, httpx.ReadTimeout):
+        return f"timed out after {timeout.read:g} s waiting for an answer"
+    if isinstance(exc, httpx.WriteTimeout):
+        return f"timed out after {timeout.write:g} s while sending the request"
+    if isinstance(exc, httpx.PoolTimeout):
+        return f"no free connection within {timeout.pool:g} s (the request was not sent)"
+    if isinstance(exc, httpx.TimeoutException):
+        return "timed out"
+    if isinstance(exc, httpx.ConnectError):
+        return _connect_reason(exc, detail)
+    if isinstance(exc, httpx.RemoteProtocolError):
+        return _with_detail("connection dropped before an answer", detail)
+    if isinstance(exc, httpx.ReadError):
+        return _with_detail("connection broken while reading the answer", detail)
+    if isinstance(exc, httpx.WriteError):
+        return _with_detail("connection broken while sending the request", detail)
+    return _with_detail(type(exc).__name__, detail)
+
+
+def _connect_reason(exc: httpx.ConnectError, detail: str) -> str:
+    # anyio reports only "All connection attempts failed"; the OS error that says why is
+    # further down the exception chain.
+    causes = list(_causes(exc))
+    if any(isinstance(cause, ConnectionRefusedError) for cause in causes):
+        return "connection refused"
+    if any(isinstance(cause, ssl.SSLError) for cause in causes):
+        return _with_detail("TLS handshake failed", detail)
+    if any(isinstance(cause, socket.gaierror) for cause in causes):
+        return _with_detail("host name could not be resolved", detail)
+    if "refused" in detail.lower():
+        return "connection refused"
+    return _with_detail("could not connect", detail)
+
+
+def _causes(exc: BaseException) -> Generator[BaseException, None, None]:
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen and len(seen) < 20:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or current.__context__
+
+
+def _with_detail(reason: str, detail: str) -> str:
+    return f"{reason} ({detail})" if detail else reason
+
+
+def _details_of(value: Any) -> tuple[str, ...]:
+    """Details as one-line strings from a list (of objects or strings), a string, or nothing."""
+    if value is None:
+        return ()
+    items = value if isinstance(value, list) else [value]
+    lines = (_detail_line(item) for item in items[:_MAX_DETAILS])
+    return tuple(line[:_MAX_DETAIL_LINE] for line in lines if line)
+
+
+def _detail_line(item: Any) -> str:
+    if isinstance(item, dict):
+        rule = first_text(item, "rule", "code", "type")
+        location = first_text(item, "location", "path")
+        loc = item.get("loc")  # FastAPI: a list of path segments
+        if location is None and isinstance(loc, list):
+            location = ".".join(str(part) for part in loc)
+        message = first_text(item, "message", "msg")
+        if rule or location or message:
+            head = " at ".join(part for part in (rule, location) if part)
+            return one_line(f"{head}: {message}" if head and message else head or message or "")
+        return one_line(json.dumps(item, sort_keys=True, ensure_ascii=False))
+    if isinstance(item, str):
+        return one_line(item)
+    return one_line(json.dumps(item, ensure_ascii=False))
+
+
+def _json_or_none(text: str) -> Any:
+    if not text.strip():
+        return None
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+
+
+def _standard_phrase(status: int) -> str:
+    try:
+        return HTTPStatus(status).phrase
+    except ValueError:
+        return ""
