@@ -1,0 +1,262 @@
+"""Asking GoRoute: every GET a reconcile makes, and the transactions-list search.
+
+``Lookups`` runs them all with bounded concurrency, paced by the rate limiter and retried like
+``send``, and stops everything at the first 401/403 (``CredentialsRefused``). A send with an
+id is looked up by that id. Unanswered sends have none, so the transactions list is paged
+through once for all of them (``_Paging``): following the cursor, de-duplicating by id, noticing
+when the API repeats itself or ignores the cursor, and stopping at the horizon (the earliest
+first attempt less ``LOOK_BACK``) only while the list is provably newest first. How far it
+got is a ``SearchSummary``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from invoicectl.client import GoRouteClient, Transaction, TransactionPage
+from invoicectl.errors import CredentialsRefused
+from invoicectl.limiter import RateLimiter
+from invoicectl.outcomes import AuthRefused, Outcome
+from invoicectl.reconcile_journal import Subject
+from invoicectl.reconcile_verdicts import JournalSide
+from invoicectl.retry import RetryPolicy, call_with_retry
+
+# How far before an unanswered send's first attempt the list search looks for an earlier send
+# of the same invoice (found: a person decides). Older transactions are never counted.
+LOOK_BACK = timedelta(days=7)
+
+
+@dataclass(frozen=True)
+class SearchSummary:
+    """How far the transactions-list search went (for unanswered sends)."""
+
+    pages: int = 0
+    transactions: int = 0
+    complete: bool = True
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class _Page(Outcome):
+    """A transactions page, wrapped so the retry policy treats it as a settled answer."""
+
+    page: TransactionPage = field(default_factory=lambda: TransactionPage(()))
+
+
+@dataclass(frozen=True)
+class Search:
+    """What the list search found, per wanted invoice number, and how far it got."""
+
+    by_number: Mapping[str, tuple[Transaction, ...]]
+    summary: SearchSummary
+    failure: Outcome | None = None
+
+
+class Lookups:
+    """Every GET a reconcile makes: bounded concurrency, paced and retried like ``send``."""
+
+    def __init__(
+        self, client: GoRouteClient, limiter: RateLimiter, policy: RetryPolicy, concurrency: int
+    ) -> None:
+        self._client = client
+        self._limiter = limiter
+        self._policy = policy
+        self._concurrency = concurrency
+        self.transactions: dict[str, Outcome | None] = {}
+        self.search: Search | None = None
+        self.requests = 0
+        self._refused: AuthRefused | None = None
+
+    @property
+    def search_summary(self) -> SearchSummary:
+        return self.search.summary if self.search else SearchSummary()
+
+    async def run(self, subjects: list[Subject], *, list_limit: int, max_list_pages: int) -> None:
+        ids = sorted({s.get_id for s in subjects if s.get_id})
+        searched = [s for s in subjects if s.search]
+        jobs: list[Callable[[], Awaitable[None]]] = []
+        if searched:
+            # First: its pages follow one another, so it should not wait behind the GETs.
+            jobs.append(lambda: self._search(searched, list_limit, max_list_pages))
+        jobs.extend(self._get_job(txn_id) for txn_id in ids)
+        await self._run_bounded(jobs)
+        if self._refused is not None:
+            refused = self._refused
+            code = f" {refused.code}" if refused.code else ""
+            raise CredentialsRefused(
+                f"GoRoute refused the API key (HTTP {refused.http_status}{code}: "
+                f"{refused.message or 'no message'}); reconcile changed nothing. "
+                "Check GOROUTE_API_KEY or --api-key-file"
+            )
+
+    async def _run_bounded(self, jobs: list[Callable[[], Awaitable[None]]]) -> None:
+        queue: Iterator[Callable[[], Awaitable[None]]] = iter(jobs)
+
+        async def worker() -> None:
+            for job in queue:  # one shared iterator: each job is taken exactly once
+                if self._refused is not None:
+                    return
+                await job()
+
+        try:
+            async with asyncio.TaskGroup() as group:
+                for _ in range(min(self._concurrency, len(jobs))):
+                    group.create_task(worker())
+        except BaseExceptionGroup as group_error:  # a bug or a cancellation, not an answer
+            if len(group_error.exceptions) == 1:
+                raise group_error.exceptions[0] from None
+            raise
+
+    def _get_job(self, txn_id: str) -> Callable[[], Awaitable[None]]:
+        async def job() -> None:
+            self.transactions[txn_id] = await self._retried(
+                lambda: self._client.get_transaction(txn_id)
+            )
+
+        return job
+
+    async def _retried(self, call: Callable[[], Awaitable[Outcome]]) -> Outcome | None:
+        async def attempt() -> Outcome:
+            self.requests += 1
+            outcome = await call()
+            if isinstance(outcome, AuthRefused) and self._refused is None:
+                self._refused = outcome
+            return outcome
+
+        return await call_with_retry(
+            attempt,
+            policy=self._policy,
+            limiter=self._limiter,
+            should_stop=lambda: self._refused is not None,
+        )
+
+    def _page_call(self, limit: int, cursor: str | None) -> Callable[[], Awaitable[Outcome]]:
+        async def call() -> Outcome:
+            answer = await self._client.list_transactions(limit=limit, cursor=cursor)
+            return _Page(page=answer) if isinstance(answer, TransactionPage) else answer
+
+        return call
+
+    async def _search(self, subjects: list[Subject], limit: int, max_pages: int) -> None:
+        """Page through the transactions list, keeping the wanted numbers, each id once."""
+        wanted = {s.invoice_id for s in subjects}
+        paging = _Paging(limit, max_pages, _search_horizon(subjects))
+        found: dict[str, dict[str, Transaction]] = {}
+        cursor: str | None = None
+        while True:
+            outcome = await self._retried(self._page_call(limit, cursor))
+            if not isinstance(outcome, _Page):
+                summary = paging.summary(False, "the transactions list did not answer")
+                self.search = Search(_frozen(found), summary, failure=outcome)
+                return
+            page = outcome.page
+            for txn in paging.take(page):
+                number = (txn.invoice_number or "").strip()
+                if number in wanted:
+                    found.setdefault(number, {})[_identity(txn)] = txn
+            stop = paging.why_stop(page)
+            if stop is not None:
+                self.search = Search(_frozen(found), paging.summary(*stop))
+                return
+            cursor = page.next_cursor
+            assert cursor is not None  # why_stop stops when there is none
+
+
+class _Paging:
+    """Where the list search stands: pages, the ids seen, the cursors given, the order seen.
+
+    The stop at the horizon assumes newest first, which nothing documents: it is taken only
+    while every ``created_at`` seen so far (within and across pages) is dated and
+    non-increasing. Otherwise the search pages on to the end or to its page bound.
+    """
+
+    def __init__(self, limit: int, max_pages: int, horizon: datetime | None) -> None:
+        self.limit = limit
+        self.max_pages = max_pages
+        self.horizon = horizon
+        self.pages = 0
+        self.fresh = 0  # new transactions on the last page
+        self.ids: set[str] = set()
+        self.cursors: set[str] = set()
+        self.newest_first = True
+        self.oldest: datetime | None = None  # the last created_at seen, while newest first
+
+    def take(self, page: TransactionPage) -> list[Transaction]:
+        """The page's transactions not seen before; notes the page and its order."""
+        self.pages += 1
+        fresh: list[Transaction] = []
+        for txn in page.transactions:
+            identity = _identity(txn)
+            if identity not in self.ids:
+                self.ids.add(identity)
+                fresh.append(txn)
+            created = parse_time(txn.created_at)
+            if created is None or (self.oldest is not None and created > self.oldest):
+                self.newest_first = False
+            self.oldest = created
+        self.fresh = len(fresh)
+        return fresh
+
+    def why_stop(self, page: TransactionPage) -> tuple[bool, str] | None:
+        """(complete, note) when the search should stop after this page, else None."""
+        if not page.transactions:
+            return True, "searched every transaction"
+        if not self.fresh:
+            return False, (
+                "the API answered with transactions already seen (it may ignore the cursor); "
+                "stopped paging"
+            )
+        horizon = self.horizon
+        if horizon is not None and self.newest_first and self.oldest and self.oldest < horizon:
+            return True, f"searched back to {horizon.isoformat()}, newest first"
+        if not page.has_more:
+            if len(page.transactions) >= self.limit and page.next_cursor is None:
+                # No has_more, no cursor: a list that does not page. A full page says nothing
+                # about what lies beyond it.
+                return False, "full page and no cursor: older transactions not searched"
+            return True, "searched every transaction"
+        if page.next_cursor is None:
+            return False, "the API says there are more transactions but gives no cursor to them"
+        if page.next_cursor in self.cursors:
+            return False, "the API returned a cursor it had already given; stopped paging"
+        if self.pages >= self.max_pages:
+            return False, f"stopped after {self.pages} pages; older transactions were not searched"
+        self.cursors.add(page.next_cursor)
+        return None
+
+    def summary(self, complete: bool, note: str) -> SearchSummary:
+        return SearchSummary(self.pages, len(self.ids), complete, note)
+
+
+def _identity(txn: Transaction) -> str:
+    """A transaction's id; a row without one is known by its whole content."""
+    return txn.transaction_id or repr(sorted(txn.raw.items()))
+
+
+def _search_horizon(subjects: list[Subject]) -> datetime | None:
+    """The oldest a counted transaction can be: the earliest first attempt, less LOOK_BACK."""
+    times = [first_time(s.side) for s in subjects]
+    if not times or any(t is None for t in times):
+        return None
+    return min(t for t in times if t is not None) - LOOK_BACK
+
+
+def first_time(side: JournalSide) -> datetime | None:
+    return parse_time(side.key_first_used_at or side.first_attempt_at)
+
+
+def _frozen(found: dict[str, dict[str, Transaction]]) -> dict[str, tuple[Transaction, ...]]:
+    return {number: tuple(txns.values()) for number, txns in found.items()}
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
