@@ -1,7 +1,8 @@
 """The command line: options in, one library call, rendered result out, an exit code.
 
 No SQL and no HTTP here. Library errors (``errors.InvoicectlError``) reach the user at one
-point, ``main``; ``INVOICECTL_DEBUG=1`` re-raises them with a traceback instead.
+point, ``_Commands.invoke``: one line on stderr and the error's exit code;
+``INVOICECTL_DEBUG=1`` re-raises them with a traceback instead.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from invoicectl import __version__
 from invoicectl.errors import ExitCode, InvoicectlError, UsageError
 
 EXIT_CODES_HELP = """
+
+\b
 Exit codes (the highest-ranked that applies):
 0 done, nothing needs attention;
 75 incomplete for a transient reason (rate limit, outage, deadline), the next run continues;
@@ -116,7 +119,7 @@ def _root(
     """Send UBL e-invoices to the GoRoute Peppol API."""
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def scan(
     directory: Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")],
     recursive: RecursiveOption = False,
@@ -140,7 +143,7 @@ def scan(
     raise typer.Exit(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def status(
     state: Annotated[
         str | None, typer.Option("--state", help="Only invoices in this state.")
@@ -245,7 +248,7 @@ AllowEnvironmentChangeOption = Annotated[
 ]
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def send(
     directory: Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")],
     recursive: RecursiveOption = False,
@@ -371,7 +374,7 @@ def send(
     raise typer.Exit(summary.exit_code)
 
 
-@app.command()
+@app.command(epilog=EXIT_CODES_HELP)
 def reconcile(
     apply: Annotated[
         bool,
