@@ -35,12 +35,13 @@ _POOL_THRESHOLD = 200
 # Files whose cached stats are looked up in one query.
 _WINDOW = 512
 # Files handed to a worker at once (fewer when they are large), and chunks in flight per
-# worker: enough that no worker waits while this process stores, few enough that the bytes in
-# flight stay a few megabytes however large the files. Smaller chunks cost more in
-# inter-process overhead than they gain in balance.
+# worker: enough that no worker waits while this process stores (a commit that checkpoints
+# the WAL waits on the disk: with 4 chunks a worker, a first scan of 20,000 files took 4 %
+# longer), few enough that the bytes in flight stay bounded however large the files. Smaller
+# chunks cost more in inter-process overhead than they gain in balance.
 _CHUNK = 64
 _CHUNK_BYTES = 4 * 1024 * 1024
-_CHUNKS_IN_FLIGHT_PER_WORKER = 4
+_CHUNKS_IN_FLIGHT_PER_WORKER = 8
 # A file changed within this long before it was checked may still be being written, in the
 # same timestamp tick: its stat proves nothing and it is hashed again next time.
 _RACY_NS = 2_000_000_000
