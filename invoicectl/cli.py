@@ -132,7 +132,7 @@ def scan(
     Exit 3 when a file is invalid; 0 otherwise."""
     from invoicectl.ingest import scan_directory
     from invoicectl.render import print_scan_report, to_json
-    from invoicectl.runner import locked_journal
+    from invoicectl.runlock import locked_journal
 
     with locked_journal(_journal_path(journal, sandbox), "scan") as opened:
         report = scan_directory(opened, directory, recursive=recursive)

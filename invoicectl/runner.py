@@ -25,7 +25,7 @@ from invoicectl.journal import Journal
 from invoicectl.limiter import RateLimiter
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.retry import RetryPolicy
-from invoicectl.runlock import RunLock
+from invoicectl.runlock import locked_journal
 from invoicectl.sender import Progress, Sender, SendOptions, SendSummary
 from invoicectl.settings import Settings
 
@@ -81,13 +81,6 @@ def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) 
         transport=transport,
         max_connections=max(10, settings.concurrency),
     )
-
-
-@contextmanager
-def locked_journal(path: Path, command: str) -> Iterator[Journal]:
-    """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
-    with RunLock(path, command=command), Journal(path) as journal:
-        yield journal
 
 
 @contextmanager
