@@ -273,10 +273,10 @@ class Ingest:
             self._insert(invoice_id, first, "invalid", reason)
             self.report.new.append(invoice_id)
         elif row["idempotency_key"] is None:
-            self._update(invoice_id, state="invalid", reason=reason)
+            self.journal.update_invoice(invoice_id, state="invalid", reason=reason)
         elif row["state"] != "invalid":
             # Already sent: held until the clash is resolved, then restored.
-            self._update(
+            self.journal.update_invoice(
                 invoice_id, state="invalid", reason=reason, state_before_amend=row["state"]
             )
 
@@ -285,11 +285,13 @@ class Ingest:
         invoice_id = row["invoice_id"]
         if row["idempotency_key"] is not None:
             restored = row["state_before_amend"] or "pending"
-            self._update(invoice_id, state=restored, reason=None, state_before_amend=None)
+            self.journal.update_invoice(
+                invoice_id, state=restored, reason=None, state_before_amend=None
+            )
             return
         state, reason = _local_verdict(self.journal.facts(invoice_id, row["current_sha256"]))
         if (row["state"], row["reason"]) != (state, reason):
-            self._update(invoice_id, state=state, reason=reason)
+            self.journal.update_invoice(invoice_id, state=state, reason=reason)
         if state == "invalid":
             self.report.invalid.append(Problem(invoice_id, reason or ""))
 
@@ -300,7 +302,7 @@ class Ingest:
             # Never sent: the new content simply replaces the old as the one to send.
             state, reason = _local_verdict(facts)
             self._set_content(invoice_id, found, facts, new_content=True)
-            self._update(invoice_id, state=state, reason=reason)
+            self.journal.update_invoice(invoice_id, state=state, reason=reason)
             if state == "invalid":
                 self.report.invalid.append(Problem(invoice_id, reason or ""))
         elif row["state"] == "rejected":
@@ -308,7 +310,7 @@ class Ingest:
             state, reason = _local_verdict(facts)
             version = row["key_version"] + 1
             self._set_content(invoice_id, found, facts, new_content=True)
-            self._update(
+            self.journal.update_invoice(
                 invoice_id,
                 state=state,
                 reason=reason,
@@ -325,7 +327,9 @@ class Ingest:
             # The file went back to exactly what was sent.
             self._set_content(invoice_id, found, facts)
             restored = row["state_before_amend"] or row["state"]
-            self._update(invoice_id, state=restored, reason=None, state_before_amend=None)
+            self.journal.update_invoice(
+                invoice_id, state=restored, reason=None, state_before_amend=None
+            )
         else:
             self._set_content(invoice_id, found, facts)
             reason = (
@@ -334,7 +338,9 @@ class Ingest:
                 "it will not be sent under that key"
             )
             before = row["state_before_amend"] if row["state"] == "amended" else row["state"]
-            self._update(invoice_id, state="amended", reason=reason, state_before_amend=before)
+            self.journal.update_invoice(
+                invoice_id, state="amended", reason=reason, state_before_amend=before
+            )
             self.report.amended.append(invoice_id)
 
     def _record_unidentified(self) -> None:
@@ -391,9 +397,6 @@ class Ingest:
         }
         if new_content:
             values["ingested_at"] = self.journal.now()
-        self._update(invoice_id, **values)
-
-    def _update(self, invoice_id: str, **values: Any) -> None:
         self.journal.update_invoice(invoice_id, **values)
 
 

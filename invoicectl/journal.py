@@ -153,16 +153,13 @@ class Journal:
 
     # ---- writing ------------------------------------------------------------------------
 
-    def _update(self, invoice_id: str, **values: Any) -> None:
+    def update_invoice(self, invoice_id: str, **values: Any) -> None:
         values["updated_at"] = self.now()
         assignments = ", ".join(f"{column} = :{column}" for column in values)
         self.db.execute(
             f"UPDATE invoices SET {assignments} WHERE invoice_id = :invoice_id",
             {**values, "invoice_id": invoice_id},
         )
-
-    def update_invoice(self, invoice_id: str, **values: Any) -> None:
-        self._update(invoice_id, **values)
 
     def add_event(
         self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None

@@ -60,8 +60,6 @@ def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
         raise ConfigError(f"cannot read the config file {path}: {error}") from None
     if unknown := set(data) - _CONFIG_KEYS:
         raise ConfigError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")
-    if "api_key" in data:  # pragma: no cover - caught by the unknown-keys check
-        raise ConfigError("the API key does not belong in the config file")
     return data
 
 
