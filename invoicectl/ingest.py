@@ -119,7 +119,7 @@ class Ingest:
         for item in scanned:
             self.report.files += 1
             batch.append(item)
-            held += len(item.data) if item.data is not None else 0
+            held += len(item.stored) if item.stored is not None else 0
             if len(batch) >= _COMMIT_EVERY or held >= _COMMIT_BYTES:
                 # Bounded write transactions keep the WAL and memory small; a crash mid-scan
                 # leaves only revisions, which the next scan settles.
@@ -139,10 +139,10 @@ class Ingest:
         )
 
     def _store_batch(self, batch: list[ScannedFile], now: str) -> None:
-        new = [item for item in batch if item.data is not None]
+        new = [item for item in batch if item.stored is not None]
         self.db.conn.executemany(
-            "INSERT OR IGNORE INTO blobs (sha256, size, data) VALUES (?, ?, ?)",
-            [(item.sha256, item.size, item.data) for item in new],
+            "INSERT OR IGNORE INTO blobs (sha256, size, codec, data) VALUES (?, ?, ?, ?)",
+            [(item.sha256, item.size, item.codec, item.stored) for item in new],
         )
         self.db.conn.executemany(
             "INSERT OR IGNORE INTO revisions"

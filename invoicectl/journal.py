@@ -8,6 +8,7 @@ live here.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import sqlite3
@@ -19,6 +20,7 @@ from typing import Any
 
 from sqlite_utils import Database
 
+from invoicectl import packing
 from invoicectl.errors import JournalError
 from invoicectl.migrations import migrations
 from invoicectl.scanner import StatKey
@@ -145,11 +147,25 @@ class Journal:
         )
 
     def content(self, sha256: str) -> bytes:
-        """The exact bytes stored for one revision."""
-        row = self.db.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
+        """The exact bytes stored for one revision, checked against their sha256."""
+        row = self.db.execute(
+            "SELECT codec, data FROM blobs WHERE sha256 = ?", (sha256,)
+        ).fetchone()
         if row is None:
             raise JournalError(f"the journal has no stored bytes for content {sha256[:12]}")
-        return bytes(row[0])
+        try:
+            data = packing.unpack(row[0], bytes(row[1]))
+        except (ValueError, RuntimeError) as error:  # lz4 reports a broken frame as either
+            raise JournalError(
+                f"the journal's stored bytes for content {sha256[:12]} cannot be read back "
+                f"({error}); the journal file is damaged"
+            ) from None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise JournalError(
+                f"the journal's stored bytes for content {sha256[:12]} no longer match their "
+                "sha256; the journal file is damaged"
+            )
+        return data
 
     # ---- writing ------------------------------------------------------------------------
 
@@ -231,6 +247,14 @@ class Journal:
         return True
 
 
+# SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
+# the log, then to the database at each checkpoint), one page per system call: with 16 KB
+# pages a first scan of 20,000 invoices spends 0.2 s less CPU committing (0.39 s -> 0.17 s).
+# A send's commits touch a few pages each, so they write a few times more bytes, still well
+# under a megabyte a second at the API's pace.
+_PAGE_SIZE = 16384
+
+
 def _open_database(path: Path) -> Database:
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
@@ -240,6 +264,8 @@ def _open_database(path: Path) -> Database:
         db = Database(path, execute_plugins=False)
         db.conn.row_factory = sqlite3.Row
         db.execute("PRAGMA busy_timeout = 10000")
+        # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
+        db.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = FULL")
         _check_schema_is_ours(db)

@@ -146,3 +146,14 @@ def m001_initial(db: Database) -> None:
         CREATE INDEX events_invoice ON events(invoice_id);
         """
     )
+
+
+@migrations()
+def m002_packed_blobs(db: Database) -> None:
+    db.executescript(
+        """
+        -- How blobs.data holds the bytes: NULL as read, 'lz4' an LZ4 frame of them
+        -- (invoicectl/packing.py). Rows written before this migration are as read.
+        ALTER TABLE blobs ADD COLUMN codec TEXT;
+        """
+    )

@@ -25,7 +25,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from invoicectl import ubl
+from invoicectl import packing, ubl
 
 if TYPE_CHECKING:
     from concurrent.futures import Future, ProcessPoolExecutor
@@ -74,7 +74,7 @@ def stat_key(path: str | Path) -> StatKey | None:
 
 class ScannedFile(NamedTuple):
     """One file's answer. The bytes travel back from a worker only when the journal does
-    not hold them yet."""
+    not hold them yet, and packed as the journal keeps them (``packing.pack``)."""
 
     path: str  # absolute, under the scanned directory: the journal's key for the file
     name: str  # relative to the scanned directory, for messages
@@ -82,7 +82,8 @@ class ScannedFile(NamedTuple):
     size: int | None = None
     invoice_id: str | None = None  # None for known content (the journal knows its ID)
     facts_json: str | None = None  # what ubl.parse_document found, for new content
-    data: bytes | None = None  # the exact bytes, for new content
+    stored: bytes | None = None  # the exact bytes as packed, for new content
+    codec: str | None = None  # how ``stored`` is packed
     reason: str | None = None  # why the file yields no invoice ID
     # The lstat taken before the bytes were read, to remember; None when the file was not
     # read (its stat is already in the journal) or is not a regular file.
@@ -294,6 +295,7 @@ def _scan_one(
         facts = ubl.parse_document(data)
     except ubl.InvalidDocument as error:
         return ScannedFile(path, name, sha256, len(data), reason=error.reason)
+    codec, stored = packing.pack(data)
     return ScannedFile(
         path,
         name,
@@ -301,7 +303,8 @@ def _scan_one(
         len(data),
         invoice_id=facts.invoice_id,
         facts_json=json.dumps(facts_record(facts)),
-        data=data,
+        stored=stored,
+        codec=codec,
         stat=key,
     )
 

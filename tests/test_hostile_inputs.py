@@ -500,8 +500,10 @@ def test_a_file_swapped_for_a_link_after_the_check(
 ) -> None:
     write_invoice(outbox, "INV-1", name="real.xml")
     os.symlink("real.xml", outbox / "swapped.xml")
-    # As if lstat saw a regular file just before the swap: O_NOFOLLOW refuses the link.
-    monkeypatch.setattr(ubl, "_plain_file_in", lambda path, root: path)
+    # As if resolving saw a regular file just before the swap: O_NOFOLLOW refuses the link.
+    # (A link met by the first, direct open is not a swap: it is resolved the careful way.)
+    monkeypatch.setattr(ubl, "_open_plain_file_in", lambda path, root: None)
+    monkeypatch.setattr(ubl, "_resolve_inside", lambda path, root: path)
     with pytest.raises(InvalidDocument) as refused:
         read_document(outbox / "swapped.xml", outbox)
     # Before: "cannot read the file: Too many levels of symbolic links".

@@ -2,18 +2,25 @@
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
+import random
 import sqlite3
 import stat
 from pathlib import Path
 
+import lz4.frame
 import pytest
 from conftest import SHARED
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError
 from invoicectl.ingest import scan_directory
 from invoicectl.journal import Journal
+from invoicectl.migrations import m001_initial
 
 
 @pytest.fixture
@@ -213,6 +220,79 @@ def test_journal_is_private_and_in_wal_mode(tmp_path: Path):
         assert journal.db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         assert journal.db.execute("PRAGMA synchronous").fetchone()[0] == 2  # FULL
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+
+
+def test_invoice_bytes_are_stored_packed_and_read_back_exact(journal: Journal, outbox: Path):
+    path = write_invoice(outbox, "INV-1", note="Lieferung für Åkerlund")
+    # An embedded attachment is base64: LZ4 cannot shrink it, so it is kept as read.
+    attachment = base64.b64encode(random.Random(7).randbytes(300_000)).decode()
+    large = write_invoice(outbox, "INV-2", note=attachment)
+
+    scan_directory(journal, outbox)
+
+    stored = {
+        row["sha256"]: (row["codec"], len(row["data"]), row["size"])
+        for row in journal.db.execute("SELECT sha256, codec, data, size FROM blobs")
+    }
+    for invoice_id, file, codec in (("INV-1", path, "lz4"), ("INV-2", large, None)):
+        sha256 = journal.invoice(invoice_id)["current_sha256"]
+        assert journal.content(sha256) == file.read_bytes()
+        assert stored[sha256][0] == codec and stored[sha256][2] == file.stat().st_size
+    assert stored[journal.invoice("INV-1")["current_sha256"]][1] < path.stat().st_size / 2
+
+
+@pytest.mark.parametrize(
+    ("codec", "damage", "message"),
+    [
+        ("lz4", lambda data: data[:-9] + b"\0" * 9, "no longer match|cannot be read back"),
+        ("lz4", lambda data: b"junk" + data, "cannot be read back"),
+        (None, lambda data: data.replace(b"1250.00", b"9250.00"), "no longer match"),
+        ("zip", lambda data: data, "cannot be read back"),
+    ],
+)
+def test_damaged_stored_bytes_are_never_handed_out(
+    journal: Journal, outbox: Path, codec, damage, message
+):
+    path = write_invoice(outbox, "INV-1")
+    scan_directory(journal, outbox)
+    sha256 = journal.invoice("INV-1")["current_sha256"]
+    original = path.read_bytes() if codec is None else lz4.frame.compress(path.read_bytes())
+    journal.db.execute(
+        "UPDATE blobs SET codec = ?, data = ? WHERE sha256 = ?",
+        (codec, damage(original), sha256),
+    )
+
+    with pytest.raises(JournalError, match=message):
+        journal.content(sha256)
+
+
+def test_a_journal_from_before_packing_reads_its_bytes(tmp_path: Path, outbox: Path):
+    path = tmp_path / "journal.db"
+    with sqlite3.connect(path) as conn:  # as invoicectl 0.1 left it: 4 KB pages, m001 only
+        conn.execute("PRAGMA journal_mode = WAL")
+        database = Database(conn)
+        only_m001 = Migrations("invoicectl")
+        only_m001()(m001_initial)
+        only_m001.apply(database)
+        data = invoice_xml("OLD-1")
+        sha256 = hashlib.sha256(data).hexdigest()
+        conn.execute(
+            "INSERT INTO blobs (sha256, size, data) VALUES (?, ?, ?)", (sha256, len(data), data)
+        )
+
+    with Journal(path) as journal:
+        assert journal.content(sha256) == data
+        assert journal.db.execute("PRAGMA page_size").fetchone()[0] == 4096
+        write_invoice(outbox, "NEW-1")
+        scan_directory(journal, outbox)
+        assert (
+            journal.content(journal.invoice("NEW-1")["current_sha256"])
+            == (outbox / "NEW-1.xml").read_bytes()
+        )
+
+
+def test_a_new_journal_uses_16_kb_pages(journal: Journal):
+    assert journal.db.execute("PRAGMA page_size").fetchone()[0] == 16384
 
 
 def test_journal_from_a_newer_version_is_refused(tmp_path: Path):
