@@ -20,12 +20,22 @@ from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal
-from invoicectl.scanner import ScannedFile, as_text, find_candidates, scan_files
+from invoicectl.scanner import (
+    INVOICE_COLUMNS,
+    ScannedFile,
+    as_text,
+    find_candidates,
+    invoice_columns,
+    scan_files,
+)
 from invoicectl.ubl import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
 _COMMIT_EVERY = 500
 _COMMIT_BYTES = 16 * 1024 * 1024
+# temp.scan carries the invoice columns of new content, so new IDs settle without JSON.
+_COLUMNS = ", ".join(INVOICE_COLUMNS)
+_NO_COLUMNS = (None,) * len(INVOICE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -79,7 +89,7 @@ class Ingest:
     def run(self, scanned: Iterable[ScannedFile]) -> ScanReport:
         self.db.execute(
             "CREATE TEMP TABLE IF NOT EXISTS scan"
-            " (invoice_id TEXT, sha256 TEXT, name TEXT, path TEXT, reason TEXT)"
+            f" (invoice_id TEXT, sha256 TEXT, name TEXT, path TEXT, reason TEXT, {_COLUMNS})"
         )
         self.db.execute("DELETE FROM temp.scan")
         with self._bulk_writes():
@@ -159,25 +169,32 @@ class Ingest:
             if item.stat is not None and item.sha256 is not None and item.reason is None
         )
         self.db.conn.executemany(
-            "INSERT INTO temp.scan (invoice_id, sha256, name, path, reason) VALUES (?, ?, ?, ?, ?)",
-            [(item.invoice_id, item.sha256, item.name, item.path, item.reason) for item in batch],
+            f"INSERT INTO temp.scan (invoice_id, sha256, name, path, reason, {_COLUMNS})"
+            f" VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(INVOICE_COLUMNS))})",
+            [
+                (item.invoice_id, item.sha256, item.name, item.path, item.reason)
+                + (item.columns or _NO_COLUMNS)
+                for item in batch
+            ],
         )
 
     # ---- settling each invoice ID ---------------------------------------------------------
 
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: insert them in one go."""
+        # One content per ID, so any of its rows in temp.scan (scan_row) has its columns.
         self.db.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS fresh AS SELECT invoice_id, sha256, path"
-            " FROM temp.scan WHERE 0"
+            "CREATE TEMP TABLE IF NOT EXISTS fresh"
+            " (invoice_id TEXT, sha256 TEXT, path TEXT, scan_row INTEGER)"
         )
         self.db.execute("DELETE FROM temp.fresh")
         self.db.execute(
-            "INSERT INTO temp.fresh SELECT invoice_id, min(sha256), min(path) FROM temp.scan"
-            " WHERE invoice_id IS NOT NULL"
+            "INSERT INTO temp.fresh SELECT invoice_id, min(sha256), min(path), min(rowid)"
+            " FROM temp.scan WHERE invoice_id IS NOT NULL"
             " AND invoice_id NOT IN (SELECT invoice_id FROM invoices)"
             " GROUP BY invoice_id HAVING count(DISTINCT sha256) = 1"
         )
+        self._fill_known_columns()
         now = self.journal.now()
         self.db.execute(
             """
@@ -185,21 +202,11 @@ class Ingest:
                 invoice_id, document_type, receiver_scheme, receiver_id, sender_endpoint,
                 issue_date, currency, payable_amount, current_sha256, source_path, state,
                 reason, ingested_at, created_at, updated_at)
-            SELECT f.invoice_id,
-                facts ->> '$.document_type',
-                facts ->> '$.customer_endpoint.scheme',
-                facts ->> '$.customer_endpoint.id',
-                (facts ->> '$.supplier_endpoint.scheme') || ':'
-                    || (facts ->> '$.supplier_endpoint.id'),
-                facts ->> '$.issue_date',
-                facts ->> '$.currency',
-                facts ->> '$.payable_amount',
-                f.sha256, f.path,
-                CASE WHEN facts ->> '$.problem' IS NULL THEN 'pending' ELSE 'invalid' END,
-                facts ->> '$.problem',
+            SELECT f.invoice_id, s.document_type, s.receiver_scheme, s.receiver_id,
+                s.sender_endpoint, s.issue_date, s.currency, s.payable_amount, f.sha256, f.path,
+                CASE WHEN s.problem IS NULL THEN 'pending' ELSE 'invalid' END, s.problem,
                 :now, :now, :now
-            FROM temp.fresh f
-            JOIN revisions r ON r.invoice_id = f.invoice_id AND r.sha256 = f.sha256
+            FROM temp.fresh f JOIN temp.scan s ON s.rowid = f.scan_row
             ORDER BY f.invoice_id
             """,
             {"now": now},
@@ -212,6 +219,21 @@ class Ingest:
             self.report.new.append(invoice_id)
             if state == "invalid":
                 self.report.invalid.append(Problem(invoice_id, reason))
+
+    def _fill_known_columns(self) -> None:
+        """A new ID whose content the journal already held (a scan stopped before settling
+        it) came without its columns: take them from the revision's facts."""
+        rows = self.db.execute(
+            "SELECT f.invoice_id, f.sha256, f.scan_row FROM temp.fresh f"
+            " JOIN temp.scan s ON s.rowid = f.scan_row WHERE s.document_type IS NULL"
+        ).fetchall()
+        for invoice_id, sha256, scan_row in rows:
+            columns = invoice_columns(self.journal.facts(invoice_id, sha256))
+            self.db.execute(
+                f"UPDATE temp.scan SET ({_COLUMNS}) = ({', '.join('?' * len(columns))})"
+                " WHERE rowid = ?",
+                (*columns, scan_row),
+            )
 
     def _count_unchanged(self) -> None:
         (count,) = self.db.execute(
@@ -382,19 +404,9 @@ class Ingest:
     def _set_content(
         self, invoice_id: str, found: _Found, facts: dict[str, Any], new_content: bool = False
     ) -> None:
-        customer = facts.get("customer_endpoint") or {}
-        supplier = facts.get("supplier_endpoint")
-        values: dict[str, Any] = {
-            "current_sha256": found.sha256,
-            "source_path": found.path,
-            "document_type": facts["document_type"],
-            "receiver_scheme": customer.get("scheme"),
-            "receiver_id": customer.get("id"),
-            "sender_endpoint": f"{supplier['scheme']}:{supplier['id']}" if supplier else None,
-            "issue_date": facts.get("issue_date"),
-            "currency": facts.get("currency"),
-            "payable_amount": facts.get("payable_amount"),
-        }
+        values: dict[str, Any] = dict(zip(INVOICE_COLUMNS, invoice_columns(facts), strict=True))
+        del values["problem"]  # the caller decides the state and reason
+        values.update(current_sha256=found.sha256, source_path=found.path)
         if new_content:
             values["ingested_at"] = self.journal.now()
         self.journal.update_invoice(invoice_id, **values)

@@ -82,6 +82,7 @@ class ScannedFile(NamedTuple):
     size: int | None = None
     invoice_id: str | None = None  # None for known content (the journal knows its ID)
     facts_json: str | None = None  # what ubl.parse_document found, for new content
+    columns: tuple[str | None, ...] | None = None  # invoice_columns of those facts
     stored: bytes | None = None  # the exact bytes as packed, for new content
     codec: str | None = None  # how ``stored`` is packed
     reason: str | None = None  # why the file yields no invoice ID
@@ -296,13 +297,15 @@ def _scan_one(
     except ubl.InvalidDocument as error:
         return ScannedFile(path, name, sha256, len(data), reason=error.reason)
     codec, stored = packing.pack(data)
+    record = facts_record(facts)
     return ScannedFile(
         path,
         name,
         sha256,
         len(data),
         invoice_id=facts.invoice_id,
-        facts_json=json.dumps(facts_record(facts)),
+        facts_json=json.dumps(record),
+        columns=invoice_columns(record),
         stored=stored,
         codec=codec,
         stat=key,
@@ -325,6 +328,35 @@ def facts_record(facts: ubl.InvoiceFacts) -> dict[str, Any]:
 
 def _endpoint_record(endpoint: ubl.Endpoint | None) -> dict[str, str] | None:
     return None if endpoint is None else {"scheme": endpoint.scheme, "id": endpoint.id}
+
+
+# The invoices columns a revision's facts fill, in the order invoice_columns gives them.
+INVOICE_COLUMNS = (
+    "document_type",
+    "receiver_scheme",
+    "receiver_id",
+    "sender_endpoint",
+    "issue_date",
+    "currency",
+    "payable_amount",
+    "problem",
+)
+
+
+def invoice_columns(record: dict[str, Any]) -> tuple[str | None, ...]:
+    """A facts record (``facts_record``) as the values of ``INVOICE_COLUMNS``."""
+    customer = record.get("customer_endpoint") or {}
+    supplier = record.get("supplier_endpoint")
+    return (
+        record["document_type"],
+        customer.get("scheme"),
+        customer.get("id"),
+        f"{supplier['scheme']}:{supplier['id']}" if supplier else None,
+        record.get("issue_date"),
+        record.get("currency"),
+        record.get("payable_amount"),
+        record.get("problem"),
+    )
 
 
 _worker_state: dict[str, Any] = {}

@@ -18,7 +18,7 @@ from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError
-from invoicectl.ingest import scan_directory
+from invoicectl.ingest import Ingest, scan_directory
 from invoicectl.journal import Journal
 from invoicectl.migrations import m001_initial
 
@@ -70,6 +70,32 @@ def test_changed_file_never_sent_replaces_the_revision_to_send(journal: Journal,
     assert row["state"] == "pending" and row["payable_amount"] == "110.00"
     assert journal.content(row["current_sha256"]) == path.read_bytes()
     assert len(journal.revisions("INV-1")) == 2
+
+
+def test_a_scan_stopped_before_settling_is_settled_by_the_next(
+    journal: Journal, outbox: Path, monkeypatch: pytest.MonkeyPatch
+):
+    write_invoice(outbox, "INV-1", amount="310.00", currency="SEK")
+    (outbox / "INV-2.xml").write_bytes(
+        invoice_xml("INV-2").replace(b'schemeID="9915"', b"")  # no receiver scheme
+    )
+
+    def stop(self: Ingest) -> None:
+        raise KeyboardInterrupt  # after the bytes and revisions were committed
+
+    with monkeypatch.context() as patch:
+        patch.setattr(Ingest, "_name_known_content", stop)
+        with pytest.raises(KeyboardInterrupt):
+            scan_directory(journal, outbox)
+    assert journal.invoices() == [] and len(journal.known_sha256()) == 2
+
+    report = scan_directory(journal, outbox)  # the files' stats prove them unchanged
+
+    assert sorted(report.new) == ["INV-1", "INV-2"]
+    one, two = journal.invoice("INV-1"), journal.invoice("INV-2")
+    assert (one["state"], one["currency"], one["payable_amount"]) == ("pending", "SEK", "310.00")
+    assert (one["receiver_scheme"], one["sender_endpoint"]) == ("9915", "0088:7300010000001")
+    assert two["state"] == "invalid" and "no schemeID" in two["reason"]
 
 
 def test_two_files_with_one_id_make_it_invalid_naming_both(journal: Journal, outbox: Path):
