@@ -19,7 +19,6 @@ import json
 import os
 import stat
 import time
-from collections import deque
 from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 from invoicectl import packing, ubl
 
 if TYPE_CHECKING:
-    from concurrent.futures import Future, ProcessPoolExecutor
+    from invoicectl.forkpool import ForkPool
 
 # Below this many files to read, a process pool costs more to start than it saves.
 _POOL_THRESHOLD = 200
@@ -178,9 +177,8 @@ def _windows(items: Iterable[str], size: int) -> Iterator[list[str]]:
 class _Reader:
     """Reads, hashes and parses files: here when they are few, in a process pool when many.
 
-    Answers come back in the order files were added. With a pool, files go out in chunks and
-    at most a few chunks per worker are in flight: adding a file past that yields the oldest
-    chunk's answers first.
+    With a pool, files go out in chunks and at most a few chunks per worker are in flight:
+    adding a file past that yields answers first, in the order the workers finish them.
     """
 
     def __init__(self, root: Path, known_sha256: KnownSha256, workers: int | None) -> None:
@@ -188,12 +186,11 @@ class _Reader:
         self.known_sha256 = known_sha256
         self.workers = workers
         self.known: Collection[str] | None = None
-        self.pool: ProcessPoolExecutor | None = None
+        self.pool: ForkPool[tuple[str, StatKey | None], ScannedFile] | None = None
         # Files not handed out yet: until the pool starts, and for the next chunk.
         self.waiting: list[tuple[str, StatKey | None]] = []
         self.chunk: list[tuple[str, StatKey | None]] = []
         self.chunk_bytes = 0
-        self.in_flight: deque[Future[list[ScannedFile]]] = deque()
 
     def add(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
         if self.pool is not None:
@@ -218,12 +215,12 @@ class _Reader:
             return
         if self.chunk:
             yield from self._hand_out()
-        while self.in_flight:
-            yield from self.in_flight.popleft().result()
+        for answers in self.pool.drain():
+            yield from answers
 
     def close(self) -> None:
         if self.pool is not None:
-            self.pool.shutdown(wait=True, cancel_futures=True)
+            self.pool.close()
             self.pool = None
 
     def _here(self) -> Iterator[ScannedFile]:
@@ -237,16 +234,14 @@ class _Reader:
 
     def _start_pool(self, workers: int) -> None:
         # Imported here: a small scan, and every other command, never needs a pool.
-        from concurrent.futures import ProcessPoolExecutor
-        from multiprocessing import get_context
+        from invoicectl.forkpool import ForkPool
 
-        self.pool = ProcessPoolExecutor(
-            max_workers=workers,
-            # fork: the workers inherit the parser and the known hashes instead of pickling
-            # or rebuilding them.
-            mp_context=get_context("fork"),
-            initializer=_init_worker,
-            initargs=(self.root, self._known()),
+        root, known = self.root, self._known()
+        self.pool = ForkPool(
+            workers,
+            _scan_chunk,
+            setup=lambda: _init_worker(root, known),
+            queue_depth=_CHUNKS_IN_FLIGHT_PER_WORKER,
         )
 
     def _add_to_chunk(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
@@ -256,11 +251,10 @@ class _Reader:
             yield from self._hand_out()
 
     def _hand_out(self) -> Iterator[ScannedFile]:
-        assert self.pool is not None and self.workers is not None
+        assert self.pool is not None
         chunk, self.chunk, self.chunk_bytes = self.chunk, [], 0
-        self.in_flight.append(self.pool.submit(_scan_chunk, chunk))
-        while len(self.in_flight) > self.workers * _CHUNKS_IN_FLIGHT_PER_WORKER:
-            yield from self.in_flight.popleft().result()
+        for answers in self.pool.submit(chunk):
+            yield from answers
 
     def _known(self) -> Collection[str]:
         if self.known is None:
