@@ -185,7 +185,8 @@ class Ingest:
         # One content per ID, so any of its rows in temp.scan (scan_row) has its columns.
         self.db.execute(
             "CREATE TEMP TABLE IF NOT EXISTS fresh"
-            " (invoice_id TEXT, sha256 TEXT, path TEXT, scan_row INTEGER)"
+            " (invoice_id TEXT PRIMARY KEY, sha256 TEXT, path TEXT, scan_row INTEGER)"
+            " WITHOUT ROWID"
         )
         self.db.execute("DELETE FROM temp.fresh")
         self.db.execute(
@@ -211,14 +212,14 @@ class Ingest:
             """,
             {"now": now},
         )
-        rows = self.db.execute(
-            "SELECT i.invoice_id, i.state, i.reason FROM temp.fresh f"
-            " JOIN invoices i ON i.invoice_id = f.invoice_id ORDER BY f.invoice_id"
-        ).fetchall()
-        for invoice_id, state, reason in rows:
-            self.report.new.append(invoice_id)
-            if state == "invalid":
-                self.report.invalid.append(Problem(invoice_id, reason))
+        self.report.new.extend(
+            invoice_id for (invoice_id,) in self.db.execute("SELECT invoice_id FROM temp.fresh")
+        )
+        invalid = self.db.execute(
+            "SELECT invoice_id, reason FROM invoices WHERE state = 'invalid'"
+            " AND invoice_id IN (SELECT invoice_id FROM temp.fresh) ORDER BY invoice_id"
+        )
+        self.report.invalid.extend(Problem(*row) for row in invalid)
 
     def _fill_known_columns(self) -> None:
         """A new ID whose content the journal already held (a scan stopped before settling

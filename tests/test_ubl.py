@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from invoicectl import ubl
 from invoicectl.ubl import (
     MAX_DOCUMENT_BYTES,
     Endpoint,
@@ -509,6 +510,40 @@ def test_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
     with path.open("wb") as sparse:
         sparse.truncate(MAX_DOCUMENT_BYTES)
     assert len(read_document(path, tmp_path)) == MAX_DOCUMENT_BYTES
+
+
+def test_a_file_that_grew_after_its_stat_is_read_to_its_end(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "growing.xml"
+    path.write_bytes(b"<a>" + b"x" * 5000 + b"</a>")
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:  # the size before the last write
+        fields = list(real_fstat(fd))
+        fields[6] = 100  # st_size
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(ubl.os, "fstat", stale_fstat)
+    assert read_document(path, tmp_path) == path.read_bytes()
+
+
+def test_a_file_that_grew_past_the_limit_after_its_stat_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    path = tmp_path / "growing.xml"
+    with path.open("wb") as sparse:
+        sparse.truncate(MAX_DOCUMENT_BYTES + 10)
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:
+        fields = list(real_fstat(fd))
+        fields[6] = 1000
+        return os.stat_result(fields)
+
+    monkeypatch.setattr(ubl.os, "fstat", stale_fstat)
+    with pytest.raises(InvalidDocument, match="over the API's limit"):
+        read_document(path, tmp_path)
 
 
 @pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs named pipes")
