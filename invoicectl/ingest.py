@@ -66,7 +66,9 @@ def scan_directory(
         raise ConfigError(f"the outbox {directory} is not a directory")
     unlisted: list[ScannedFile] = []
     names = find_candidates(root, recursive, unlisted)
-    scanned = scan_files(names, root, journal.known_sha256, journal.cached_stats, workers=workers)
+    # A directory never scanned into this journal has no stats to look up (a first scan).
+    cached_stats = journal.cached_stats if journal.has_stats_under(as_text(str(root))) else None
+    scanned = scan_files(names, root, journal.known_sha256, cached_stats, workers=workers)
     return Ingest(journal, root).run(chain(unlisted, scanned))
 
 

@@ -90,6 +90,16 @@ class Journal:
         )
         return {row[0]: (StatKey(*row[1:6]), row[6]) for row in rows}
 
+    def has_stats_under(self, directory: str) -> bool:
+        """Whether a file under ``directory`` (a path as stored) was hashed before."""
+        prefix = directory.rstrip("/") + "/"
+        # Every path that starts with prefix sorts from prefix up to prefix with '0' for '/'.
+        row = self.db.execute(
+            "SELECT 1 FROM file_stats WHERE path >= ? AND path < ? LIMIT 1",
+            (prefix, prefix[:-1] + "0"),
+        ).fetchone()
+        return row is not None
+
     def remember_stats(self, entries: Iterable[tuple[str, StatKey, str]]) -> None:
         self.db.conn.executemany(
             "INSERT OR REPLACE INTO file_stats"

@@ -135,24 +135,24 @@ def scan_files(
     names: Sequence[str],
     root: Path,
     known_sha256: KnownSha256,
-    cached_stats: CachedStats = lambda paths: {},
+    cached_stats: CachedStats | None = None,
     workers: int | None = None,
 ) -> Iterator[ScannedFile]:
     """Each file's answer: unchanged files from their stat, the rest read, hashed and parsed.
 
-    ``names`` are relative to ``root``, an absolute path. Files that are read are answered in
-    the order of ``names``; a file proved unchanged may be answered before files named ahead
-    of it that are still being read.
+    ``names`` are relative to ``root``, an absolute path. Answers come in no set order: a
+    file proved unchanged is answered at once, and a pool answers as its workers finish.
+    ``cached_stats`` is None when the journal holds no stats under ``root``.
     """
     directory = str(root)
     reader = _Reader(root, known_sha256, workers)
     try:
         for window in _windows(names, _WINDOW):
             paths = [os.path.join(directory, name) for name in window]
-            cached = cached_stats([as_text(path) for path in paths])
+            cached = cached_stats([as_text(path) for path in paths]) if cached_stats else {}
             for name, path in zip(window, paths, strict=True):
                 key = stat_key(path)
-                hit = cached.get(as_text(path)) if key is not None else None
+                hit = cached.get(as_text(path)) if key is not None and cached else None
                 if key is not None and hit is not None and key.proves_unchanged(hit[0]):
                     yield ScannedFile(as_text(path), as_text(name), hit[1], key.size)
                 else:
@@ -165,6 +165,8 @@ def scan_files(
 def as_text(name: str) -> str:
     """A file name as text for the journal and messages. Names are bytes on Linux; one that
     is not UTF-8 keeps its odd bytes as \\xNN escapes instead of failing the whole scan."""
+    if name.isascii():  # the common case, and a round trip would change nothing
+        return name
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 

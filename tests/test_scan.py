@@ -317,6 +317,22 @@ def test_a_journal_from_before_packing_reads_its_bytes(tmp_path: Path, outbox: P
         )
 
 
+def test_stats_are_looked_up_only_under_a_directory_scanned_before(
+    journal: Journal, tmp_path: Path
+):
+    for name in ("out", "out2", "out-b"):
+        (tmp_path / name).mkdir()
+        write_invoice(tmp_path / name, f"{name}-1")
+    scan_directory(journal, tmp_path / "out2")
+    scan_directory(journal, tmp_path / "out-b")
+
+    assert journal.has_stats_under(str(tmp_path / "out2"))
+    assert journal.has_stats_under(str(tmp_path / "out2") + "/")
+    assert not journal.has_stats_under(str(tmp_path / "out"))  # a prefix of two that are
+    assert not journal.has_stats_under(str(tmp_path / "out2" / "sub"))
+    assert journal.has_stats_under(str(tmp_path))
+
+
 def test_a_new_journal_uses_16_kb_pages(journal: Journal):
     assert journal.db.execute("PRAGMA page_size").fetchone()[0] == 16384
 
