@@ -51,7 +51,7 @@ _CUSTOMER = _CAC + "AccountingCustomerParty"
 _PARTY = _CAC + "Party"
 _ENDPOINT_ID = _CBC + "EndpointID"
 # The root's children parse_document reads.
-_HEADER = (_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETARY_TOTAL)
+_HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETARY_TOTAL))
 
 # One parser per process: lxml parsers are not thread-safe, but building one per call costs
 # more than the parse of a small invoice. huge_tree lifts libxml2's 10 MB text-node limit so a
@@ -570,17 +570,26 @@ def _document_type(root: etree._Element) -> str:
 
 
 def _header_children(root: etree._Element) -> dict[str, etree._Element]:
-    """The first direct child of each header tag (``_HEADER``), in one walk done by lxml:
-    only those children become Python objects, not the invoice lines."""
+    """The first direct child of each header tag (``_HEADER``), in one walk that stops once
+    all are found: UBL puts them ahead of the invoice lines, which are then never visited.
+    (Plain loops here and in ``_child``: lxml's tag-filtered iterchildren costs more to set
+    up than a short walk, and ElementPath's find more again.)"""
     found: dict[str, etree._Element] = {}
-    for child in root.iterchildren(*_HEADER):
-        found.setdefault(child.tag, child)
+    for child in root:
+        tag = child.tag
+        if tag in _HEADER and tag not in found:
+            found[tag] = child
+            if len(found) == len(_HEADER):
+                break
     return found
 
 
 def _child(element: etree._Element | None, tag: str) -> etree._Element | None:
-    # iterchildren, not find: find goes through ElementPath, several times slower.
-    return None if element is None else next(element.iterchildren(tag), None)
+    if element is not None:
+        for child in element:
+            if child.tag == tag:
+                return child
+    return None
 
 
 def _text(element: etree._Element | None) -> str | None:
