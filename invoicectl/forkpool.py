@@ -8,12 +8,15 @@ are ready. A first scan of 20,000 files used about 0.2 s less CPU in this proces
 
 Workers are forked, so they inherit what ``work`` needs instead of unpickling it. They leave
 Ctrl-C to this process, which decides, and they end when their pipe closes, whatever happened
-to this process.
+to this process. Each sends its answers from a thread, so that it works on while this process
+is not reading.
 """
 
 from __future__ import annotations
 
+import queue
 import signal
+import threading
 import traceback
 from collections.abc import Callable, Iterator
 from multiprocessing import get_context
@@ -115,15 +118,26 @@ def _serve(
     for parents_end in inherited:
         parents_end.close()
     setup()
+    # Answers leave through a thread of their own: while the parent is busy elsewhere (a
+    # journal commit) and not reading, sending blocks, and the next chunk goes on meanwhile.
+    # A first scan of 20,000 files spent 0.35 s a worker blocked in sending, and finished
+    # about 0.1 s sooner with the thread.
+    answers: queue.SimpleQueue[tuple[bool, Any] | None] = queue.SimpleQueue()
+    threading.Thread(target=_send_all, args=(connection, answers), daemon=True).start()
     while True:
         try:
             chunk = connection.recv()
         except (EOFError, OSError):
+            answers.put(None)
             return  # the parent closed the pipe, or is gone
         try:
-            answer: tuple[bool, Any] = (False, work(chunk))
+            answers.put((False, work(chunk)))
         except Exception:
-            answer = (True, traceback.format_exc())
+            answers.put((True, traceback.format_exc()))
+
+
+def _send_all(connection: Connection, answers: queue.SimpleQueue[tuple[bool, Any] | None]) -> None:
+    while (answer := answers.get()) is not None:
         try:
             connection.send(answer)
         except OSError:  # BrokenPipeError: the parent stopped listening
