@@ -98,6 +98,7 @@ class Ingest:
             self._store(scanned)
         with self.journal.transaction():
             self._name_known_content()
+            self._group_by_id()
             self._settle_new()
             self._count_unchanged()
             self._settle_the_rest()
@@ -182,21 +183,31 @@ class Ingest:
 
     # ---- settling each invoice ID ---------------------------------------------------------
 
+    def _group_by_id(self) -> None:
+        """One row per invoice ID seen (temp.ids): whether it came in one content, and the
+        journal's current content and state for it (NULL for an ID the journal never saw).
+        Every settling step below reads this one grouping instead of grouping again."""
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS ids (invoice_id TEXT PRIMARY KEY,"
+            " one_content INTEGER, sha256 TEXT, path TEXT, scan_row INTEGER,"
+            " current_sha256 TEXT, state TEXT) WITHOUT ROWID"
+        )
+        self.db.execute("DELETE FROM temp.ids")
+        # With one content, any of the ID's rows in temp.scan (scan_row) has its columns.
+        # (min = max, not count(DISTINCT): that builds a throwaway index for every ID.)
+        self.db.execute(
+            "INSERT INTO temp.ids SELECT s.invoice_id, min(s.sha256) = max(s.sha256),"
+            " min(s.sha256), min(s.path), min(s.rowid), i.current_sha256, i.state"
+            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE s.invoice_id IS NOT NULL GROUP BY s.invoice_id"
+        )
+        self.db.execute(
+            "CREATE TEMP VIEW IF NOT EXISTS fresh AS SELECT invoice_id, sha256, path, scan_row"
+            " FROM temp.ids WHERE one_content AND current_sha256 IS NULL"
+        )
+
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: insert them in one go."""
-        # One content per ID, so any of its rows in temp.scan (scan_row) has its columns.
-        self.db.execute(
-            "CREATE TEMP TABLE IF NOT EXISTS fresh"
-            " (invoice_id TEXT PRIMARY KEY, sha256 TEXT, path TEXT, scan_row INTEGER)"
-            " WITHOUT ROWID"
-        )
-        self.db.execute("DELETE FROM temp.fresh")
-        self.db.execute(
-            "INSERT INTO temp.fresh SELECT invoice_id, min(sha256), min(path), min(rowid)"
-            " FROM temp.scan WHERE invoice_id IS NOT NULL"
-            " AND invoice_id NOT IN (SELECT invoice_id FROM invoices)"
-            " GROUP BY invoice_id HAVING count(DISTINCT sha256) = 1"
-        )
         self._fill_known_columns()
         now = self.journal.now()
         self.db.execute(
@@ -240,12 +251,8 @@ class Ingest:
 
     def _count_unchanged(self) -> None:
         (count,) = self.db.execute(
-            "SELECT count(*) FROM (SELECT s.invoice_id FROM temp.scan s"
-            " JOIN invoices i ON i.invoice_id = s.invoice_id"
-            " WHERE i.invoice_id NOT IN (SELECT invoice_id FROM temp.fresh)"
-            " GROUP BY s.invoice_id"
-            " HAVING count(DISTINCT s.sha256) = 1 AND min(s.sha256) = min(i.current_sha256)"
-            " AND min(i.state) != 'invalid')"
+            "SELECT count(*) FROM temp.ids WHERE one_content AND sha256 = current_sha256"
+            " AND state != 'invalid'"
         ).fetchone()
         self.report.unchanged += count
 
@@ -253,13 +260,8 @@ class Ingest:
         """Changed content, duplicates, and invalid invoices that may have been fixed."""
         rows = self.db.execute(
             "SELECT s.invoice_id, s.sha256, s.name, s.path FROM temp.scan s"
-            " WHERE s.invoice_id IS NOT NULL"
-            " AND s.invoice_id NOT IN (SELECT invoice_id FROM temp.fresh)"
-            " AND s.invoice_id IN (SELECT s2.invoice_id FROM temp.scan s2"
-            "   LEFT JOIN invoices i ON i.invoice_id = s2.invoice_id"
-            "   WHERE s2.invoice_id IS NOT NULL GROUP BY s2.invoice_id"
-            "   HAVING count(DISTINCT s2.sha256) > 1 OR min(s2.sha256) != min(i.current_sha256)"
-            "   OR min(i.state) = 'invalid' OR min(i.invoice_id) IS NULL)"
+            " WHERE s.invoice_id IN (SELECT invoice_id FROM temp.ids WHERE NOT one_content"
+            "   OR sha256 != current_sha256 OR state = 'invalid')"
             " ORDER BY s.invoice_id, s.name"
         ).fetchall()
         found: dict[str, dict[str, _Found]] = {}
