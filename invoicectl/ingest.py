@@ -192,18 +192,34 @@ class Ingest:
             " one_content INTEGER, sha256 TEXT, path TEXT, scan_row INTEGER,"
             " current_sha256 TEXT, state TEXT) WITHOUT ROWID"
         )
-        self.db.execute("DELETE FROM temp.ids")
-        # With one content, any of the ID's rows in temp.scan (scan_row) has its columns.
-        # (min = max, not count(DISTINCT): that builds a throwaway index for every ID.)
-        self.db.execute(
-            "INSERT INTO temp.ids SELECT s.invoice_id, min(s.sha256) = max(s.sha256),"
-            " min(s.sha256), min(s.path), min(s.rowid), i.current_sha256, i.state"
-            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
-            " WHERE s.invoice_id IS NOT NULL GROUP BY s.invoice_id"
-        )
         self.db.execute(
             "CREATE TEMP VIEW IF NOT EXISTS fresh AS SELECT invoice_id, sha256, path, scan_row"
             " FROM temp.ids WHERE one_content AND current_sha256 IS NULL"
+        )
+        self.db.execute("DELETE FROM temp.ids")
+        # Nearly every ID is in one file: take each row as it is (a third of the time a
+        # GROUP BY takes), then group the IDs that turn out to be in several files.
+        self.db.execute(
+            "INSERT INTO temp.ids SELECT s.invoice_id, 1, s.sha256, s.path, s.rowid,"
+            " i.current_sha256, i.state"
+            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE s.invoice_id IS NOT NULL ON CONFLICT DO NOTHING"
+        )
+        (files,) = self.db.execute(
+            "SELECT count(*) FROM temp.scan WHERE invoice_id IS NOT NULL"
+        ).fetchone()
+        (ids,) = self.db.execute("SELECT count(*) FROM temp.ids").fetchone()
+        if files == ids:
+            return
+        # With one content, any of the ID's rows in temp.scan (scan_row) has its columns.
+        # (min = max, not count(DISTINCT): that builds a throwaway index for every ID.)
+        self.db.execute(
+            "REPLACE INTO temp.ids SELECT s.invoice_id, min(s.sha256) = max(s.sha256),"
+            " min(s.sha256), min(s.path), min(s.rowid), i.current_sha256, i.state"
+            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE s.invoice_id IN (SELECT invoice_id FROM temp.scan"
+            "   WHERE invoice_id IS NOT NULL GROUP BY invoice_id HAVING count(*) > 1)"
+            " GROUP BY s.invoice_id"
         )
 
     def _settle_new(self) -> None:

@@ -23,7 +23,7 @@ from sqlite_utils import Database
 from invoicectl import packing
 from invoicectl.errors import JournalError
 from invoicectl.migrations import migrations
-from invoicectl.scanner import StatKey
+from invoicectl.scanner import CachedStat, StatKey
 
 STATES = ("pending", "invalid", "accepted", "rejected", "key_reused", "unknown", "amended")
 
@@ -80,15 +80,16 @@ class Journal:
         ).fetchone()
         return dict(json.loads(row[0]))
 
-    def cached_stats(self, paths: list[str]) -> dict[str, tuple[StatKey, str]]:
-        """For each of ``paths`` hashed before, the stat and sha256 recorded then."""
-        # One query per window of paths, not one per path; on a first scan it finds nothing.
+    def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]:
+        """For each of ``paths`` hashed before, the stat and content recorded then."""
+        # One query per window of paths, not one per path.
         rows = self.db.conn.execute(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256"
-            " FROM file_stats WHERE path IN (SELECT value FROM json_each(?))",
+            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, f.sha256,"
+            " (SELECT invoice_id FROM revisions r WHERE r.sha256 = f.sha256 LIMIT 1)"
+            " FROM file_stats f WHERE path IN (SELECT value FROM json_each(?))",
             (json.dumps(paths),),
         )
-        return {row[0]: (StatKey(*row[1:6]), row[6]) for row in rows}
+        return {row[0]: CachedStat(row[1:6], row[6], row[7]) for row in rows}
 
     def has_stats_under(self, directory: str) -> bool:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""

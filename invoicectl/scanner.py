@@ -55,9 +55,12 @@ class StatKey(NamedTuple):
     inode: int
     checked_at_ns: int
 
-    def proves_unchanged(self, cached: StatKey) -> bool:
-        same = self[:4] == cached[:4]
-        return same and cached.checked_at_ns - cached.ctime_ns > _RACY_NS
+    def proves_unchanged(self, cached: tuple[int, ...]) -> bool:
+        """Whether ``cached``, a StatKey's fields as the journal recorded them, proves the
+        file the same: same identity, and recorded well after its last change."""
+        size, mtime_ns, ctime_ns, inode, checked_at_ns = cached
+        same = self[:4] == (size, mtime_ns, ctime_ns, inode)
+        return same and checked_at_ns - ctime_ns > _RACY_NS
 
 
 def stat_key(path: str | Path) -> StatKey | None:
@@ -79,7 +82,7 @@ class ScannedFile(NamedTuple):
     name: str  # relative to the scanned directory, for messages
     sha256: str | None = None  # None when the file could not be read
     size: int | None = None
-    invoice_id: str | None = None  # None for known content (the journal knows its ID)
+    invoice_id: str | None = None  # None for known content read again (the journal knows it)
     facts_json: str | None = None  # what ubl.parse_document found, for new content
     columns: tuple[str | None, ...] | None = None  # invoice_columns of those facts
     stored: bytes | None = None  # the exact bytes as packed, for new content
@@ -91,7 +94,17 @@ class ScannedFile(NamedTuple):
 
 
 # paths -> for those hashed before, the StatKey and sha256 recorded then
-CachedStats = Callable[[list[str]], dict[str, tuple[StatKey, str]]]
+CachedStats = Callable[[list[str]], dict[str, "CachedStat"]]
+
+
+class CachedStat(NamedTuple):
+    """What the journal recorded when a file was last hashed."""
+
+    key: tuple[int, ...]  # a StatKey's fields
+    sha256: str
+    invoice_id: str | None  # of that content
+
+
 # the sha256 of every content the journal holds; asked only if some file must be read
 KnownSha256 = Callable[[], Collection[str]]
 
@@ -153,8 +166,10 @@ def scan_files(
             for name, path in zip(window, paths, strict=True):
                 key = stat_key(path)
                 hit = cached.get(as_text(path)) if key is not None and cached else None
-                if key is not None and hit is not None and key.proves_unchanged(hit[0]):
-                    yield ScannedFile(as_text(path), as_text(name), hit[1], key.size)
+                if key is not None and hit is not None and key.proves_unchanged(hit.key):
+                    yield ScannedFile(
+                        as_text(path), as_text(name), hit.sha256, key.size, hit.invoice_id
+                    )
                 else:
                     yield from reader.add(name, key)
         yield from reader.finish()

@@ -126,6 +126,25 @@ def test_identical_copies_of_one_invoice_are_not_a_conflict(journal: Journal, ou
     assert report.invalid == [] and states(journal) == {"INV-1": "pending"}
 
 
+def test_repeated_ids_among_many_files_read_by_workers(journal: Journal, outbox: Path):
+    for number in range(250):
+        write_invoice(outbox, f"INV-{number:03}")
+    write_invoice(outbox, "COPY-1", name="z-copy.xml")
+    write_invoice(outbox, "COPY-1", name="a-copy.xml")
+    write_invoice(outbox, "CLASH-1", name="m-clash.xml", amount="1.00")
+    write_invoice(outbox, "CLASH-1", name="b-clash.xml", amount="2.00")
+
+    report = scan_directory(journal, outbox, workers=2)  # answers come back out of order
+
+    assert len(report.new) == 252 and report.unchanged == 0
+    assert journal.invoice("COPY-1")["source_path"] == str(outbox / "a-copy.xml")
+    assert journal.invoice("COPY-1")["state"] == "pending"
+    assert [problem.subject for problem in report.invalid] == ["CLASH-1"]
+    assert "b-clash.xml, m-clash.xml" in report.invalid[0].reason
+    again = scan_directory(journal, outbox, workers=2)
+    assert again.unchanged == 251 and [p.subject for p in again.invalid] == ["CLASH-1"]
+
+
 def test_file_without_id_is_recorded_by_path_until_fixed(journal: Journal, outbox: Path):
     broken = outbox / "broken.xml"
     broken.write_bytes(b"<Invoice><unclosed></Invoice>")
