@@ -89,12 +89,14 @@ class OutputFormat(StrEnum):
     csv = "csv"
 
 
+# Invoice IDs, file names and API answers are data, never rich markup or emoji codes: an ID
+# such as "[/b]INV-1" stopped `scan` with a MarkupError, and "[red]INV-2" showed as "INV-2".
 def _stdout() -> Console:
-    return Console(soft_wrap=not sys.stdout.isatty())
+    return Console(soft_wrap=not sys.stdout.isatty(), markup=False, emoji=False)
 
 
 def _stderr() -> Console:
-    return Console(stderr=True)
+    return Console(stderr=True, markup=False, emoji=False)
 
 
 def _journal_path(journal: Path | None, sandbox: bool = False) -> Path:

@@ -160,7 +160,9 @@ def render(report: ReconcileReport, fmt: Format, *, width: int = 120) -> str:
     if fmt == "csv":
         return to_csv(report)
     buffer = io.StringIO()
-    console = Console(file=buffer, width=width, no_color=True, color_system=None)
+    console = Console(
+        file=buffer, width=width, no_color=True, color_system=None, markup=False, emoji=False
+    )
     print_report(console, report)
     return buffer.getvalue()
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from invoicectl.ingest import ScanReport
 from invoicectl.journal import STATES, Journal
@@ -161,7 +162,7 @@ def print_invoice(
     events: Sequence[sqlite3.Row],
 ) -> None:
     record = _invoice_record(invoice)
-    console.print(f"[bold]{record['invoice_id']}[/bold]  {record['document_type']}")
+    console.print(Text.assemble((record["invoice_id"], "bold"), f"  {record['document_type']}"))
     for label, key in (
         ("state", "state"),
         ("reason", "reason"),

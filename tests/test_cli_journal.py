@@ -42,6 +42,21 @@ def test_scan_with_an_invalid_file_exits_3_and_names_it(outbox: Path):
     assert "invalid  empty.xml: " in result.output
 
 
+@pytest.mark.parametrize("invoice_id", ["[/b]INV-1", "[red]INV-2", "INV:joy:3"])
+def test_invoice_ids_that_look_like_markup_are_shown_as_they_are(outbox: Path, invoice_id):
+    no_scheme = write_invoice(outbox, invoice_id, name="a.xml")
+    no_scheme.write_bytes(no_scheme.read_bytes().replace(b'schemeID="9915"', b""))
+
+    scanned = invoke("scan", str(outbox))
+    shown = invoke("show", invoice_id)
+    status = invoke("status")
+
+    assert scanned.exit_code == 3, scanned.output  # invalid, not a crash
+    assert f"  invalid  {invoice_id}: the customer EndpointID" in scanned.output
+    assert shown.exit_code == 0 and shown.output.startswith(f"{invoice_id}  Invoice")
+    assert invoice_id in status.output
+
+
 def test_scan_of_a_missing_directory_exits_1_with_a_reason(tmp_path: Path):
     result = invoke("scan", str(tmp_path / "nope"))
 
