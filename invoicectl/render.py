@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from typing import Any
@@ -83,10 +82,6 @@ def _unidentified_record(row: sqlite3.Row) -> dict[str, Any]:
     return record
 
 
-def to_json(data: Any) -> str:
-    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
-
-
 def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore")
@@ -138,20 +133,8 @@ def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> N
 
 
 def print_scan_report(console: Console, report: ScanReport) -> None:
-    console.print(
-        f"scanned {report.files} files: {len(report.new)} new, {report.unchanged} unchanged, "
-        f"{len(report.changed)} changed, {len(report.amended)} amended, "
-        f"{len(report.invalid)} invalid",
-        highlight=False,
-    )
-    for problem in report.invalid:
-        console.print(f"  invalid  {problem.subject}: {problem.reason}", highlight=False)
-    for invoice_id in report.amended:
-        console.print(
-            f"  amended  {invoice_id}: changed after it was sent; "
-            f"see `invoicectl show {invoice_id}`",
-            highlight=False,
-        )
+    for line in report.summary_lines():
+        console.print(line, highlight=False)
 
 
 def print_invoice(
