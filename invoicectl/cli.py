@@ -138,12 +138,17 @@ def scan(
     """Record every *.xml in DIRECTORY in the journal (nothing is sent).
 
     Exit 3 when a file is invalid; 0 otherwise."""
-    from invoicectl.ingest import scan_directory
+    from invoicectl.ingest import OpenScan
     from invoicectl.jsontext import to_json
     from invoicectl.runlock import locked_journal
 
-    with locked_journal(_journal_path(journal, sandbox), "scan") as opened:
-        report = scan_directory(opened, directory, recursive=recursive)
+    path = _journal_path(journal, sandbox)
+    # The scan opens first: a large first scan starts reading while the journal opens.
+    with (
+        OpenScan(directory, recursive=recursive, journal_path=path) as scan,
+        locked_journal(path, "scan") as opened,
+    ):
+        report = scan.into(opened)
     if as_json:
         print(to_json(report.to_dict()))
     else:

@@ -19,20 +19,24 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl.errors import ConfigError
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, peek_known_sha256
 from invoicectl.scanner import (
     INVOICE_COLUMNS,
+    HeadStart,
     ScannedFile,
     as_text,
     find_candidates,
     invoice_columns,
     scan_files,
+    start_reading,
 )
 from invoicectl.ubl import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
 _COMMIT_EVERY = 500
 _COMMIT_BYTES = 16 * 1024 * 1024
+# A directory with fewer files is scanned in well under a second: no head start.
+_HEAD_START_FILES = 1000
 # temp.scan carries the invoice columns of new content, so new IDs settle without JSON.
 _COLUMNS = ", ".join(INVOICE_COLUMNS)
 _NO_COLUMNS = (None,) * len(INVOICE_COLUMNS)
@@ -76,15 +80,61 @@ def scan_directory(
     journal: Journal, directory: Path, *, recursive: bool = False, workers: int | None = None
 ) -> ScanReport:
     """Hash, parse and record every ``*.xml`` under ``directory``."""
-    root = directory.expanduser().absolute()
-    if not root.is_dir():
-        raise ConfigError(f"the outbox {directory} is not a directory")
-    unlisted: list[ScannedFile] = []
-    names = find_candidates(root, recursive, unlisted)
-    # A directory never scanned into this journal has no stats to look up (a first scan).
-    cached_stats = journal.cached_stats if journal.has_stats_under(as_text(str(root))) else None
-    scanned = scan_files(names, root, journal.known_sha256, cached_stats, workers=workers)
-    return Ingest(journal, root).run(chain(unlisted, scanned))
+    with OpenScan(directory, recursive=recursive, workers=workers) as scan:
+        return scan.into(journal)
+
+
+class OpenScan:
+    """One scan of one directory, from listing its files to the report.
+
+    Given the journal's path, it is opened before the journal is. Then a first scan of a
+    large directory (the journal holds no stats under it) hands its first files to the worker
+    processes at once, and they read and parse while the journal's libraries load and the run
+    lock is taken: most of a scan's start-up is imports, with one core idle. What the journal
+    holds is read for that without the lock, read-only (``peek_known_sha256``); content
+    stored since is recognised when settling, as for any file.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        recursive: bool = False,
+        workers: int | None = None,
+        journal_path: Path | None = None,
+    ) -> None:
+        self.root = directory.expanduser().absolute()
+        if not self.root.is_dir():
+            raise ConfigError(f"the outbox {directory} is not a directory")
+        self.workers = workers
+        self.unlisted: list[ScannedFile] = []
+        self.names = find_candidates(self.root, recursive, self.unlisted)
+        self.head: HeadStart | None = None
+        if journal_path is not None and len(self.names) >= _HEAD_START_FILES:
+            known = peek_known_sha256(journal_path, as_text(str(self.root)))
+            if known is not None:
+                self.head = start_reading(self.names, self.root, known, workers)
+
+    def __enter__(self) -> OpenScan:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.head is not None:  # never handed on: the journal could not be opened
+            self.head.reader.close()
+
+    def into(self, journal: Journal) -> ScanReport:
+        # A directory never scanned into this journal has no stats to look up (a first scan).
+        has_stats = journal.has_stats_under(as_text(str(self.root)))
+        head, self.head = self.head, None  # scan_files closes its reader
+        scanned = scan_files(
+            self.names,
+            self.root,
+            journal.known_sha256,
+            journal.cached_stats if has_stats else None,
+            workers=self.workers,
+            head=head,
+        )
+        return Ingest(journal, self.root).run(chain(self.unlisted, scanned))
 
 
 @dataclass(frozen=True)

@@ -16,16 +16,17 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
-
-from sqlite_utils import Database
+from typing import TYPE_CHECKING, Any
 
 from invoicectl import packing
 from invoicectl.errors import JournalError
-from invoicectl.migrations import migrations
 from invoicectl.scanner import CachedStat, StatKey
 
 STATES = ("pending", "invalid", "accepted", "rejected", "key_reused", "unknown", "amended")
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
 
 Clock = Callable[[], datetime]
 
@@ -70,7 +71,7 @@ class Journal:
 
     def known_sha256(self) -> set[str]:
         """Every content the journal holds a revision of."""
-        return {row[0] for row in self.db.execute("SELECT sha256 FROM revisions")}
+        return _known_sha256(self.db.conn)
 
     def facts(self, invoice_id: str, sha256: str) -> dict[str, Any]:
         """What the parser found in one revision."""
@@ -93,13 +94,7 @@ class Journal:
 
     def has_stats_under(self, directory: str) -> bool:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""
-        prefix = directory.rstrip("/") + "/"
-        # Every path that starts with prefix sorts from prefix up to prefix with '0' for '/'.
-        row = self.db.execute(
-            "SELECT 1 FROM file_stats WHERE path >= ? AND path < ? LIMIT 1",
-            (prefix, prefix[:-1] + "0"),
-        ).fetchone()
-        return row is not None
+        return _has_stats_under(self.db.conn, directory)
 
     def remember_stats(self, entries: Iterable[tuple[str, StatKey, str]]) -> None:
         self.db.conn.executemany(
@@ -266,7 +261,46 @@ class Journal:
 _PAGE_SIZE = 16384
 
 
+def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:
+    """For a scan of ``directory`` that has not opened the journal yet: every content the
+    journal at ``path`` holds, or None when it holds stats for files under ``directory`` (a
+    re-scan, where those decide which files to read) or cannot be read this way. Read-only:
+    nothing is created, locked or migrated; a journal that does not exist holds nothing."""
+    if not path.exists():
+        return frozenset()
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error:
+        return None
+    try:
+        return None if _has_stats_under(conn, directory) else frozenset(_known_sha256(conn))
+    except sqlite3.Error:  # not a journal, or one of another schema
+        return None
+    finally:
+        conn.close()
+
+
+def _known_sha256(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT sha256 FROM revisions")}
+
+
+def _has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:
+    prefix = directory.rstrip("/") + "/"
+    # Every path that starts with prefix sorts from prefix up to prefix with '0' for '/'.
+    row = conn.execute(
+        "SELECT 1 FROM file_stats WHERE path >= ? AND path < ? LIMIT 1",
+        (prefix, prefix[:-1] + "0"),
+    ).fetchone()
+    return row is not None
+
+
 def _open_database(path: Path) -> Database:
+    # Imported here: importing this module stays cheap, so that a scan can start reading
+    # files while sqlite-utils and the migrations load (ingest.OpenScan).
+    from sqlite_utils import Database
+
+    from invoicectl.migrations import migrations
+
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         # Created 0600 before SQLite writes a byte: the journal holds invoices.
@@ -279,7 +313,7 @@ def _open_database(path: Path) -> Database:
         db.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
         db.execute("PRAGMA journal_mode = WAL")
         db.execute("PRAGMA synchronous = FULL")
-        _check_schema_is_ours(db)
+        _check_schema_is_ours(db, migrations)
         migrations.apply(db)
     except sqlite3.DatabaseError as error:
         raise JournalError(f"cannot open the journal {path}: {error}") from None
@@ -290,7 +324,7 @@ def _open_database(path: Path) -> Database:
     return db
 
 
-def _check_schema_is_ours(db: Database) -> None:
+def _check_schema_is_ours(db: Database, migrations: Migrations) -> None:
     if not db["_sqlite_migrations"].exists():
         return
     ours = {migration.name for migration in migrations._migrations}

@@ -144,22 +144,55 @@ def _is_xml(name: str) -> bool:
     return name.lower().endswith(".xml")
 
 
+class HeadStart(NamedTuple):
+    """The first files of a scan, handed to worker processes before the journal was open."""
+
+    reader: _Reader
+    handed_out: int  # names[:handed_out] are with the workers
+    answered: list[ScannedFile]  # what came back while handing them out
+
+
+def start_reading(
+    names: Sequence[str], root: Path, known_sha256: Collection[str], workers: int | None = None
+) -> HeadStart | None:
+    """Hand the first files to workers now, as many as they queue: None when there are too
+    few files for a pool. Every file is read (no stats are looked up): for a directory the
+    journal holds no stats for, as on a first scan."""
+    workers = workers or _default_workers()
+    if workers <= 1 or len(names) < _POOL_THRESHOLD:
+        return None
+    reader = _Reader(root, lambda: known_sha256, workers)
+    count = min(len(names), workers * _CHUNKS_IN_FLIGHT_PER_WORKER * _CHUNK)
+    directory = str(root)
+    answered = [
+        answer
+        for name in names[:count]
+        for answer in reader.add(name, stat_key(os.path.join(directory, name)))
+    ]
+    return HeadStart(reader, count, answered)
+
+
 def scan_files(
     names: Sequence[str],
     root: Path,
     known_sha256: KnownSha256,
     cached_stats: CachedStats | None = None,
     workers: int | None = None,
+    head: HeadStart | None = None,
 ) -> Iterator[ScannedFile]:
     """Each file's answer: unchanged files from their stat, the rest read, hashed and parsed.
 
     ``names`` are relative to ``root``, an absolute path. Answers come in no set order: a
     file proved unchanged is answered at once, and a pool answers as its workers finish.
-    ``cached_stats`` is None when the journal holds no stats under ``root``.
+    ``cached_stats`` is None when the journal holds no stats under ``root``. With ``head``,
+    its first files are with the workers already, and its reader reads the rest.
     """
     directory = str(root)
-    reader = _Reader(root, known_sha256, workers)
+    reader = head.reader if head is not None else _Reader(root, known_sha256, workers)
     try:
+        if head is not None:
+            yield from head.answered
+            names = names[head.handed_out :]
         for window in _windows(names, _WINDOW):
             paths = [os.path.join(directory, name) for name in window]
             cached = cached_stats([as_text(path) for path in paths]) if cached_stats else {}

@@ -17,10 +17,11 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
-from invoicectl.errors import JournalError
-from invoicectl.ingest import Ingest, scan_directory
-from invoicectl.journal import Journal
+from invoicectl.errors import JournalError, JournalLocked
+from invoicectl.ingest import Ingest, OpenScan, scan_directory
+from invoicectl.journal import Journal, peek_known_sha256
 from invoicectl.migrations import m001_initial
+from invoicectl.runlock import RunLock, locked_journal
 
 
 @pytest.fixture
@@ -475,3 +476,74 @@ def test_an_unlistable_subdirectory_is_answered_not_skipped(tmp_path: Path):
     finally:
         (shared / "locked").chmod(0o755)
         shutil.rmtree(shared, ignore_errors=True)
+
+
+# --- a head start for large first scans ----------------------------------------------------
+
+
+def test_peek_reads_what_a_journal_holds_without_creating_or_locking_it(
+    tmp_path: Path, outbox: Path
+):
+    missing = tmp_path / "none" / "journal.db"
+    assert peek_known_sha256(missing, str(outbox)) == frozenset()
+    assert not missing.parent.exists()
+
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with Journal(path) as journal:
+        scan_directory(journal, outbox)
+        held = journal.known_sha256()
+        assert peek_known_sha256(path, str(outbox)) is None  # stats decide a re-scan
+        assert peek_known_sha256(path, str(outbox) + "2") == held  # a sibling, never scanned
+        assert peek_known_sha256(path, str(tmp_path / "elsewhere")) == held
+
+    not_a_journal = tmp_path / "notes.db"
+    not_a_journal.write_text("just text")
+    assert peek_known_sha256(not_a_journal, str(outbox)) is None
+
+
+def test_a_large_first_scan_starts_reading_before_the_journal_opens(tmp_path: Path, outbox: Path):
+    for number in range(1100):
+        write_invoice(outbox, f"INV-{number:04}")
+    path = tmp_path / "journal.db"
+
+    with OpenScan(outbox, journal_path=path) as scan:
+        assert scan.head is not None and scan.head.handed_out > 0
+        assert not path.exists()  # nothing written before the journal is opened
+        with Journal(path) as journal:
+            report = scan.into(journal)
+
+    assert len(report.new) == 1100 and report.invalid == []
+    with Journal(path) as journal, OpenScan(outbox, journal_path=path) as again:
+        assert again.head is None  # the stats now tell which files to read
+        assert again.into(journal).unchanged == 1100
+
+
+def test_a_head_start_knows_content_the_journal_already_holds(tmp_path: Path, outbox: Path):
+    for number in range(1100):
+        write_invoice(outbox, f"INV-{number:04}")
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal:
+        scan_directory(journal, outbox)
+    moved = tmp_path / "moved"
+    outbox.rename(moved)
+
+    with OpenScan(moved, journal_path=path) as scan, Journal(path) as journal:
+        assert scan.head is not None
+        report = scan.into(journal)
+
+    assert report.new == [] and report.unchanged == 1100
+
+
+def test_a_head_start_is_stopped_when_the_journal_cannot_be_opened(tmp_path: Path, outbox: Path):
+    for number in range(1100):
+        write_invoice(outbox, f"INV-{number:04}")
+    path = tmp_path / "journal.db"
+
+    with pytest.raises(JournalLocked), OpenScan(outbox, journal_path=path) as scan:
+        assert scan.head is not None
+        workers = list(scan.head.reader.pool.processes)
+        with RunLock(path, command="send"), locked_journal(path, "scan"):
+            pass
+
+    assert workers and not any(process.is_alive() for process in workers)
