@@ -276,7 +276,7 @@ class _Reader:
     def _here(self) -> Iterator[ScannedFile]:
         if not self.waiting:
             return
-        place = _Place(str(self.root), self.root)
+        place = _Place(str(self.root), str(self.root))
         known = self._known()
         waiting, self.waiting = self.waiting, []
         for name, key in waiting:
@@ -321,13 +321,13 @@ class _Place(NamedTuple):
     ``read_root`` is what ``ubl.read_document`` opens them under and checks them against."""
 
     directory: str
-    read_root: Path
+    read_root: str
 
 
 def _scan_one(
     name: str, key: StatKey | None, place: _Place, known_sha256: Collection[str]
 ) -> ScannedFile:
-    data_path = place.read_root / name
+    data_path = os.path.join(place.read_root, name)
     path, name = as_text(os.path.join(place.directory, name)), as_text(name)
     try:
         data = ubl.read_document(data_path, place.read_root)
@@ -413,9 +413,9 @@ def _init_worker(root: Path, known_sha256: Collection[str]) -> None:
     # of its own, so its working directory is nobody else's.
     try:
         os.chdir(root)
-        read_root = Path(os.curdir)
+        read_root = os.curdir
     except OSError:
-        read_root = root
+        read_root = str(root)
     _worker_state["place"] = _Place(str(root), read_root)
     _worker_state["known"] = known_sha256
 

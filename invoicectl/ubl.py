@@ -157,15 +157,17 @@ class _Encoding(NamedTuple):
 # --- reading files -----------------------------------------------------------------------
 
 
-def read_document(path: Path, root: Path) -> bytes:
+def read_document(path: str | Path, root: str | Path) -> bytes:
     """The bytes of ``path``, a file inside ``root``; InvalidDocument for anything else.
 
     Symbolic links are followed only when they resolve inside ``root``, and nothing outside
-    it is ever opened or stat'ed. Size is checked on the open file before reading it.
+    it is ever opened or stat'ed. Size is checked on the open file before reading it. (Paths
+    may be strings: a scan reads thousands of files, and Path objects cost more to build
+    than a small invoice takes to read.)
     """
-    fd = _open_plain_file_in(path, root)
+    fd = _open_plain_file_in(os.fspath(path), os.fspath(root))
     if fd is None:
-        fd = _open_regular(_resolve_inside(path, root))
+        fd = _open_regular(_resolve_inside(Path(path), Path(root)))
     try:
         size = _checked_size(os.fstat(fd))
         data = _read_at_most(fd, MAX_DOCUMENT_BYTES + 1, size)
@@ -179,13 +181,13 @@ def read_document(path: Path, root: Path) -> bytes:
     return data
 
 
-def _open_plain_file_in(path: Path, root: Path) -> int | None:
+def _open_plain_file_in(path: str, root: str) -> int | None:
     """``path`` opened as is when it sits right in ``root`` and is no symbolic link.
 
     The common case, and resolving costs more than reading a small invoice. Anything else,
     an error included, takes the careful way, which gives every other case its reason.
     """
-    if path.parent != root:
+    if os.path.dirname(path) != root:
         return None
     try:
         return os.open(path, _OPEN_FLAGS)
