@@ -4,7 +4,7 @@ The scan used ``concurrent.futures.ProcessPoolExecutor`` first. Every answer the
 queue-feeder thread, a manager thread and a Future in this process, and those threads compete
 for the GIL and the machine's cores with the thread that stores the answers in the journal.
 Here each worker has one pipe: this process sends a chunk down it and reads whichever answers
-are ready. A first scan of 20,000 files used about 0.2 s less CPU in this process.
+are ready. Reading 20,000 files this way cost this process 0.25 s of CPU instead of 0.35 s.
 
 Workers are forked, so they inherit what ``work`` needs instead of unpickling it. They leave
 Ctrl-C to this process, which decides, and they end when their pipe closes, whatever happened
