@@ -11,7 +11,7 @@ way cron runs it, so start-up and journal writes are counted. Timings are repeat
 and each round's ratios are taken within that round, since the machine may be shared: the
 load average is printed before and after, and the medians are the figures to quote.
 
-    python benchmarks/scan_throughput.py [--count 20000] [--large 4] [--keep DIR] [--repeat 3]
+    python benchmarks/scan_throughput.py [--count 20000] [--large 4] [--keep DIR] [--repeat 5]
 """
 
 from __future__ import annotations
@@ -86,7 +86,7 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=20_000)
     parser.add_argument("--large", type=int, default=4)
     parser.add_argument("--keep", type=Path, help="generate into DIR and keep it")
-    parser.add_argument("--repeat", type=int, default=3, help="rounds of timings")
+    parser.add_argument("--repeat", type=int, default=5, help="rounds of timings")
     args = parser.parse_args()
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="invoicectl-bench-"))
