@@ -7,7 +7,8 @@ This module owns everything invoicectl knows about a UBL file's bytes:
 - ``parse_document`` parses the bytes with a parser that never resolves entities, never loads
   a DTD and never touches the network, refuses any DOCTYPE that could expand or fetch
   something, and extracts the header fields (``InvoiceFacts``) from the root's direct children,
-  matched by namespace URI and local name, never by prefix.
+  matched by namespace URI and local name, never by prefix. A large invoice's lines, most of
+  its bytes, are checked for well-formedness without building their tree (``_parse_in_two``).
 - ``document_text`` turns the stored bytes into the exact characters sent as the JSON
   ``document`` string (design.md, Idempotency rule 2).
 
@@ -71,6 +72,31 @@ _PARSER = etree.XMLParser(
     remove_blank_text=True,
     collect_ids=False,
 )
+
+
+class _Discard:
+    """A parser target that builds nothing: the parse only checks well-formedness."""
+
+    def close(self) -> None:
+        return None
+
+
+# The same hardening, no tree: libxml2 still checks every byte, in half the time.
+_WELL_FORMED_PARSER = etree.XMLParser(
+    resolve_entities=False,
+    load_dtd=False,
+    dtd_validation=False,
+    no_network=True,
+    huge_tree=True,
+    collect_ids=False,
+    target=_Discard(),
+)
+# _parse_in_two's cut: the end of LegalMonetaryTotal, whatever its prefix. Below this many
+# bytes of lines, a second parse costs more than checking them without a tree saves.
+_MONETARY_TOTAL_TAG = b"LegalMonetaryTotal>"
+_SPLIT_MIN_LINE_BYTES = 4096
+_ROOT_NAME = re.compile(rb"<([^\s/>]+)")
+_QUOTE = re.compile(rb"[\"']")
 
 # O_NOFOLLOW: a path is opened only once resolved (or known to sit right in the scanned
 # directory), so a link met here was swapped in after the check. O_NONBLOCK: opening a named
@@ -404,15 +430,13 @@ def _not_valid_in(encoding: _Encoding, data: bytes, offset: int) -> str:
 # --- DOCTYPE -----------------------------------------------------------------------------
 
 
-def _refuse_doctype(data: bytes, encoding: _Encoding) -> None:
+def _refuse_doctype(doctype: bytes | None) -> None:
     """Refuse a DOCTYPE that declares anything or points outside, before libxml2 sees it.
 
-    This check runs on the raw prolog, not the parsed tree, so a billion-laughs file is
-    refused without ever being handed to the parser (huge_tree lifts libxml2's own limits).
+    This check runs on the raw prolog (``_prolog``), not the parsed tree, so a billion-laughs
+    file is refused without ever being handed to the parser (huge_tree lifts libxml2's own
+    limits).
     """
-    # parse_document hands over UTF-8 only (_utf8_as_sent), so one byte scanner serves all.
-    prolog = data[encoding.bom_length :]
-    doctype = _doctype_in_prolog(prolog)
     if doctype is None:
         return
     if b"<!ENTITY" in doctype:
@@ -431,23 +455,34 @@ def _refuse_doctype(data: bytes, encoding: _Encoding) -> None:
         )
 
 
-def _doctype_in_prolog(prolog: bytes) -> bytes | None:
-    """The DOCTYPE declaration before the root element, or None."""
-    pos = 0
+class _Prolog(NamedTuple):
+    """What comes before the root element, as far as a byte scan tells."""
+
+    doctype: bytes | None  # the DOCTYPE declaration, verbatim
+    root_start: int  # where the root element's start tag begins; -1 when not seen
+
+
+def _prolog(data: bytes, start: int) -> _Prolog:
+    """Walk declarations, processing instructions and comments from ``start`` to the root
+    element. parse_document hands over UTF-8 only (_utf8_as_sent), so one byte scan serves
+    every encoding. Anything malformed ends the walk: the parser then reports it."""
+    doctype = None
+    pos = start
     while True:
-        start = prolog.find(b"<", pos)
+        start = data.find(b"<", pos)
         if start < 0:
-            return None
-        if prolog.startswith(b"<?", start):
-            end, skip = prolog.find(b"?>", start + 2), 2
-        elif prolog.startswith(b"<!--", start):
-            end, skip = prolog.find(b"-->", start + 4), 3
-        elif prolog.startswith(b"<!DOCTYPE", start):
-            return _doctype_declaration(prolog, start)
+            return _Prolog(doctype, -1)
+        if data.startswith(b"<?", start):
+            end, skip = data.find(b"?>", start + 2), 2
+        elif data.startswith(b"<!--", start):
+            end, skip = data.find(b"-->", start + 4), 3
+        elif data.startswith(b"<!DOCTYPE", start) and doctype is None:
+            doctype = _doctype_declaration(data, start)
+            end, skip = start + len(doctype) - 1, 1
         else:
-            return None  # the root element: no DOCTYPE can follow it
+            return _Prolog(doctype, start)  # the root element, or something amiss
         if end < 0:
-            return None  # unterminated: the parser reports it as not well-formed
+            return _Prolog(doctype, -1)  # unterminated: not well-formed
         pos = end + skip
 
 
@@ -471,11 +506,11 @@ def parse_document(data: bytes) -> InvoiceFacts:
             "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
         )
     data, encoding = _utf8_as_sent(data, _sniff_encoding(data))
-    _refuse_doctype(data, encoding)
-    root = _parse(data, encoding)
+    prolog = _prolog(data, encoding.bom_length)
+    _refuse_doctype(prolog.doctype)
+    root, header = _parse_header(data, encoding, prolog.root_start)
     _refuse_parsed_dtd(root)
     document_type = _document_type(root)
-    header = _header_children(root)
     invoice_id = _text(header.get(_ID))
     if invoice_id is None:
         raise InvalidDocument(_no_id_reason(header))
@@ -495,6 +530,70 @@ def parse_document(data: bytes) -> InvoiceFacts:
         customer_endpoint=customer,
         problem=problem,
     )
+
+
+def _parse_header(
+    data: bytes, encoding: _Encoding, root_start: int
+) -> tuple[etree._Element, dict[str, etree._Element]]:
+    """The root and its header children (``_header_children``): from a tree of the header
+    alone when ``_parse_in_two`` can show it is the whole document's, else from the whole."""
+    root = _parse_in_two(data, root_start)
+    if root is not None:
+        header = _header_children(root)
+        if len(header) == len(_HEADER):  # else a header field may follow the cut
+            return root, header
+    root = _parse(data, encoding)
+    return root, _header_children(root)
+
+
+def _parse_in_two(data: bytes, root_start: int) -> etree._Element | None:
+    """A tree of the document up to the end of its LegalMonetaryTotal, the last header
+    element UBL allows before the invoice lines, once the lines are known to be well-formed.
+
+    The lines are most of an invoice, and checking them without building their tree costs
+    half as much. The document is cut in two, each part closed with the root's own tags
+    (the start tag verbatim, so the lines are read in the root's namespace context): the
+    header part parses as a document only when the cut falls between two children of the
+    root, and the two parts are then the whole document. None when the cut is not found,
+    when either part is not well-formed, or when the check logged anything (a namespace
+    error, say); the whole document is then parsed at once and gives the reason.
+    """
+    cut = _header_end(data)
+    if cut < 0 or root_start < 0 or len(data) - cut < _SPLIT_MIN_LINE_BYTES:
+        return None
+    tag_end = _start_tag_end(data, root_start)
+    name = _ROOT_NAME.match(data, root_start)
+    if tag_end < 0 or name is None:
+        return None
+    try:
+        etree.fromstring(data[root_start : tag_end + 1] + data[cut:], _WELL_FORMED_PARSER)
+        if _WELL_FORMED_PARSER.error_log:
+            return None
+        return etree.fromstring(data[:cut] + b"</" + name.group(1) + b">", _PARSER)
+    except etree.XMLSyntaxError:
+        return None
+
+
+def _header_end(data: bytes) -> int:
+    """Just after the first LegalMonetaryTotal's end tag, as far as bytes tell; -1 if none."""
+    start = data.find(_MONETARY_TOTAL_TAG)
+    if start < 0:
+        return -1
+    end = data.find(_MONETARY_TOTAL_TAG, start + len(_MONETARY_TOTAL_TAG))
+    return end + len(_MONETARY_TOTAL_TAG) if end >= 0 else -1
+
+
+def _start_tag_end(data: bytes, start: int) -> int:
+    """Where the start tag at ``start`` ends: its '>', past quoted values that may hold one."""
+    pos = start
+    while True:
+        end = data.find(b">", pos)
+        quote = _QUOTE.search(data, pos, end) if end >= 0 else None
+        if quote is None:
+            return end
+        pos = data.find(quote.group(), quote.end()) + 1
+        if pos == 0:
+            return -1
 
 
 def _parse(data: bytes, encoding: _Encoding) -> etree._Element:

@@ -14,8 +14,10 @@ def invoice_xml(
     note: str = "",
     document_type: str = "Invoice",
     padding: int = 0,
+    lines: int = 1,
 ) -> bytes:
-    """A complete, valid invoice or credit note; ``note`` and ``padding`` vary its bytes."""
+    """A complete, valid invoice or credit note; ``note`` and ``padding`` vary its bytes,
+    and ``lines`` the number of invoice lines (most of a real invoice's bytes)."""
     scheme, _, endpoint = receiver.partition(":")
     root_ns = f"urn:oasis:names:specification:ubl:schema:xsd:{document_type}-2"
     type_code = "380" if document_type == "Invoice" else "381"
@@ -24,6 +26,9 @@ def invoice_xml(
     qty_tag = "InvoicedQuantity" if document_type == "Invoice" else "CreditedQuantity"
     filler = f"<cbc:Note>{'x' * padding}</cbc:Note>" if padding else ""
     note_xml = f"<cbc:Note>{note}</cbc:Note>" if note else ""
+    invoice_lines = "\n".join(
+        _line(line_tag, qty_tag, number, amount, currency) for number in range(1, lines + 1)
+    )
     return f"""<?xml version="1.0" encoding="UTF-8"?>
 <{document_type} xmlns="{root_ns}"
   xmlns:cac="urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2"
@@ -57,17 +62,21 @@ def invoice_xml(
     <cbc:TaxInclusiveAmount currencyID="{currency}">{amount}</cbc:TaxInclusiveAmount>
     <cbc:PayableAmount currencyID="{currency}">{amount}</cbc:PayableAmount>
   </cac:LegalMonetaryTotal>
-  <cac:{line_tag}>
-    <cbc:ID>1</cbc:ID>
+{invoice_lines}
+</{document_type}>
+""".encode()
+
+
+def _line(line_tag: str, qty_tag: str, number: int, amount: str, currency: str) -> str:
+    return f"""  <cac:{line_tag}>
+    <cbc:ID>{number}</cbc:ID>
     <cbc:{qty_tag} unitCode="C62">1</cbc:{qty_tag}>
     <cbc:LineExtensionAmount currencyID="{currency}">{amount}</cbc:LineExtensionAmount>
     <cac:Item><cbc:Name>Wartungsvertrag Q4</cbc:Name>
       <cac:ClassifiedTaxCategory><cbc:ID>Z</cbc:ID><cbc:Percent>0</cbc:Percent>
         <cac:TaxScheme><cbc:ID>VAT</cbc:ID></cac:TaxScheme></cac:ClassifiedTaxCategory></cac:Item>
     <cac:Price><cbc:PriceAmount currencyID="{currency}">{amount}</cbc:PriceAmount></cac:Price>
-  </cac:{line_tag}>
-</{document_type}>
-""".encode()
+  </cac:{line_tag}>"""
 
 
 def write_invoice(
