@@ -12,21 +12,18 @@ import hashlib
 import json
 import os
 import sqlite3
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from invoicectl import packing
 from invoicectl.errors import JournalError
+from invoicectl.migrations import bring_up_to_date
 from invoicectl.scanner import CachedStat, StatKey
 
 STATES = ("pending", "invalid", "accepted", "rejected", "key_reused", "unknown", "amended")
-
-if TYPE_CHECKING:
-    from sqlite_utils import Database
-    from sqlite_utils.migrations import Migrations
 
 Clock = Callable[[], datetime]
 
@@ -294,48 +291,79 @@ def _has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:
     return row is not None
 
 
+class Database:
+    """The journal's SQLite connection, as sqlite-utils' ``Database`` behaved for it.
+
+    Outside ``atomic`` each statement commits on its own: the connection is in SQLite's own
+    autocommit mode and never opens a transaction behind the caller's back. ``atomic`` makes
+    a block one transaction, and a block inside another a savepoint.
+    """
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+
+    def execute(
+        self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = ()
+    ) -> sqlite3.Cursor:
+        return self.conn.execute(sql, parameters)
+
+    @contextmanager
+    def atomic(self) -> Iterator[None]:
+        if self.conn.in_transaction:
+            with self._savepoint():
+                yield
+            return
+        self.conn.execute("BEGIN")
+        try:
+            yield
+            self.conn.execute("COMMIT")
+        except BaseException:
+            if self.conn.in_transaction:  # an error may have ended it already
+                self.conn.execute("ROLLBACK")
+            raise
+
+    @contextmanager
+    def _savepoint(self) -> Iterator[None]:
+        # SQLite rolls back to and releases the innermost savepoint of a name.
+        self.conn.execute("SAVEPOINT nested")
+        try:
+            yield
+        except BaseException:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK TO SAVEPOINT nested")
+                self.conn.execute("RELEASE SAVEPOINT nested")
+            raise
+        self.conn.execute("RELEASE SAVEPOINT nested")
+
+    def close(self) -> None:
+        self.conn.close()
+
+
 def _open_database(path: Path) -> Database:
-    # Imported here: importing this module stays cheap, so that a scan can start reading
-    # files while sqlite-utils and the migrations load (ingest.OpenScan).
-    from sqlite_utils import Database
-
-    from invoicectl.migrations import migrations
-
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     if not path.exists():
         # Created 0600 before SQLite writes a byte: the journal holds invoices.
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
     try:
-        db = Database(path, execute_plugins=False)
-        db.conn.row_factory = sqlite3.Row
-        db.execute("PRAGMA busy_timeout = 10000")
-        # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
-        db.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-        db.execute("PRAGMA journal_mode = WAL")
-        db.execute("PRAGMA synchronous = FULL")
-        _check_schema_is_ours(db, migrations)
-        migrations.apply(db)
+        conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.DatabaseError as error:
         raise JournalError(f"cannot open the journal {path}: {error}") from None
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA busy_timeout = 10000")
+        # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
+        conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+        bring_up_to_date(conn)
+    except sqlite3.DatabaseError as error:
+        conn.close()
+        raise JournalError(f"cannot open the journal {path}: {error}") from None
+    except BaseException:
+        conn.close()
+        raise
     for suffix in ("-wal", "-shm"):
         sidecar = Path(f"{path}{suffix}")
         if sidecar.exists():
             sidecar.chmod(0o600)
-    return db
-
-
-def _check_schema_is_ours(db: Database, migrations: Migrations) -> None:
-    if not db["_sqlite_migrations"].exists():
-        return
-    ours = {migration.name for migration in migrations._migrations}
-    applied = {
-        row[0]
-        for row in db.execute(
-            "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (migrations.name,)
-        ).fetchall()
-    }
-    if unknown := applied - ours:
-        raise JournalError(
-            "the journal was written by a newer invoicectl "
-            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
-        )
+    return Database(conn)

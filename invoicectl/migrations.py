@@ -1,17 +1,25 @@
-"""The journal's schema, as numbered, append-only migrations.
+"""The journal's schema, as numbered, append-only migrations, applied by sqlite-utils.
 
-A shipped migration is never edited; a change to the schema is a new function below.
+A shipped migration is never edited; a change to the schema is a new function below, added
+at the end of ``MIGRATIONS``. sqlite-utils records what it applied in ``_sqlite_migrations``
+under the set name ``invoicectl``, and is imported only when a journal lacks a migration:
+an up-to-date journal (every run but the first after an upgrade) opens without it, 50 ms
+sooner, which every command and every cron run pays.
 """
 
 from __future__ import annotations
 
-from sqlite_utils import Database
-from sqlite_utils.migrations import Migrations
+import sqlite3
+from typing import TYPE_CHECKING
 
-migrations = Migrations("invoicectl")
+from invoicectl.errors import JournalError
+
+if TYPE_CHECKING:
+    from sqlite_utils import Database
+
+MIGRATION_SET = "invoicectl"
 
 
-@migrations()
 def m001_initial(db: Database) -> None:
     db.executescript(
         """
@@ -148,7 +156,6 @@ def m001_initial(db: Database) -> None:
     )
 
 
-@migrations()
 def m002_packed_blobs(db: Database) -> None:
     db.executescript(
         """
@@ -157,3 +164,43 @@ def m002_packed_blobs(db: Database) -> None:
         ALTER TABLE blobs ADD COLUMN codec TEXT;
         """
     )
+
+
+MIGRATIONS = (m001_initial, m002_packed_blobs)
+
+
+def bring_up_to_date(conn: sqlite3.Connection) -> None:
+    """Apply the migrations the journal on ``conn`` lacks, each in a transaction of its own.
+
+    JournalError when it holds migrations this version does not know: a newer invoicectl
+    wrote it, and this one must not guess at its schema.
+    """
+    ours = [migration.__name__ for migration in MIGRATIONS]
+    applied = _applied(conn)
+    if unknown := applied - set(ours):
+        raise JournalError(
+            "the journal was written by a newer invoicectl "
+            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
+        )
+    if applied.issuperset(ours):
+        return
+    from sqlite_utils import Database
+    from sqlite_utils.migrations import Migrations
+
+    migrations = Migrations(MIGRATION_SET)
+    for migration in MIGRATIONS:
+        migrations()(migration)
+    migrations.apply(Database(conn, execute_plugins=False))
+
+
+def _applied(conn: sqlite3.Connection) -> set[str]:
+    """The names of this set's migrations the journal records as applied."""
+    table = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = '_sqlite_migrations'"
+    ).fetchone()
+    if table is None:
+        return set()
+    rows = conn.execute(
+        "SELECT name FROM _sqlite_migrations WHERE migration_set = ?", (MIGRATION_SET,)
+    )
+    return {row[0] for row in rows}

@@ -1,0 +1,79 @@
+"""The journal's connection: what commits when, and what opening a journal costs.
+
+Each statement outside a transaction commits on its own, a transaction commits whole or not
+at all, and a transaction inside another is a savepoint. A second connection to the same
+file is the witness: it sees only what was committed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from invoicectl.journal import Journal
+from invoicectl.migrations import MIGRATIONS
+
+
+def committed_events(path: Path) -> list[str]:
+    with sqlite3.connect(path) as witness:
+        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
+
+
+def test_a_statement_outside_a_transaction_commits_at_once(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal:
+        journal.add_event(None, "note", "alone")
+        assert not journal.db.conn.in_transaction
+        assert committed_events(path) == ["alone"]
+
+
+def test_a_transaction_commits_whole_or_not_at_all(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal:
+        with journal.transaction():
+            journal.add_event(None, "note", "first")
+            assert committed_events(path) == []  # not yet
+            journal.add_event(None, "note", "second")
+        with pytest.raises(RuntimeError), journal.transaction():
+            journal.add_event(None, "note", "lost")
+            raise RuntimeError("stopped half-way")
+        assert not journal.db.conn.in_transaction
+    assert committed_events(path) == ["first", "second"]
+
+
+def test_a_failed_inner_transaction_undoes_only_itself(tmp_path: Path) -> None:
+    path = tmp_path / "journal.db"
+    with Journal(path) as journal, journal.transaction():
+        journal.add_event(None, "note", "outer")
+        with pytest.raises(RuntimeError), journal.transaction():
+            journal.add_event(None, "note", "inner")
+            raise RuntimeError("inner failed")
+        with journal.transaction():
+            journal.add_event(None, "note", "inner again")
+    assert committed_events(path) == ["outer", "inner again"]
+
+
+def test_an_up_to_date_journal_opens_without_sqlite_utils(tmp_path: Path) -> None:
+    """sqlite-utils applies migrations; a journal that needs none opens without importing it
+    (every run but the first after an upgrade)."""
+    path = tmp_path / "journal.db"
+    probe = (
+        "import sys; from pathlib import Path; from invoicectl.journal import Journal;"
+        "Journal(Path(sys.argv[1])).close(); print('sqlite_utils' in sys.modules)"
+    )
+
+    def imports_sqlite_utils() -> bool:
+        run = subprocess.run(
+            [sys.executable, "-c", probe, str(path)], capture_output=True, text=True, check=True
+        )
+        return run.stdout.strip() == "True"
+
+    assert imports_sqlite_utils()  # a new journal: every migration applied
+    assert not imports_sqlite_utils()
+    with sqlite3.connect(path) as conn:
+        applied = [row[0] for row in conn.execute("SELECT name FROM _sqlite_migrations")]
+    assert applied == [migration.__name__ for migration in MIGRATIONS]
