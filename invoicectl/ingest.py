@@ -39,7 +39,6 @@ _COMMIT_BYTES = 16 * 1024 * 1024
 _HEAD_START_FILES = 1000
 # temp.scan carries the invoice columns of new content, so new IDs settle without JSON.
 _COLUMNS = ", ".join(INVOICE_COLUMNS)
-_NO_COLUMNS = (None,) * len(INVOICE_COLUMNS)
 
 
 @dataclass(frozen=True)
@@ -232,7 +231,7 @@ class Ingest:
             ],
         )
         self.journal.remember_stats(
-            (item.path, item.stat, item.sha256)
+            (item.path, item.stat, item.sha256, item.invoice_id)
             for item in batch
             if item.stat is not None and item.sha256 is not None and item.reason is None
         )
@@ -240,9 +239,18 @@ class Ingest:
             f"INSERT INTO temp.scan (invoice_id, sha256, name, path, reason, {_COLUMNS})"
             f" VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(INVOICE_COLUMNS))})",
             [
-                (item.invoice_id, item.sha256, item.name, item.path, item.reason)
-                + (item.columns or _NO_COLUMNS)
+                (item.invoice_id, item.sha256, item.name, item.path, item.reason) + item.columns
                 for item in batch
+                if item.columns is not None
+            ],
+        )
+        # Files known or refused carry no invoice columns (a re-scan's every file).
+        self.db.conn.executemany(
+            "INSERT INTO temp.scan (invoice_id, sha256, name, path, reason) VALUES (?, ?, ?, ?, ?)",
+            [
+                (item.invoice_id, item.sha256, item.name, item.path, item.reason)
+                for item in batch
+                if item.columns is None
             ],
         )
 

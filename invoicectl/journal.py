@@ -82,9 +82,8 @@ class Journal:
         """For each of ``paths`` hashed before, the stat and content recorded then."""
         # One query per window of paths, not one per path.
         rows = self.db.conn.execute(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, f.sha256,"
-            " (SELECT invoice_id FROM revisions r WHERE r.sha256 = f.sha256 LIMIT 1)"
-            " FROM file_stats f WHERE path IN (SELECT value FROM json_each(?))",
+            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256, invoice_id"
+            " FROM file_stats WHERE path IN (SELECT value FROM json_each(?))",
             (json.dumps(paths),),
         )
         return {row[0]: CachedStat(row[1:6], row[6], row[7]) for row in rows}
@@ -93,12 +92,14 @@ class Journal:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""
         return _has_stats_under(self.db.conn, directory)
 
-    def remember_stats(self, entries: Iterable[tuple[str, StatKey, str]]) -> None:
+    def remember_stats(self, entries: Iterable[tuple[str, StatKey, str, str | None]]) -> None:
+        """Record each file's stat as it was hashed: (path, stat, sha256, the content's
+        invoice ID or None when not at hand)."""
         self.db.conn.executemany(
             "INSERT OR REPLACE INTO file_stats"
-            " (path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256)"
-            " VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(path, *key, sha) for path, key, sha in entries],
+            " (path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256, invoice_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(path, *key, sha, invoice_id) for path, key, sha, invoice_id in entries],
         )
 
     def invoice(self, invoice_id: str) -> sqlite3.Row | None:

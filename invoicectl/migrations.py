@@ -166,7 +166,20 @@ def m002_packed_blobs(db: Database) -> None:
     )
 
 
-MIGRATIONS = (m001_initial, m002_packed_blobs)
+def m003_file_stats_invoice_id(db: Database) -> None:
+    db.executescript(
+        """
+        -- The invoice ID of the content a file held when its stat was recorded, so that a
+        -- re-scan names an unchanged file without looking its content up in revisions.
+        -- NULL when unknown: the scan then looks it up.
+        ALTER TABLE file_stats ADD COLUMN invoice_id TEXT;
+        UPDATE file_stats SET invoice_id =
+            (SELECT invoice_id FROM revisions r WHERE r.sha256 = file_stats.sha256 LIMIT 1);
+        """
+    )
+
+
+MIGRATIONS = (m001_initial, m002_packed_blobs, m003_file_stats_invoice_id)
 
 
 def bring_up_to_date(conn: sqlite3.Connection) -> None:

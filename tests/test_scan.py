@@ -337,6 +337,27 @@ def test_a_journal_from_before_packing_reads_its_bytes(tmp_path: Path, outbox: P
         )
 
 
+def test_a_journal_from_before_stats_carried_ids_names_unchanged_files(
+    tmp_path: Path, outbox: Path
+):
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, "OLD-1")
+    with Journal(path) as journal:
+        scan_directory(journal, outbox)
+        # As invoicectl 0.2 left it: file_stats without invoice IDs, m003 not applied.
+        journal.db.execute("UPDATE file_stats SET invoice_id = NULL")
+        journal.db.execute(
+            "DELETE FROM _sqlite_migrations WHERE name = 'm003_file_stats_invoice_id'"
+        )
+        journal.db.execute("ALTER TABLE file_stats DROP COLUMN invoice_id")
+
+    with Journal(path) as journal:
+        (invoice_id,) = journal.db.execute("SELECT invoice_id FROM file_stats").fetchone()
+        assert invoice_id == "OLD-1"  # filled in by the migration
+        report = scan_directory(journal, outbox)
+        assert report.unchanged == 1 and report.new == [] and report.invalid == []
+
+
 def test_stats_are_looked_up_only_under_a_directory_scanned_before(
     journal: Journal, tmp_path: Path
 ):
