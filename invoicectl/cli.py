@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
+from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
 
 from invoicectl import __version__
 from invoicectl.errors import ExitCode, InvoicectlError, UsageError
@@ -40,7 +41,16 @@ Exit codes (the highest-ranked that applies):
 
 
 class _Commands(typer.core.TyperGroup):
-    """Turns library errors into a message on stderr and their exit code, in one place."""
+    """Turns library errors into a message on stderr and their exit code, in one place. With
+    ``--json``, every error, a usage error included, is also one JSON document on stdout
+    (``{"error": ..., "exit_code": ...}``): a cron job that parses stdout gets an answer."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Noted before the command's own options are parsed: a usage error in them must
+        # still answer in JSON. (Past "--", "--json" would be an argument, not the option.)
+        options = args[: args.index("--")] if "--" in args else args
+        ctx.meta["json"] = "--json" in options
+        return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
@@ -48,8 +58,19 @@ class _Commands(typer.core.TyperGroup):
         except InvoicectlError as error:
             if os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
+            _json_error(ctx, str(error), error.exit_code)
             _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
             raise typer.Exit(int(error.exit_code)) from None
+        except ClickUsageError as error:
+            _json_error(ctx, error.format_message(), ExitCode.USAGE)
+            raise  # typer prints the usage and the message on stderr, and exits 2
+
+
+def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> None:
+    if ctx.meta.get("json"):
+        from invoicectl.jsontext import to_json
+
+        print(to_json({"error": message, "exit_code": int(exit_code)}))
 
 
 app = typer.Typer(
@@ -311,62 +332,56 @@ def send(
     from invoicectl.sender import OUTAGE_AFTER, SendOptions
     from invoicectl.settings import resolve
 
-    try:
-        settings = resolve(
-            journal=journal,
-            sandbox=sandbox,
-            api_key_file=api_key_file,
-            tier=tier.value if tier else None,
-            rate=rate,
-            concurrency=concurrency,
-            batch_size=batch_size,
-            max_attempts=max_attempts,
-            max_wait=max_wait,
-            need_key=not dry_run,
-        )
-        output = SendOutput(
-            _stdout(),
-            interactive=sys.stdout.isatty(),
-            quiet=as_json,
-            batch_size=settings.batch_size,
-        )
-        if dry_run:
-            report, plan = runner.dry_run(settings, directory, recursive=recursive)
-            if as_json:
-                print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
-            else:
-                output.dry_run(report, plan)
-            raise typer.Exit(plan.exit_code)
-        options = SendOptions(
-            rate_per_minute=settings.rate_per_minute,
-            concurrency=settings.concurrency,
-            policy=RetryPolicy(max_attempts=settings.max_attempts, max_wait=settings.max_wait),
-            deadline=deadline,
-            new_versions=tuple(new_version or ()),
-        )
-        report, summary = runner.send(
-            settings,
-            directory,
-            options,
-            recursive=recursive,
-            allow_environment_change=allow_environment_change,
-            run_options={
-                "directory": str(directory),
-                "rate": settings.rate_per_minute,
-                "concurrency": settings.concurrency,
-                "sandbox": settings.sandbox,
-                "new_version": list(new_version or ()),
-                "deadline": deadline,
-            },
-            on_scanned=output.scanned,
-            on_start=output.started,
-            on_progress=output.progressed,
-        )
-    except InvoicectlError as error:
-        if not as_json:
-            raise
-        print(to_json({"error": str(error), "exit_code": int(error.exit_code)}))
-        raise typer.Exit(int(error.exit_code)) from None
+    settings = resolve(
+        journal=journal,
+        sandbox=sandbox,
+        api_key_file=api_key_file,
+        tier=tier.value if tier else None,
+        rate=rate,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        max_attempts=max_attempts,
+        max_wait=max_wait,
+        need_key=not dry_run,
+    )
+    output = SendOutput(
+        _stdout(),
+        interactive=sys.stdout.isatty(),
+        quiet=as_json,
+        batch_size=settings.batch_size,
+    )
+    if dry_run:
+        report, plan = runner.dry_run(settings, directory, recursive=recursive)
+        if as_json:
+            print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
+        else:
+            output.dry_run(report, plan)
+        raise typer.Exit(plan.exit_code)
+    options = SendOptions(
+        rate_per_minute=settings.rate_per_minute,
+        concurrency=settings.concurrency,
+        policy=RetryPolicy(max_attempts=settings.max_attempts, max_wait=settings.max_wait),
+        deadline=deadline,
+        new_versions=tuple(new_version or ()),
+    )
+    report, summary = runner.send(
+        settings,
+        directory,
+        options,
+        recursive=recursive,
+        allow_environment_change=allow_environment_change,
+        run_options={
+            "directory": str(directory),
+            "rate": settings.rate_per_minute,
+            "concurrency": settings.concurrency,
+            "sandbox": settings.sandbox,
+            "new_version": list(new_version or ()),
+            "deadline": deadline,
+        },
+        on_scanned=output.scanned,
+        on_start=output.started,
+        on_progress=output.progressed,
+    )
     output.finished(summary)
     if summary.stopped_by == "credentials":
         _stderr().print(

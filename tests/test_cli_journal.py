@@ -133,6 +133,29 @@ def test_status_with_an_unknown_state_is_a_usage_error():
     assert "unknown state 'lost'" in result.output
 
 
+@pytest.mark.parametrize(
+    ("args", "error", "exit_code"),
+    [
+        (["--json", "--bogus"], "No such option: --bogus", 2),
+        (["--json", "--journal"], "Option '--journal' requires an argument.", 2),
+        (["--json", "does-not-exist"], "the outbox does-not-exist is not a directory", 1),
+    ],
+)
+def test_scan_json_answers_every_error_in_json(args: list[str], error: str, exit_code: int):
+    result = invoke("scan", *args)
+
+    assert result.exit_code == exit_code
+    assert json.loads(result.stdout) == {"error": error, "exit_code": exit_code}
+    assert error in result.stderr  # and in words, for a person
+
+
+def test_without_json_a_usage_error_prints_nothing_on_stdout():
+    result = invoke("scan", "--bogus")
+
+    assert result.exit_code == 2
+    assert result.stdout == "" and "No such option: --bogus" in result.stderr
+
+
 def test_show_prints_revisions_and_state(outbox: Path):
     write_invoice(outbox, "INV-1", amount="1.00")
     invoke("scan", str(outbox))

@@ -63,6 +63,16 @@ def test_dry_run_sends_nothing_and_says_how_long(outbox: Path):
     assert "about 3 s at 60/min" in result.output
 
 
+def test_send_json_answers_a_usage_error_in_json(outbox: Path):
+    result = invoke("send", str(outbox), "--sandbox", "--rate", "0", "--json")
+
+    assert result.exit_code == 2
+    assert json.loads(result.stdout) == {
+        "error": "Invalid value for '--rate': 0 is not in the range x>=1.",
+        "exit_code": 2,
+    }
+
+
 def test_dry_run_json(outbox: Path):
     write_invoice(outbox, "INV-1")
 
