@@ -42,8 +42,8 @@ Exit codes (the highest-ranked that applies):
 
 class _Commands(typer.core.TyperGroup):
     """Turns library errors into a message on stderr and their exit code, in one place. With
-    ``--json``, every error, a usage error included, is also one JSON document on stdout
-    (``{"error": ..., "exit_code": ...}``): a cron job that parses stdout gets an answer."""
+    ``--json``, every error, a usage error included, is instead one JSON document on stdout
+    (``{"error": ..., "exit_code": ...}``) and nothing else: what a cron job parses."""
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # Noted before the command's own options are parsed: a usage error in them must
@@ -58,19 +58,23 @@ class _Commands(typer.core.TyperGroup):
         except InvoicectlError as error:
             if os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
-            _json_error(ctx, str(error), error.exit_code)
-            _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
+            if not _json_error(ctx, str(error), error.exit_code):
+                _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
             raise typer.Exit(int(error.exit_code)) from None
         except ClickUsageError as error:
-            _json_error(ctx, error.format_message(), ExitCode.USAGE)
-            raise  # typer prints the usage and the message on stderr, and exits 2
+            if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
+                raise  # typer prints the usage and the message on stderr, and exits 2
+            raise typer.Exit(int(ExitCode.USAGE)) from None
 
 
-def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> None:
-    if ctx.meta.get("json"):
-        from invoicectl.jsontext import to_json
+def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
+    """Print the error as the command's JSON document, if it was asked for (``--json``)."""
+    if not ctx.meta.get("json"):
+        return False
+    from invoicectl.jsontext import to_json
 
-        print(to_json({"error": message, "exit_code": int(exit_code)}))
+    print(to_json({"error": message, "exit_code": int(exit_code)}))
+    return True
 
 
 app = typer.Typer(
