@@ -86,9 +86,9 @@ _WELL_FORMED_PARSER = etree.XMLParser(**_HARDENED, target=_Discard())
 # _parse_in_two's cut: the end of LegalMonetaryTotal, whatever its prefix. Below this many
 # bytes of lines, a second parse costs more than checking them without a tree saves.
 _MONETARY_TOTAL_TAG = b"LegalMonetaryTotal>"
-_SPLIT_MIN_LINE_BYTES = 4096
-_ROOT_NAME = re.compile(rb"<([^\s/>]+)")
-_QUOTE = re.compile(rb"[\"']")
+_SPLIT_MIN_LINE_BYTES = 3072
+# A start tag, its name as group 1; quoted values may hold '>'.
+_START_TAG = re.compile(rb"""<([^\s/>]+)(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*>""")
 
 # O_NOFOLLOW: a path is opened only once resolved (or known to sit right in the scanned
 # directory), so a link met here was swapped in after the check. O_NONBLOCK: opening a named
@@ -553,15 +553,14 @@ def _parse_in_two(data: bytes, root_start: int) -> etree._Element | None:
     cut = _header_end(data)
     if cut < 0 or root_start < 0 or len(data) - cut < _SPLIT_MIN_LINE_BYTES:
         return None
-    tag_end = _start_tag_end(data, root_start)
-    name = _ROOT_NAME.match(data, root_start)
-    if tag_end < 0 or name is None:
+    root_tag = _START_TAG.match(data, root_start)
+    if root_tag is None:
         return None
     try:
-        etree.fromstring(data[root_start : tag_end + 1] + data[cut:], _WELL_FORMED_PARSER)
+        etree.fromstring(root_tag.group() + data[cut:], _WELL_FORMED_PARSER)
         if _WELL_FORMED_PARSER.error_log:
             return None
-        return etree.fromstring(data[:cut] + b"</" + name.group(1) + b">", _PARSER)
+        return etree.fromstring(data[:cut] + b"</" + root_tag.group(1) + b">", _PARSER)
     except etree.XMLSyntaxError:
         return None
 
@@ -573,19 +572,6 @@ def _header_end(data: bytes) -> int:
         return -1
     end = data.find(_MONETARY_TOTAL_TAG, start + len(_MONETARY_TOTAL_TAG))
     return end + len(_MONETARY_TOTAL_TAG) if end >= 0 else -1
-
-
-def _start_tag_end(data: bytes, start: int) -> int:
-    """Where the start tag at ``start`` ends: its '>', past quoted values that may hold one."""
-    pos = start
-    while True:
-        end = data.find(b">", pos)
-        quote = _QUOTE.search(data, pos, end) if end >= 0 else None
-        if quote is None:
-            return end
-        pos = data.find(quote.group(), quote.end()) + 1
-        if pos == 0:
-            return -1
 
 
 def _parse(data: bytes, encoding: _Encoding) -> etree._Element:
