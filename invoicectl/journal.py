@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -292,6 +293,26 @@ def _has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:
     return row is not None
 
 
+# How long opening a new journal waits for another process that is setting it up.
+_SETUP_WAIT_SECONDS = 10.0
+
+
+def _set_wal_mode(conn: sqlite3.Connection) -> None:
+    """WAL mode, which the first process to open a new journal sets. Switching takes an
+    exclusive lock, and SQLite answers "database is locked" at once, without busy_timeout,
+    to a process that tries while another switches: two runs opening a new journal at the
+    same moment (a cron run and a person) would fail. Retry, briefly."""
+    deadline = time.monotonic() + _SETUP_WAIT_SECONDS
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode = WAL")
+            return
+        except sqlite3.OperationalError as error:
+            if "locked" not in str(error) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class Database:
     """The journal's SQLite connection, as sqlite-utils' ``Database`` behaved for it.
 
@@ -354,7 +375,7 @@ def _open_database(path: Path) -> Database:
         conn.execute("PRAGMA busy_timeout = 10000")
         # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
         conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-        conn.execute("PRAGMA journal_mode = WAL")
+        _set_wal_mode(conn)
         conn.execute("PRAGMA synchronous = FULL")
         bring_up_to_date(conn)
     except sqlite3.DatabaseError as error:

@@ -183,11 +183,27 @@ MIGRATIONS = (m001_initial, m002_packed_blobs, m003_file_stats_invoice_id)
 
 
 def bring_up_to_date(conn: sqlite3.Connection) -> None:
-    """Apply the migrations the journal on ``conn`` lacks, each in a transaction of its own.
+    """Apply the migrations the journal on ``conn`` lacks, all in one transaction.
 
     JournalError when it holds migrations this version does not know: a newer invoicectl
     wrote it, and this one must not guess at its schema.
     """
+    if _up_to_date(conn):
+        return
+    # Under the write lock, and checked again: processes that open a new journal at once (a
+    # cron run and a person, say) wait for the first to migrate it, then find nothing to do.
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if not _up_to_date(conn):
+            _apply(conn)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _up_to_date(conn: sqlite3.Connection) -> bool:
     ours = [migration.__name__ for migration in MIGRATIONS]
     applied = _applied(conn)
     if unknown := applied - set(ours):
@@ -195,8 +211,12 @@ def bring_up_to_date(conn: sqlite3.Connection) -> None:
             "the journal was written by a newer invoicectl "
             f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
         )
-    if applied.issuperset(ours):
-        return
+    return applied.issuperset(ours)
+
+
+def _apply(conn: sqlite3.Connection) -> None:
+    """Every pending migration, by sqlite-utils, in the transaction open on ``conn`` (each
+    migration becomes a savepoint in it)."""
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 

@@ -7,15 +7,19 @@ file is the witness: it sees only what was committed.
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+from sqlite_utils import Database
+from sqlite_utils.migrations import Migrations
 
 from invoicectl.journal import Journal
-from invoicectl.migrations import MIGRATIONS
+from invoicectl.migrations import MIGRATION_SET, MIGRATIONS
 
 
 def committed_events(path: Path) -> list[str]:
@@ -77,3 +81,48 @@ def test_an_up_to_date_journal_opens_without_sqlite_utils(tmp_path: Path) -> Non
     with sqlite3.connect(path) as conn:
         applied = [row[0] for row in conn.execute("SELECT name FROM _sqlite_migrations")]
     assert applied == [migration.__name__ for migration in MIGRATIONS]
+
+
+def _open_after(path: Path, barrier: Any, answers: Any) -> None:
+    barrier.wait()  # every process opens at the same moment
+    try:
+        Journal(path).close()
+        answers.put("ok")
+    except Exception as error:  # reported to the test, which names it
+        answers.put(f"{type(error).__name__}: {error}")
+
+
+def _journal_before_m003(path: Path) -> None:
+    with sqlite3.connect(path) as conn:  # as invoicectl 0.2 left it: m001 and m002 applied
+        old = Migrations(MIGRATION_SET)
+        for migration in MIGRATIONS[:2]:
+            old()(migration)
+        old.apply(Database(conn))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("journal_before", ["none", "from 0.2"])
+def test_processes_opening_one_journal_at_once_all_open_it(
+    tmp_path: Path, journal_before: str
+) -> None:
+    """A cron run and a person opening a new journal, or one an upgrade must migrate, at
+    the same moment: one sets it up, the others wait for it. (Before: "table blobs already
+    exists", "duplicate column name", "database is locked" in most rounds.)"""
+    fork = multiprocessing.get_context("fork")
+    for round_ in range(8):
+        path = tmp_path / f"journal-{round_}.db"
+        if journal_before == "from 0.2":
+            _journal_before_m003(path)
+        barrier, answers = fork.Barrier(4), fork.Queue()
+        processes = [
+            fork.Process(target=_open_after, args=(path, barrier, answers)) for _ in range(4)
+        ]
+        for process in processes:
+            process.start()
+        results = [answers.get(timeout=60) for _ in processes]
+        for process in processes:
+            process.join()
+        assert results == ["ok"] * 4, results
+        with sqlite3.connect(path) as conn:
+            applied = [row[0] for row in conn.execute("SELECT name FROM _sqlite_migrations")]
+        assert applied == [migration.__name__ for migration in MIGRATIONS]
