@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn
 
 import typer
 import typer.core
 from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
 
 from invoicectl import __version__
-from invoicectl.errors import ExitCode, InvoicectlError, UsageError
+from invoicectl.errors import ExitCode, InvoicectlError, JournalError, UsageError
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -58,13 +59,29 @@ class _Commands(typer.core.TyperGroup):
         except InvoicectlError as error:
             if os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
-            if not _json_error(ctx, str(error), error.exit_code):
-                _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
-            raise typer.Exit(int(error.exit_code)) from None
+            _fail(ctx, error)
+        except sqlite3.DatabaseError as error:
+            if os.environ.get("INVOICECTL_DEBUG") == "1":
+                raise
+            # Mid-run: the disk filled up, or the file was damaged. SQLite commits whole or
+            # not at all, so what was committed stays, and the next run goes on from there.
+            _fail(
+                ctx,
+                JournalError(
+                    f"the journal could not be written or read ({error}); everything committed "
+                    "before is kept: fix the cause (free disk space, say) and run again"
+                ),
+            )
         except ClickUsageError as error:
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 raise  # typer prints the usage and the message on stderr, and exits 2
             raise typer.Exit(int(ExitCode.USAGE)) from None
+
+
+def _fail(ctx: Any, error: InvoicectlError) -> NoReturn:
+    if not _json_error(ctx, str(error), error.exit_code):
+        _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
+    raise typer.Exit(int(error.exit_code)) from None
 
 
 def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:

@@ -14,6 +14,7 @@ from typer.testing import CliRunner
 from ublfactory import write_invoice
 
 from invoicectl.cli import app
+from invoicectl.journal import Journal
 
 runner = CliRunner()
 
@@ -174,6 +175,40 @@ def test_show_of_an_unknown_invoice_exits_2():
 
     assert result.exit_code == 2
     assert "no invoice 'NOPE' in the journal" in result.output
+
+
+def test_a_write_that_fails_mid_scan_is_a_clear_error_and_loses_nothing(
+    outbox: Path, tmp_path: Path
+):
+    """A journal that cannot grow (here a file-size limit, which SQLite reports as a disk
+    I/O error; a full disk reads "database or disk is full") ends the scan with one line
+    and exit 1, not a traceback, and the next scan goes on."""
+    for number in range(30):
+        write_invoice(outbox, f"INV-{number:02}", padding=4000)
+    journal = tmp_path / "journal.db"
+    Journal(journal).close()  # created and migrated; from here on it cannot grow
+    full_disk = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN);"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536));"
+        "from invoicectl.cli import main; main()"
+    )
+    scan = [str(outbox), "--journal", str(journal)]
+
+    failed = subprocess.run(
+        [sys.executable, "-c", full_disk, "scan", *scan], capture_output=True, text=True
+    )
+
+    assert failed.returncode == 1, failed.stderr
+    assert " ".join(failed.stderr.split()) == (
+        "invoicectl: error: the journal could not be written or read (disk I/O error); "
+        "everything committed before is kept: fix the cause (free disk space, say) and run "
+        "again"
+    )
+    again = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "scan", *scan], capture_output=True, text=True
+    )
+    assert again.returncode == 0, again.stderr
+    assert "scanned 30 files: 30 new" in again.stdout
 
 
 def test_journal_option_overrides_the_environment(outbox: Path, tmp_path: Path):
