@@ -72,6 +72,13 @@ class _Commands(typer.core.TyperGroup):
                     "before is kept: fix the cause (free disk space, say) and run again"
                 ),
             )
+        except OSError as error:
+            # A directory that cannot be made, a file system gone read-only: the system's own
+            # words and the path, not a traceback. (A closed stdout is typer's to handle.)
+            if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
+                raise
+            where = f" {error.filename}" if error.filename else ""
+            _fail(ctx, InvoicectlError(f"cannot use{where}: {error.strerror or error}"))
         except ClickUsageError as error:
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 raise  # typer prints the usage and the message on stderr, and exits 2

@@ -211,6 +211,17 @@ def test_a_write_that_fails_mid_scan_is_a_clear_error_and_loses_nothing(
     assert "scanned 30 files: 30 new" in again.stdout
 
 
+def test_a_journal_directory_that_cannot_be_made_is_one_line_not_a_traceback(tmp_path: Path):
+    (tmp_path / "a-file").write_text("not a directory")
+    journal = tmp_path / "a-file" / "state" / "journal.db"
+
+    result = invoke("status", "--journal", str(journal))
+
+    assert result.exit_code == 1
+    expected = f"invoicectl: error: cannot use {tmp_path / 'a-file' / 'state'}: Not a directory"
+    assert "".join(result.stderr.split()) == "".join(expected.split())  # however it wraps
+
+
 def test_journal_option_overrides_the_environment(outbox: Path, tmp_path: Path):
     write_invoice(outbox, "INV-1")
     elsewhere = tmp_path / "elsewhere.db"
