@@ -13,7 +13,7 @@ import sqlite3
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, NoReturn
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 import typer.core
@@ -56,39 +56,36 @@ class _Commands(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         try:
             return super().invoke(ctx)
-        except InvoicectlError as error:
-            if os.environ.get("INVOICECTL_DEBUG") == "1":
-                raise
-            _fail(ctx, error)
-        except sqlite3.DatabaseError as error:
-            if os.environ.get("INVOICECTL_DEBUG") == "1":
-                raise
-            # Mid-run: the disk filled up, or the file was damaged. SQLite commits whole or
-            # not at all, so what was committed stays, and the next run goes on from there.
-            _fail(
-                ctx,
-                JournalError(
-                    f"the journal could not be written or read ({error}); everything committed "
-                    "before is kept: fix the cause (free disk space, say) and run again"
-                ),
-            )
-        except OSError as error:
-            # A directory that cannot be made, a file system gone read-only: the system's own
-            # words and the path, not a traceback. (A closed stdout is typer's to handle.)
-            if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
-                raise
-            where = f" {error.filename}" if error.filename else ""
-            _fail(ctx, InvoicectlError(f"cannot use{where}: {error.strerror or error}"))
         except ClickUsageError as error:
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 raise  # typer prints the usage and the message on stderr, and exits 2
             raise typer.Exit(int(ExitCode.USAGE)) from None
+        except (InvoicectlError, sqlite3.DatabaseError, OSError) as error:
+            # A closed stdout (BrokenPipeError) is typer's to handle.
+            if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
+                raise
+            failure = _as_invoicectl_error(error)
+            if not _json_error(ctx, str(failure), failure.exit_code):
+                _stderr().print(f"invoicectl: error: {failure}", highlight=False, markup=False)
+            raise typer.Exit(int(failure.exit_code)) from None
 
 
-def _fail(ctx: Any, error: InvoicectlError) -> NoReturn:
-    if not _json_error(ctx, str(error), error.exit_code):
-        _stderr().print(f"invoicectl: error: {error}", highlight=False, markup=False)
-    raise typer.Exit(int(error.exit_code)) from None
+def _as_invoicectl_error(error: Exception) -> InvoicectlError:
+    """An error from below the library, as one line a person can act on."""
+    if isinstance(error, InvoicectlError):
+        return error
+    if isinstance(error, sqlite3.DatabaseError):
+        # Mid-run: the disk filled up, or the file was damaged. SQLite commits whole or not
+        # at all, so what was committed stays, and the next run goes on from there.
+        return JournalError(
+            f"the journal could not be written or read ({error}); everything committed "
+            "before is kept: fix the cause (free disk space, say) and run again"
+        )
+    # The system's own words and the path: a directory that cannot be made, a file system
+    # gone read-only.
+    assert isinstance(error, OSError)
+    where = f" {error.filename}" if error.filename else ""
+    return InvoicectlError(f"cannot use{where}: {error.strerror or error}")
 
 
 def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
