@@ -25,16 +25,16 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from invoicectl.apikey import ApiKey  # noqa: E402
-from invoicectl.client import GoRouteClient  # noqa: E402
-from invoicectl.ingest import scan_directory  # noqa: E402
+from invoicectl.goroute.apikey import ApiKey  # noqa: E402
+from invoicectl.goroute.client import GoRouteClient  # noqa: E402
+from invoicectl.goroute.limiter import RateLimiter  # noqa: E402
+from invoicectl.goroute.retry import RetryPolicy  # noqa: E402
 from invoicectl.journal import Journal  # noqa: E402
-from invoicectl.keys import idempotency_key  # noqa: E402
-from invoicectl.limiter import RateLimiter  # noqa: E402
+from invoicectl.lifecycle.keys import idempotency_key  # noqa: E402
 from invoicectl.reconcile import ReconcileReport, reconcile  # noqa: E402
-from invoicectl.retry import RetryPolicy  # noqa: E402
 from invoicectl.sandbox import BackgroundServer, Sandbox, SandboxConfig  # noqa: E402
 from invoicectl.sandbox.samples import sample_invoice  # noqa: E402
+from invoicectl.scan.ingest import scan_directory  # noqa: E402
 
 
 def stage(journal: Journal, outbox: Path, sandbox: Sandbox, cases: int) -> None:

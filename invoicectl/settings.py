@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl import DEFAULT_BASE_URL
-from invoicectl.apikey import ApiKey
 from invoicectl.errors import ConfigError, UsageError
+from invoicectl.goroute.apikey import ApiKey
 from invoicectl.journal import default_journal_path
 
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"

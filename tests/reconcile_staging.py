@@ -17,15 +17,15 @@ from typing import Any
 import httpx
 from ublfactory import write_invoice
 
-from invoicectl.apikey import ApiKey
-from invoicectl.client import GoRouteClient
-from invoicectl.ingest import scan_directory
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.client import GoRouteClient
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
-from invoicectl.keys import idempotency_key
-from invoicectl.limiter import RateLimiter
+from invoicectl.lifecycle.keys import idempotency_key
 from invoicectl.reconcile import ReconcileReport, reconcile
-from invoicectl.retry import RetryPolicy
 from invoicectl.sandbox import DEFAULT_API_KEY
+from invoicectl.scan.ingest import scan_directory
 
 NOW = datetime.now(UTC).replace(microsecond=0)
 FAST_RETRIES = RetryPolicy(max_attempts=3, max_wait=5.0, backoff_initial=0.01, backoff_max=0.02)

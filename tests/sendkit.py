@@ -7,11 +7,11 @@ from typing import Any
 
 import httpx
 
-from invoicectl import runner
+from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
-from invoicectl.retry import RetryPolicy
 from invoicectl.sandbox import DEFAULT_API_KEY, Sandbox, SandboxConfig
-from invoicectl.sender import SendOptions
+from invoicectl.send import runner
+from invoicectl.send.sender import SendOptions
 from invoicectl.settings import Settings, resolve
 
 FAST_RETRY = RetryPolicy(max_attempts=5, max_wait=5.0, backoff_initial=0.02, backoff_max=0.2)

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from invoicectl.apikey import ApiKey
 from invoicectl.errors import ConfigError
+from invoicectl.goroute.apikey import ApiKey
 
 SECRET = "sk_test_9fQ2xLr7SECRETkeyValue"
 

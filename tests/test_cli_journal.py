@@ -248,7 +248,7 @@ def test_help_documents_exit_codes():
 
 
 def test_scan_while_another_run_holds_the_journal_exits_6(outbox: Path, isolated_environment):
-    from invoicectl.runlock import RunLock
+    from invoicectl.journal.runlock import RunLock
 
     write_invoice(outbox, "INV-1")
     with RunLock(isolated_environment, command="send"):
@@ -260,7 +260,7 @@ def test_scan_while_another_run_holds_the_journal_exits_6(outbox: Path, isolated
 
 def test_a_journal_reached_through_a_symlink_has_the_same_lock(tmp_path: Path):
     from invoicectl.errors import JournalLocked
-    from invoicectl.runlock import RunLock
+    from invoicectl.journal.runlock import RunLock
 
     real = tmp_path / "journal.db"
     real.touch()

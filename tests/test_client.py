@@ -24,8 +24,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from invoicectl import DEFAULT_BASE_URL, __version__
-from invoicectl.apikey import ApiKey
-from invoicectl.client import (
+from invoicectl.errors import ConfigError
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.client import (
     MAX_RAW_BODY,
     Found,
     GoRouteClient,
@@ -35,8 +36,7 @@ from invoicectl.client import (
     build_send_body,
     parse_retry_after,
 )
-from invoicectl.errors import ConfigError
-from invoicectl.outcomes import (
+from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
     KeyReused,
@@ -1156,6 +1156,6 @@ async def test_the_key_appears_in_no_log_line_over_real_http(
     assert re.search(rb"(?im)^x-api-key: " + SECRET.encode() + rb"\r$", received[0])
     assert received[0].endswith(BODY)
     assert any(record.name.startswith("httpcore") for record in caplog.records)
-    assert any(record.name == "invoicectl.client" for record in caplog.records)
+    assert any(record.name == "invoicectl.goroute.client" for record in caplog.records)
     assert SECRET not in caplog.text
     assert "x-api-key" not in caplog.text.lower()

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from invoicectl.forkpool import ForkPool, WorkerFailed
+from invoicectl.scan.forkpool import ForkPool, WorkerFailed
 
 
 def squares(chunk: list[int]) -> list[int]:

@@ -22,10 +22,11 @@ from hypothesis import strategies as st
 from lxml import etree
 from ublfactory import invoice_xml, write_invoice
 
-from invoicectl import ingest, ubl
-from invoicectl.ingest import ScanReport, scan_directory
+from invoicectl import ubl
 from invoicectl.journal import Journal
-from invoicectl.scanner import as_text, find_candidates
+from invoicectl.scan import ingest
+from invoicectl.scan.ingest import ScanReport, scan_directory
+from invoicectl.scan.scanner import as_text, find_candidates
 from invoicectl.ubl import InvalidDocument, document_text, parse_document, read_document
 
 REPO = Path(__file__).resolve().parents[1]

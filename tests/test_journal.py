@@ -19,7 +19,7 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 
 from invoicectl.journal import Journal
-from invoicectl.migrations import MIGRATION_SET, MIGRATIONS
+from invoicectl.journal.migrations import MIGRATION_SET, MIGRATIONS
 
 
 def committed_events(path: Path) -> list[str]:

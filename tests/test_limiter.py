@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from virtual_time import run_virtual
 
-from invoicectl.limiter import RateLimiter
+from invoicectl.goroute.limiter import RateLimiter
 
 
 def make_limiter(

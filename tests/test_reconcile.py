@@ -21,13 +21,13 @@ from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
 from ublfactory import invoice_xml
 
-from invoicectl import attempts
-from invoicectl.attempts import KEY_WINDOW, REPLAY_MARGIN
-from invoicectl.client import Transaction, build_send_body
 from invoicectl.errors import CredentialsRefused, ExitCode
+from invoicectl.goroute.client import Transaction, build_send_body
 from invoicectl.journal import Journal
+from invoicectl.lifecycle import attempts
+from invoicectl.lifecycle.attempts import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.reconcile import CLOCK_SLACK, GUIDANCE, LOOK_BACK, JournalSide, Verdict, compare
-from invoicectl.reconcile_report import (
+from invoicectl.render.reconcile import (
     FIELDS,
     print_report,
     render,

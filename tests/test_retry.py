@@ -9,8 +9,8 @@ from collections.abc import Callable, Iterable
 import pytest
 from virtual_time import RecordingSleep, run_virtual
 
-from invoicectl.limiter import RateLimiter
-from invoicectl.outcomes import (
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
     KeyReused,
@@ -19,7 +19,7 @@ from invoicectl.outcomes import (
     Rejected,
     Transient,
 )
-from invoicectl.retry import RetryPolicy, backoff, call_with_retry
+from invoicectl.goroute.retry import RetryPolicy, backoff, call_with_retry
 
 ACCEPTED = Accepted(http_status=202, transaction_id="txn_1")
 SERVER_ERROR = Transient(http_status=503, reason="service unavailable")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from invoicectl.errors import ExitCode, JournalLocked
-from invoicectl.runlock import LockHolder, RunLock, lock_path_for
+from invoicectl.journal.runlock import LockHolder, RunLock, lock_path_for
 
 START = datetime(2026, 11, 29, 9, 40, 12, 345678, tzinfo=UTC)
 
@@ -28,7 +28,7 @@ HOLDER = textwrap.dedent(
     import sys
     from pathlib import Path
     from invoicectl.errors import JournalLocked
-    from invoicectl.runlock import RunLock
+    from invoicectl.journal.runlock import RunLock
 
     sys.stdin.readline()  # "go": lets two of these race from the same moment
     try:

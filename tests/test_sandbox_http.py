@@ -13,9 +13,9 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from invoicectl.apikey import ApiKey
-from invoicectl.client import Found, GoRouteClient, TransactionPage, build_send_body
-from invoicectl.outcomes import Accepted, KeyReused, Transient
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.client import Found, GoRouteClient, TransactionPage, build_send_body
+from invoicectl.goroute.outcomes import Accepted, KeyReused, Transient
 from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer, Sandbox, SandboxConfig
 from invoicectl.sandbox.samples import sample_invoice, send_body
 

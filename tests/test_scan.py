@@ -18,10 +18,10 @@ from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked
-from invoicectl.ingest import Ingest, OpenScan, scan_directory
 from invoicectl.journal import Journal, peek_known_sha256
-from invoicectl.migrations import m001_initial
-from invoicectl.runlock import RunLock, locked_journal
+from invoicectl.journal.migrations import m001_initial
+from invoicectl.journal.runlock import RunLock, locked_journal
+from invoicectl.scan.ingest import Ingest, OpenScan, scan_directory
 
 
 @pytest.fixture

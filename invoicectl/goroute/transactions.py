@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from invoicectl.answers import Answer, unexpected_shape
-from invoicectl.jsontext import first_text, text_of
-from invoicectl.outcomes import Outcome
+from invoicectl.goroute.answers import Answer, unexpected_shape
+from invoicectl.goroute.jsontext import first_text, text_of
+from invoicectl.goroute.outcomes import Outcome
 
 FINAL_STATUSES = frozenset({"delivered", "failed"})
 _PARTICIPANT_PREFIX = "iso6523-actorid-upis::"

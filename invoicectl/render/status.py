@@ -15,8 +15,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from invoicectl.ingest import ScanReport
 from invoicectl.journal import STATES, Journal
+from invoicectl.scan.ingest import ScanReport
 
 STATUS_FIELDS = (
     "invoice_id",

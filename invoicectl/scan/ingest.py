@@ -20,7 +20,7 @@ from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal, peek_known_sha256
-from invoicectl.scanner import (
+from invoicectl.scan.scanner import (
     INVOICE_COLUMNS,
     HeadStart,
     ScannedFile,

@@ -16,13 +16,13 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from invoicectl.client import GoRouteClient, Transaction, TransactionPage
 from invoicectl.errors import CredentialsRefused
-from invoicectl.limiter import RateLimiter
-from invoicectl.outcomes import AuthRefused, Outcome
-from invoicectl.reconcile_journal import Subject
-from invoicectl.reconcile_verdicts import JournalSide
-from invoicectl.retry import RetryPolicy, call_with_retry
+from invoicectl.goroute.client import GoRouteClient, Transaction, TransactionPage
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import AuthRefused, Outcome
+from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.reconcile.subjects import Subject
+from invoicectl.reconcile.verdicts import JournalSide
 
 # How far before an unanswered send's first attempt the list search looks for an earlier send
 # of the same invoice (found: a person decides). Older transactions are never counted.

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from invoicectl import attempts, ubl
-from invoicectl.client import GoRouteClient, build_send_body
+from invoicectl import ubl
 from invoicectl.errors import ExitCode, worst
+from invoicectl.goroute.client import GoRouteClient, build_send_body
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
+from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.journal import Journal
-from invoicectl.limiter import RateLimiter
-from invoicectl.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
-from invoicectl.retry import RetryPolicy, call_with_retry
+from invoicectl.lifecycle import attempts
 
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3

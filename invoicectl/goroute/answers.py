@@ -24,9 +24,9 @@ from typing import Any
 
 import httpx
 
-from invoicectl.apikey import ApiKey
-from invoicectl.jsontext import first_text, one_line, text_of
-from invoicectl.outcomes import (
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.jsontext import first_text, one_line, text_of
+from invoicectl.goroute.outcomes import (
     AuthRefused,
     KeyReused,
     Outcome,

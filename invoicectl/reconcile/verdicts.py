@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 
-from invoicectl.client import Transaction
 from invoicectl.errors import ExitCode
+from invoicectl.goroute.client import Transaction
 
 
 class Verdict(StrEnum):

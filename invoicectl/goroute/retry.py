@@ -49,8 +49,8 @@ from dataclasses import dataclass
 
 import tenacity
 
-from invoicectl.limiter import RateLimiter
-from invoicectl.outcomes import Outcome, RateLimited, Transient
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import Outcome, RateLimited, Transient
 
 
 @dataclass(frozen=True)

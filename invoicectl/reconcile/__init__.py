@@ -77,14 +77,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from invoicectl.client import GoRouteClient
 from invoicectl.errors import ExitCode, worst
+from invoicectl.goroute.client import GoRouteClient
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
-from invoicectl.limiter import RateLimiter
-from invoicectl.reconcile_journal import find_subjects, write_back
-from invoicectl.reconcile_judge import CLOCK_SLACK, compare, judge
-from invoicectl.reconcile_search import LOOK_BACK, Lookups, SearchSummary
-from invoicectl.reconcile_verdicts import (
+from invoicectl.reconcile.judge import CLOCK_SLACK, compare, judge
+from invoicectl.reconcile.search import LOOK_BACK, Lookups, SearchSummary
+from invoicectl.reconcile.subjects import find_subjects, write_back
+from invoicectl.reconcile.verdicts import (
     GUIDANCE,
     VERDICT_ORDER,
     ApiSide,
@@ -93,7 +94,6 @@ from invoicectl.reconcile_verdicts import (
     JournalSide,
     Verdict,
 )
-from invoicectl.retry import RetryPolicy
 
 __all__ = [
     "CLOCK_SLACK",

@@ -22,9 +22,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError, worst
-from invoicectl.journal import Journal
-from invoicectl.keys import idempotency_key
-from invoicectl.outcomes import (
+from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
     KeyReused,
@@ -33,6 +31,8 @@ from invoicectl.outcomes import (
     Rejected,
     Transient,
 )
+from invoicectl.journal import Journal
+from invoicectl.lifecycle.keys import idempotency_key
 
 KEY_WINDOW = timedelta(hours=24)
 # A replay must land inside the window, not merely start there.

@@ -24,10 +24,12 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from invoicectl import packing, ubl
+from invoicectl import ubl
+from invoicectl.journal import packing
+from invoicectl.journal.records import CachedStat
 
 if TYPE_CHECKING:
-    from invoicectl.forkpool import ForkPool
+    from invoicectl.scan.forkpool import ForkPool
 
 # Below this many files to read, a process pool costs more to start than it saves.
 _POOL_THRESHOLD = 200
@@ -94,15 +96,7 @@ class ScannedFile(NamedTuple):
 
 
 # paths -> for those hashed before, the StatKey and sha256 recorded then
-CachedStats = Callable[[list[str]], dict[str, "CachedStat"]]
-
-
-class CachedStat(NamedTuple):
-    """What the journal recorded when a file was last hashed."""
-
-    key: tuple[int, ...]  # a StatKey's fields
-    sha256: str
-    invoice_id: str | None  # of that content
+CachedStats = Callable[[list[str]], dict[str, CachedStat]]
 
 
 # the sha256 of every content the journal holds; asked only if some file must be read
@@ -284,7 +278,7 @@ class _Reader:
 
     def _start_pool(self, workers: int) -> None:
         # Imported here: a small scan, and every other command, never needs a pool.
-        from invoicectl.forkpool import ForkPool
+        from invoicectl.scan.forkpool import ForkPool
 
         root, known = self.root, self._known()
         self.pool = ForkPool(

@@ -22,10 +22,10 @@ from rich.progress import (
 )
 from rich.table import Table
 
-from invoicectl.ingest import ScanReport
-from invoicectl.render import print_scan_report
-from invoicectl.runner import DryRun
-from invoicectl.sender import InvoiceResult, SendSummary
+from invoicectl.render.status import print_scan_report
+from invoicectl.scan.ingest import ScanReport
+from invoicectl.send.runner import DryRun
+from invoicectl.send.sender import InvoiceResult, SendSummary
 
 
 class SendOutput:

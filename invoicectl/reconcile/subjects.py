@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from invoicectl.errors import ExitCode
 from invoicectl.journal import Journal
-from invoicectl.reconcile_verdicts import GUIDANCE, Case, JournalSide, Verdict
+from invoicectl.reconcile.verdicts import GUIDANCE, Case, JournalSide, Verdict
 
 CONFLICT = 409
 

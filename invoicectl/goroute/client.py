@@ -9,8 +9,8 @@ a network failure either: a caller only sees exceptions for programming errors (
     get_transaction  Found | NotFound | RateLimited | Rejected | AuthRefused | Transient
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
-What an answer means lives in ``invoicectl.answers``; the transaction shapes in
-``invoicectl.transactions``. Their public names are re-exported here.
+What an answer means lives in ``invoicectl.goroute.answers``; the transaction shapes in
+``invoicectl.goroute.transactions``. Their public names are re-exported here.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
 Any text that came back from the server or from a network error is scrubbed of the key before it
@@ -32,7 +32,8 @@ from urllib.parse import quote
 import httpx
 
 from invoicectl import __version__
-from invoicectl.answers import (
+from invoicectl.errors import ConfigError
+from invoicectl.goroute.answers import (
     MAX_RAW_BODY,
     Answer,
     failure,
@@ -41,11 +42,10 @@ from invoicectl.answers import (
     transport_reason,
     unexpected_shape,
 )
-from invoicectl.apikey import ApiKey
-from invoicectl.errors import ConfigError
-from invoicectl.jsontext import first_text
-from invoicectl.outcomes import Accepted, Outcome, Transient
-from invoicectl.transactions import Found, NotFound, Transaction, TransactionPage, page_of
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.jsontext import first_text
+from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
+from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage, page_of
 
 __all__ = [
     "MAX_RAW_BODY",

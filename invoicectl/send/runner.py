@@ -17,16 +17,16 @@ from typing import Any
 
 import httpx
 
-from invoicectl import attempts
-from invoicectl.client import GoRouteClient
 from invoicectl.errors import ExitCode, InvoicectlError
-from invoicectl.ingest import ScanReport, scan_directory
+from invoicectl.goroute.client import GoRouteClient
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
-from invoicectl.limiter import RateLimiter
+from invoicectl.journal.runlock import locked_journal
+from invoicectl.lifecycle import attempts
 from invoicectl.reconcile import ReconcileReport
-from invoicectl.retry import RetryPolicy
-from invoicectl.runlock import locked_journal
-from invoicectl.sender import Progress, Sender, SendOptions, SendSummary
+from invoicectl.scan.ingest import ScanReport, scan_directory
+from invoicectl.send.sender import Progress, Sender, SendOptions, SendSummary
 from invoicectl.settings import Settings
 
 

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from invoicectl import packing
 from invoicectl.errors import JournalError
-from invoicectl.migrations import bring_up_to_date
-from invoicectl.scanner import CachedStat, StatKey
+from invoicectl.journal import packing
+from invoicectl.journal.migrations import bring_up_to_date
+from invoicectl.journal.records import CachedStat
 
 STATES = ("pending", "invalid", "accepted", "rejected", "key_reused", "unknown", "amended")
 
@@ -93,7 +93,9 @@ class Journal:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""
         return _has_stats_under(self.db.conn, directory)
 
-    def remember_stats(self, entries: Iterable[tuple[str, StatKey, str, str | None]]) -> None:
+    def remember_stats(
+        self, entries: Iterable[tuple[str, tuple[int, ...], str, str | None]]
+    ) -> None:
         """Record each file's stat as it was hashed: (path, stat, sha256, the content's
         invoice ID or None when not at hand)."""
         self.db.conn.executemany(

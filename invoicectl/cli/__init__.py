@@ -92,7 +92,7 @@ def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
     """Print the error as the command's JSON document, if it was asked for (``--json``)."""
     if not ctx.meta.get("json"):
         return False
-    from invoicectl.jsontext import to_json
+    from invoicectl.goroute.jsontext import to_json
 
     print(to_json({"error": message, "exit_code": int(exit_code)}))
     return True
@@ -184,9 +184,9 @@ def scan(
     """Record every *.xml in DIRECTORY in the journal (nothing is sent).
 
     Exit 3 when a file is invalid; 0 otherwise."""
-    from invoicectl.ingest import OpenScan
-    from invoicectl.jsontext import to_json
-    from invoicectl.runlock import locked_journal
+    from invoicectl.goroute.jsontext import to_json
+    from invoicectl.journal.runlock import locked_journal
+    from invoicectl.scan.ingest import OpenScan
 
     path = _journal_path(journal, sandbox)
     # The scan opens first: a large first scan starts reading while the journal opens.
@@ -218,10 +218,10 @@ def status(
 
     Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, 75 if an
     unanswered send waits for the next run's replay."""
-    from invoicectl.attempts import attention
+    from invoicectl.goroute.jsontext import to_json
     from invoicectl.journal import STATES, Journal
-    from invoicectl.jsontext import to_json
-    from invoicectl.render import (
+    from invoicectl.lifecycle.attempts import attention
+    from invoicectl.render.status import (
         STATUS_FIELDS,
         print_state_counts,
         print_status_table,
@@ -258,7 +258,7 @@ def show(
 ) -> None:
     """One invoice: its current state, every revision, every attempt."""
     from invoicectl.journal import Journal
-    from invoicectl.render import print_invoice
+    from invoicectl.render.status import print_invoice
 
     with Journal(_journal_path(journal, sandbox)) as opened:
         invoice = opened.invoice(invoice_id)
@@ -350,11 +350,11 @@ def send(
     that dies is resumed by the next one, replaying unanswered sends under the same key with
     the same bytes while the key's 24-hour window is open. One run at a time per journal.
     """
-    from invoicectl import runner
-    from invoicectl.jsontext import to_json
-    from invoicectl.retry import RetryPolicy
-    from invoicectl.send_output import SendOutput
-    from invoicectl.sender import OUTAGE_AFTER, SendOptions
+    from invoicectl.goroute.jsontext import to_json
+    from invoicectl.goroute.retry import RetryPolicy
+    from invoicectl.render.send import SendOutput
+    from invoicectl.send import runner
+    from invoicectl.send.sender import OUTAGE_AFTER, SendOptions
     from invoicectl.settings import resolve
 
     settings = resolve(
@@ -460,8 +460,8 @@ def reconcile(
     transactions list), refreshes delivery status, and never resends anything.
     Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
     retried later."""
-    from invoicectl import runner
-    from invoicectl.reconcile_report import Format, print_report, render, write_output
+    from invoicectl.render.reconcile import Format, print_report, render, write_output
+    from invoicectl.send import runner
     from invoicectl.settings import resolve
 
     settings = resolve(

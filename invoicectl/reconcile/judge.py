@@ -10,13 +10,12 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta
 
-from invoicectl.attempts import KEY_WINDOW, REPLAY_MARGIN, window_open
-from invoicectl.client import Found as FoundTransaction
-from invoicectl.client import NotFound, Transaction
 from invoicectl.errors import ExitCode
-from invoicectl.outcomes import Outcome, RateLimited, Rejected, Transient
-from invoicectl.reconcile_journal import Subject
-from invoicectl.reconcile_search import (
+from invoicectl.goroute.client import Found as FoundTransaction
+from invoicectl.goroute.client import NotFound, Transaction
+from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
+from invoicectl.lifecycle.attempts import KEY_WINDOW, REPLAY_MARGIN, window_open
+from invoicectl.reconcile.search import (
     LOOK_BACK,
     Lookups,
     Search,
@@ -24,7 +23,8 @@ from invoicectl.reconcile_search import (
     first_time,
     parse_time,
 )
-from invoicectl.reconcile_verdicts import GUIDANCE, ApiSide, Case, JournalSide, Verdict
+from invoicectl.reconcile.subjects import Subject
+from invoicectl.reconcile.verdicts import GUIDANCE, ApiSide, Case, JournalSide, Verdict
 
 # A transaction can look a little older than the first attempt that created it when the two
 # clocks disagree. Anything older than this before the first attempt was not created by it.

@@ -1,0 +1,158 @@
+"""The typed records the journal reads and writes: what every module above it sees of a row.
+
+``InvoiceState`` and ``Invoice`` are the lifecycle's vocabulary (``invoicectl.lifecycle``
+re-exports them and owns every change of state); they are defined here so that storage depends
+on nothing above it. A record is a frozen dataclass: a change is a new record
+(``dataclasses.replace``) handed back to the journal, never a mutation.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Any, NamedTuple
+
+
+class InvoiceState(StrEnum):
+    """The seven states of design.md, in the order reports list them."""
+
+    pending = "pending"  # valid, not yet accepted
+    invalid = "invalid"  # failed local checks; the reason is kept
+    accepted = "accepted"  # 202 received; transaction id kept
+    rejected = "rejected"  # permanent refusal; reason kept
+    key_reused = "key_reused"  # 422 IDEMPOTENCY_KEY_REUSED; existing transaction kept
+    unknown = "unknown"  # a request went out and no answer came back
+    amended = "amended"  # the file changed after its key carried other content
+
+
+@dataclass(frozen=True)
+class Invoice:
+    """One row of ``invoices``: an invoice ID, its current content and where it stands."""
+
+    invoice_id: str
+    document_type: str
+    receiver_scheme: str | None
+    receiver_id: str | None
+    sender_endpoint: str | None
+    issue_date: str | None
+    currency: str | None
+    payable_amount: str | None
+    current_sha256: str  # the newest content seen for this ID
+    source_path: str
+    state: InvoiceState
+    reason: str | None
+    key_version: int
+    idempotency_key: str | None  # committed before the first request that carries it
+    key_sha256: str | None  # the content that key carries; never another under it
+    key_first_used_at: str | None  # start of the key's 24-hour window
+    state_before_amend: InvoiceState | None  # restored when what held it clears
+    transaction_id: str | None
+    existing_transaction_id: str | None
+    remote_status: str | None  # GoRoute's delivery status of an accepted invoice
+    remote_checked_at: str | None
+    ingested_at: str  # when the content now to be sent was first seen
+    accepted_at: str | None
+    created_at: str
+    updated_at: str
+
+    @property
+    def receiver(self) -> str | None:
+        """``scheme:id``, or None when either part is missing."""
+        return peppol_id(self.receiver_scheme, self.receiver_id)
+
+    @classmethod
+    def from_row(cls, row: Any) -> Invoice:
+        values = dict(zip(row.keys(), row, strict=True))
+        values["state"] = InvoiceState(values["state"])
+        if values["state_before_amend"] is not None:
+            values["state_before_amend"] = InvoiceState(values["state_before_amend"])
+        return cls(**values)
+
+
+def peppol_id(scheme: str | None, identifier: str | None) -> str | None:
+    """A Peppol participant as ``scheme:id``; None when either part is missing."""
+    return f"{scheme}:{identifier}" if scheme and identifier else None
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One distinct content ever seen under an invoice ID."""
+
+    id: int
+    invoice_id: str
+    sha256: str
+    size: int
+    source_path: str
+    facts: str  # JSON of what the parser found
+    first_seen: str
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One HTTP request: written before it left, completed when it was answered."""
+
+    id: int
+    run_id: int
+    invoice_id: str
+    revision_sha256: str
+    idempotency_key: str
+    body_sha256: str
+    started_at: str
+    finished_at: str | None
+    outcome: str | None  # None: no answer recorded (in flight, or the process died)
+    http_status: int | None
+    error_code: str | None
+    message: str | None
+    transaction_id: str | None
+    existing_transaction_id: str | None
+    retry_after: float | None
+    request_id: str | None
+    raw_body: str | None
+    duration: float | None
+
+
+@dataclass(frozen=True)
+class AttemptAnswer:
+    """What the journal records when a request's answer (or its absence) is known."""
+
+    outcome: str
+    http_status: int | None = None
+    error_code: str | None = None
+    message: str | None = None
+    transaction_id: str | None = None
+    existing_transaction_id: str | None = None
+    retry_after: float | None = None
+    request_id: str | None = None
+    raw_body: str | None = None
+    duration: float | None = None
+
+
+@dataclass(frozen=True)
+class Event:
+    """An operator decision or a state change worth an audit trail."""
+
+    id: int
+    invoice_id: str | None
+    run_id: int | None
+    at: str
+    kind: str
+    detail: str | None
+
+
+@dataclass(frozen=True)
+class UnidentifiedFile:
+    """A file that yields no invoice ID, kept by path so nothing is dropped silently."""
+
+    path: str
+    sha256: str | None
+    reason: str
+    first_seen: str
+    updated_at: str
+
+
+class CachedStat(NamedTuple):
+    """What the journal recorded when a file was last hashed."""
+
+    key: tuple[int, ...]  # size, mtime_ns, ctime_ns, inode, checked_at_ns
+    sha256: str
+    invoice_id: str | None  # of that content
