@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -30,6 +31,7 @@ from invoicectl.goroute.client import GoRouteClient  # noqa: E402
 from invoicectl.goroute.limiter import RateLimiter  # noqa: E402
 from invoicectl.goroute.retry import RetryPolicy  # noqa: E402
 from invoicectl.journal import Journal  # noqa: E402
+from invoicectl.journal.records import InvoiceState  # noqa: E402
 from invoicectl.lifecycle.keys import idempotency_key  # noqa: E402
 from invoicectl.reconcile import ReconcileReport, reconcile  # noqa: E402
 from invoicectl.sandbox import BackgroundServer, Sandbox, SandboxConfig  # noqa: E402
@@ -48,24 +50,25 @@ def stage(journal: Journal, outbox: Path, sandbox: Sandbox, cases: int) -> None:
             ("send", "{}", os.getpid(), "bench", at),
         ).lastrowid
         for n, row in enumerate(journal.invoices()):
-            invoice_id = row["invoice_id"]
+            invoice_id = row.invoice_id
             txn = sandbox.add_transaction(invoice_id, status="delivered").id
             reused = n % 2 == 0
             journal.db.execute(
                 "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
                 " body_sha256, started_at, http_status, existing_transaction_id)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (run_id, invoice_id, row["current_sha256"], idempotency_key(invoice_id))
+                (run_id, invoice_id, row.current_sha256, idempotency_key(invoice_id))
                 + ("b" * 64, at, 422 if reused else None, txn if reused else None),
             )
-            journal.update_invoice(
-                invoice_id,
-                state="key_reused" if reused else "unknown",
+            staged = replace(
+                row,
+                state=InvoiceState.key_reused if reused else InvoiceState.unknown,
                 idempotency_key=idempotency_key(invoice_id),
-                key_sha256=row["current_sha256"],
+                key_sha256=row.current_sha256,
                 key_first_used_at=at,
                 existing_transaction_id=txn if reused else None,
             )
+            journal.save(staged, was=row)
 
 
 async def run(

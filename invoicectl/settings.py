@@ -19,7 +19,6 @@ from typing import Any
 from invoicectl import DEFAULT_BASE_URL
 from invoicectl.errors import ConfigError, UsageError
 from invoicectl.goroute.apikey import ApiKey
-from invoicectl.journal import default_journal_path
 
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 TIERS = {"standard": (100, 10), "professional": (500, 50)}
@@ -48,6 +47,15 @@ class Settings:
             f"Settings(journal={str(self.journal)!r}, base_url={self.base_url!r}, "
             f"api_key={self.api_key!r}, sandbox={self.sandbox}, rate={self.rate_per_minute})"
         )
+
+
+def default_journal_path(environ: dict[str, str] | None = None) -> Path:
+    """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
+    environ = dict(os.environ) if environ is None else environ
+    if explicit := environ.get("INVOICECTL_JOURNAL"):
+        return Path(explicit).expanduser()
+    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "invoicectl" / "journal.db"
 
 
 def load_config(environ: Mapping[str, str]) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from journalkit import force
 from ublfactory import write_invoice
 
 from invoicectl.goroute.apikey import ApiKey
@@ -58,14 +59,15 @@ def sent(
         "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256,"
         " started_at, finished_at, outcome, http_status, transaction_id, existing_transaction_id)"
         " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (run_id, invoice_id, row["current_sha256"], key, "b" * 64, at, at, outcome, http_status)
+        (run_id, invoice_id, row.current_sha256, key, "b" * 64, at, at, outcome, http_status)
         + (transaction_id, existing_transaction_id),
     )
-    journal.update_invoice(
+    force(
+        journal,
         invoice_id,
         state=state,
         idempotency_key=key,
-        key_sha256=row["current_sha256"],
+        key_sha256=row.current_sha256,
         key_first_used_at=at,
         transaction_id=transaction_id,
         existing_transaction_id=existing_transaction_id,
@@ -82,7 +84,7 @@ def _run(journal: Journal, at: str) -> int:
 
 
 def snapshot(journal: Journal) -> dict[str, dict[str, Any]]:
-    return {row["invoice_id"]: dict(row) for row in journal.invoices()}
+    return {row.invoice_id: row for row in journal.invoices()}
 
 
 def run_reconcile(

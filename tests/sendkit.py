@@ -51,7 +51,7 @@ def send(
 
 def states(journal_path: Path) -> dict[str, str]:
     with Journal(journal_path) as journal:
-        return {row["invoice_id"]: row["state"] for row in journal.invoices()}
+        return {row.invoice_id: row.state for row in journal.invoices()}
 
 
 def assert_each_delivered_once(sandbox_stats: dict[str, Any], invoice_ids: list[str]) -> None:

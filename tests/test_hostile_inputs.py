@@ -86,7 +86,7 @@ def scan_and_check(journal: Journal, root: Path, **kwargs: object) -> ScanReport
     assert len(report.new) == len(set(report.new))
     for problem in report.invalid:
         assert_clear(problem.reason)
-    unidentified = {row["path"]: row["reason"] for row in journal.unidentified_files()}
+    unidentified = {row.path: row.reason for row in journal.unidentified_files()}
     named = {p.subject: p.reason for p in report.invalid}
     settled = set(report.new) | set(report.changed) | set(report.amended) | set(named)
     for name in names:
@@ -98,8 +98,8 @@ def scan_and_check(journal: Journal, root: Path, **kwargs: object) -> ScanReport
         row = journal.invoice(facts.invoice_id)
         assert row is not None, name
         assert facts.invoice_id in settled or report.unchanged, name
-        if row["state"] == "invalid":
-            assert named[facts.invoice_id] == row["reason"]
+        if row.state == "invalid":
+            assert named[facts.invoice_id] == row.reason
     return report
 
 

@@ -21,11 +21,11 @@ from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
 from ublfactory import invoice_xml
 
+from invoicectl import lifecycle
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.client import Transaction, build_send_body
 from invoicectl.journal import Journal
-from invoicectl.lifecycle import attempts
-from invoicectl.lifecycle.attempts import KEY_WINDOW, REPLAY_MARGIN
+from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.reconcile import CLOCK_SLACK, GUIDANCE, LOOK_BACK, JournalSide, Verdict, compare
 from invoicectl.render.reconcile import (
     FIELDS,
@@ -168,7 +168,7 @@ def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
     reused = by_id["INV-DD"]
     assert reused.api is not None and reused.api.invoice_number == "OTHER-77"
     assert "invoice number: API OTHER-77, journal INV-DD" in reused.detail
-    assert reused.journal.sent_sha256 == staged.invoice("INV-DD")["current_sha256"]
+    assert reused.journal.sent_sha256 == staged.invoice("INV-DD").current_sha256
     assert reused.journal.first_attempt_at is not None
     # An unknown transaction id is "not found", not a crash.
     assert "404" in by_id["INV-NF"].detail
@@ -181,8 +181,8 @@ def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
     # Amended: both hashes, when the old content was sent, both ways forward.
     amended = by_id["INV-AM"]
     row = staged.invoice("INV-AM")
-    assert amended.journal.sent_sha256 == row["key_sha256"] != row["current_sha256"]
-    assert row["key_sha256"] in amended.action and row["current_sha256"] in amended.action
+    assert amended.journal.sent_sha256 == row.key_sha256 != row.current_sha256
+    assert row.key_sha256 in amended.action and row.current_sha256 in amended.action
     assert "invoicectl send DIR --new-version INV-AM" in amended.action
     assert "revision 1" in amended.detail and "revision 2" in amended.detail
     assert by_id["INV-SF"].action.endswith("`invoicectl send DIR --new-version INV-SF`")
@@ -197,15 +197,16 @@ def test_without_apply_only_delivery_status_is_recorded(staged: Journal, sandbox
     assert report.applied == ()
     assert sorted(report.recorded) == ["INV-DF", "INV-DL", "INV-DP"]
     for invoice_id in EXPECTED:
-        changed = {k for k in before[invoice_id] if before[invoice_id][k] != after[invoice_id][k]}
+        was, now = vars(before[invoice_id]), vars(after[invoice_id])
+        changed = {k for k in was if was[k] != now[k]}
         expected = (
             {"remote_status", "remote_checked_at"} if invoice_id in report.recorded else set()
         )
         if invoice_id == "INV-DP":  # pending before (NULL) and now: only the check time moves
             expected = {"remote_status", "remote_checked_at"}
         assert changed == expected, invoice_id
-    assert after["INV-DF"]["remote_status"] == "failed"
-    assert after["INV-DL"]["remote_status"] == "delivered"
+    assert after["INV-DF"].remote_status == "failed"
+    assert after["INV-DL"].remote_status == "delivered"
 
 
 def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sandbox) -> None:
@@ -218,13 +219,13 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
     for invoice_id, case in adopted.items():
         row = after[invoice_id]
         assert case.api is not None
-        assert (row["state"], row["transaction_id"], row["remote_status"]) == (
+        assert (row.state, row.transaction_id, row.remote_status) == (
             "accepted",
             case.api.transaction_id,
             "delivered",
         )
-        assert row["reason"] is None and row["remote_checked_at"] == NOW.isoformat()
-        assert [e["kind"] for e in staged.events(invoice_id)] == ["adopted"]
+        assert row.reason is None and row.remote_checked_at == NOW.isoformat()
+        assert [e.kind for e in staged.events(invoice_id)] == ["adopted"]
         assert case.exit_code == ExitCode.OK
         assert case.action == f"adopted {case.api.transaction_id}; state now accepted"
     untouched = set(EXPECTED) - set(adopted) - set(report.recorded)
@@ -245,7 +246,8 @@ def test_second_run_is_idempotent(staged: Journal, sandbox: Sandbox) -> None:
     assert second.exit_code == first.exit_code == ExitCode.NEEDS_RECONCILE
     after = snapshot(staged)
     for invoice_id, row in rows.items():
-        moved = {k for k in row if row[k] != after[invoice_id][k]}
+        now = vars(after[invoice_id])
+        moved = {k for k in vars(row) if vars(row)[k] != now[k]}
         assert moved <= {"remote_checked_at"}, invoice_id
 
 
@@ -311,8 +313,8 @@ def test_table_on_a_console_at_fixed_width(staged: Journal, sandbox: Sandbox) ->
 
 
 def test_lookups_meeting_5xx_and_429_still_complete(staged: Journal, sandbox: Sandbox) -> None:
-    as_id = staged.invoice("INV-AS")["existing_transaction_id"]
-    dl_id = staged.invoice("INV-DL")["transaction_id"]
+    as_id = staged.invoice("INV-AS").existing_transaction_id
+    dl_id = staged.invoice("INV-DL").transaction_id
     flaky = transport(
         sandbox,
         {
@@ -420,7 +422,8 @@ def test_apply_skips_an_invoice_that_moved_on(
     existing = sandbox.add_transaction("INV-1", status="delivered").id
     sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
 
-    assert not journal.adopt_transaction(
+    assert not lifecycle.adopt(
+        journal,
         "INV-1",
         expected_state="unknown",
         idempotency_key="invoice-INV-1",
@@ -430,7 +433,7 @@ def test_apply_skips_an_invoice_that_moved_on(
         accepted_at=NOW.isoformat(),
         detail="should not happen",
     )
-    assert journal.invoice("INV-1")["state"] == "key_reused"
+    assert journal.invoice("INV-1").state == "key_reused"
     assert journal.events("INV-1") == []
 
 
@@ -572,10 +575,10 @@ def test_key_reused_is_adopted_only_when_the_content_hash_agrees(
         assert "same invoice number, different content" in case.detail
         assert metadata["sha256"] in case.detail
         assert "`invoicectl send DIR --new-version INV-1`" in case.action
-        assert journal.invoice("INV-1")["state"] == "key_reused"
+        assert journal.invoice("INV-1").state == "key_reused"
     else:
         assert report.applied == ("INV-1",)
-        assert journal.invoice("INV-1")["transaction_id"] == existing
+        assert journal.invoice("INV-1").transaction_id == existing
 
 
 # -- the key's window is send's ------------------------------------------------------------
@@ -600,11 +603,11 @@ def test_the_window_is_the_one_send_replays_in(
     (case,) = report.cases
     first = NOW - timedelta(hours=hours_ago)
     assert case.verdict is verdict
-    assert case.window_open is ("INV-1" in attempts.plan(journal, NOW).replays)
+    assert case.window_open is ("INV-1" in lifecycle.plan(journal, NOW).replays)
     assert case.window_closes_at == (first + KEY_WINDOW - REPLAY_MARGIN).isoformat()
     # The exit code says what `invoicectl status` says: 75 while `send` replays it, else 4.
     expected = ExitCode.INCOMPLETE if case.window_open else ExitCode.NEEDS_RECONCILE
-    assert report.exit_code == case.exit_code == expected == attempts.attention(journal, NOW)
+    assert report.exit_code == case.exit_code == expected == lifecycle.attention(journal, NOW)
 
 
 # -- lists that do not page the way the emulator's default does -----------------------------
@@ -654,7 +657,7 @@ def test_a_short_page_without_paging_is_the_whole_list(journal: Journal, outbox:
 
     assert verdicts(report) == {"INV-1": Verdict.unknown_found}
     assert report.applied == ("INV-1",) and report.search.complete
-    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+    assert journal.invoice("INV-1").transaction_id == mine.id
 
 
 def test_an_oldest_first_list_is_paged_to_the_end(journal: Journal, outbox: Path) -> None:
@@ -676,7 +679,7 @@ def test_an_oldest_first_list_is_paged_to_the_end(journal: Journal, outbox: Path
         121,
         True,
     )
-    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+    assert journal.invoice("INV-1").transaction_id == mine.id
 
 
 class CursorIgnored(httpx.AsyncBaseTransport):
@@ -714,7 +717,7 @@ def test_a_transaction_seen_twice_counts_once_and_stops_the_search(
 
     assert verdicts(report) == {"INV-1": Verdict.unknown_found}
     assert report.applied == ("INV-1",)
-    assert journal.invoice("INV-1")["transaction_id"] == mine.id
+    assert journal.invoice("INV-1").transaction_id == mine.id
     assert ignoring.pages == report.search.pages == 2
     assert report.search.transactions == 3 and not report.search.complete
     assert "transactions already seen" in report.search.note

@@ -57,8 +57,8 @@ def test_reconcile_and_apply_over_loopback(
     }
     assert sorted(report.applied) == ["INV-1", "INV-3"]
     assert report.exit_code == ExitCode.NEEDS_RECONCILE
-    assert (after["INV-1"]["state"], after["INV-1"]["transaction_id"]) == ("accepted", adopt)
-    assert (after["INV-3"]["state"], after["INV-3"]["remote_status"]) == ("accepted", "sending")
+    assert (after["INV-1"].state, after["INV-1"].transaction_id) == ("accepted", adopt)
+    assert (after["INV-3"].state, after["INV-3"].remote_status) == ("accepted", "sending")
     for invoice_id in ("INV-2", "INV-4", "INV-5"):
         assert after[invoice_id] == before[invoice_id]
     # The second run: nothing left to apply; INV-3's delivery is now followed instead.

@@ -13,6 +13,7 @@ from pathlib import Path
 import lz4.frame
 import pytest
 from conftest import SHARED
+from journalkit import force
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
@@ -21,7 +22,7 @@ from invoicectl.errors import JournalError, JournalLocked
 from invoicectl.journal import Journal, peek_known_sha256
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock, locked_journal
-from invoicectl.scan.ingest import Ingest, OpenScan, scan_directory
+from invoicectl.scan.ingest import OpenScan, scan_directory
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def journal(tmp_path: Path):
 
 
 def states(journal: Journal) -> dict[str, str]:
-    return {row["invoice_id"]: row["state"] for row in journal.invoices()}
+    return {row.invoice_id: row.state for row in journal.invoices()}
 
 
 def test_new_files_become_pending_and_keep_their_exact_bytes(journal: Journal, outbox: Path):
@@ -43,20 +44,20 @@ def test_new_files_become_pending_and_keep_their_exact_bytes(journal: Journal, o
     assert sorted(report.new) == ["INV-1", "INV-2"]
     assert states(journal) == {"INV-1": "pending", "INV-2": "pending"}
     row = journal.invoice("INV-1")
-    assert row["receiver_scheme"] == "9915" and row["receiver_id"] == "phase4-test-receiver"
-    assert journal.content(row["current_sha256"]) == path.read_bytes()
+    assert row.receiver_scheme == "9915" and row.receiver_id == "phase4-test-receiver"
+    assert journal.content(row.current_sha256) == path.read_bytes()
 
 
 def test_rescan_of_unchanged_directory_changes_nothing(journal: Journal, outbox: Path):
     for number in range(5):
         write_invoice(outbox, f"INV-{number}")
     scan_directory(journal, outbox)
-    before = [tuple(row) for row in journal.invoices()]
+    before = list(journal.invoices())
 
     report = scan_directory(journal, outbox)
 
     assert (report.new, report.changed, report.unchanged) == ([], [], 5)
-    assert [tuple(row) for row in journal.invoices()] == before
+    assert list(journal.invoices()) == before
 
 
 def test_changed_file_never_sent_replaces_the_revision_to_send(journal: Journal, outbox: Path):
@@ -68,8 +69,8 @@ def test_changed_file_never_sent_replaces_the_revision_to_send(journal: Journal,
 
     assert report.changed == ["INV-1"]
     row = journal.invoice("INV-1")
-    assert row["state"] == "pending" and row["payable_amount"] == "110.00"
-    assert journal.content(row["current_sha256"]) == path.read_bytes()
+    assert row.state == "pending" and row.payable_amount == "110.00"
+    assert journal.content(row.current_sha256) == path.read_bytes()
     assert len(journal.revisions("INV-1")) == 2
 
 
@@ -81,11 +82,11 @@ def test_a_scan_stopped_before_settling_is_settled_by_the_next(
         invoice_xml("INV-2").replace(b'schemeID="9915"', b"")  # no receiver scheme
     )
 
-    def stop(self: Ingest) -> None:
+    def stop(self: Journal) -> None:
         raise KeyboardInterrupt  # after the bytes and revisions were committed
 
     with monkeypatch.context() as patch:
-        patch.setattr(Ingest, "_name_known_content", stop)
+        patch.setattr(Journal, "name_known_content", stop)
         with pytest.raises(KeyboardInterrupt):
             scan_directory(journal, outbox)
     assert journal.invoices() == [] and len(journal.known_sha256()) == 2
@@ -94,9 +95,9 @@ def test_a_scan_stopped_before_settling_is_settled_by_the_next(
 
     assert sorted(report.new) == ["INV-1", "INV-2"]
     one, two = journal.invoice("INV-1"), journal.invoice("INV-2")
-    assert (one["state"], one["currency"], one["payable_amount"]) == ("pending", "SEK", "310.00")
-    assert (one["receiver_scheme"], one["sender_endpoint"]) == ("9915", "0088:7300010000001")
-    assert two["state"] == "invalid" and "no schemeID" in two["reason"]
+    assert (one.state, one.currency, one.payable_amount) == ("pending", "SEK", "310.00")
+    assert (one.receiver_scheme, one.sender_endpoint) == ("9915", "0088:7300010000001")
+    assert two.state == "invalid" and "no schemeID" in two.reason
 
 
 def test_two_files_with_one_id_make_it_invalid_naming_both(journal: Journal, outbox: Path):
@@ -106,8 +107,8 @@ def test_two_files_with_one_id_make_it_invalid_naming_both(journal: Journal, out
     report = scan_directory(journal, outbox)
 
     row = journal.invoice("INV-1")
-    assert row["state"] == "invalid"
-    assert row["reason"] == (
+    assert row.state == "invalid"
+    assert row.reason == (
         "invoice ID INV-1 is in 2 files with different content (a.xml, b.xml); "
         "keep one file per invoice ID"
     )
@@ -115,7 +116,7 @@ def test_two_files_with_one_id_make_it_invalid_naming_both(journal: Journal, out
 
     (outbox / "b.xml").unlink()
     scan_directory(journal, outbox)
-    assert journal.invoice("INV-1")["state"] == "pending"
+    assert journal.invoice("INV-1").state == "pending"
 
 
 def test_identical_copies_of_one_invoice_are_not_a_conflict(journal: Journal, outbox: Path):
@@ -138,8 +139,8 @@ def test_repeated_ids_among_many_files_read_by_workers(journal: Journal, outbox:
     report = scan_directory(journal, outbox, workers=2)  # answers come back out of order
 
     assert len(report.new) == 252 and report.unchanged == 0
-    assert journal.invoice("COPY-1")["source_path"] == str(outbox / "a-copy.xml")
-    assert journal.invoice("COPY-1")["state"] == "pending"
+    assert journal.invoice("COPY-1").source_path == str(outbox / "a-copy.xml")
+    assert journal.invoice("COPY-1").state == "pending"
     assert [problem.subject for problem in report.invalid] == ["CLASH-1"]
     assert "b-clash.xml, m-clash.xml" in report.invalid[0].reason
     again = scan_directory(journal, outbox, workers=2)
@@ -154,7 +155,7 @@ def test_file_without_id_is_recorded_by_path_until_fixed(journal: Journal, outbo
 
     assert [problem.subject for problem in report.invalid] == ["broken.xml"]
     (row,) = journal.unidentified_files()
-    assert row["path"] == str(broken) and row["reason"]
+    assert row.path == str(broken) and row.reason
     assert journal.state_counts()["invalid"] == 1
 
     broken.write_bytes(invoice_xml("INV-9"))
@@ -186,54 +187,48 @@ def test_content_changed_after_sending_is_amended_and_restored_if_reverted(
 ):
     write_invoice(outbox, "INV-1", amount="100.00")
     scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1")["current_sha256"]
-    journal.update_invoice(
-        "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent
-    )
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
 
     write_invoice(outbox, "INV-1", amount="999.00")
     report = scan_directory(journal, outbox)
 
     row = journal.invoice("INV-1")
     assert report.amended == ["INV-1"]
-    assert row["state"] == "amended" and row["key_sha256"] == sent
-    assert "will not be sent under that key" in row["reason"]
+    assert row.state == "amended" and row.key_sha256 == sent
+    assert "will not be sent under that key" in row.reason
 
     write_invoice(outbox, "INV-1", amount="100.00")
     scan_directory(journal, outbox)
-    assert journal.invoice("INV-1")["state"] == "accepted"
+    assert journal.invoice("INV-1").state == "accepted"
 
 
 def test_correction_of_a_rejected_invoice_gets_a_new_key_version(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", amount="100.00")
     scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1")["current_sha256"]
-    journal.update_invoice(
-        "INV-1", state="rejected", idempotency_key="invoice-INV-1", key_sha256=sent
-    )
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="rejected", idempotency_key="invoice-INV-1", key_sha256=sent)
 
     write_invoice(outbox, "INV-1", amount="101.00")
     scan_directory(journal, outbox)
 
     row = journal.invoice("INV-1")
-    assert (row["state"], row["key_version"], row["idempotency_key"]) == ("pending", 2, None)
+    assert (row.state, row.key_version, row.idempotency_key) == ("pending", 2, None)
 
 
 def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", name="a.xml")
     scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1")["current_sha256"]
-    journal.update_invoice(
-        "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent
-    )
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
 
     scan_directory(journal, outbox)
-    assert journal.invoice("INV-1")["state"] == "invalid"
+    assert journal.invoice("INV-1").state == "invalid"
 
     (outbox / "b.xml").unlink()
     scan_directory(journal, outbox)
-    assert journal.invoice("INV-1")["state"] == "accepted"
+    assert journal.invoice("INV-1").state == "accepted"
 
 
 def test_parallel_scan_records_the_same_as_a_serial_one(tmp_path: Path, outbox: Path):
@@ -281,10 +276,10 @@ def test_invoice_bytes_are_stored_packed_and_read_back_exact(journal: Journal, o
         for row in journal.db.execute("SELECT sha256, codec, data, size FROM blobs")
     }
     for invoice_id, file, codec in (("INV-1", path, "lz4"), ("INV-2", large, None)):
-        sha256 = journal.invoice(invoice_id)["current_sha256"]
+        sha256 = journal.invoice(invoice_id).current_sha256
         assert journal.content(sha256) == file.read_bytes()
         assert stored[sha256][0] == codec and stored[sha256][2] == file.stat().st_size
-    assert stored[journal.invoice("INV-1")["current_sha256"]][1] < path.stat().st_size / 2
+    assert stored[journal.invoice("INV-1").current_sha256][1] < path.stat().st_size / 2
 
 
 @pytest.mark.parametrize(
@@ -301,7 +296,7 @@ def test_damaged_stored_bytes_are_never_handed_out(
 ):
     path = write_invoice(outbox, "INV-1")
     scan_directory(journal, outbox)
-    sha256 = journal.invoice("INV-1")["current_sha256"]
+    sha256 = journal.invoice("INV-1").current_sha256
     original = path.read_bytes() if codec is None else lz4.frame.compress(path.read_bytes())
     journal.db.execute(
         "UPDATE blobs SET codec = ?, data = ? WHERE sha256 = ?",
@@ -332,7 +327,7 @@ def test_a_journal_from_before_packing_reads_its_bytes(tmp_path: Path, outbox: P
         write_invoice(outbox, "NEW-1")
         scan_directory(journal, outbox)
         assert (
-            journal.content(journal.invoice("NEW-1")["current_sha256"])
+            journal.content(journal.invoice("NEW-1").current_sha256)
             == (outbox / "NEW-1.xml").read_bytes()
         )
 
@@ -423,13 +418,13 @@ def test_a_rewrite_that_keeps_size_and_mtime_is_still_noticed(journal: Journal, 
 
     report = scan_directory(journal, outbox)
     assert report.changed == ["INV-1"]
-    assert journal.invoice("INV-1")["payable_amount"] == "900.00"
+    assert journal.invoice("INV-1").payable_amount == "900.00"
 
 
 def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(journal: Journal, outbox: Path):
     write_invoice(outbox, "INV-1", amount="1.00")
     scan_directory(journal, outbox)
-    first = journal.invoice("INV-1")["current_sha256"]
+    first = journal.invoice("INV-1").current_sha256
     write_invoice(outbox, "INV-1", amount="2.00")
     scan_directory(journal, outbox)
     # Make the trusted stat cache lie about the content: only a scan that believes it
@@ -442,7 +437,7 @@ def test_an_unchanged_file_with_a_trusted_stat_is_not_read_again(journal: Journa
     report = scan_directory(journal, outbox)
 
     assert report.changed == ["INV-1"]
-    assert journal.invoice("INV-1")["current_sha256"] == first
+    assert journal.invoice("INV-1").current_sha256 == first
 
 
 def test_a_file_name_that_is_not_utf8_is_scanned_like_any_other(journal: Journal, outbox: Path):
@@ -453,7 +448,7 @@ def test_a_file_name_that_is_not_utf8_is_scanned_like_any_other(journal: Journal
     report = scan_directory(journal, outbox)
 
     assert report.new == ["INV-ODD"]
-    assert journal.invoice("INV-ODD")["source_path"].endswith("\\xffactura.xml")
+    assert journal.invoice("INV-ODD").source_path.endswith("\\xffactura.xml")
     assert [(p.subject, p.reason) for p in report.invalid] == [
         ("pipe.xml", "not a regular file (a pipe, socket or device)")
     ]

@@ -38,11 +38,11 @@ def test_every_pending_invoice_is_accepted_once(outbox: Path, journal_path: Path
     with Journal(journal_path) as journal:
         for invoice_id in ids:
             row = journal.invoice(invoice_id)
-            assert row["state"] == "accepted"
-            assert row["idempotency_key"] == f"invoice-{invoice_id}"
-            assert sandbox.transaction(row["transaction_id"]) is not None
+            assert row.state == "accepted"
+            assert row.idempotency_key == f"invoice-{invoice_id}"
+            assert sandbox.transaction(row.transaction_id) is not None
             (attempt,) = journal.attempts(invoice_id)
-            assert attempt["outcome"] == "accepted" and attempt["started_at"]
+            assert attempt.outcome == "accepted" and attempt.started_at
 
 
 def test_a_second_run_sends_nothing_again(outbox: Path, journal_path: Path):
@@ -156,8 +156,8 @@ def test_rejections_are_permanent_and_exit_3(outbox: Path, journal_path: Path):
     assert summary.exit_code == ExitCode.NEEDS_FIX
     with Journal(journal_path) as journal:
         row = journal.invoice("NOWHERE-1")
-        assert row["state"] == "rejected"
-        assert row["reason"].startswith("HTTP 404")
+        assert row.state == "rejected"
+        assert row.reason.startswith("HTTP 404")
         assert len(journal.attempts("NOWHERE-1")) == 1  # never retried
 
 
@@ -171,7 +171,7 @@ def test_key_reused_is_recorded_never_retried_and_exit_4(outbox: Path, journal_p
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
     with Journal(journal_path) as journal:
         row = journal.invoice("INV-1")
-        assert (row["state"], row["existing_transaction_id"]) == ("key_reused", "txn_elsewhere")
+        assert (row.state, row.existing_transaction_id) == ("key_reused", "txn_elsewhere")
         assert len(journal.attempts("INV-1")) == 1
 
 
@@ -186,7 +186,7 @@ def test_refused_credentials_stop_the_run_and_change_no_state(outbox: Path, jour
     assert set(states(journal_path).values()) == {"pending"}
     assert summary.requests == 1, "the run goes on after a 401"
     with Journal(journal_path) as journal:
-        assert all(row["idempotency_key"] is None for row in journal.invoices())
+        assert all(row.idempotency_key is None for row in journal.invoices())
 
 
 def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
@@ -208,8 +208,8 @@ def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
     assert summary.exit_code == ExitCode.OK
     with Journal(journal_path) as journal:
         row = journal.invoice("INV-1")
-        assert (row["state"], row["idempotency_key"]) == ("accepted", "invoice-INV-1-v2")
-        assert any(event["kind"] == "new_version" for event in journal.events("INV-1"))
+        assert (row.state, row.idempotency_key) == ("accepted", "invoice-INV-1-v2")
+        assert any(event.kind == "new_version" for event in journal.events("INV-1"))
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
 
 
@@ -401,7 +401,7 @@ def test_a_file_edited_after_a_crash_is_amended_and_keeps_its_unknown_send(
     _, summary = send(settings, outbox, sandbox.transport())
     with Journal(journal_path) as journal:
         row = journal.invoice(invoice_id)
-        assert (row["state"], row["state_before_amend"]) == ("amended", "unknown")
+        assert (row.state, row.state_before_amend) == ("amended", "unknown")
 
     (outbox / f"{invoice_id}.xml").write_bytes(original)  # put back: replayed, same key
     _, summary = send(settings, outbox, sandbox.transport())
@@ -430,7 +430,7 @@ def test_an_unreachable_api_stops_the_run_and_leaves_everything_pending(
     assert summary.exit_code == ExitCode.INCOMPLETE
     assert set(states(journal_path).values()) == {"pending"}
     with Journal(journal_path) as journal:
-        assert all(row["idempotency_key"] is None for row in journal.invoices())
+        assert all(row.idempotency_key is None for row in journal.invoices())
         outcomes = {row[0] for row in journal.db.execute("SELECT outcome FROM attempts")}
     assert outcomes == {"not_sent"}
     assert len(summary.results) == 3 < len(ids)

@@ -91,7 +91,7 @@ def test_kill_9_at_several_points_then_resume_delivers_each_once(outbox: Path, j
         ).fetchone()[0]
         assert open_attempts == 0
         for row in opened.invoices():
-            assert sandbox.transaction(row["transaction_id"]) is not None
+            assert sandbox.transaction(row.transaction_id) is not None
 
 
 def test_two_runs_started_together_one_sends_the_other_exits_6(outbox: Path, journal: Path):

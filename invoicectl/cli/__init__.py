@@ -220,7 +220,7 @@ def status(
     unanswered send waits for the next run's replay."""
     from invoicectl.goroute.jsontext import to_json
     from invoicectl.journal import STATES, Journal
-    from invoicectl.lifecycle.attempts import attention
+    from invoicectl.lifecycle.plan import attention
     from invoicectl.render.status import (
         STATUS_FIELDS,
         print_state_counts,

@@ -156,3 +156,32 @@ class CachedStat(NamedTuple):
     key: tuple[int, ...]  # size, mtime_ns, ctime_ns, inode, checked_at_ns
     sha256: str
     invoice_id: str | None  # of that content
+
+
+# The invoices columns a revision's facts fill, in the order ``fact_columns`` gives them.
+FACT_COLUMNS = (
+    "document_type",
+    "receiver_scheme",
+    "receiver_id",
+    "sender_endpoint",
+    "issue_date",
+    "currency",
+    "payable_amount",
+    "problem",
+)
+
+
+def fact_columns(facts: dict[str, Any]) -> tuple[str | None, ...]:
+    """A revision's facts (the parser's record, as stored) as the values of FACT_COLUMNS."""
+    customer = facts.get("customer_endpoint") or {}
+    supplier = facts.get("supplier_endpoint") or {}
+    return (
+        facts["document_type"],
+        customer.get("scheme"),
+        customer.get("id"),
+        peppol_id(supplier.get("scheme"), supplier.get("id")),
+        facts.get("issue_date"),
+        facts.get("currency"),
+        facts.get("payable_amount"),
+        facts.get("problem"),
+    )

@@ -48,7 +48,7 @@ lookup_failed                      the API did not answer after       no**    no
 \\* 4 until ``--apply`` adopts the transaction, 0 once it has. \\*\\* yes, exit 4, when the API
 refused the lookup itself (a 4xx other than 401/403/404).
 
-The key's window is ``send``'s (``attempts.window_open``): 24 hours less ``REPLAY_MARGIN``, so
+The key's window is ``send``'s (``lifecycle.window_open``): 24 hours less ``REPLAY_MARGIN``, so
 reconcile never calls a window open that ``send`` would hold. A transaction is this invoice's
 only if its number and receiver match, its content hash (``metadata.sha256``, when GoRoute
 gives one back) is the one the key carried, and, for an unanswered send, it was created after

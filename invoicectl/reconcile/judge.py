@@ -14,7 +14,7 @@ from invoicectl.errors import ExitCode
 from invoicectl.goroute.client import Found as FoundTransaction
 from invoicectl.goroute.client import NotFound, Transaction
 from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
-from invoicectl.lifecycle.attempts import KEY_WINDOW, REPLAY_MARGIN, window_open
+from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
 from invoicectl.reconcile.search import (
     LOOK_BACK,
     Lookups,

@@ -9,11 +9,12 @@ invoice, and only if the invoice is still in the state and under the key it was 
 
 from __future__ import annotations
 
-import sqlite3
 from dataclasses import dataclass, replace
 
 from invoicectl.errors import ExitCode
 from invoicectl.journal import Journal
+from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.lifecycle.decisions import adopt, record_delivery
 from invoicectl.reconcile.verdicts import GUIDANCE, Case, JournalSide, Verdict
 
 CONFLICT = 409
@@ -32,55 +33,53 @@ class Subject:
 
 def find_subjects(journal: Journal) -> list[Subject]:
     subjects: list[Subject] = []
-    for row in journal.invoices("key_reused"):
-        side = _journal_side(journal, row)
-        existing = row["existing_transaction_id"]
-        subjects.append(Subject(row["invoice_id"], side, get_id=existing, search=not existing))
-    for row in journal.invoices("unknown"):
-        subjects.append(Subject(row["invoice_id"], _journal_side(journal, row), search=True))
-    for row in journal.invoices("amended"):
-        subjects.append(Subject(row["invoice_id"], _journal_side(journal, row)))
-    for row in journal.invoices("rejected"):
-        side = _journal_side(journal, row)
+    for invoice in journal.invoices(InvoiceState.key_reused):
+        existing = invoice.existing_transaction_id
+        side = _journal_side(journal, invoice)
+        subjects.append(Subject(invoice.invoice_id, side, get_id=existing, search=not existing))
+    for invoice in journal.invoices(InvoiceState.unknown):
+        side = _journal_side(journal, invoice)
+        subjects.append(Subject(invoice.invoice_id, side, search=True))
+    for invoice in journal.invoices(InvoiceState.amended):
+        subjects.append(Subject(invoice.invoice_id, _journal_side(journal, invoice)))
+    for invoice in journal.invoices(InvoiceState.rejected):
+        side = _journal_side(journal, invoice)
         if side.last_http_status == CONFLICT:
-            subjects.append(Subject(row["invoice_id"], side))
-    for row in journal.invoices("accepted"):
-        status, txn_id = row["remote_status"], row["transaction_id"]
+            subjects.append(Subject(invoice.invoice_id, side))
+    for invoice in journal.invoices(InvoiceState.accepted):
+        status, txn_id = invoice.remote_status, invoice.transaction_id
         if status == "delivered" or not txn_id:
             continue
-        side = _journal_side(journal, row)
+        side = _journal_side(journal, invoice)
         get_id = None if status == "failed" else txn_id
-        subjects.append(Subject(row["invoice_id"], side, get_id=get_id))
+        subjects.append(Subject(invoice.invoice_id, side, get_id=get_id))
     return subjects
 
 
-def _journal_side(journal: Journal, row: sqlite3.Row) -> JournalSide:
-    invoice_id, key = row["invoice_id"], row["idempotency_key"]
-    shas = [revision["sha256"] for revision in journal.revisions(invoice_id)]
+def _journal_side(journal: Journal, invoice: Invoice) -> JournalSide:
+    invoice_id, key = invoice.invoice_id, invoice.idempotency_key
+    shas = [revision.sha256 for revision in journal.revisions(invoice_id)]
     attempts = [
-        a for a in journal.attempts(invoice_id) if key is None or a["idempotency_key"] == key
+        attempt
+        for attempt in journal.attempts(invoice_id)
+        if key is None or attempt.idempotency_key == key
     ]
-    receiver = (
-        f"{row['receiver_scheme']}:{row['receiver_id']}"
-        if row["receiver_scheme"] and row["receiver_id"]
-        else row["receiver_id"]
-    )
     return JournalSide(
-        state=row["state"],
-        document_type=row["document_type"],
-        receiver=receiver,
+        state=invoice.state,
+        document_type=invoice.document_type,
+        receiver=invoice.receiver or invoice.receiver_id,
         idempotency_key=key,
-        sent_sha256=row["key_sha256"],
-        current_sha256=row["current_sha256"],
-        sent_revision=_position(shas, row["key_sha256"]),
-        current_revision=_position(shas, row["current_sha256"]),
-        first_attempt_at=attempts[0]["started_at"] if attempts else None,
-        last_attempt_at=attempts[-1]["started_at"] if attempts else None,
-        last_http_status=attempts[-1]["http_status"] if attempts else None,
-        key_first_used_at=row["key_first_used_at"],
-        transaction_id=row["transaction_id"],
-        remote_status=row["remote_status"],
-        state_before_amend=row["state_before_amend"],
+        sent_sha256=invoice.key_sha256,
+        current_sha256=invoice.current_sha256,
+        sent_revision=_position(shas, invoice.key_sha256),
+        current_revision=_position(shas, invoice.current_sha256),
+        first_attempt_at=attempts[0].started_at if attempts else None,
+        last_attempt_at=attempts[-1].started_at if attempts else None,
+        last_http_status=attempts[-1].http_status if attempts else None,
+        key_first_used_at=invoice.key_first_used_at,
+        transaction_id=invoice.transaction_id,
+        remote_status=invoice.remote_status,
+        state_before_amend=invoice.state_before_amend,
     )
 
 
@@ -95,7 +94,8 @@ def write_back(
     applied: list[str] = []
     recorded: list[str] = []
     for case in cases:
-        if _fresh_delivery_status(case) and journal.record_remote_status(
+        if _fresh_delivery_status(case) and record_delivery(
+            journal,
             case.invoice_id,
             transaction_id=case.journal.transaction_id or "",
             status=case.api.status if case.api else None,
@@ -123,7 +123,8 @@ def _adopt(journal: Journal, case: Case, checked_at: str, run_id: int | None) ->
     if api is None or api.transaction_id is None:
         return False
     how = "the 422's existing transaction" if case.journal.state == "key_reused" else "found"
-    return journal.adopt_transaction(
+    return adopt(
+        journal,
         case.invoice_id,
         expected_state=case.journal.state,
         idempotency_key=case.journal.idempotency_key,

@@ -7,15 +7,22 @@ from __future__ import annotations
 
 import csv
 import io
-import sqlite3
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from invoicectl.journal import STATES, Journal
+from invoicectl.journal import Journal
+from invoicectl.journal.records import (
+    Attempt,
+    Event,
+    Invoice,
+    InvoiceState,
+    Revision,
+    UnidentifiedFile,
+)
 from invoicectl.scan.ingest import ScanReport
 
 STATUS_FIELDS = (
@@ -39,45 +46,41 @@ STATUS_FIELDS = (
 
 def status_records(journal: Journal, state: str | None = None) -> list[dict[str, Any]]:
     """One plain record per invoice, plus one per file that yields no invoice ID."""
-    records = [_invoice_record(row) for row in journal.invoices(state)]
-    if state in (None, "invalid"):
-        records.extend(_unidentified_record(row) for row in journal.unidentified_files())
+    states = () if state is None else (InvoiceState(state),)
+    records = [invoice_record(invoice) for invoice in journal.invoices(*states)]
+    if state in (None, InvoiceState.invalid):
+        records.extend(_unidentified_record(file) for file in journal.unidentified_files())
     return records
 
 
-def _invoice_record(row: sqlite3.Row) -> dict[str, Any]:
-    receiver = (
-        f"{row['receiver_scheme']}:{row['receiver_id']}"
-        if row["receiver_scheme"] and row["receiver_id"]
-        else None
-    )
+def invoice_record(invoice: Invoice) -> dict[str, Any]:
     return {
-        "invoice_id": row["invoice_id"],
-        "document_type": row["document_type"],
-        "state": row["state"],
-        "reason": row["reason"],
-        "sha256": row["current_sha256"],
-        "receiver": receiver,
-        "idempotency_key": row["idempotency_key"],
-        "transaction_id": row["transaction_id"],
-        "existing_transaction_id": row["existing_transaction_id"],
-        "remote_status": row["remote_status"],
-        "issue_date": row["issue_date"],
-        "currency": row["currency"],
-        "payable_amount": row["payable_amount"],
-        "path": row["source_path"],
-        "updated_at": row["updated_at"],
+        "invoice_id": invoice.invoice_id,
+        "document_type": invoice.document_type,
+        "state": invoice.state,
+        "reason": invoice.reason,
+        "sha256": invoice.current_sha256,
+        "receiver": invoice.receiver,
+        "idempotency_key": invoice.idempotency_key,
+        "transaction_id": invoice.transaction_id,
+        "existing_transaction_id": invoice.existing_transaction_id,
+        "remote_status": invoice.remote_status,
+        "issue_date": invoice.issue_date,
+        "currency": invoice.currency,
+        "payable_amount": invoice.payable_amount,
+        "path": invoice.source_path,
+        "updated_at": invoice.updated_at,
     }
 
 
-def _unidentified_record(row: sqlite3.Row) -> dict[str, Any]:
+def _unidentified_record(file: UnidentifiedFile) -> dict[str, Any]:
     record: dict[str, Any] = dict.fromkeys(STATUS_FIELDS)
     record.update(
-        state="invalid",
-        reason=row["reason"],
-        sha256=row["sha256"],
-        path=row["path"],
-        updated_at=row["updated_at"],
+        state=InvoiceState.invalid,
+        reason=file.reason,
+        sha256=file.sha256,
+        path=file.path,
+        updated_at=file.updated_at,
     )
     return record
 
@@ -107,8 +110,8 @@ def to_tsv(records: Sequence[dict[str, Any]]) -> str:
     return "".join(lines)
 
 
-def print_state_counts(console: Console, counts: dict[str, int]) -> None:
-    shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in STATES)
+def print_state_counts(console: Console, counts: Mapping[InvoiceState, int]) -> None:
+    shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in InvoiceState)
     console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
 
 
@@ -139,12 +142,12 @@ def print_scan_report(console: Console, report: ScanReport) -> None:
 
 def print_invoice(
     console: Console,
-    invoice: sqlite3.Row,
-    revisions: Sequence[sqlite3.Row],
-    attempts: Sequence[sqlite3.Row],
-    events: Sequence[sqlite3.Row],
+    invoice: Invoice,
+    revisions: Sequence[Revision],
+    attempts: Sequence[Attempt],
+    events: Sequence[Event],
 ) -> None:
-    record = _invoice_record(invoice)
+    record = invoice_record(invoice)
     console.print(Text.assemble((record["invoice_id"], "bold"), f"  {record['document_type']}"))
     for label, key in (
         ("state", "state"),
@@ -163,20 +166,20 @@ def print_invoice(
     ):
         if record[key] is not None:
             console.print(f"  {label:<21} {record[key]}", highlight=False)
-    if invoice["key_sha256"] and invoice["key_sha256"] != invoice["current_sha256"]:
-        console.print(f"  {'content sent':<21} {invoice['key_sha256']}", highlight=False)
+    if invoice.key_sha256 and invoice.key_sha256 != invoice.current_sha256:
+        console.print(f"  {'content sent':<21} {invoice.key_sha256}", highlight=False)
 
     table = Table(title="revisions", title_justify="left")
     for column in ("#", "sha256", "size", "first seen", "file"):
         table.add_column(column, overflow="fold")
     for number, revision in enumerate(revisions, start=1):
-        current = " (current)" if revision["sha256"] == invoice["current_sha256"] else ""
+        current = " (current)" if revision.sha256 == invoice.current_sha256 else ""
         table.add_row(
             f"{number}{current}",
-            revision["sha256"],
-            str(revision["size"]),
-            revision["first_seen"],
-            revision["source_path"],
+            revision.sha256,
+            str(revision.size),
+            revision.first_seen,
+            revision.source_path,
         )
     console.print(table)
 
@@ -186,21 +189,18 @@ def print_invoice(
             table.add_column(column, overflow="fold")
         for attempt in attempts:
             detail = (
-                attempt["transaction_id"]
-                or attempt["existing_transaction_id"]
-                or attempt["message"]
-                or ""
+                attempt.transaction_id or attempt.existing_transaction_id or attempt.message or ""
             )
             table.add_row(
-                str(attempt["run_id"]),
-                attempt["started_at"],
-                attempt["idempotency_key"],
-                attempt["outcome"] or "no answer",
-                str(attempt["http_status"] or ""),
+                str(attempt.run_id),
+                attempt.started_at,
+                attempt.idempotency_key,
+                attempt.outcome or "no answer",
+                str(attempt.http_status or ""),
                 detail,
             )
         console.print(table)
     else:
         console.print("  no attempts yet")
     for event in events:
-        console.print(f"  {event['at']}  {event['kind']}: {event['detail']}", highlight=False)
+        console.print(f"  {event.at}  {event.kind}: {event.detail}", highlight=False)

@@ -17,13 +17,15 @@ from typing import Any
 
 import httpx
 
+from invoicectl import lifecycle
+from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
+from invoicectl.journal.records import InvoiceState
 from invoicectl.journal.runlock import locked_journal
-from invoicectl.lifecycle import attempts
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.scan.ingest import ScanReport, scan_directory
 from invoicectl.send.sender import Progress, Sender, SendOptions, SendSummary
@@ -35,7 +37,7 @@ class DryRun:
     would_send: tuple[str, ...]
     would_replay: tuple[str, ...]
     held: tuple[str, ...]  # unknown outside the key window: reconcile first
-    skipped: dict[str, int]  # state -> count of invoices nothing is done for
+    skipped: dict[InvoiceState, int]  # state -> count of invoices nothing is done for
     estimated_seconds: float
     rate_per_minute: int
     exit_code: ExitCode
@@ -89,8 +91,7 @@ def recorded_run(
 ) -> Iterator[int]:
     """A runs row from start to end; a run that fails still records how it ended."""
     assert settings.api_key is not None
-    run_id = attempts.begin_run(
-        journal,
+    run_id = journal.begin_run(
         command,
         options,
         base_url=settings.base_url,
@@ -99,7 +100,7 @@ def recorded_run(
     try:
         yield run_id
     except InvoicectlError as error:
-        attempts.finish_run(journal, run_id, int(error.exit_code), {"error": str(error)})
+        journal.finish_run(run_id, int(error.exit_code), {"error": str(error)})
         raise
 
 
@@ -125,19 +126,19 @@ def send(
     with journal_lock as journal, sandbox_session(settings) as emulated:
         transport = transport or emulated
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
-        attempts.close_unanswered(journal)
+        lifecycle.close_unanswered(journal)
         report = scan_directory(journal, directory, recursive=recursive)
         on_scanned(report)
-        attempts.bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
-            attempts.check_new_version(journal, invoice_id, journal.clock())
+            lifecycle.check_new_version(journal, invoice_id, journal.clock())
         if options.deadline is not None:
             left = max(0.0, options.deadline - (time.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             callbacks = {"on_start": on_start, "on_progress": on_progress}
             summary = asyncio.run(_send(journal, settings, options, run_id, transport, callbacks))
-            attempts.finish_run(journal, run_id, int(summary.exit_code), summary.to_dict())
+            journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
     return report, summary
 
 
@@ -179,9 +180,9 @@ def dry_run(
     """Scan and plan; no request, no run recorded."""
     with locked_journal(settings.journal, "send --dry-run") as journal:
         report = scan_directory(journal, directory, recursive=recursive)
-        plan = attempts.plan(journal, journal.clock())
+        plan = lifecycle.plan(journal, journal.clock())
         counts = journal.state_counts()
-        attention = attempts.attention(journal, journal.clock())
+        attention = lifecycle.attention(journal, journal.clock())
     skipped = {
         state: count
         for state, count in counts.items()
@@ -215,9 +216,7 @@ def reconcile(
     journal_lock = locked_journal(settings.journal, "reconcile")
     with journal_lock as journal, sandbox_session(settings) as emulated:
         transport = transport or emulated
-        attempts.check_environment(
-            journal, settings.base_url, allow_change=allow_environment_change
-        )
+        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
         with recorded_run(journal, "reconcile", options, settings) as run_id:
 
@@ -237,5 +236,5 @@ def reconcile(
 
             report = asyncio.run(run())
             summary = {"counts": report.counts, "apply": apply}
-            attempts.finish_run(journal, run_id, int(report.exit_code), summary)
+            journal.finish_run(run_id, int(report.exit_code), summary)
     return report

@@ -21,17 +21,17 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl import ubl
+from invoicectl import lifecycle, ubl
 from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.journal import Journal
-from invoicectl.lifecycle import attempts
+from invoicectl.journal.records import InvoiceState
 
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3
@@ -49,7 +49,7 @@ class SendOptions:
 @dataclass(frozen=True)
 class InvoiceResult:
     invoice_id: str
-    state: str
+    state: InvoiceState
     key: str
     transaction_id: str | None = None
     existing_transaction_id: str | None = None
@@ -76,7 +76,7 @@ class SendSummary:
     rate_limited_answers: int = 0
     requests: int = 0
     exit_code: ExitCode = ExitCode.OK
-    journal_counts: dict[str, int] = field(default_factory=dict)
+    journal_counts: dict[InvoiceState, int] = field(default_factory=dict)
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
@@ -183,12 +183,10 @@ class Sender:
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
         # Requests of a run that ended moments ago still count in the API's window.
-        self.limiter.prime(
-            self._started - ago for ago in attempts.recent_starts(self.journal, 60.0)
-        )
+        self.limiter.prime(self._started - ago for ago in _recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
-            attempts.new_version(self.journal, invoice_id, self.summary.run_id)
-        plan = attempts.plan(self.journal, self.journal.clock())
+            lifecycle.new_version(self.journal, invoice_id, self.summary.run_id)
+        plan = lifecycle.plan(self.journal, self.journal.clock())
         self.summary.held = plan.held
         work = [(invoice_id, True) for invoice_id in plan.replays]
         work += [(invoice_id, False) for invoice_id in plan.pending]
@@ -235,7 +233,7 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
-        item = attempts.claim(self.journal, invoice_id, replay=replay)
+        item = lifecycle.claim_key(self.journal, invoice_id, replay=replay)
         body = self._body(item)
         body_sha256 = hashlib.sha256(body).hexdigest()
         requests = 0
@@ -245,15 +243,15 @@ class Sender:
             requests += 1
             task = asyncio.current_task()
             assert task is not None
-            if not attempts.key_window_open(self.journal, item):
+            if not lifecycle.key_window_open(self.journal, item):
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
             self._in_flight.add(task)  # from the write-ahead row to the recorded answer
             try:
-                attempt_id = attempts.begin_attempt(
+                attempt_id = lifecycle.begin_attempt(
                     self.journal, self.summary.run_id, item, body_sha256
                 )
                 outcome = await self.client.send_document(item.key, body)
-                attempts.record_answer(self.journal, attempt_id, item, outcome)
+                lifecycle.record_answer(self.journal, attempt_id, item, outcome)
             finally:
                 self._in_flight.discard(task)
             self._observe(outcome)
@@ -267,36 +265,34 @@ class Sender:
                 should_stop=self.should_stop,
             )
         except asyncio.CancelledError:
-            attempts.settle(self.journal, item, None)  # unused key back, or unknown
+            lifecycle.settle(self.journal, item, None)  # unused key back, or unknown
             raise
         except _WindowClosed:
             outcome = None
         if outcome is None:  # stopped before any request: the invoice is as it was
-            attempts.settle(self.journal, item, None)
+            lifecycle.settle(self.journal, item, None)
             return None
         if isinstance(outcome, AuthRefused):
             self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
             self.request_stop("credentials")
-            attempts.settle(self.journal, item, outcome)
+            lifecycle.settle(self.journal, item, outcome)
             return None
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
             self.request_stop("rate_limit")
         if isinstance(outcome, Transient | RateLimited):
-            attempts.settle(self.journal, item, outcome)  # final answers were settled already
+            lifecycle.settle(self.journal, item, outcome)  # final answers were settled already
         self._watch_for_outage(outcome)
-        row = self.journal.invoice(invoice_id)
-        assert row is not None
-        state = str(row["state"])
+        invoice = lifecycle.current(self.journal, invoice_id)
         if isinstance(outcome, Accepted):
             self._record_ingest_to_accept(item)
         return InvoiceResult(
             invoice_id=invoice_id,
-            state=state,
+            state=invoice.state,
             key=item.key,
-            transaction_id=row["transaction_id"],
-            existing_transaction_id=row["existing_transaction_id"],
-            reason=row["reason"],
+            transaction_id=invoice.transaction_id,
+            existing_transaction_id=invoice.existing_transaction_id,
+            reason=invoice.reason,
             replay=replay,
             requests=requests,
         )
@@ -312,7 +308,7 @@ class Sender:
             self.summary.outage_reason = outcome.reason
             self.request_stop("outage")
 
-    def _body(self, item: attempts.WorkItem) -> bytes:
+    def _body(self, item: lifecycle.WorkItem) -> bytes:
         """The request body, built from the stored bytes the key carries, never the file."""
         document = ubl.document_text(self.journal.content(item.sha256))
         return build_send_body(
@@ -328,16 +324,26 @@ class Sender:
         if isinstance(outcome, RateLimited):
             self.summary.rate_limited_answers += 1
 
-    def _record_ingest_to_accept(self, item: attempts.WorkItem) -> None:
+    def _record_ingest_to_accept(self, item: lifecycle.WorkItem) -> None:
         ingested = datetime.fromisoformat(item.ingested_at)
         self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
 
 
 def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
     """design.md's exit codes, the highest-ranked that applies."""
-    codes = [attempts.attention(journal, journal.clock())]
+    codes = [lifecycle.attention(journal, journal.clock())]
     if summary.stopped_by == "credentials":
         codes.append(ExitCode.AUTH_REFUSED)
     if summary.stopped_by == "signal":
         codes.append(ExitCode.INTERRUPTED)
     return worst(*codes)
+
+
+def _recent_starts(journal: Journal, seconds: float) -> list[float]:
+    """How long ago (seconds) each request of the last ``seconds`` started."""
+    now = journal.clock()
+    since = (now - timedelta(seconds=seconds)).isoformat()
+    return [
+        (now - datetime.fromisoformat(started)).total_seconds()
+        for started in journal.attempt_starts_since(since)
+    ]

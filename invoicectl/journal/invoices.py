@@ -1,0 +1,158 @@
+"""Invoices, their revisions, their stored bytes and their events: reads, and the one write.
+
+``save`` is the only way an invoice row changes after it is created, and only the lifecycle
+(``invoicectl.lifecycle``) calls it: it writes a whole ``Invoice`` record back, on condition
+that the row still holds the state and key it was read with.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import fields
+from typing import Any
+
+from invoicectl.errors import JournalError
+from invoicectl.journal import packing
+from invoicectl.journal.base import JournalBase
+from invoicectl.journal.records import (
+    Attempt,
+    Event,
+    Invoice,
+    InvoiceState,
+    Revision,
+    UnidentifiedFile,
+)
+
+_FIELDS = tuple(field.name for field in fields(Invoice))
+_INVOICE_COLUMNS = _FIELDS[1:]  # every column but the key
+_SAVE_SQL = (
+    "UPDATE invoices SET "
+    + ", ".join(f"{column} = ?" for column in _INVOICE_COLUMNS)
+    + " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
+)
+
+
+class InvoiceRecords(JournalBase):
+    # ---- reading ------------------------------------------------------------------------
+
+    def invoice(self, invoice_id: str) -> Invoice | None:
+        row = self.db.execute(
+            "SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)
+        ).fetchone()
+        return None if row is None else Invoice.from_row(row)
+
+    def invoices(self, *states: InvoiceState) -> list[Invoice]:
+        """Every invoice, or those in ``states``, by invoice ID."""
+        sql = "SELECT * FROM invoices"
+        if states:
+            sql += f" WHERE state IN ({', '.join('?' * len(states))})"
+        rows = self.db.execute(sql + " ORDER BY invoice_id", tuple(states))
+        return [Invoice.from_row(row) for row in rows]
+
+    def state_counts(self) -> dict[InvoiceState, int]:
+        """Invoices per state; a file that yields no invoice ID counts as invalid."""
+        counts = dict.fromkeys(InvoiceState, 0)
+        for state, count in self.db.execute(
+            "SELECT state, count(*) FROM invoices GROUP BY state"
+        ).fetchall():
+            counts[InvoiceState(state)] = count
+        (unidentified,) = self.db.execute("SELECT count(*) FROM unidentified_files").fetchone()
+        counts[InvoiceState.invalid] += unidentified
+        return counts
+
+    def sent_without_answer(self) -> list[tuple[str, str | None]]:
+        """(invoice ID, key first used at) of every ``unknown`` invoice and every ``pending``
+        one whose key has been used, by first use: what a send may replay."""
+        rows = self.db.execute(
+            "SELECT invoice_id, key_first_used_at FROM invoices WHERE state = ?"
+            " OR (state = ? AND key_first_used_at IS NOT NULL)"
+            " ORDER BY key_first_used_at, invoice_id",
+            (InvoiceState.unknown, InvoiceState.pending),
+        )
+        return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
+
+    def never_sent(self) -> list[str]:
+        """Every ``pending`` invoice whose key was never used, in the order they arrived."""
+        rows = self.db.execute(
+            "SELECT invoice_id FROM invoices WHERE state = ? AND key_first_used_at IS NULL"
+            " ORDER BY ingested_at, invoice_id",
+            (InvoiceState.pending,),
+        )
+        return [invoice_id for (invoice_id,) in rows]
+
+    def unidentified_files(self) -> list[UnidentifiedFile]:
+        rows = self.db.execute("SELECT * FROM unidentified_files ORDER BY path")
+        return [UnidentifiedFile(**dict(row)) for row in rows]
+
+    def revisions(self, invoice_id: str) -> list[Revision]:
+        rows = self.db.execute(
+            "SELECT * FROM revisions WHERE invoice_id = ? ORDER BY id", (invoice_id,)
+        )
+        return [Revision(**dict(row)) for row in rows]
+
+    def attempts(self, invoice_id: str) -> list[Attempt]:
+        rows = self.db.execute(
+            "SELECT * FROM attempts WHERE invoice_id = ? ORDER BY id", (invoice_id,)
+        )
+        return [Attempt(**dict(row)) for row in rows]
+
+    def events(self, invoice_id: str) -> list[Event]:
+        rows = self.db.execute(
+            "SELECT * FROM events WHERE invoice_id = ? ORDER BY id", (invoice_id,)
+        )
+        return [Event(**dict(row)) for row in rows]
+
+    def facts(self, invoice_id: str, sha256: str) -> dict[str, Any]:
+        """What the parser found in one revision."""
+        row = self.db.execute(
+            "SELECT facts FROM revisions WHERE invoice_id = ? AND sha256 = ?",
+            (invoice_id, sha256),
+        ).fetchone()
+        return dict(json.loads(row[0]))
+
+    def content(self, sha256: str) -> bytes:
+        """The exact bytes stored for one revision, checked against their sha256."""
+        row = self.db.execute(
+            "SELECT codec, data FROM blobs WHERE sha256 = ?", (sha256,)
+        ).fetchone()
+        if row is None:
+            raise JournalError(f"the journal has no stored bytes for content {sha256[:12]}")
+        try:
+            data = packing.unpack(row[0], bytes(row[1]))
+        except (ValueError, RuntimeError) as error:  # lz4 reports a broken frame as either
+            raise JournalError(
+                f"the journal's stored bytes for content {sha256[:12]} cannot be read back "
+                f"({error}); the journal file is damaged"
+            ) from None
+        if hashlib.sha256(data).hexdigest() != sha256:
+            raise JournalError(
+                f"the journal's stored bytes for content {sha256[:12]} no longer match their "
+                "sha256; the journal file is damaged"
+            )
+        return data
+
+    # ---- writing (the lifecycle's) --------------------------------------------------------
+
+    def save(self, invoice: Invoice, *, was: Invoice, touch: bool = True) -> bool:
+        """Write ``invoice`` over its row if the row still holds ``was``'s state and key;
+        False, and nothing written, when it has moved on since. ``touch``: set its
+        ``updated_at`` to now."""
+        updated_at = self.now() if touch else invoice.updated_at
+        values = _values(invoice)[1:-1] + (updated_at,)
+        cursor = self.db.execute(
+            _SAVE_SQL, values + (invoice.invoice_id, was.state, was.idempotency_key)
+        )
+        return cursor.rowcount == 1
+
+    def insert_invoice(self, invoice: Invoice) -> None:
+        """A new invoice ID (the lifecycle's ``admit``)."""
+        names = ("invoice_id", *_INVOICE_COLUMNS)
+        self.db.execute(
+            f"INSERT INTO invoices ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            _values(invoice),
+        )
+
+
+def _values(invoice: Invoice) -> tuple[Any, ...]:
+    return tuple(getattr(invoice, name) for name in _FIELDS)

@@ -1,0 +1,315 @@
+"""What a scan stores and reads: bytes, revisions, file stats, and the scan's own grouping.
+
+A scan (``invoicectl.scan.ingest``) first stores what it found, in bounded write transactions
+(``store_found``); then it settles each invoice ID seen. For that it works on two temporary
+tables: ``temp.scan``, one row per file found, and ``temp.ids``, one row per invoice ID seen,
+with whether it came in one content and the journal's current content and state for it.
+The common cases (new and unchanged) are answered set-wise from these, so memory stays flat
+and a re-scan stays cheap; the rest come back one ID at a time (``unsettled_files``).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import NamedTuple, Protocol
+
+from invoicectl.journal.base import JournalBase
+from invoicectl.journal.records import FACT_COLUMNS, CachedStat, InvoiceState
+
+_COLUMNS = ", ".join(FACT_COLUMNS)
+
+
+class FoundFile(Protocol):
+    """One file as a scan found it (the scanner's ``ScannedFile``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def invoice_id(self) -> str | None: ...
+    @property
+    def facts_json(self) -> str | None: ...
+    @property
+    def columns(self) -> tuple[str | None, ...] | None: ...  # values of FACT_COLUMNS
+    @property
+    def stored(self) -> bytes | None: ...
+    @property
+    def codec(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def stat(self) -> tuple[int, ...] | None: ...
+
+
+class ScannedCopy(NamedTuple):
+    """One file of an invoice ID that needs settling one at a time."""
+
+    invoice_id: str
+    sha256: str
+    name: str
+    path: str
+
+
+class ScanRecords(JournalBase):
+    # ---- what the journal already knows ---------------------------------------------------
+
+    def known_sha256(self) -> set[str]:
+        """Every content the journal holds a revision of."""
+        return known_sha256(self.db.conn)
+
+    def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]:
+        """For each of ``paths`` hashed before, the stat and content recorded then."""
+        # One query per window of paths, not one per path.
+        rows = self.db.conn.execute(
+            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256, invoice_id"
+            " FROM file_stats WHERE path IN (SELECT value FROM json_each(?))",
+            (json.dumps(paths),),
+        )
+        return {row[0]: CachedStat(row[1:6], row[6], row[7]) for row in rows}
+
+    def has_stats_under(self, directory: str) -> bool:
+        """Whether a file under ``directory`` (a path as stored) was hashed before."""
+        return has_stats_under(self.db.conn, directory)
+
+    def remember_stats(
+        self, entries: Iterable[tuple[str, tuple[int, ...], str, str | None]]
+    ) -> None:
+        """Record each file's stat as it was hashed: (path, stat, sha256, the content's
+        invoice ID or None when not at hand)."""
+        self.db.conn.executemany(
+            "INSERT OR REPLACE INTO file_stats"
+            " (path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256, invoice_id)"
+            " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            [(path, *key, sha, invoice_id) for path, key, sha, invoice_id in entries],
+        )
+
+    # ---- storing what a scan found --------------------------------------------------------
+
+    def begin_scan(self) -> None:
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS scan"
+            f" (invoice_id TEXT, sha256 TEXT, name TEXT, path TEXT, reason TEXT, {_COLUMNS})"
+        )
+        self.db.execute("DELETE FROM temp.scan")
+
+    def end_scan(self) -> None:
+        self.db.execute("DELETE FROM temp.scan")
+
+    @contextmanager
+    def bulk_writes(self) -> Iterator[None]:
+        """Storing what a scan found commits without waiting for the disk (WAL with
+        ``synchronous=NORMAL`` never corrupts; a power cut can only lose the last commits).
+        Losing them means the next scan reads those files again: no state changes here, so
+        nothing is sent twice. Settling commits with the journal's usual ``FULL``, which
+        makes everything before it durable too."""
+        if self.db.conn.in_transaction:  # SQLite refuses the change inside one
+            yield
+            return
+        (before,) = self.db.execute("PRAGMA synchronous").fetchone()
+        self.db.execute("PRAGMA synchronous = NORMAL")
+        try:
+            yield
+        finally:
+            self.db.execute(f"PRAGMA synchronous = {int(before)}")
+
+    def store_found(self, batch: Sequence[FoundFile], now: str) -> None:
+        """New bytes and revisions, the stats of files read, and every file in temp.scan."""
+        new = [item for item in batch if item.stored is not None]
+        self.db.conn.executemany(
+            "INSERT OR IGNORE INTO blobs (sha256, size, codec, data) VALUES (?, ?, ?, ?)",
+            [(item.sha256, item.size, item.codec, item.stored) for item in new],
+        )
+        self.db.conn.executemany(
+            "INSERT OR IGNORE INTO revisions"
+            " (invoice_id, sha256, size, source_path, facts, first_seen)"
+            " VALUES (?, ?, ?, ?, ?, ?)",
+            [
+                (item.invoice_id, item.sha256, item.size, item.path, item.facts_json, now)
+                for item in new
+            ],
+        )
+        self.remember_stats(
+            (item.path, item.stat, item.sha256, item.invoice_id)
+            for item in batch
+            if item.stat is not None and item.sha256 is not None and item.reason is None
+        )
+        self.db.conn.executemany(
+            f"INSERT INTO temp.scan (invoice_id, sha256, name, path, reason, {_COLUMNS})"
+            f" VALUES (?, ?, ?, ?, ?, {', '.join('?' * len(FACT_COLUMNS))})",
+            [
+                (item.invoice_id, item.sha256, item.name, item.path, item.reason) + item.columns
+                for item in batch
+                if item.columns is not None
+            ],
+        )
+        # Files known or refused carry no invoice columns (a re-scan's every file).
+        self.db.conn.executemany(
+            "INSERT INTO temp.scan (invoice_id, sha256, name, path, reason) VALUES (?, ?, ?, ?, ?)",
+            [
+                (item.invoice_id, item.sha256, item.name, item.path, item.reason)
+                for item in batch
+                if item.columns is None
+            ],
+        )
+
+    # ---- grouping by invoice ID -----------------------------------------------------------
+
+    def name_known_content(self) -> None:
+        """Content the journal already held carries no ID from the worker: look it up."""
+        self.db.execute(
+            "UPDATE temp.scan SET invoice_id ="
+            " (SELECT invoice_id FROM revisions WHERE revisions.sha256 = scan.sha256)"
+            " WHERE invoice_id IS NULL AND reason IS NULL"
+        )
+
+    def group_by_id(self) -> None:
+        """One row per invoice ID seen (temp.ids): whether it came in one content, and the
+        journal's current content and state for it (NULL for an ID the journal never saw).
+        Every settling step reads this one grouping instead of grouping again."""
+        self.db.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS ids (invoice_id TEXT PRIMARY KEY,"
+            " one_content INTEGER, sha256 TEXT, path TEXT, scan_row INTEGER,"
+            " current_sha256 TEXT, state TEXT) WITHOUT ROWID"
+        )
+        self.db.execute(
+            "CREATE TEMP VIEW IF NOT EXISTS fresh AS SELECT invoice_id, sha256, path, scan_row"
+            " FROM temp.ids WHERE one_content AND current_sha256 IS NULL"
+        )
+        self.db.execute("DELETE FROM temp.ids")
+        # Nearly every ID is in one file: take each row as it is (a third of the time a
+        # GROUP BY takes), then group the IDs that turn out to be in several files.
+        self.db.execute(
+            "INSERT INTO temp.ids SELECT s.invoice_id, 1, s.sha256, s.path, s.rowid,"
+            " i.current_sha256, i.state"
+            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE s.invoice_id IS NOT NULL ON CONFLICT DO NOTHING"
+        )
+        (files,) = self.db.execute(
+            "SELECT count(*) FROM temp.scan WHERE invoice_id IS NOT NULL"
+        ).fetchone()
+        (ids,) = self.db.execute("SELECT count(*) FROM temp.ids").fetchone()
+        if files == ids:
+            return
+        # With one content, any of the ID's rows in temp.scan (scan_row) has its columns.
+        # (min = max, not count(DISTINCT): that builds a throwaway index for every ID.)
+        self.db.execute(
+            "REPLACE INTO temp.ids SELECT s.invoice_id, min(s.sha256) = max(s.sha256),"
+            " min(s.sha256), min(s.path), min(s.rowid), i.current_sha256, i.state"
+            " FROM temp.scan s LEFT JOIN invoices i ON i.invoice_id = s.invoice_id"
+            " WHERE s.invoice_id IN (SELECT invoice_id FROM temp.scan"
+            "   WHERE invoice_id IS NOT NULL GROUP BY invoice_id HAVING count(*) > 1)"
+            " GROUP BY s.invoice_id"
+        )
+
+    # ---- settling set-wise ----------------------------------------------------------------
+
+    def fresh_without_columns(self) -> list[tuple[str, str, int]]:
+        """New IDs whose content the journal already held (a scan stopped before settling
+        it), so they came without their columns: (invoice ID, sha256, scan row)."""
+        rows = self.db.execute(
+            "SELECT f.invoice_id, f.sha256, f.scan_row FROM temp.fresh f"
+            " JOIN temp.scan s ON s.rowid = f.scan_row WHERE s.document_type IS NULL"
+        )
+        return [(invoice_id, sha256, scan_row) for invoice_id, sha256, scan_row in rows]
+
+    def fill_columns(self, scan_row: int, columns: tuple[str | None, ...]) -> None:
+        self.db.execute(
+            f"UPDATE temp.scan SET ({_COLUMNS}) = ({', '.join('?' * len(columns))})"
+            " WHERE rowid = ?",
+            (*columns, scan_row),
+        )
+
+    def insert_fresh(
+        self, valid: InvoiceState, invalid: InvoiceState
+    ) -> tuple[list[str], list[tuple[str, str]]]:
+        """IDs the journal has never seen, in exactly one content, inserted in one go: in
+        state ``valid``, or ``invalid`` with the parser's reason. Returns the new IDs, and
+        (ID, reason) for the invalid ones."""
+        now = self.now()
+        self.db.execute(
+            """
+            INSERT INTO invoices (
+                invoice_id, document_type, receiver_scheme, receiver_id, sender_endpoint,
+                issue_date, currency, payable_amount, current_sha256, source_path, state,
+                reason, ingested_at, created_at, updated_at)
+            SELECT f.invoice_id, s.document_type, s.receiver_scheme, s.receiver_id,
+                s.sender_endpoint, s.issue_date, s.currency, s.payable_amount, f.sha256, f.path,
+                CASE WHEN s.problem IS NULL THEN :valid ELSE :invalid END, s.problem,
+                :now, :now, :now
+            FROM temp.fresh f JOIN temp.scan s ON s.rowid = f.scan_row
+            ORDER BY f.invoice_id
+            """,
+            {"now": now, "valid": valid, "invalid": invalid},
+        )
+        new = [invoice_id for (invoice_id,) in self.db.execute("SELECT invoice_id FROM temp.fresh")]
+        refused = self.db.execute(
+            "SELECT invoice_id, reason FROM invoices WHERE state = ?"
+            " AND invoice_id IN (SELECT invoice_id FROM temp.fresh) ORDER BY invoice_id",
+            (invalid,),
+        )
+        return new, [(invoice_id, reason) for invoice_id, reason in refused]
+
+    def count_unchanged(self, unless: InvoiceState) -> int:
+        """IDs seen in one content, the journal's current one, and not in state ``unless``."""
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM temp.ids WHERE one_content AND sha256 = current_sha256"
+            " AND state != ?",
+            (unless,),
+        ).fetchone()
+        return int(count)
+
+    def unsettled_files(self, recheck: InvoiceState) -> list[ScannedCopy]:
+        """The files of IDs settled one at a time: changed content, several contents, or
+        an unchanged ID in state ``recheck``. By invoice ID, then file name."""
+        rows = self.db.execute(
+            "SELECT s.invoice_id, s.sha256, s.name, s.path FROM temp.scan s"
+            " WHERE s.invoice_id IN (SELECT invoice_id FROM temp.ids WHERE NOT one_content"
+            "   OR sha256 != current_sha256 OR state = ?)"
+            " ORDER BY s.invoice_id, s.name",
+            (recheck,),
+        )
+        return [ScannedCopy(*row) for row in rows]
+
+    def record_unidentified(self, directory_prefix: str) -> list[tuple[str, str]]:
+        """Files of this scan that yield no invoice ID, kept by path; those of an earlier
+        scan under ``directory_prefix`` that are gone or fixed, forgotten. Returns (file
+        name, reason) for this scan's, by name."""
+        now = self.now()
+        refused = self.db.execute(
+            "SELECT name, reason FROM temp.scan WHERE reason IS NOT NULL ORDER BY name"
+        ).fetchall()
+        self.db.execute(
+            "INSERT INTO unidentified_files (path, sha256, reason, first_seen, updated_at)"
+            " SELECT path, sha256, reason, :now, :now FROM temp.scan WHERE reason IS NOT NULL"
+            " ON CONFLICT(path) DO UPDATE SET sha256 = excluded.sha256,"
+            " reason = excluded.reason, updated_at = excluded.updated_at",
+            {"now": now},
+        )
+        self.db.execute(
+            "DELETE FROM unidentified_files WHERE substr(path, 1, :n) = :prefix"
+            " AND path NOT IN (SELECT path FROM temp.scan WHERE reason IS NOT NULL)",
+            {"n": len(directory_prefix), "prefix": directory_prefix},
+        )
+        return [(name, reason) for name, reason in refused]
+
+
+def known_sha256(conn: sqlite3.Connection) -> set[str]:
+    return {row[0] for row in conn.execute("SELECT sha256 FROM revisions")}
+
+
+def has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:
+    prefix = directory.rstrip("/") + "/"
+    # Every path that starts with prefix sorts from prefix up to prefix with '0' for '/'.
+    row = conn.execute(
+        "SELECT 1 FROM file_stats WHERE path >= ? AND path < ? LIMIT 1",
+        (prefix, prefix[:-1] + "0"),
+    ).fetchone()
+    return row is not None

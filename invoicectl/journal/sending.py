@@ -1,0 +1,135 @@
+"""The write-ahead side of the journal: attempts, runs and the environment binding.
+
+An attempt row is committed before its request leaves (``begin_attempt``) and completed when
+the answer arrives (``finish_attempt``); a row left without an answer is what a dead run leaves
+behind (``unanswered_attempts``). Which order these happen in, and what they mean for an
+invoice's state, is the lifecycle's business (``invoicectl.lifecycle``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+from collections.abc import Collection
+from typing import Any
+
+from invoicectl.journal.base import JournalBase
+from invoicectl.journal.records import Attempt, AttemptAnswer
+
+
+class SendingRecords(JournalBase):
+    # ---- the environment binding ----------------------------------------------------------
+
+    def bound_base_url(self) -> str | None:
+        """The base URL this journal sends to; None before its first run."""
+        row = self.db.execute("SELECT base_url FROM environment WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def bind_base_url(self, base_url: str) -> None:
+        """Bind the journal to ``base_url``; a change of binding is an event."""
+        bound = self.bound_base_url()
+        with self.transaction():
+            self.db.execute(
+                "INSERT INTO environment (id, base_url, bound_at) VALUES (1, ?, ?)"
+                " ON CONFLICT(id) DO UPDATE SET base_url = excluded.base_url,"
+                " bound_at = excluded.bound_at",
+                (base_url, self.now()),
+            )
+            if bound is not None:
+                self.add_event(None, "environment_change", f"{bound} -> {base_url}")
+
+    # ---- runs -----------------------------------------------------------------------------
+
+    def begin_run(
+        self,
+        command: str,
+        options: dict[str, Any],
+        *,
+        base_url: str | None = None,
+        key_fingerprint: str | None = None,
+    ) -> int:
+        cursor = self.db.execute(
+            "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
+            " started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                command,
+                json.dumps(options, sort_keys=True, default=str),
+                base_url,
+                key_fingerprint,
+                os.getpid(),
+                socket.gethostname(),
+                self.now(),
+            ),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def finish_run(self, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
+        self.db.execute(
+            "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ? WHERE id = ?",
+            (self.now(), exit_code, json.dumps(summary, default=str), run_id),
+        )
+
+    # ---- attempts -------------------------------------------------------------------------
+
+    def begin_attempt(
+        self,
+        run_id: int,
+        invoice_id: str,
+        revision_sha256: str,
+        idempotency_key: str,
+        body_sha256: str,
+        started_at: str,
+    ) -> int:
+        """The write-ahead row of one request, before it leaves."""
+        cursor = self.db.execute(
+            "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+            " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at),
+        )
+        assert cursor.lastrowid is not None
+        return cursor.lastrowid
+
+    def finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
+        self.db.execute(
+            "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error_code = ?,"
+            " message = ?, transaction_id = ?, existing_transaction_id = ?, retry_after = ?,"
+            " request_id = ?, raw_body = ?, duration = ? WHERE id = ?",
+            (
+                self.now(),
+                answer.outcome,
+                answer.http_status,
+                answer.error_code,
+                answer.message,
+                answer.transaction_id,
+                answer.existing_transaction_id,
+                answer.retry_after,
+                answer.request_id,
+                answer.raw_body,
+                answer.duration,
+                attempt_id,
+            ),
+        )
+
+    def unanswered_attempts(self) -> list[Attempt]:
+        """Attempts without a recorded answer, oldest first: what a dead run left."""
+        rows = self.db.execute("SELECT * FROM attempts WHERE outcome IS NULL ORDER BY id")
+        return [Attempt(**dict(row)) for row in rows]
+
+    def attempt_starts_since(self, since: str) -> list[str]:
+        """When each request that started at or after ``since`` started."""
+        rows = self.db.execute("SELECT started_at FROM attempts WHERE started_at >= ?", (since,))
+        return [started for (started,) in rows]
+
+    def count_attempts(
+        self, invoice_id: str, idempotency_key: str, *, except_outcomes: Collection[str]
+    ) -> int:
+        """Attempts under a key, unanswered ones included, but for ``except_outcomes``."""
+        excluded = tuple(except_outcomes)
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM attempts WHERE invoice_id = ? AND idempotency_key = ?"
+            f" AND (outcome IS NULL OR outcome NOT IN ({', '.join('?' * len(excluded))}))",
+            (invoice_id, idempotency_key, *excluded),
+        ).fetchone()
+        return int(count)

@@ -1,0 +1,138 @@
+"""The transitions an operator or reconcile decides: a new version, an adoption, a delivery.
+
+Each is refused where it could deliver an invoice twice, and each leaves an event behind.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+
+from invoicectl.errors import UsageError
+from invoicectl.journal import Journal
+from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.lifecycle.keys import idempotency_key, next_key
+from invoicectl.lifecycle.transitions import Transition, allowed, write
+from invoicectl.lifecycle.window import window_open
+
+
+def check_new_version(journal: Journal, invoice_id: str, now: datetime) -> Invoice:
+    """Refuse ``--new-version`` where a new key could deliver the invoice twice."""
+    invoice = journal.invoice(invoice_id)
+    if invoice is None:
+        raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
+    state = invoice.state
+    if state is InvoiceState.unknown and window_open(invoice.key_first_used_at, now):
+        raise UsageError(
+            f"invoice {invoice_id} is unknown and its key's 24-hour window is still open: "
+            "`invoicectl send` replays it safely under the same key; a new key could "
+            "deliver it twice"
+        )
+    if not allowed(Transition.new_version, state) or (
+        state is InvoiceState.accepted and invoice.remote_status != "failed"
+    ):
+        raise UsageError(
+            f"invoice {invoice_id} is {state}; --new-version is for amended, rejected, "
+            "key_reused and unknown invoices after `invoicectl reconcile` has shown what "
+            "GoRoute holds, and for accepted invoices whose delivery failed"
+        )
+    return invoice
+
+
+def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:
+    """The operator's explicit decision: send the current content under the next key."""
+    invoice = check_new_version(journal, invoice_id, journal.clock())
+    key = idempotency_key(invoice_id, invoice.key_version + 1)
+    with journal.transaction():
+        write(
+            journal,
+            Transition.new_version,
+            invoice,
+            state=InvoiceState.pending,
+            reason=None,
+            ingested_at=journal.now(),
+            **next_key(invoice.key_version),
+        )
+        journal.add_event(
+            invoice_id,
+            "new_version",
+            f"operator chose to send content {invoice.current_sha256[:12]} under {key} "
+            f"(was {invoice.state} under {invoice.idempotency_key})",
+            run_id,
+        )
+    return key
+
+
+def adopt(
+    journal: Journal,
+    invoice_id: str,
+    *,
+    expected_state: str,
+    idempotency_key: str | None,
+    transaction_id: str,
+    remote_status: str | None,
+    checked_at: str,
+    accepted_at: str,
+    detail: str,
+    run_id: int | None = None,
+) -> bool:
+    """Record that ``transaction_id`` is this invoice's send: state ``accepted``, one event.
+
+    Only if the invoice is still in ``expected_state`` under ``idempotency_key`` (what
+    reconcile judged); False, and nothing written, when it has moved on since.
+    """
+    with journal.transaction():
+        invoice = journal.invoice(invoice_id)
+        if (
+            invoice is None
+            or invoice.state != expected_state
+            or invoice.idempotency_key != idempotency_key
+            or not allowed(Transition.adopt, invoice.state)
+        ):
+            return False
+        write(
+            journal,
+            Transition.adopt,
+            invoice,
+            state=InvoiceState.accepted,
+            reason=None,
+            transaction_id=transaction_id,
+            remote_status=remote_status,
+            remote_checked_at=checked_at,
+            accepted_at=accepted_at,
+        )
+        journal.add_event(invoice_id, "adopted", detail, run_id)
+    return True
+
+
+def record_delivery(
+    journal: Journal,
+    invoice_id: str,
+    *,
+    transaction_id: str,
+    status: str | None,
+    checked_at: str,
+    run_id: int | None = None,
+) -> bool:
+    """Record the delivery status GoRoute reports for an accepted invoice's transaction;
+    an event when it changed. False when the invoice no longer holds that transaction."""
+    with journal.transaction():
+        invoice = journal.invoice(invoice_id)
+        if (
+            invoice is None
+            or invoice.state is not InvoiceState.accepted
+            or invoice.transaction_id != transaction_id
+        ):
+            return False
+        before = invoice.remote_status
+        write(
+            journal,
+            Transition.record_delivery,
+            invoice,
+            touch=False,
+            remote_status=status,
+            remote_checked_at=checked_at,
+        )
+        if status != before:
+            change = f"{transaction_id}: {before or 'none'} -> {status}"
+            journal.add_event(invoice_id, "delivery", change, run_id)
+    return True

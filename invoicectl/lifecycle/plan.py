@@ -1,0 +1,50 @@
+"""What a run will do and what the journal asks of a person: the plan and the exit policy.
+
+``plan`` orders a send's work: replays of unanswered sends whose key window is open first,
+then new sends in the order they arrived; unanswered sends whose window closed are held for
+reconcile. ``attention`` turns the journal's states into design.md's exit code.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from invoicectl.errors import ExitCode, worst
+from invoicectl.journal import Journal
+from invoicectl.journal.records import InvoiceState
+from invoicectl.lifecycle.window import window_open
+
+
+@dataclass(frozen=True)
+class Plan:
+    replays: tuple[str, ...]  # unknown, key window open: replayed first
+    pending: tuple[str, ...]  # never answered yet: sent in the order they arrived
+    held: tuple[str, ...]  # unknown with the window closed: left for reconcile
+
+
+def plan(journal: Journal, now: datetime) -> Plan:
+    """Replays first (unanswered sends whose key window is open), then new sends.
+
+    A ``pending`` invoice whose key has already been used (a request may have reached the
+    API) is treated like an unanswered one: replayed inside its window, held after it.
+    """
+    replays: list[str] = []
+    held: list[str] = []
+    for invoice_id, first_used_at in journal.sent_without_answer():
+        (replays if window_open(first_used_at, now) else held).append(invoice_id)
+    return Plan(tuple(replays), tuple(journal.never_sent()), tuple(held))
+
+
+def attention(journal: Journal, now: datetime) -> ExitCode:
+    """What the journal's states ask of a person: 3 fix, 4 reconcile, 75 the next run."""
+    counts = journal.state_counts()
+    held = plan(journal, now).held
+    codes = [ExitCode.OK]
+    if counts[InvoiceState.key_reused] or counts[InvoiceState.amended] or held:
+        codes.append(ExitCode.NEEDS_RECONCILE)
+    if counts[InvoiceState.invalid] or counts[InvoiceState.rejected]:
+        codes.append(ExitCode.NEEDS_FIX)
+    if counts[InvoiceState.pending] or counts[InvoiceState.unknown] > len(held):
+        codes.append(ExitCode.INCOMPLETE)  # sent, or replayed safely, by the next send
+    return worst(*codes)

@@ -1,0 +1,255 @@
+"""The transitions a send drives, in the order of writes that is the whole point
+(design.md, "Idempotency"):
+
+1. the key and the content it carries are committed before the first request that uses it
+   (``claim_key``);
+2. an attempt row is committed before its request leaves (``begin_attempt``);
+3. the answer is committed as soon as it arrives, together with the invoice's new state
+   (``record_answer``).
+
+A crash between 2 and 3 leaves an attempt without an outcome; the next run turns it into
+``unknown`` (``close_unanswered``) and replays it under the same key with the same bytes while
+the key's 24-hour window is open.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from invoicectl.goroute.outcomes import (
+    Accepted,
+    AuthRefused,
+    KeyReused,
+    Outcome,
+    RateLimited,
+    Rejected,
+    Transient,
+)
+from invoicectl.journal import Journal
+from invoicectl.journal.records import AttemptAnswer, InvoiceState
+from invoicectl.lifecycle.keys import idempotency_key
+from invoicectl.lifecycle.transitions import Transition, check, current, write
+from invoicectl.lifecycle.window import window_open
+
+# Attempts whose request the API refused unread, or that never left: they use no key.
+_NOT_PROCESSED = ("auth_refused", "rate_limited", "not_sent")
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    invoice_id: str
+    key: str
+    sha256: str  # the content the key carries
+    receiver_scheme: str
+    receiver_id: str
+    ingested_at: str
+    replay: bool  # an unanswered send, replayed under its key
+
+
+def claim_key(journal: Journal, invoice_id: str, *, replay: bool) -> WorkItem:
+    """The key and content to send, committing the key first if this is its first use."""
+    invoice = current(journal, invoice_id)
+    check(Transition.claim_key, invoice)
+    key, sha256 = invoice.idempotency_key, invoice.key_sha256
+    if key is None:
+        key = idempotency_key(invoice_id, invoice.key_version)
+        sha256 = invoice.current_sha256
+        invoice = write(
+            journal, Transition.claim_key, invoice, idempotency_key=key, key_sha256=sha256
+        )
+    assert sha256 is not None  # a key is committed with the content it carries
+    # The receiver of the content the key carries, not of whatever the file says now.
+    receiver = journal.facts(invoice_id, sha256)["customer_endpoint"]
+    return WorkItem(
+        invoice_id=invoice_id,
+        key=key,
+        sha256=sha256,
+        receiver_scheme=receiver["scheme"],
+        receiver_id=receiver["id"],
+        ingested_at=invoice.ingested_at,
+        replay=replay,
+    )
+
+
+def key_window_open(journal: Journal, item: WorkItem) -> bool:
+    """Checked again just before each request: a replay may have waited a long time."""
+    return window_open(current(journal, item.invoice_id).key_first_used_at, journal.clock())
+
+
+def begin_attempt(journal: Journal, run_id: int, item: WorkItem, body_sha256: str) -> int:
+    """The write-ahead row, committed before the request leaves; the first one under a key
+    starts the key's 24-hour window."""
+    now = journal.now()
+    with journal.transaction():
+        invoice = current(journal, item.invoice_id)
+        check(Transition.use_key, invoice)
+        attempt_id = journal.begin_attempt(
+            run_id, item.invoice_id, item.sha256, item.key, body_sha256, started_at=now
+        )
+        if invoice.key_first_used_at is None:
+            write(journal, Transition.use_key, invoice, touch=False, key_first_used_at=now)
+    return attempt_id
+
+
+def record_answer(journal: Journal, attempt_id: int, item: WorkItem, outcome: Outcome) -> None:
+    """The answer, and for a final one the invoice's new state, in one transaction: a crash
+    can never leave an accepted attempt under an invoice that still looks unsent."""
+    with journal.transaction():
+        journal.finish_attempt(attempt_id, answer_of(outcome))
+        if isinstance(outcome, Accepted | KeyReused | Rejected):
+            settle(journal, item, outcome)
+
+
+def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> InvoiceState:
+    """Record what the request came to in the invoice's state; return the state."""
+    invoice = current(journal, item.invoice_id)
+    match outcome:
+        case Accepted(transaction_id=transaction_id):
+            write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.accepted,
+                reason=None,
+                transaction_id=transaction_id,
+                accepted_at=journal.now(),
+            )
+            return InvoiceState.accepted
+        case KeyReused(existing_transaction_id=existing):
+            write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.key_reused,
+                existing_transaction_id=existing,
+                reason=f"key {item.key} already carried another request"
+                + (f" (transaction {existing})" if existing else "")
+                + "; run `invoicectl reconcile`",
+            )
+            return InvoiceState.key_reused
+        case Rejected():
+            write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.rejected,
+                reason=message_of(outcome),
+            )
+            return InvoiceState.rejected
+        case Transient():
+            return _settle_unanswered(
+                journal,
+                item,
+                f"no answer after retries: {message_of(outcome)}; the next run replays it "
+                "while the key's 24-hour window is open",
+            )
+        case _:
+            # Not tried, stopped, rate limited to the end, or credentials refused.
+            return _settle_unanswered(journal, item)
+
+
+def _settle_unanswered(journal: Journal, item: WorkItem, reason: str | None = None) -> InvoiceState:
+    """No final answer. If no request under the key reached the API, the key was never
+    used: give it back. If one may have, the outcome is unknown, whatever came after."""
+    reached = journal.count_attempts(item.invoice_id, item.key, except_outcomes=_NOT_PROCESSED)
+    invoice = current(journal, item.invoice_id)
+    if reached == 0:
+        write(
+            journal,
+            Transition.release_key,
+            invoice,
+            idempotency_key=None,
+            key_sha256=None,
+            key_first_used_at=None,
+        )
+    elif invoice.state is InvoiceState.pending:
+        mark_unknown(
+            journal,
+            item.invoice_id,
+            reason
+            or "a request may have reached GoRoute and no final answer came; "
+            "the next run replays it while the key's 24-hour window is open",
+        )
+        return InvoiceState.unknown
+    return invoice.state
+
+
+def mark_unknown(journal: Journal, invoice_id: str, reason: str) -> None:
+    write(
+        journal,
+        Transition.mark_unknown,
+        current(journal, invoice_id),
+        state=InvoiceState.unknown,
+        reason=reason,
+    )
+
+
+def close_unanswered(journal: Journal) -> list[str]:
+    """Attempts a dead run left without an answer: the invoice's outcome is now unknown."""
+    invoice_ids: list[str] = []
+    with journal.transaction():
+        for attempt in journal.unanswered_attempts():
+            journal.finish_attempt(
+                attempt.id,
+                AttemptAnswer(
+                    outcome="no_answer", message="the run ended before an answer was recorded"
+                ),
+            )
+            if current(journal, attempt.invoice_id).state is InvoiceState.pending:
+                mark_unknown(
+                    journal,
+                    attempt.invoice_id,
+                    "a request went out and no answer was recorded (the run stopped)",
+                )
+            if attempt.invoice_id not in invoice_ids:
+                invoice_ids.append(attempt.invoice_id)
+    return invoice_ids
+
+
+def answer_of(outcome: Outcome) -> AttemptAnswer:
+    """An outcome as the journal records it on its attempt row."""
+    return AttemptAnswer(
+        outcome=outcome_name(outcome),
+        http_status=outcome.http_status,
+        error_code=getattr(outcome, "code", None),
+        message=message_of(outcome),
+        transaction_id=getattr(outcome, "transaction_id", None),
+        existing_transaction_id=getattr(outcome, "existing_transaction_id", None),
+        retry_after=getattr(outcome, "retry_after", None),
+        request_id=outcome.request_id,
+        raw_body=outcome.raw_body,
+        duration=outcome.duration,
+    )
+
+
+def outcome_name(outcome: Outcome) -> str:
+    if isinstance(outcome, Transient) and not outcome.sent:
+        return "not_sent"
+    return {
+        Accepted: "accepted",
+        RateLimited: "rate_limited",
+        Rejected: "rejected",
+        KeyReused: "key_reused",
+        AuthRefused: "auth_refused",
+        Transient: "transient",
+    }.get(type(outcome), type(outcome).__name__.lower())
+
+
+def message_of(outcome: Outcome) -> str | None:
+    match outcome:
+        case Rejected(code=code, message=message, details=details):
+            parts = [f"HTTP {outcome.http_status}"]
+            if code:
+                parts.append(code)
+            text = " ".join(parts) + (f": {message}" if message else "")
+            if details:
+                text += " (" + "; ".join(details[:5]) + ")"
+            return text
+        case KeyReused(message=message) | AuthRefused(message=message):
+            return message or None
+        case Transient(reason=reason):
+            return reason
+        case RateLimited(retry_after=retry_after):
+            return f"rate limited (Retry-After {retry_after})"
+        case _:
+            return None

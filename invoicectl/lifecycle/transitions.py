@@ -1,0 +1,99 @@
+"""Which transition may happen in which state, and the one function that writes one.
+
+Every change to an invoice row goes through ``write``: it checks ``ALLOWED`` and saves the
+new record on condition that the row still holds the state and key it was read with. The
+named transitions (``claim_key``, ``record_answer``, ``amend``, ``adopt``, ...) live in the
+modules beside this one, grouped by who drives them: a scan (``scanning``), a send
+(``sending``), an operator or reconcile (``decisions``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from enum import StrEnum
+from typing import Any
+
+from invoicectl.errors import JournalError
+from invoicectl.journal import Journal
+from invoicectl.journal.records import Invoice, InvoiceState
+
+S = InvoiceState
+
+
+class Transition(StrEnum):
+    # A scan found the invoice ID...
+    admit = "admit"  # ...for the first time: pending, or invalid with the parser's reason
+    revise = "revise"  # ...with new content (or a new verdict) while no key was ever used
+    correct = "correct"  # ...with new content after a rejection: sent under the next key
+    amend = "amend"  # ...with content other than what its key carried
+    restore = "restore"  # ...back to what its key carries, or its duplicate gone
+    hold_duplicate = "hold_duplicate"  # ...in several files with different content
+    # A send...
+    claim_key = "claim_key"  # commits the key and the content it carries
+    use_key = "use_key"  # starts the key's 24-hour window with its first request
+    record_answer = "record_answer"  # 202, 422 IDEMPOTENCY_KEY_REUSED, or a refusal
+    mark_unknown = "mark_unknown"  # a request may have reached GoRoute; no final answer
+    release_key = "release_key"  # no request under the key reached GoRoute: give it back
+    # An operator or reconcile...
+    new_version = "new_version"  # the current content under the next key
+    adopt = "adopt"  # a transaction GoRoute holds is this invoice's send
+    record_delivery = "record_delivery"  # GoRoute's delivery status of an accepted invoice
+
+
+_SENT_OR_HELD = frozenset({S.pending, S.accepted, S.key_reused, S.unknown, S.amended, S.invalid})
+
+# The states each transition may start from. ``admit`` starts from no row at all.
+ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
+    Transition.admit: frozenset(),
+    Transition.revise: frozenset({S.pending, S.invalid}),
+    Transition.correct: frozenset({S.rejected}),
+    Transition.amend: _SENT_OR_HELD,
+    Transition.restore: _SENT_OR_HELD,
+    Transition.hold_duplicate: frozenset(InvoiceState),
+    Transition.claim_key: frozenset({S.pending, S.unknown}),
+    Transition.use_key: frozenset({S.pending, S.unknown}),
+    Transition.record_answer: frozenset({S.pending, S.unknown}),
+    Transition.mark_unknown: frozenset({S.pending}),
+    Transition.release_key: frozenset({S.pending, S.unknown}),
+    Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
+    Transition.adopt: frozenset({S.key_reused, S.unknown}),
+    Transition.record_delivery: frozenset({S.accepted}),
+}
+
+
+class TransitionRefused(JournalError):
+    """A transition asked for in a state it may not start from: a bug, never data."""
+
+
+def allowed(transition: Transition, state: InvoiceState) -> bool:
+    return state in ALLOWED[transition]
+
+
+def check(transition: Transition, invoice: Invoice) -> None:
+    if not allowed(transition, invoice.state):
+        raise TransitionRefused(
+            f"invoice {invoice.invoice_id} is {invoice.state}: {transition} may not start there"
+        )
+
+
+def write(
+    journal: Journal, transition: Transition, was: Invoice, *, touch: bool = True, **changes: Any
+) -> Invoice:
+    """``was`` with ``changes``, saved; refused when the transition is not allowed from
+    ``was``'s state, or when the row no longer holds ``was``'s state and key."""
+    check(transition, was)
+    invoice = replace(was, **changes)
+    if not journal.save(invoice, was=was, touch=touch):
+        raise TransitionRefused(
+            f"invoice {was.invoice_id} changed while {transition} was being written"
+        )
+    return invoice
+
+
+def current(journal: Journal, invoice_id: str) -> Invoice:
+    """The invoice as the journal holds it now; it must exist."""
+    invoice = journal.invoice(invoice_id)
+    if invoice is None:
+        raise JournalError(f"the journal has no invoice {invoice_id!r}")
+    return invoice
