@@ -33,15 +33,6 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
-def default_journal_path(environ: dict[str, str] | None = None) -> Path:
-    """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
-    environ = dict(os.environ) if environ is None else environ
-    if explicit := environ.get("INVOICECTL_JOURNAL"):
-        return Path(explicit).expanduser()
-    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "invoicectl" / "journal.db"
-
-
 class Journal:
     def __init__(self, path: Path, clock: Clock = utc_now) -> None:
         self.path = path

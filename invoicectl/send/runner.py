@@ -20,7 +20,6 @@ import httpx
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
 from invoicectl.journal.runlock import locked_journal
 from invoicectl.lifecycle import attempts
@@ -227,9 +226,7 @@ def reconcile(
                         journal,
                         client,
                         limiter=RateLimiter(settings.rate_per_minute),
-                        policy=RetryPolicy(
-                            max_attempts=settings.max_attempts, max_wait=settings.max_wait
-                        ),
+                        policy=settings.retry_policy(),
                         apply=apply,
                         concurrency=settings.concurrency,
                         run_id=run_id,
