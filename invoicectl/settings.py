@@ -5,27 +5,59 @@ The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoice
 ``tier``, ``rate``, ``concurrency``, ``batch_size``, ``max_attempts``, ``max_wait``. The API key
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
 ``api_key_file``.
+
+This module owns the defaults (``TIERS`` and the ``DEFAULT_*`` values: the CLI's help text is
+built from them), where the journal lives by default, and the run objects built from resolved
+settings (``Settings.retry_policy()``, ``Settings.send_options()``). It imports neither the
+journal nor anything heavy at import time: ``invoicectl --help`` reads it for its help text.
 """
 
 from __future__ import annotations
 
 import os
-import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from invoicectl import DEFAULT_BASE_URL
 from invoicectl.errors import ConfigError, UsageError
-from invoicectl.goroute.apikey import ApiKey
+
+if TYPE_CHECKING:
+    from invoicectl.goroute.apikey import ApiKey
+    from invoicectl.goroute.retry import RetryPolicy
+    from invoicectl.send.sender import SendOptions
+
+
+class TierLimits(NamedTuple):
+    rate_per_minute: int
+    concurrency: int
+
 
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
-TIERS = {"standard": (100, 10), "professional": (500, 50)}
+# goroute-api.md, tier A: the brief's rate-limit table. The one statement of it: the CLI's
+# help text and the sandbox's tiers are built from this table.
+TIERS: Mapping[str, TierLimits] = {
+    "standard": TierLimits(rate_per_minute=100, concurrency=10),
+    "professional": TierLimits(rate_per_minute=500, concurrency=50),
+}
+DEFAULT_TIER = "standard"
+DEFAULT_BATCH_SIZE = 50  # invoices per progress line
+DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
+DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
     "max_attempts", "max_wait",
 }  # fmt: skip
+
+
+def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
+    environ = os.environ if environ is None else environ
+    if explicit := environ.get("INVOICECTL_JOURNAL"):
+        return Path(explicit).expanduser()
+    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "invoicectl" / "journal.db"
 
 
 @dataclass(frozen=True)
@@ -48,20 +80,47 @@ class Settings:
             f"api_key={self.api_key!r}, sandbox={self.sandbox}, rate={self.rate_per_minute})"
         )
 
+    def retry_policy(self) -> RetryPolicy:
+        """How often and how long one request is retried (``--max-attempts``, ``--max-wait``)."""
+        from invoicectl.goroute.retry import RetryPolicy
 
-def default_journal_path(environ: dict[str, str] | None = None) -> Path:
-    """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
-    environ = dict(os.environ) if environ is None else environ
-    if explicit := environ.get("INVOICECTL_JOURNAL"):
-        return Path(explicit).expanduser()
-    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
-    return Path(state_home) / "invoicectl" / "journal.db"
+        return RetryPolicy(max_attempts=self.max_attempts, max_wait=self.max_wait)
+
+    def send_options(
+        self, *, deadline: float | None = None, new_versions: Sequence[str] = ()
+    ) -> SendOptions:
+        """What one send run is asked to do: its pacing, its retries, its deadline and the
+        invoices to send under their next key."""
+        from invoicectl.send.sender import SendOptions
+
+        return SendOptions(
+            rate_per_minute=self.rate_per_minute,
+            concurrency=self.concurrency,
+            policy=self.retry_policy(),
+            deadline=deadline,
+            new_versions=tuple(new_versions),
+        )
+
+    def send_run_options(
+        self, directory: Path, *, deadline: float | None = None, new_versions: Sequence[str] = ()
+    ) -> dict[str, Any]:
+        """The options a send run records in the journal's runs table."""
+        return {
+            "directory": str(directory),
+            "rate": self.rate_per_minute,
+            "concurrency": self.concurrency,
+            "sandbox": self.sandbox,
+            "new_version": list(new_versions),
+            "deadline": deadline,
+        }
 
 
 def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     path = config_path(environ)
     if not path.exists():
         return {}
+    import tomllib  # here: without a config file, no command loads the parser
+
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
@@ -110,24 +169,25 @@ def resolve(
         return default
 
     if sandbox:
+        from invoicectl.goroute.apikey import ApiKey
         from invoicectl.sandbox import DEFAULT_API_KEY
 
         base_url = SANDBOX_BASE_URL
         sources["base_url"] = "--sandbox"
         key: ApiKey | None = ApiKey(DEFAULT_API_KEY)
         sources["api_key"] = "--sandbox"
-        journal_path = journal or default_journal_path(dict(environ)).with_name("sandbox.db")
+        journal_path = journal or default_journal_path(environ).with_name("sandbox.db")
         sources["journal"] = "option" if journal else "--sandbox"
     else:
         base_url = str(pick("base_url", None, "GOROUTE_BASE_URL", DEFAULT_BASE_URL))
         chosen = pick("journal", journal, "INVOICECTL_JOURNAL", None)
-        journal_path = Path(chosen or default_journal_path(dict(environ))).expanduser()
+        journal_path = Path(chosen or default_journal_path(environ)).expanduser()
         key = _api_key(api_key_file, config, environ, sources) if need_key else None
 
     tier_name = pick("tier", tier, None, None)
     if tier_name is not None and tier_name not in TIERS:
-        raise UsageError(f"unknown tier {tier_name!r}; choose standard or professional")
-    tier_rate, tier_concurrency = TIERS[tier_name or "standard"]
+        raise UsageError(f"unknown tier {tier_name!r}; choose {' or '.join(TIERS)}")
+    tier_rate, tier_concurrency = TIERS[tier_name or DEFAULT_TIER]
     rate_value = int(pick("rate", rate, None, tier_rate))
     concurrency_value = int(pick("concurrency", concurrency, None, tier_concurrency))
     if rate_value < 1 or concurrency_value < 1:
@@ -139,9 +199,9 @@ def resolve(
         sandbox=sandbox,
         rate_per_minute=rate_value,
         concurrency=concurrency_value,
-        batch_size=int(pick("batch_size", batch_size, None, 50)),
-        max_attempts=int(pick("max_attempts", max_attempts, None, 5)),
-        max_wait=float(pick("max_wait", max_wait, None, 300.0)),
+        batch_size=int(pick("batch_size", batch_size, None, DEFAULT_BATCH_SIZE)),
+        max_attempts=int(pick("max_attempts", max_attempts, None, DEFAULT_MAX_ATTEMPTS)),
+        max_wait=float(pick("max_wait", max_wait, None, DEFAULT_MAX_WAIT)),
         sources=sources,
     )
 
@@ -152,6 +212,8 @@ def _api_key(
     environ: Mapping[str, str],
     sources: dict[str, str],
 ) -> ApiKey:
+    from invoicectl.goroute.apikey import ApiKey  # here: hashlib and hmac only when needed
+
     if option is not None:
         sources["api_key"] = "--api-key-file"
         return ApiKey.from_file(option)

@@ -25,13 +25,10 @@ from pathlib import Path
 
 from invoicectl.journal.base import Clock, utc_now
 from invoicectl.journal.invoices import InvoiceRecords
-from invoicectl.journal.records import InvoiceState
 from invoicectl.journal.scans import ScanRecords, has_stats_under, known_sha256
 from invoicectl.journal.sending import SendingRecords
 
-__all__ = ["STATES", "Clock", "Journal", "peek_known_sha256", "utc_now"]
-
-STATES = tuple(InvoiceState)
+__all__ = ["Clock", "Journal", "peek_known_sha256", "utc_now"]
 
 
 class Journal(InvoiceRecords, SendingRecords, ScanRecords):

@@ -9,14 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
+# goroute-api.md, tier A: the brief's rate-limit table, stated once (the client's defaults).
+from invoicectl.settings import TIERS
+
 DEFAULT_API_KEY = "sk_test_invoicectl_sandbox"
 FORBIDDEN_KEY_PREFIX = "sk_test_forbidden"
-
-# goroute-api.md, tier A: the brief's rate-limit table.
-TIERS: dict[str, tuple[int, int]] = {
-    "standard": (100, 10),
-    "professional": (500, 50),
-}
 
 ErrorShape = Literal["both", "flat", "nested"]
 # goroute-api.md B documents neither the list's order nor its paging, and two shapes for a

@@ -22,7 +22,6 @@ from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
 from invoicectl.journal.records import InvoiceState
 from invoicectl.journal.runlock import locked_journal
@@ -226,9 +225,7 @@ def reconcile(
                         journal,
                         client,
                         limiter=RateLimiter(settings.rate_per_minute),
-                        policy=RetryPolicy(
-                            max_attempts=settings.max_attempts, max_wait=settings.max_wait
-                        ),
+                        policy=settings.retry_policy(),
                         apply=apply,
                         concurrency=settings.concurrency,
                         run_id=run_id,

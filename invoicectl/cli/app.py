@@ -1,0 +1,152 @@
+"""The Typer app: its command group, the one point where errors become a message and an exit
+code, ``--version``, and ``main()`` with its signal handling.
+
+Library errors (``errors.InvoicectlError``), SQLite errors and system errors reach the user
+at one point, ``_Commands.invoke``: one line on stderr and the error's exit code; with
+``--json`` or ``--format json``, one JSON document on stdout instead. ``INVOICECTL_DEBUG=1``
+re-raises them with a traceback. The commands themselves live in ``journal_commands``,
+``send_commands`` and ``sandbox_command``, and register on ``app`` when imported.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import sys
+from itertools import pairwise
+from typing import Annotated, Any
+
+import typer
+import typer.core
+from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
+
+from invoicectl import __version__
+from invoicectl.cli.consoles import say, say_error
+from invoicectl.errors import ExitCode, InvoicectlError, JournalError
+
+EXIT_CODES_HELP = """
+
+\b
+Exit codes (the highest-ranked that applies):
+0 done, nothing needs attention;
+75 incomplete for a transient reason (rate limit, outage, deadline), the next run continues;
+3 some invoices are invalid or rejected: a person must fix them;
+4 some invoices need reconciliation (key_reused, unknown outside the 24 h window, amended);
+6 another run holds the journal;
+5 the API refused the credentials (401/403);
+1 could not run (configuration, journal unreadable, bug);
+2 usage error;
+130 interrupted, state saved.
+"""
+
+
+class _Commands(typer.core.TyperGroup):
+    """Turns library errors into a message on stderr and their exit code, in one place. With
+    ``--json`` or ``--format json``, every error, a usage error included, is instead one JSON
+    document on stdout (``{"error": ..., "exit_code": ...}``) and nothing else: what a cron
+    job parses."""
+
+    def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
+        # Noted before the command's own options are parsed: a usage error in them must
+        # still answer in JSON.
+        ctx.meta["json"] = answers_in_json(args)
+        return super().parse_args(ctx, args)
+
+    def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        try:
+            return super().invoke(ctx)
+        except ClickUsageError as error:
+            if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
+                raise  # typer prints the usage and the message on stderr, and exits 2
+            raise typer.Exit(int(ExitCode.USAGE)) from None
+        except (InvoicectlError, sqlite3.DatabaseError, OSError) as error:
+            # A closed stdout (BrokenPipeError) is typer's to handle.
+            if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
+                raise
+            failure = _as_invoicectl_error(error)
+            if not _json_error(ctx, str(failure), failure.exit_code):
+                say_error(str(failure))
+            raise typer.Exit(int(failure.exit_code)) from None
+
+
+def answers_in_json(args: list[str]) -> bool:
+    """Whether the command line asks for JSON output: ``--json``, ``--format json`` or
+    ``--format=json``. Past ``--`` these are arguments, not options."""
+    options = args[: args.index("--")] if "--" in args else args
+    return (
+        "--json" in options
+        or "--format=json" in options
+        or ("--format", "json") in pairwise(options)
+    )
+
+
+def _as_invoicectl_error(error: Exception) -> InvoicectlError:
+    """An error from below the library, as one line a person can act on."""
+    if isinstance(error, InvoicectlError):
+        return error
+    if isinstance(error, sqlite3.DatabaseError):
+        # Mid-run: the disk filled up, or the file was damaged. SQLite commits whole or not
+        # at all, so what was committed stays, and the next run goes on from there.
+        return JournalError(
+            f"the journal could not be written or read ({error}); everything committed "
+            "before is kept: fix the cause (free disk space, say) and run again"
+        )
+    # The system's own words and the path: a directory that cannot be made, a file system
+    # gone read-only.
+    assert isinstance(error, OSError)
+    where = f" {error.filename}" if error.filename else ""
+    return InvoicectlError(f"cannot use{where}: {error.strerror or error}")
+
+
+def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
+    """Print the error as the command's JSON document, if JSON was asked for."""
+    if not ctx.meta.get("json"):
+        return False
+    from invoicectl.goroute.jsontext import to_json
+
+    print(to_json({"error": message, "exit_code": int(exit_code)}))
+    return True
+
+
+app = typer.Typer(
+    name="invoicectl",
+    cls=_Commands,
+    help="Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice."
+    + EXIT_CODES_HELP,
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version_callback(value: bool) -> None:
+    if value:
+        print(f"invoicectl {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option("--version", callback=_version_callback, is_eager=True, help="Show version."),
+    ] = False,
+) -> None:
+    """Send UBL e-invoices to the GoRoute Peppol API."""
+
+
+def main() -> None:
+    # SIGTERM outside the send loop (which handles both signals itself) ends like Ctrl-C:
+    # every journal write is its own transaction, so stopping between them loses nothing.
+    signal.signal(signal.SIGTERM, _interrupt)
+    try:
+        app(prog_name="invoicectl")
+    except KeyboardInterrupt:
+        say("invoicectl: interrupted; state saved")
+        sys.exit(int(ExitCode.INTERRUPTED))
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -1,0 +1,93 @@
+"""Every option and argument more than one command takes, declared once as an ``Annotated`` alias.
+
+``send`` and ``reconcile`` share the run options (journal, sandbox, API key file, tier, rate,
+concurrency, retries, environment change); ``status`` and ``reconcile`` share ``--format``;
+``scan`` and ``send`` share the outbox argument and ``--recursive``. Defaults shown in help
+text come from ``invoicectl.settings``, which states each of them once.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from invoicectl.settings import (
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_WAIT,
+    DEFAULT_TIER,
+    TIERS,
+)
+
+
+class OutputFormat(StrEnum):
+    table = "table"
+    json = "json"
+    csv = "csv"
+
+
+# The tiers' names, from the one table of tiers.
+Tier = StrEnum("Tier", {name: name for name in TIERS})  # type: ignore[misc]
+
+
+def tier_help() -> str:
+    """``standard = 100/min, 10 concurrent (the default); professional = ...``, from TIERS."""
+    tiers = [
+        f"{name} = {limits.rate_per_minute}/min, {limits.concurrency} concurrent"
+        + (" (the default)" if name == DEFAULT_TIER else "")
+        for name, limits in TIERS.items()
+    ]
+    return f"Account tier: {'; '.join(tiers)}."
+
+
+OutboxArgument = Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")]
+RecursiveOption = Annotated[
+    bool, typer.Option("--recursive", "-r", help="Descend into subdirectories.")
+]
+JournalOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--journal",
+        help="Journal file. Default: $INVOICECTL_JOURNAL, else "
+        "~/.local/state/invoicectl/journal.db.",
+        show_default=False,
+    ),
+]
+SandboxOption = Annotated[
+    bool,
+    typer.Option(
+        "--sandbox",
+        help="Use the built-in GoRoute emulator in this process, with a journal of its own "
+        "(sandbox.db beside the default journal). No account, no network.",
+    ),
+]
+FormatOption = Annotated[OutputFormat, typer.Option("--format", help="table, json or csv.")]
+ApiKeyFileOption = Annotated[
+    Path | None,
+    typer.Option(help="File holding the API key (mode 0600). Default: $GOROUTE_API_KEY."),
+]
+TierOption = Annotated[Tier | None, typer.Option(help=tier_help())]
+RateOption = Annotated[
+    int | None, typer.Option(min=1, help="Requests per minute (overrides --tier).")
+]
+ConcurrencyOption = Annotated[
+    int | None, typer.Option(min=1, help="Requests in flight at most (overrides --tier).")
+]
+MaxAttemptsOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help=f"Tries per request on 5xx/timeouts in one run. Default {DEFAULT_MAX_ATTEMPTS}.",
+    ),
+]
+MaxWaitOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0, help=f"Longest Retry-After to wait out, seconds. Default {DEFAULT_MAX_WAIT:g}."
+    ),
+]
+AllowEnvironmentChangeOption = Annotated[
+    bool, typer.Option(help="Allow this journal to be used with a new base URL.")
+]

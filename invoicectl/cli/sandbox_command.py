@@ -1,0 +1,58 @@
+"""``invoicectl sandbox``: the local GoRoute emulator served over HTTP, for tests and trials."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from invoicectl.cli.app import app
+from invoicectl.settings import DEFAULT_TIER, TIERS
+
+# The sandbox knows one tier more than an account can name: "enterprise", with its numbers
+# given by --rate and --concurrency.
+_TIER_HELP = f"{', '.join(TIERS)} or enterprise."
+
+
+@app.command()
+def sandbox(
+    host: Annotated[str, typer.Option(help="Address to bind (loopback unless told).")] = (
+        "127.0.0.1"
+    ),
+    port: Annotated[int, typer.Option(help="Port; 0 picks a free one.")] = 8080,
+    tier: Annotated[str, typer.Option(help=_TIER_HELP)] = DEFAULT_TIER,
+    rate: Annotated[int | None, typer.Option(help="Requests per minute (overrides tier).")] = None,
+    concurrency: Annotated[
+        int | None, typer.Option(help="Concurrent requests (overrides tier).")
+    ] = None,
+    latency_ms: Annotated[float | None, typer.Option(help="Delay every API answer.")] = None,
+    error_rate: Annotated[
+        float | None, typer.Option(help="Fraction of sends answered 5xx.")
+    ] = None,
+    drop_rate: Annotated[
+        float | None,
+        typer.Option(help="Fraction of sends recorded, then answered with a dropped connection."),
+    ] = None,
+    seed: Annotated[int | None, typer.Option(help="Seed for reproducible faults.")] = None,
+) -> None:
+    """Serve a local GoRoute emulator over HTTP (for tests and trials; state in memory)."""
+    from invoicectl.sandbox import Sandbox, serve
+    from invoicectl.sandbox.config import config_from_options
+
+    config = config_from_options(
+        tier,
+        rate=rate,
+        concurrency=concurrency,
+        latency_ms=latency_ms,
+        error_rate=error_rate,
+        drop_rate=drop_rate,
+        seed=seed,
+    )
+    emulator = Sandbox(config)
+
+    def ready(base_url: str) -> None:
+        print(f"GoRoute sandbox on {base_url}", flush=True)
+        print(f"GOROUTE_BASE_URL={base_url}", flush=True)
+        print(f"GOROUTE_API_KEY={emulator.api_key}", flush=True)
+
+    serve(emulator, host, port, on_ready=ready)

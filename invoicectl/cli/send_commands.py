@@ -1,0 +1,192 @@
+"""The commands that talk to GoRoute: ``send`` (scan, then send what is pending) and
+``reconcile`` (look up what really happened; never resend). Both take the run options of
+``cli.options`` and resolve them once into ``Settings``, which builds the run objects."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from invoicectl.cli.app import EXIT_CODES_HELP, app
+from invoicectl.cli.consoles import say, say_error, stdout_console
+from invoicectl.cli.options import (
+    AllowEnvironmentChangeOption,
+    ApiKeyFileOption,
+    ConcurrencyOption,
+    FormatOption,
+    JournalOption,
+    MaxAttemptsOption,
+    MaxWaitOption,
+    OutboxArgument,
+    OutputFormat,
+    RateOption,
+    RecursiveOption,
+    SandboxOption,
+    TierOption,
+)
+from invoicectl.settings import DEFAULT_BATCH_SIZE
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def send(
+    directory: OutboxArgument,
+    recursive: RecursiveOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+    api_key_file: ApiKeyFileOption = None,
+    tier: TierOption = None,
+    rate: RateOption = None,
+    concurrency: ConcurrencyOption = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
+    ] = None,
+    max_attempts: MaxAttemptsOption = None,
+    max_wait: MaxWaitOption = None,
+    deadline: Annotated[
+        float | None,
+        typer.Option(min=0, help="Stop taking new work after this many seconds (exit 75)."),
+    ] = None,
+    new_version: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--new-version",
+            metavar="ID",
+            help="Send this invoice's current content under its next key, invoice-<id>-v<n> "
+            "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
+        ),
+    ] = None,
+    allow_environment_change: AllowEnvironmentChangeOption = False,
+    dry_run: Annotated[
+        bool, typer.Option("--dry-run", help="Scan and plan; send nothing.")
+    ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
+    ] = False,
+) -> None:
+    """Scan DIRECTORY, then send every pending invoice to GoRoute, paced under the limit.
+
+    Each request is journalled before it leaves and its answer as soon as it arrives; a run
+    that dies is resumed by the next one, replaying unanswered sends under the same key with
+    the same bytes while the key's 24-hour window is open. One run at a time per journal.
+    """
+    from invoicectl.goroute.jsontext import to_json
+    from invoicectl.render.send import SendOutput
+    from invoicectl.send import runner
+    from invoicectl.send.sender import OUTAGE_AFTER
+    from invoicectl.settings import resolve
+
+    settings = resolve(
+        journal=journal,
+        sandbox=sandbox,
+        api_key_file=api_key_file,
+        tier=tier.value if tier else None,
+        rate=rate,
+        concurrency=concurrency,
+        batch_size=batch_size,
+        max_attempts=max_attempts,
+        max_wait=max_wait,
+        need_key=not dry_run,
+    )
+    output = SendOutput(
+        stdout_console(),
+        interactive=sys.stdout.isatty(),
+        quiet=as_json,
+        batch_size=settings.batch_size,
+    )
+    if dry_run:
+        report, plan = runner.dry_run(settings, directory, recursive=recursive)
+        if as_json:
+            print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
+        else:
+            output.dry_run(report, plan)
+        raise typer.Exit(plan.exit_code)
+    new_versions = tuple(new_version or ())
+    report, summary = runner.send(
+        settings,
+        directory,
+        settings.send_options(deadline=deadline, new_versions=new_versions),
+        recursive=recursive,
+        allow_environment_change=allow_environment_change,
+        run_options=settings.send_run_options(
+            directory, deadline=deadline, new_versions=new_versions
+        ),
+        on_scanned=output.scanned,
+        on_start=output.started,
+        on_progress=output.progressed,
+    )
+    output.finished(summary)
+    if summary.stopped_by == "credentials":
+        say_error(
+            f"the API refused the credentials ({summary.auth_message}); nothing changed state"
+        )
+    if summary.stopped_by == "outage":
+        say(
+            f"invoicectl: GoRoute did not answer {OUTAGE_AFTER} invoices in a row, even after "
+            f"retries ({summary.outage_reason}); stopped. The next run continues, replaying "
+            "unanswered sends under the same keys"
+        )
+    if as_json:
+        print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
+    raise typer.Exit(summary.exit_code)
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def reconcile(
+    apply: Annotated[
+        bool,
+        typer.Option(
+            "--apply",
+            help="Record the unambiguous verdicts (adopt the transaction the API holds); "
+            "everything needing a person stays as it is.",
+        ),
+    ] = False,
+    output_format: FormatOption = OutputFormat.table,
+    output: Annotated[
+        Path | None, typer.Option(help="Write the report to FILE (atomically), not stdout.")
+    ] = None,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+    api_key_file: ApiKeyFileOption = None,
+    tier: TierOption = None,
+    rate: RateOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    max_wait: MaxWaitOption = None,
+    allow_environment_change: AllowEnvironmentChangeOption = False,
+) -> None:
+    """What really happened to every refused, unanswered or amended send, and what to do next.
+
+    Looks each one up at GoRoute (key_reused: the existing transaction; unknown: the
+    transactions list), refreshes delivery status, and never resends anything.
+    Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
+    retried later."""
+    from invoicectl.render.reconcile import Format, print_report, render, write_output
+    from invoicectl.send import runner
+    from invoicectl.settings import resolve
+
+    settings = resolve(
+        journal=journal,
+        sandbox=sandbox,
+        api_key_file=api_key_file,
+        tier=tier.value if tier else None,
+        rate=rate,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+        max_wait=max_wait,
+    )
+    report = runner.reconcile(
+        settings, apply=apply, allow_environment_change=allow_environment_change
+    )
+    fmt: Format = output_format.value
+    if output is not None:
+        write_output(output, render(report, fmt))
+        say(f"report written to {output}")
+    elif output_format is OutputFormat.table:
+        print_report(stdout_console(), report)
+    else:
+        sys.stdout.write(render(report, fmt))
+    raise typer.Exit(int(report.exit_code))

@@ -1,0 +1,168 @@
+"""How the command line answers errors: JSON when JSON was asked for (``--json`` or
+``--format json``), otherwise one line on stderr that no terminal width breaks apart."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from sendkit import emulator
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.cli.app import answers_in_json
+from invoicectl.cli.consoles import say
+from invoicectl.sandbox import BackgroundServer
+
+runner = CliRunner()
+CLI_DIR = Path(__file__).resolve().parents[1] / "invoicectl" / "cli"
+
+
+def invoke(*args: str):
+    return runner.invoke(app, list(args))
+
+
+def environment_without_a_terminal_width(**extra: str) -> dict[str, str]:
+    """The test's environment, minus COLUMNS: rich then falls back to 80 columns."""
+    return {**{k: v for k, v in os.environ.items() if k != "COLUMNS"}, **extra}
+
+
+@pytest.mark.parametrize(
+    ("args", "error", "exit_code"),
+    [
+        (["status", "--format", "json", "--bogus"], "No such option: --bogus", 2),
+        (["status", "--format=json", "--bogus"], "No such option: --bogus", 2),
+        (
+            ["status", "--format", "json", "--state", "lost"],
+            "unknown state 'lost'; choose from pending, invalid, accepted, rejected, "
+            "key_reused, unknown, amended",
+            2,
+        ),
+        (
+            ["status", "--format", "json", "--journal"],
+            "Option '--journal' requires an argument.",
+            2,
+        ),
+        (
+            ["reconcile", "--format", "json", "--rate", "0"],
+            "Invalid value for '--rate': 0 is not in the range x>=1.",
+            2,
+        ),
+        (
+            ["reconcile", "--format", "json"],
+            "no API key: set GOROUTE_API_KEY or pass --api-key-file PATH (a file only you can "
+            "read, chmod 600); to try invoicectl without an account, add --sandbox",
+            1,
+        ),
+    ],
+)
+def test_format_json_answers_every_error_in_json(args: list[str], error: str, exit_code: int):
+    result = invoke(*args)
+
+    assert result.exit_code == exit_code, result.output
+    assert json.loads(result.stdout) == {"error": error, "exit_code": exit_code}
+    assert result.stderr == ""  # one document, nothing else
+
+
+def test_status_format_json_answers_a_journal_it_cannot_use_in_json(tmp_path: Path):
+    (tmp_path / "a-file").write_text("not a directory")
+    journal = tmp_path / "a-file" / "state" / "journal.db"
+
+    result = invoke("status", "--format", "json", "--journal", str(journal))
+
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout) == {
+        "error": f"cannot use {tmp_path / 'a-file' / 'state'}: Not a directory",
+        "exit_code": 1,
+    }
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("output_format", ["table", "csv"])
+def test_other_formats_answer_errors_on_stderr(output_format: str):
+    result = invoke("status", "--format", output_format, "--state", "lost")
+
+    assert result.exit_code == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith("invoicectl: error: unknown state 'lost'")
+
+
+@pytest.mark.parametrize(
+    ("args", "wanted"),
+    [
+        (["scan", "outbox", "--json"], True),
+        (["status", "--format", "json"], True),
+        (["reconcile", "--format=json"], True),
+        (["status", "--format", "csv"], False),
+        (["status"], False),
+        (["scan", "--", "--json"], False),  # past "--", an argument
+        (["status", "--", "--format", "json"], False),
+        (["show", "json"], False),
+    ],
+)
+def test_json_is_asked_for_by_json_or_format_json(args: list[str], wanted: bool):
+    assert answers_in_json(args) is wanted
+
+
+def test_a_long_error_is_one_line_on_stderr_when_stderr_is_not_a_terminal(tmp_path: Path):
+    missing = tmp_path.joinpath(*["a-rather-long-directory-name"] * 8)
+
+    result = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "scan", str(missing)],
+        capture_output=True,
+        text=True,
+        env=environment_without_a_terminal_width(),
+    )
+
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == f"invoicectl: error: the outbox {missing} is not a directory\n"
+
+
+def test_the_credentials_stop_of_send_is_one_line_on_stderr(outbox: Path, tmp_path: Path):
+    write_invoice(outbox, "INV-1")
+    with BackgroundServer(emulator()) as server:
+        result = subprocess.run(
+            [sys.executable, "-m", "invoicectl", "send", str(outbox), "--json"],
+            capture_output=True,
+            text=True,
+            env=environment_without_a_terminal_width(
+                GOROUTE_BASE_URL=server.base_url,
+                GOROUTE_API_KEY="sk_test_not_a_known_key",
+                INVOICECTL_JOURNAL=str(tmp_path / "journal.db"),
+            ),
+        )
+
+    assert result.returncode == 5, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("invoicectl: error: the API refused the credentials (")
+    assert line.endswith("); nothing changed state")
+
+
+def test_say_writes_one_unwrapped_line_when_stderr_is_not_a_terminal(
+    monkeypatch: pytest.MonkeyPatch,
+):
+    stderr = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    message = "invoicectl: error: " + " ".join(["word"] * 100) + " [red]not markup[/red]"
+
+    say(message)
+
+    assert stderr.getvalue() == message + "\n"
+
+
+def test_only_consoles_writes_to_stderr():
+    """Every line on stderr goes through ``consoles.say``, so none can wrap in a log file."""
+    writes = ("sys.stderr", "stderr=True", "err=True", "Console(")
+    writers = [
+        path.name
+        for path in sorted(CLI_DIR.glob("*.py"))
+        if path.name != "consoles.py" and any(write in path.read_text() for write in writes)
+    ]
+
+    assert writers == []
