@@ -6,47 +6,8 @@ invoice that needs a look, each with a ``Verdict``, both sides of the story (wha
 tried to send, what the API holds) and the exact next step. It never sends a document, never
 prints, never exits.
 
-=================================  =================================  ======  ============  ====
-verdict                            when                               person  --apply       exit
-=================================  =================================  ======  ============  ====
-already_sent                       key_reused; the existing           no      adopt it      4/0*
-                                   transaction is this invoice
-sent_then_failed                   key_reused or unknown; this        yes     nothing       4
-                                   invoice's transaction ``failed``
-different_document                 key_reused; the transaction        yes     nothing       4
-                                   carries another invoice/receiver
-not_found                          key_reused or accepted: GoRoute    yes     nothing       4
-                                   does not know the transaction id
-in_progress                        key_reused; this invoice's         no      nothing       75
-                                   transaction is still on its way
-unknown_found                      unknown; exactly one transaction   no      adopt it      4/0*
-                                   matches (number and receiver)
-unknown_ambiguous                  unknown; several transactions      yes     nothing       4
-                                   match: already sent more than once
-unknown_sent_earlier               unknown; the only match was        yes     nothing       4
-                                   created before the first attempt:
-                                   something else sent this invoice
-unknown_not_found_window_open      unknown; no match, the key's       no      nothing       75
-                                   window is open: ``send`` replays
-unknown_not_found_window_closed    unknown; no match in a complete    yes     nothing       4
-                                   search, window closed: a resend
-                                   could duplicate it
-unknown_search_incomplete          unknown; no match, but the search  yes     nothing       4
-                                   did not reach back far enough,
-                                   window closed
-amended                            the file changed after its key     yes     nothing       4
-                                   carried other content
-delivered                          accepted; delivery now final       no      (recorded)    0
-delivery_failed                    accepted; delivery failed          yes     (recorded)    4
-delivery_pending                   accepted; delivery still on its    no      (recorded)    0
-                                   way
-needs_decision                     rejected with 409 (conflict)       yes     nothing       4
-lookup_failed                      the API did not answer after       no**    nothing       75
-                                   retries (5xx, timeouts, 429s)
-=================================  =================================  ======  ============  ====
-
-\\* 4 until ``--apply`` adopts the transaction, 0 once it has. \\*\\* yes, exit 4, when the API
-refused the lookup itself (a 4xx other than 401/403/404).
+The verdicts, what each asks of the operator, its exit code and its order are one table:
+``Verdict`` in ``reconcile/verdicts.py`` (drawn in that module's docstring).
 
 The key's window is ``send``'s (``lifecycle.window_open``): 24 hours less ``REPLAY_MARGIN``, so
 reconcile never calls a window open that ``send`` would hold. A transaction is this invoice's
@@ -65,10 +26,15 @@ lookups finish before anything is written, so a 401/403 (``CredentialsRefused``)
 nothing.
 
 This module is the public face: ``reconcile()``, its ``ReconcileReport``, and the names callers
-use, re-exported from the modules that own them. ``reconcile_verdicts``: ``Verdict``,
-``GUIDANCE``, ``VERDICT_ORDER`` and the ``Case`` data. ``reconcile_journal``: which invoices
-need a look, and the journal writes. ``reconcile_search``: every GET, and the transactions-list
-search. ``reconcile_judge``: both sides compared into verdicts.
+use, re-exported from the modules that own them:
+
+- ``verdicts``: ``Verdict`` (each with its ``Guidance``, in display order) and the ``Case`` data;
+- ``subjects``: which invoices need a look, and the journal writes;
+- ``search``: every GET, and the transactions-list search;
+- ``judge``: which judge each invoice goes to; ``key_reused``, ``unanswered`` and ``delivery``
+  judge the three kinds of lookup; ``matching`` compares a transaction with the journal's
+  side; ``cases`` builds each ``Case`` from its verdict's guidance; ``timestamps`` reads the
+  times they compare.
 """
 
 from __future__ import annotations
@@ -82,7 +48,8 @@ from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
-from invoicectl.reconcile.judge import CLOCK_SLACK, compare, judge
+from invoicectl.reconcile.judge import judge
+from invoicectl.reconcile.matching import CLOCK_SLACK, compare
 from invoicectl.reconcile.search import LOOK_BACK, Lookups, SearchSummary
 from invoicectl.reconcile.subjects import find_subjects, write_back
 from invoicectl.reconcile.verdicts import (

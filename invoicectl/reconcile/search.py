@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from invoicectl.errors import CredentialsRefused
 from invoicectl.goroute.client import GoRouteClient, Transaction, TransactionPage
@@ -22,7 +22,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.reconcile.subjects import Subject
-from invoicectl.reconcile.verdicts import JournalSide
+from invoicectl.reconcile.timestamps import first_time, parse_time
 
 # How far before an unanswered send's first attempt the list search looks for an earlier send
 # of the same invoice (found: a person decides). Older transactions are never counted.
@@ -244,19 +244,5 @@ def _search_horizon(subjects: list[Subject]) -> datetime | None:
     return min(t for t in times if t is not None) - LOOK_BACK
 
 
-def first_time(side: JournalSide) -> datetime | None:
-    return parse_time(side.key_first_used_at or side.first_attempt_at)
-
-
 def _frozen(found: dict[str, dict[str, Transaction]]) -> dict[str, tuple[Transaction, ...]]:
     return {number: tuple(txns.values()) for number, txns in found.items()}
-
-
-def parse_time(value: str | None) -> datetime | None:
-    if not value:
-        return None
-    try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

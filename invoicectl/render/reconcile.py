@@ -20,7 +20,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from invoicectl.reconcile import GUIDANCE, VERDICT_ORDER, Case, ReconcileReport, Verdict
+from invoicectl.reconcile import VERDICT_ORDER, Case, ReconcileReport, Verdict
 
 Format = Literal["table", "json", "csv"]
 
@@ -142,7 +142,7 @@ def print_report(console: Console, report: ReconcileReport) -> None:
     """The terminal view: the summary line, then one table per verdict with its next step."""
     console.print(summary_line(report), highlight=False, markup=False, soft_wrap=True)
     for verdict, cases in _groups(report):
-        guidance = GUIDANCE[verdict]
+        guidance = verdict.guidance
         who = "needs a person" if any(c.needs_person for c in cases) else "no person needed"
         console.print()
         console.print(
@@ -192,7 +192,7 @@ def _groups(report: ReconcileReport) -> Iterator[tuple[Verdict, list[Case]]]:
 def _group_step(verdict: Verdict, cases: list[Case]) -> str:
     if all(case.applied for case in cases):
         return "nothing: adopted by --apply"
-    return GUIDANCE[verdict].next_step
+    return verdict.guidance.next_step
 
 
 def _table(cases: list[Case]) -> Table:

@@ -1,0 +1,65 @@
+"""Judging the delivery of an ``accepted`` invoice: delivered, failed, or still on its way.
+
+The journal already owns the transaction; reconcile GETs it to follow the delivery status
+(``delivered``, ``delivery_failed``, ``delivery_pending``), which ``subjects.write_back``
+records with or without ``--apply``. A failure recorded earlier is reported again without a
+request (``recorded_failure``).
+"""
+
+from __future__ import annotations
+
+from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.reconcile.cases import build_case, lookup_failed
+from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+
+
+def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) -> Case:
+    """The delivery status of the accepted transaction, from what its GET answered."""
+    txn_id = side.transaction_id
+    if isinstance(outcome, NotFound):
+        return build_case(
+            invoice_id,
+            Verdict.not_found,
+            side,
+            api=ApiSide(txn_id),
+            detail=f"accepted as {txn_id}, but GoRoute answers 404 for it now",
+        )
+    if not isinstance(outcome, Found):
+        return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
+    txn = outcome.transaction
+    api = ApiSide.of(txn, txn_id)
+    if txn.status == "delivered":
+        return build_case(
+            invoice_id,
+            Verdict.delivered,
+            side,
+            api=api,
+            detail=f"delivered {txn.delivered_at or ''}".rstrip(),
+        )
+    if txn.status == "failed":
+        return build_case(
+            invoice_id,
+            Verdict.delivery_failed,
+            side,
+            api=api,
+            detail=f"transaction {txn_id} failed",
+        )
+    return build_case(
+        invoice_id,
+        Verdict.delivery_pending,
+        side,
+        api=api,
+        detail=f"transaction {txn_id} is {txn.status or 'without a status'}",
+    )
+
+
+def recorded_failure(invoice_id: str, side: JournalSide) -> Case:
+    """A delivery failure the journal recorded on an earlier run: no request needed."""
+    return build_case(
+        invoice_id,
+        Verdict.delivery_failed,
+        side,
+        api=ApiSide(side.transaction_id, status="failed"),
+        detail=f"transaction {side.transaction_id} failed (recorded earlier)",
+    )

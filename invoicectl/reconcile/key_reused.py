@@ -1,0 +1,33 @@
+"""Judging a ``key_reused`` invoice by the transaction its 422 named.
+
+GoRoute refused the key (422 ``IDEMPOTENCY_KEY_REUSED``) and named the transaction that holds
+it (``existing_transaction_id``); reconcile GETs that transaction. GoRoute not knowing it is
+``not_found``; an answer is judged by ``matching.matched``, and adopting it is
+``already_sent``. A 422 that named no transaction is searched for like an unanswered send
+(``unanswered``).
+"""
+
+from __future__ import annotations
+
+from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.reconcile.cases import build_case, lookup_failed
+from invoicectl.reconcile.matching import matched
+from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+
+
+def judge_key_reused(
+    invoice_id: str, side: JournalSide, txn_id: str, outcome: Outcome | None
+) -> Case:
+    """The verdict on the transaction the 422 named, from what its GET answered."""
+    if isinstance(outcome, NotFound):
+        return build_case(
+            invoice_id,
+            Verdict.not_found,
+            side,
+            api=ApiSide(txn_id),
+            detail=f"the 422 named transaction {txn_id}; GoRoute answers 404 for it",
+        )
+    if not isinstance(outcome, Found):
+        return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
+    return matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)

@@ -1,0 +1,141 @@
+"""Matching: whether a GoRoute transaction is this invoice, and the verdict on one that should be.
+
+``compare`` decides whether a transaction is this invoice (number, receiver, document type);
+the content hash (``metadata.sha256``) decides whether it carries the content this journal
+sent, and its creation date whether this journal sent it (``CLOCK_SLACK``). ``matched`` turns
+one transaction that should be this invoice's, whether named by a 422 or found in the list,
+into its verdict: adopt it, wait for it, resend after its failure, or investigate a different
+document. Pure: nothing here asks GoRoute or writes the journal.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from invoicectl.goroute.transactions import Transaction
+from invoicectl.reconcile.cases import Window, build_case
+from invoicectl.reconcile.timestamps import parse_time
+from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+
+# A transaction can look a little older than the first attempt that created it when the two
+# clocks disagree. Anything older than this before the first attempt was not created by it.
+CLOCK_SLACK = timedelta(minutes=10)
+IN_PROGRESS_STATUSES = frozenset({"pending", "processing", "sending"})
+
+
+def matched(
+    invoice_id: str,
+    side: JournalSide,
+    txn: Transaction,
+    txn_id: str | None,
+    *,
+    adopt: Verdict,
+    window: Window = (None, None),
+) -> Case:
+    """The verdict on a transaction that should be this invoice's; ``adopt`` when it is."""
+    api = ApiSide.of(txn, txn_id)
+    differences = compare(invoice_id, side, txn)
+    notes = _date_notes(side, txn)
+    content = _content_difference(side, txn)
+    if differences:
+        verdict, detail = Verdict.different_document, differences + ([content] if content else [])
+    elif content:
+        return build_case(
+            invoice_id,
+            Verdict.different_document,
+            side,
+            api=api,
+            action=f"investigate: GoRoute's {api.transaction_id} is another version of "
+            f"{invoice_id}, not the content this journal sent under key {side.idempotency_key}; "
+            "if GoRoute's version is the right one, restore the file to it and run `invoicectl "
+            f"scan DIR`; to send this content as well: `invoicectl send DIR --new-version "
+            f"{invoice_id}`",
+            detail="; ".join([content, *notes]),
+            window=window,
+        )
+    elif txn.status == "failed":
+        verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
+    elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
+        verdict, detail = Verdict.in_progress, [f"transaction {api.transaction_id} is {txn.status}"]
+    else:
+        status = txn.status or "no status given"
+        return build_case(
+            invoice_id,
+            adopt,
+            side,
+            api=api,
+            action=f"`invoicectl reconcile --apply` adopts {api.transaction_id}",
+            detail="; ".join(
+                [f"transaction {api.transaction_id} is this invoice ({status})", *notes]
+            ),
+            window=window,
+        )
+    return build_case(
+        invoice_id, verdict, side, api=api, detail="; ".join(detail + notes), window=window
+    )
+
+
+def compare(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
+    """How ``txn`` differs from the journal's invoice; [] when it is the same invoice.
+
+    The receiver matches on scheme and id, or on the id alone when the API gives no scheme
+    (case-insensitive: Peppol participant ids are). A missing document type is not a
+    difference; a missing invoice number is, since nothing then ties the two together.
+    """
+    differences: list[str] = []
+    number = (txn.invoice_number or "").strip()
+    if not number:
+        differences.append("the API record carries no invoice number to match")
+    elif number != invoice_id:
+        differences.append(f"invoice number: API {number}, journal {invoice_id}")
+    if not _same_receiver(side.receiver, txn):
+        shown = txn.receiver or txn.receiver_id
+        differences.append(f"receiver: API {shown}, journal {side.receiver}")
+    if txn.document_type and _squash(txn.document_type) != _squash(side.document_type):
+        differences.append(f"document type: API {txn.document_type}, journal {side.document_type}")
+    return differences
+
+
+def _content_difference(side: JournalSide, txn: Transaction) -> str | None:
+    """How the content differs, when GoRoute gives back the hash invoicectl sent with it.
+
+    Every send carries ``metadata.sha256``, the hash of the content its key carries; a
+    transaction whose hash is another one holds other content under the same invoice number.
+    """
+    theirs = txn.metadata.get("sha256")
+    sent = side.sent_sha256
+    if not isinstance(theirs, str) or not theirs.strip() or not sent:
+        return None
+    if theirs.strip().casefold() == sent.casefold():
+        return None
+    return (
+        f"same invoice number, different content: the API's transaction carries sha256 "
+        f"{theirs.strip()}, the journal sent sha256 {sent} under this key"
+    )
+
+
+def _same_receiver(journal_receiver: str | None, txn: Transaction) -> bool:
+    if txn.receiver_id is None or journal_receiver is None:
+        return True  # nothing to compare against; the invoice number carries the match
+    # The journal side carries the receiver as "scheme:id" (built in subjects.py).
+    scheme, sep, identifier = journal_receiver.partition(":")
+    if not sep:
+        scheme, identifier = "", journal_receiver
+    if txn.receiver_id.casefold() != identifier.casefold():
+        return False
+    return txn.receiver_scheme is None or not scheme or txn.receiver_scheme == scheme
+
+
+def _squash(text: str) -> str:
+    return "".join(char for char in text.casefold() if char.isalnum())
+
+
+def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
+    created = parse_time(txn.created_at)
+    first = parse_time(side.first_attempt_at or side.key_first_used_at)
+    if created is None or first is None or created >= first - CLOCK_SLACK:
+        return []
+    return [
+        f"created {txn.created_at}, before this journal's first attempt ({side.first_attempt_at}):"
+        " something else sent it"
+    ]

@@ -1,0 +1,73 @@
+"""Judging from plain data: a journal side and a finished search in, one ``Case`` out.
+
+No emulator and no journal: the judges are pure, so the cases that decide whether a resend
+could deliver an invoice twice are pinned here directly.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from invoicectl.errors import ExitCode
+from invoicectl.goroute.transactions import Transaction
+from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
+from invoicectl.reconcile import JournalSide, Verdict
+from invoicectl.reconcile.search import Search, SearchSummary
+from invoicectl.reconcile.unanswered import judge_searched
+
+FIRST = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)
+SIDE = JournalSide(
+    state="unknown",
+    document_type="Invoice",
+    receiver="9915:receiver",
+    idempotency_key="invoice-INV-1",
+    first_attempt_at=FIRST.isoformat(),
+    key_first_used_at=FIRST.isoformat(),
+)
+
+
+def _search(*txns: Transaction) -> Search:
+    return Search({"INV-1": txns} if txns else {}, SearchSummary(1, len(txns), True, "all"))
+
+
+def _txn(txn_id: str, created: datetime) -> Transaction:
+    return Transaction(
+        transaction_id=txn_id,
+        invoice_number="INV-1",
+        receiver_scheme="9915",
+        receiver_id="receiver",
+        status="delivered",
+        created_at=created.isoformat(),
+    )
+
+
+def test_only_an_earlier_send_inside_the_window_warns_that_send_would_replay_it() -> None:
+    earlier = _txn("txn-old", FIRST - timedelta(days=1))
+    case = judge_searched("INV-1", SIDE, _search(earlier), FIRST + timedelta(hours=1))
+
+    assert case.verdict is Verdict.unknown_sent_earlier
+    assert case.needs_person and case.exit_code is ExitCode.NEEDS_RECONCILE
+    assert case.window_open is True
+    assert "`invoicectl send` replays this journal's request" in case.detail
+    assert "Do not send it again" in case.action
+
+
+def test_not_found_the_window_is_sends_and_closes_with_it() -> None:
+    closes = FIRST + KEY_WINDOW - REPLAY_MARGIN
+    inside = judge_searched("INV-1", SIDE, _search(), closes - timedelta(seconds=1))
+    after = judge_searched("INV-1", SIDE, _search(), closes)
+
+    assert inside.verdict is Verdict.unknown_not_found_window_open
+    assert inside.exit_code is ExitCode.INCOMPLETE and not inside.needs_person
+    assert inside.window_closes_at == closes.isoformat()
+    assert after.verdict is Verdict.unknown_not_found_window_closed
+    assert after.exit_code is ExitCode.NEEDS_RECONCILE and after.needs_person
+
+
+def test_one_send_since_the_first_attempt_is_adoptable() -> None:
+    ours = _txn("txn-ours", FIRST + timedelta(seconds=2))
+    case = judge_searched("INV-1", SIDE, _search(ours), FIRST + timedelta(days=3))
+
+    assert case.verdict is Verdict.unknown_found and case.verdict.guidance.adoptable
+    assert case.api is not None and case.api.transaction_id == "txn-ours"
+    assert case.action == "`invoicectl reconcile --apply` adopts txn-ours"
