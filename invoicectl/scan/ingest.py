@@ -20,16 +20,10 @@ from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal, peek_known_sha256
-from invoicectl.scan.scanner import (
-    INVOICE_COLUMNS,
-    HeadStart,
-    ScannedFile,
-    as_text,
-    find_candidates,
-    invoice_columns,
-    scan_files,
-    start_reading,
-)
+from invoicectl.scan.candidates import find_candidates
+from invoicectl.scan.facts_record import INVOICE_COLUMNS, invoice_columns
+from invoicectl.scan.reader import HeadStart, scan_files, start_reading
+from invoicectl.scan.scanned import ScannedFile, as_text
 from invoicectl.ubl import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
