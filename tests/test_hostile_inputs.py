@@ -25,9 +25,11 @@ from ublfactory import invoice_xml, write_invoice
 from invoicectl import ubl
 from invoicectl.journal import Journal
 from invoicectl.scan import ingest
+from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.ingest import ScanReport, scan_directory
-from invoicectl.scan.scanner import as_text, find_candidates
-from invoicectl.ubl import InvalidDocument, document_text, parse_document, read_document
+from invoicectl.scan.scanned import as_text
+from invoicectl.ubl import InvalidDocument, document_text, parse_document, read_document, reading
+from invoicectl.ubl.parsers import PARSER
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = sorted((REPO / "sample_invoices").glob("*.xml"))
@@ -72,7 +74,7 @@ def assert_answered(data: bytes) -> None:
     if declaration is not None:
         encoding = re.search(r"""encoding\s*=\s*["']([^"']*)""", declaration.group())
         assert encoding is None or codecs.lookup(encoding.group(1)).name == "utf-8", text[:80]
-    etree.fromstring(text.encode("utf-8"), ubl._PARSER)  # well-formed as UTF-8
+    etree.fromstring(text.encode("utf-8"), PARSER)  # well-formed as UTF-8
     assert parse_document(text.encode("utf-8")).invoice_id == facts.invoice_id
 
 
@@ -503,8 +505,8 @@ def test_a_file_swapped_for_a_link_after_the_check(
     os.symlink("real.xml", outbox / "swapped.xml")
     # As if resolving saw a regular file just before the swap: O_NOFOLLOW refuses the link.
     # (A link met by the first, direct open is not a swap: it is resolved the careful way.)
-    monkeypatch.setattr(ubl, "_open_plain_file_in", lambda path, root: None)
-    monkeypatch.setattr(ubl, "_resolve_inside", lambda path, root: path)
+    monkeypatch.setattr(reading, "_open_plain_file_in", lambda path, root: None)
+    monkeypatch.setattr(reading, "_resolve_inside", lambda path, root: path)
     with pytest.raises(InvalidDocument) as refused:
         read_document(outbox / "swapped.xml", outbox)
     # Before: "cannot read the file: Too many levels of symbolic links".

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from invoicectl import ubl
 from invoicectl.ubl import (
     MAX_DOCUMENT_BYTES,
     Endpoint,
@@ -524,7 +523,7 @@ def test_a_file_that_grew_after_its_stat_is_read_to_its_end(
         fields[6] = 100  # st_size
         return os.stat_result(fields)
 
-    monkeypatch.setattr(ubl.os, "fstat", stale_fstat)
+    monkeypatch.setattr(os, "fstat", stale_fstat)
     assert read_document(path, tmp_path) == path.read_bytes()
 
 
@@ -541,7 +540,7 @@ def test_a_file_that_grew_past_the_limit_after_its_stat_is_refused(
         fields[6] = 1000
         return os.stat_result(fields)
 
-    monkeypatch.setattr(ubl.os, "fstat", stale_fstat)
+    monkeypatch.setattr(os, "fstat", stale_fstat)
     with pytest.raises(InvalidDocument, match="over the API's limit"):
         read_document(path, tmp_path)
 

@@ -1,4 +1,4 @@
-"""Reading a large invoice in two parts (``ubl._parse_in_two``) answers exactly as reading it
+"""Reading a large invoice in two parts (``parse_in_two_parts``) answers exactly as reading it
 whole: the same facts, the same reasons, line numbers included.
 
 The two-part read takes a tree of the header only, once the lines are known to be
@@ -15,8 +15,11 @@ import pytest
 from lxml import etree
 from ublfactory import invoice_xml
 
-from invoicectl import ubl
 from invoicectl.ubl import InvalidDocument, parse_document
+from invoicectl.ubl.doctype import read_prolog
+from invoicectl.ubl.facts import header_children
+from invoicectl.ubl.parsers import PARSER
+from invoicectl.ubl.two_parts import parse_in_two_parts
 
 LINES = invoice_xml("INV-2P", lines=12)  # about 6 KB of invoice lines after the header
 MONETARY_END = b"</cac:LegalMonetaryTotal>"
@@ -25,7 +28,7 @@ ROOT_END = b"</Invoice>"
 
 def read_in_two(data: bytes) -> bool:
     """Whether parse_document reads ``data`` in two parts."""
-    return ubl._parse_in_two(data, ubl._prolog(data, 0).root_start) is not None
+    return parse_in_two_parts(data, read_prolog(data, 0).root_start) is not None
 
 
 def in_lines(data: bytes, fragment: bytes) -> bytes:
@@ -152,12 +155,11 @@ def test_trailing_junk_after_the_root_is_refused_as_before() -> None:
 def whole_header(data: bytes) -> dict[str, bytes] | None:
     """The whole document's header children, serialized; None when it is not well-formed."""
     try:
-        root = etree.fromstring(data, ubl._PARSER)
+        root = etree.fromstring(data, PARSER)
     except etree.XMLSyntaxError:
         return None
     return {
-        tag: etree.tostring(child, with_tail=False)
-        for tag, child in ubl._header_children(root).items()
+        tag: etree.tostring(child, with_tail=False) for tag, child in header_children(root).items()
     }
 
 
@@ -186,12 +188,12 @@ def test_the_header_tree_is_the_whole_documents_under_mutation() -> None:
                 at = rng.randrange(len(data))
                 del data[at : at + rng.randint(1, 30)]
         mutated = bytes(data)
-        header = ubl._parse_in_two(mutated, ubl._prolog(mutated, 0).root_start)
+        header = parse_in_two_parts(mutated, read_prolog(mutated, 0).root_start)
         if header is None:
             continue
         two_part += 1
         whole_children = whole_header(mutated)
         assert whole_children is not None, mutated
-        for tag, child in ubl._header_children(header).items():
+        for tag, child in header_children(header).items():
             assert etree.tostring(child, with_tail=False) == whole_children[tag], mutated
     assert two_part > 100  # the property was tested, not skipped

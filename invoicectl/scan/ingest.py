@@ -21,14 +21,9 @@ from invoicectl.journal import Journal, peek_known_sha256
 from invoicectl.journal.records import InvoiceState, fact_columns
 from invoicectl.journal.scans import ScannedCopy
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
-from invoicectl.scan.scanner import (
-    HeadStart,
-    ScannedFile,
-    as_text,
-    find_candidates,
-    scan_files,
-    start_reading,
-)
+from invoicectl.scan.candidates import find_candidates
+from invoicectl.scan.reader import HeadStart, scan_files, start_reading
+from invoicectl.scan.scanned import ScannedFile, as_text
 from invoicectl.ubl import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.

@@ -1,0 +1,209 @@
+"""Reading the files of an outbox (``scan_files``): here when they are few, by a pool of
+forked workers (``forkpool``) when many.
+
+Parsing dominates ingest (design.md, "Measured pitfalls"), so many files are read by a small
+pool of worker processes while this process stores what they found. A file whose ``lstat`` is
+unchanged since it was last hashed is not read at all (see ``StatKey``), which keeps a re-scan
+cheap. Files are looked up and handed out in small windows, with a bounded number in flight,
+so that memory stays flat however many files there are.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from itertools import islice
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+from invoicectl.journal.records import CachedStat
+from invoicectl.scan.scanned import ScannedFile, StatKey, as_text, stat_key
+from invoicectl.scan.worker import Place, init_worker, scan_chunk, scan_one
+
+if TYPE_CHECKING:
+    from invoicectl.scan.forkpool import ForkPool
+
+# Below this many files to read, a process pool costs more to start than it saves.
+_POOL_THRESHOLD = 200
+# Files whose cached stats are looked up in one query.
+_WINDOW = 512
+# Files handed to a worker at once (fewer when they are large), and chunks in flight per
+# worker: enough that no worker waits while this process stores (a commit that checkpoints
+# the WAL waits on the disk: with 4 chunks a worker, a first scan of 20,000 files took 4 %
+# longer), few enough that the bytes in flight stay bounded however large the files. Smaller
+# chunks cost more in inter-process overhead than they gain in balance.
+_CHUNK = 64
+_CHUNK_BYTES = 4 * 1024 * 1024
+_CHUNKS_IN_FLIGHT_PER_WORKER = 8
+
+
+# paths -> for those hashed before, the StatKey and sha256 recorded then
+CachedStats = Callable[[list[str]], dict[str, CachedStat]]
+
+
+# the sha256 of every content the journal holds; asked only if some file must be read
+KnownSha256 = Callable[[], Collection[str]]
+
+
+class HeadStart(NamedTuple):
+    """The first files of a scan, handed to worker processes before the journal was open."""
+
+    reader: _Reader
+    handed_out: int  # names[:handed_out] are with the workers
+    answered: list[ScannedFile]  # what came back while handing them out
+
+
+def start_reading(
+    names: Sequence[str], root: Path, known_sha256: Collection[str], workers: int | None = None
+) -> HeadStart | None:
+    """Hand the first files to workers now, as many as they queue: None when there are too
+    few files for a pool. Every file is read (no stats are looked up): for a directory the
+    journal holds no stats for, as on a first scan."""
+    workers = workers or _default_workers()
+    if workers <= 1 or len(names) < _POOL_THRESHOLD:
+        return None
+    reader = _Reader(root, lambda: known_sha256, workers)
+    count = min(len(names), workers * _CHUNKS_IN_FLIGHT_PER_WORKER * _CHUNK)
+    directory = str(root)
+    answered = [
+        answer
+        for name in names[:count]
+        for answer in reader.add(name, stat_key(os.path.join(directory, name)))
+    ]
+    return HeadStart(reader, count, answered)
+
+
+def scan_files(
+    names: Sequence[str],
+    root: Path,
+    known_sha256: KnownSha256,
+    cached_stats: CachedStats | None = None,
+    workers: int | None = None,
+    head: HeadStart | None = None,
+) -> Iterator[ScannedFile]:
+    """Each file's answer: unchanged files from their stat, the rest read, hashed and parsed.
+
+    ``names`` are relative to ``root``, an absolute path. Answers come in no set order: a
+    file proved unchanged is answered at once, and a pool answers as its workers finish.
+    ``cached_stats`` is None when the journal holds no stats under ``root``. With ``head``,
+    its first files are with the workers already, and its reader reads the rest.
+    """
+    directory = str(root)
+    reader = head.reader if head is not None else _Reader(root, known_sha256, workers)
+    try:
+        if head is not None:
+            yield from head.answered
+            names = names[head.handed_out :]
+        for window in _windows(names, _WINDOW):
+            paths = [os.path.join(directory, name) for name in window]
+            cached = cached_stats([as_text(path) for path in paths]) if cached_stats else {}
+            for name, path in zip(window, paths, strict=True):
+                key = stat_key(path)
+                hit = cached.get(as_text(path)) if key is not None and cached else None
+                if key is not None and hit is not None and key.proves_unchanged(hit.key):
+                    yield ScannedFile(
+                        as_text(path), as_text(name), hit.sha256, key.size, hit.invoice_id
+                    )
+                else:
+                    yield from reader.add(name, key)
+        yield from reader.finish()
+    finally:
+        reader.close()
+
+
+def _windows(items: Iterable[str], size: int) -> Iterator[list[str]]:
+    iterator = iter(items)
+    while window := list(islice(iterator, size)):
+        yield window
+
+
+class _Reader:
+    """Reads, hashes and parses files: here when they are few, in a process pool when many.
+
+    With a pool, files go out in chunks and at most a few chunks per worker are in flight:
+    adding a file past that yields answers first, in the order the workers finish them.
+    """
+
+    def __init__(self, root: Path, known_sha256: KnownSha256, workers: int | None) -> None:
+        self.root = root
+        self.known_sha256 = known_sha256
+        self.workers = workers
+        self.known: Collection[str] | None = None
+        self.pool: ForkPool[tuple[str, StatKey | None], ScannedFile] | None = None
+        # Files not handed out yet: until the pool starts, and for the next chunk.
+        self.waiting: list[tuple[str, StatKey | None]] = []
+        self.chunk: list[tuple[str, StatKey | None]] = []
+        self.chunk_bytes = 0
+
+    def add(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
+        if self.pool is not None:
+            yield from self._add_to_chunk(name, key)
+            return
+        self.waiting.append((name, key))
+        if self.workers is None and len(self.waiting) >= _POOL_THRESHOLD:
+            self.workers = _default_workers()
+        if self.workers is None:
+            return
+        if self.workers <= 1:
+            yield from self._here()
+            return
+        self._start_pool(self.workers)
+        waiting, self.waiting = self.waiting, []
+        for waiting_name, waiting_key in waiting:
+            yield from self._add_to_chunk(waiting_name, waiting_key)
+
+    def finish(self) -> Iterator[ScannedFile]:
+        if self.pool is None:
+            yield from self._here()
+            return
+        if self.chunk:
+            yield from self._hand_out()
+        for answers in self.pool.drain():
+            yield from answers
+
+    def close(self) -> None:
+        if self.pool is not None:
+            self.pool.close()
+            self.pool = None
+
+    def _here(self) -> Iterator[ScannedFile]:
+        if not self.waiting:
+            return
+        place = Place(str(self.root), str(self.root))
+        known = self._known()
+        waiting, self.waiting = self.waiting, []
+        for name, key in waiting:
+            yield scan_one(name, key, place, known)
+
+    def _start_pool(self, workers: int) -> None:
+        # Imported here: a small scan, and every other command, never needs a pool.
+        from invoicectl.scan.forkpool import ForkPool
+
+        root, known = self.root, self._known()
+        self.pool = ForkPool(
+            workers,
+            scan_chunk,
+            setup=lambda: init_worker(root, known),
+            queue_depth=_CHUNKS_IN_FLIGHT_PER_WORKER,
+        )
+
+    def _add_to_chunk(self, name: str, key: StatKey | None) -> Iterator[ScannedFile]:
+        self.chunk.append((name, key))
+        self.chunk_bytes += key.size if key is not None else 0
+        if len(self.chunk) >= _CHUNK or self.chunk_bytes >= _CHUNK_BYTES:
+            yield from self._hand_out()
+
+    def _hand_out(self) -> Iterator[ScannedFile]:
+        assert self.pool is not None
+        chunk, self.chunk, self.chunk_bytes = self.chunk, [], 0
+        for answers in self.pool.submit(chunk):
+            yield from answers
+
+    def _known(self) -> Collection[str]:
+        if self.known is None:
+            self.known = self.known_sha256()
+        return self.known
+
+
+def _default_workers() -> int:
+    return max(1, min(4, os.cpu_count() or 1))

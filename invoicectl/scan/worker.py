@@ -1,0 +1,83 @@
+"""Reading, hashing and parsing one file (``scan_one``): in a forked worker process
+(``init_worker``, ``scan_chunk``), or in this one when the files are few.
+
+Content the journal already knows (by sha256) is hashed but not parsed again. Workers are
+forked: they inherit this module and what it imports, and import nothing of their own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Collection
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from invoicectl import ubl
+from invoicectl.journal import packing
+from invoicectl.journal.records import fact_columns
+from invoicectl.scan.facts_record import facts_record
+from invoicectl.scan.scanned import ScannedFile, StatKey, as_text
+
+
+class Place(NamedTuple):
+    """Where a process finds the files: ``directory`` (absolute) names them in answers, and
+    ``read_root`` is what ``ubl.read_document`` opens them under and checks them against."""
+
+    directory: str
+    read_root: str
+
+
+def scan_one(
+    name: str, key: StatKey | None, place: Place, known_sha256: Collection[str]
+) -> ScannedFile:
+    data_path = os.path.join(place.read_root, name)
+    path, name = as_text(os.path.join(place.directory, name)), as_text(name)
+    try:
+        data = ubl.read_document(data_path, place.read_root)
+    except ubl.InvalidDocument as error:
+        return ScannedFile(path, name, reason=error.reason)
+    sha256 = hashlib.sha256(data).hexdigest()
+    if sha256 in known_sha256:
+        return ScannedFile(path, name, sha256, len(data), stat=key)
+    try:
+        facts = ubl.parse_document(data)
+    except ubl.InvalidDocument as error:
+        return ScannedFile(path, name, sha256, len(data), reason=error.reason)
+    codec, stored = packing.pack(data)
+    record = facts_record(facts)
+    return ScannedFile(
+        path,
+        name,
+        sha256,
+        len(data),
+        invoice_id=facts.invoice_id,
+        facts_json=json.dumps(record),
+        columns=fact_columns(record),
+        stored=stored,
+        codec=codec,
+        stat=key,
+    )
+
+
+_worker_state: dict[str, Any] = {}
+
+
+def init_worker(root: Path, known_sha256: Collection[str]) -> None:
+    # A worker runs inside the scanned directory: ubl.read_document then resolves a name
+    # with one lstat instead of one per component of the directory's path, and the answer
+    # is the same, since "." resolves to the directory's real path. The worker is a process
+    # of its own, so its working directory is nobody else's.
+    try:
+        os.chdir(root)
+        read_root = os.curdir
+    except OSError:
+        read_root = str(root)
+    _worker_state["place"] = Place(str(root), read_root)
+    _worker_state["known"] = known_sha256
+
+
+def scan_chunk(chunk: list[tuple[str, StatKey | None]]) -> list[ScannedFile]:
+    place, known = _worker_state["place"], _worker_state["known"]
+    return [scan_one(name, key, place, known) for name, key in chunk]

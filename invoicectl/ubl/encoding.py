@@ -1,0 +1,167 @@
+"""A document's encoding (BOM, declaration, XML's default) and its text as sent.
+
+``document_text`` turns the stored bytes into the exact characters sent as the JSON
+``document`` string (design.md, Idempotency rule 2); ``utf8_as_sent`` hands the parser those
+same characters, so that what is parsed is what is sent.
+"""
+
+from __future__ import annotations
+
+import codecs
+import functools
+import re
+from typing import NamedTuple
+
+from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.text import one_line
+
+_UTF8_BOM = codecs.BOM_UTF8
+# The encoding pseudo-attribute of an XML declaration (which ends at the first '>').
+_DECLARED_ENCODING = re.compile(rb"""<\?xml(?=[^>]*>)[^>]*?\sencoding\s*=\s*(["'])([^"'>]*)\1""")
+_DECLARATION_SCAN = 200  # bytes; a declaration is far shorter
+_TEXT_DECLARATION = re.compile(r"""\A(<\?xml[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
+_STARTS_LIKE_XML = re.compile(rb"[ \t\r\n]*<")
+
+
+class Encoding(NamedTuple):
+    """How a document's bytes are encoded, as far as the BOM and declaration tell."""
+
+    codec: str  # a Python codec name
+    bom_length: int
+    declared: str | None  # the declaration's encoding value, verbatim
+
+    @property
+    def label(self) -> str:
+        return one_line(self.declared, 60) if self.declared else self.codec.upper()
+
+
+def sniff_encoding(data: bytes) -> Encoding:
+    """The encoding per BOM, then declaration, then XML's default UTF-8.
+
+    Raises InvalidDocument when the declaration names an unknown encoding or a UTF-16/32
+    encoding for bytes that are plainly 8-bit text.
+    """
+    if data.startswith(b"<?xml"):  # the common case, which none of the checks below match
+        return _declared_8bit(data)
+    if data.startswith(
+        (codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE, b"<\x00\x00\x00", b"\x00\x00\x00<")
+    ):
+        # libxml2 would guess UCS-4 on its own, past the DOCTYPE check below; nobody sends it.
+        raise InvalidDocument(
+            "the file is in UTF-32 (or another encoding with zero bytes), which invoicectl "
+            "does not read; re-save it as UTF-8"
+        )
+    if data.startswith(_UTF8_BOM):
+        return Encoding(
+            "utf-8", len(_UTF8_BOM), _declared_encoding(data[3 : 3 + _DECLARATION_SCAN])
+        )
+    for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
+        if data.startswith(bom):
+            return Encoding(codec, 2, _declared_in_utf16(data[2:400], codec))
+    # UTF-16 without BOM is legal when the declaration says so; '<?' tells the byte order.
+    for start, codec in ((b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be")):
+        if data.startswith(start):
+            return Encoding(codec, 0, _declared_in_utf16(data[:400], codec))
+    if data.startswith((b"<\x00", b"\x00<")):
+        # No XML text holds a zero byte: this is UTF-16, which XML requires to carry a BOM.
+        raise InvalidDocument(
+            "the file is in UTF-16 without a byte order mark or encoding declaration; "
+            "re-save it as UTF-8"
+        )
+    if not _STARTS_LIKE_XML.match(data):
+        # Also keeps libxml2 from guessing an exotic encoding (EBCDIC) we cannot pre-scan.
+        raise InvalidDocument(
+            "not an XML file: it does not start with '<' "
+            "(is it a PDF or another format saved as .xml?)"
+        )
+    return _declared_8bit(data)
+
+
+def _declared_8bit(data: bytes) -> Encoding:
+    """The encoding of bytes that start like 8-bit text, per their declaration."""
+    declared = _declared_encoding(data)
+    if declared is None:
+        return Encoding("utf-8", 0, None)
+    codec = codec_for(declared)
+    if codec.startswith(("utf-16", "utf-32")):
+        name = one_line(declared, 60)
+        raise InvalidDocument(
+            f"the file declares encoding {name} but its bytes are 8-bit text, "
+            f"not {name}; fix the declaration or re-save the file as {name}"
+        )
+    return Encoding(codec, 0, declared)
+
+
+def _declared_encoding(data: bytes) -> str | None:
+    found = _DECLARED_ENCODING.match(data, 0, _DECLARATION_SCAN)
+    return found.group(2).decode("ascii", "replace") if found else None
+
+
+def _declared_in_utf16(head: bytes, codec: str) -> str | None:
+    text = head[: len(head) // 2 * 2].decode(codec, "replace")
+    return _declared_encoding(text.encode("ascii", "replace"))
+
+
+@functools.lru_cache(maxsize=64)  # a few names, met again in every file
+def codec_for(declared: str) -> str:
+    try:
+        info = codecs.lookup(declared)
+    except (LookupError, ValueError):  # ValueError: a NUL in the name
+        info = None
+    # Python also names byte transforms (base64, rot13, zip) as codecs; they decode no text.
+    if info is None or not info._is_text_encoding:
+        raise InvalidDocument(
+            f"the file declares encoding '{one_line(declared, 60)}', which is not a known "
+            "character encoding"
+        ) from None
+    return info.name
+
+
+def document_text(data: bytes) -> str:
+    """The document's characters, for the JSON body (design.md, Idempotency rule 2).
+
+    UTF-8 without BOM comes back exactly as ``data.decode("utf-8")``. Otherwise the BOM is
+    dropped and the text decoded; a declaration naming another encoding is rewritten to say
+    UTF-8 (only that pseudo-attribute changes), since the text will travel as UTF-8.
+    """
+    encoding = sniff_encoding(data)
+    try:
+        text = data[encoding.bom_length :].decode(encoding.codec)
+    except UnicodeDecodeError as exc:
+        raise InvalidDocument(not_valid_in(encoding, data, exc.start)) from None
+    if encoding.declared is None or codec_for(encoding.declared) == "utf-8":
+        return text
+    text, rewritten = _TEXT_DECLARATION.subn(r"\1\2UTF-8\2", text, count=1)
+    if not rewritten:
+        # Decoded as declared, the declaration itself came out garbled (ASCII bytes
+        # declared as EBCDIC or UTF-7, say): the declaration does not describe the bytes.
+        raise InvalidDocument(
+            f"the file declares encoding {one_line(encoding.declared, 60)}, but its bytes are "
+            "not in that encoding (read so, its own XML declaration is garbled); fix the "
+            "declaration or re-save the file as UTF-8"
+        )
+    return text
+
+
+def utf8_as_sent(data: bytes, encoding: Encoding) -> tuple[bytes, Encoding]:
+    """The bytes libxml2 parses: UTF-8 as is; any other encoding as ``document_text``'s
+    characters, so that what is parsed is exactly what is sent, whatever libxml2's own
+    decoders (iconv) would have made of the bytes."""
+    if encoding.codec == "utf-8" and (
+        encoding.declared is None or codec_for(encoding.declared) == "utf-8"
+    ):
+        return data, encoding
+    return document_text(data).encode("utf-8"), Encoding("utf-8", 0, "UTF-8")
+
+
+def not_valid_in(encoding: Encoding, data: bytes, offset: int) -> str:
+    line = data[encoding.bom_length : encoding.bom_length + offset].count(b"\n") + 1
+    if encoding.declared is None:
+        return (
+            f"the bytes are not valid {encoding.label} (line {line}), and the file declares "
+            "no other encoding; add an encoding declaration or re-save the file as UTF-8"
+        )
+    return (
+        f"the bytes are not valid {encoding.label} although the file declares encoding "
+        f"{encoding.label} (line {line})"
+    )

@@ -1,0 +1,210 @@
+"""The header facts of a UBL Invoice or CreditNote (``InvoiceFacts``, ``Endpoint``) and
+``parse_document``, which finds them.
+
+The header fields are the root's direct children, matched by namespace URI and local name,
+never by prefix. A document that parses and has an ID but cannot be sent (no customer
+endpoint) is not an exception: it comes back as ``InvoiceFacts`` with ``problem`` set, so it
+is journalled under its ID.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from lxml import etree
+
+from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dtd
+from invoicectl.ubl.encoding import Encoding, sniff_encoding, utf8_as_sent
+from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.parsers import parse_whole
+from invoicectl.ubl.text import UNPRINTABLE, one_line
+from invoicectl.ubl.two_parts import parse_in_two_parts
+
+_UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
+_ROOTS = {
+    f"{{{_UBL_SCHEMA}Invoice-2}}Invoice": "Invoice",
+    f"{{{_UBL_SCHEMA}CreditNote-2}}CreditNote": "CreditNote",
+}
+_CBC = f"{{{_UBL_SCHEMA}CommonBasicComponents-2}}"
+_CAC = f"{{{_UBL_SCHEMA}CommonAggregateComponents-2}}"
+
+_ID = _CBC + "ID"
+_ISSUE_DATE = _CBC + "IssueDate"
+_CURRENCY = _CBC + "DocumentCurrencyCode"
+_MONETARY_TOTAL = _CAC + "LegalMonetaryTotal"
+_PAYABLE_AMOUNT = _CBC + "PayableAmount"
+_SUPPLIER = _CAC + "AccountingSupplierParty"
+_CUSTOMER = _CAC + "AccountingCustomerParty"
+_PARTY = _CAC + "Party"
+_ENDPOINT_ID = _CBC + "EndpointID"
+# The root's children parse_document reads.
+_HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETARY_TOTAL))
+
+
+# Named tuples, not frozen dataclasses: a scan makes three per file, and a frozen
+# dataclass takes twice as long to build.
+class Endpoint(NamedTuple):
+    """A Peppol participant address: ``schemeID`` verbatim (it may contain a colon) and id."""
+
+    scheme: str
+    id: str
+
+    def __str__(self) -> str:
+        return f"{self.scheme}:{self.id}"
+
+
+class InvoiceFacts(NamedTuple):
+    """The header fields of one Invoice or CreditNote; texts verbatim, trimmed."""
+
+    document_type: str
+    invoice_id: str
+    issue_date: str | None
+    currency: str | None
+    payable_amount: str | None
+    supplier_endpoint: Endpoint | None
+    customer_endpoint: Endpoint | None
+    problem: str | None
+
+
+def parse_document(data: bytes) -> InvoiceFacts:
+    """The facts of a UBL Invoice or CreditNote; InvalidDocument when it is not one."""
+    if not data or data.isspace():
+        raise InvalidDocument(
+            "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
+        )
+    data, encoding = utf8_as_sent(data, sniff_encoding(data))
+    prolog = read_prolog(data, encoding.bom_length)
+    refuse_doctype(prolog.doctype)
+    root, header = _parse_header(data, encoding, prolog.root_start)
+    refuse_parsed_dtd(root)
+    document_type = _document_type(root)
+    invoice_id = _text(header.get(_ID))
+    if invoice_id is None:
+        raise InvalidDocument(_no_id_reason(header))
+    if UNPRINTABLE.search(invoice_id):
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
+            "tab or other control character; an invoice number is one line of plain text"
+        )
+    customer, problem = _customer_endpoint(header.get(_CUSTOMER))
+    return InvoiceFacts(
+        document_type=document_type,
+        invoice_id=invoice_id,
+        issue_date=_text(header.get(_ISSUE_DATE)),
+        currency=_text(header.get(_CURRENCY)),
+        payable_amount=_text(_child(header.get(_MONETARY_TOTAL), _PAYABLE_AMOUNT)),
+        supplier_endpoint=_endpoint(_party_endpoint(header.get(_SUPPLIER))),
+        customer_endpoint=customer,
+        problem=problem,
+    )
+
+
+def _parse_header(
+    data: bytes, encoding: Encoding, root_start: int
+) -> tuple[etree._Element, dict[str, etree._Element]]:
+    """The root and its header children (``header_children``): from a tree of the header
+    alone when ``parse_in_two_parts`` can show it is the whole document's, else from the whole."""
+    root = parse_in_two_parts(data, root_start)
+    if root is not None:
+        header = header_children(root)
+        if len(header) == len(_HEADER):  # else a header field may follow the cut
+            return root, header
+    root = parse_whole(data, encoding)
+    return root, header_children(root)
+
+
+def _document_type(root: etree._Element) -> str:
+    document_type = _ROOTS.get(root.tag)
+    if document_type is not None:
+        return document_type
+    qname = etree.QName(root)
+    namespace, local = qname.namespace or "", qname.localname
+    if local in ("Invoice", "CreditNote"):
+        where = f"namespace {namespace}" if namespace else "no namespace"
+        raise InvalidDocument(
+            f"not UBL: the root element {local} is in {where}, not the UBL namespace "
+            f"{_UBL_SCHEMA}{local}-2"
+        )
+    if namespace.startswith(_UBL_SCHEMA):
+        raise InvalidDocument(
+            f"a UBL {local} document; the GoRoute API takes only Invoice and CreditNote"
+        )
+    if local == "CrossIndustryInvoice":
+        raise InvalidDocument(
+            "not UBL: this is a UN/CEFACT CII invoice (CrossIndustryInvoice); "
+            "the GoRoute API takes UBL Invoice and CreditNote documents"
+        )
+    where = f" in namespace {namespace}" if namespace else " (no namespace)"
+    raise InvalidDocument(
+        f"not UBL: the root element is {local}{where}, not a UBL Invoice or CreditNote"
+    )
+
+
+def header_children(root: etree._Element) -> dict[str, etree._Element]:
+    """The first direct child of each header tag (``_HEADER``), in one walk that stops once
+    all are found: UBL puts them ahead of the invoice lines, which are then never visited.
+    (Plain loops here and in ``_child``: lxml's tag-filtered iterchildren costs more to set
+    up than a short walk, and ElementPath's find more again.)"""
+    found: dict[str, etree._Element] = {}
+    for child in root:
+        tag = child.tag
+        if tag in _HEADER and tag not in found:
+            found[tag] = child
+            if len(found) == len(_HEADER):
+                break
+    return found
+
+
+def _child(element: etree._Element | None, tag: str) -> etree._Element | None:
+    if element is not None:
+        for child in element:
+            if child.tag == tag:
+                return child
+    return None
+
+
+def _text(element: etree._Element | None) -> str | None:
+    if element is None or element.text is None:
+        return None
+    return element.text.strip() or None
+
+
+def _no_id_reason(children: dict[str, etree._Element]) -> str:
+    if _ID in children:
+        return "the invoice number (cbc:ID) is empty"
+    return (
+        "no invoice number: the document has no cbc:ID directly under its root "
+        "(an ID inside UBLExtensions or elsewhere does not count)"
+    )
+
+
+def _party_endpoint(party_role: etree._Element | None) -> etree._Element | None:
+    return _child(_child(party_role, _PARTY), _ENDPOINT_ID)
+
+
+def _endpoint(element: etree._Element | None) -> Endpoint | None:
+    identifier = _text(element)
+    scheme = (element.get("schemeID") or "").strip() if element is not None else ""
+    if identifier is None or not scheme:
+        return None
+    return Endpoint(scheme, identifier)
+
+
+def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None, str | None]:
+    """The receiver's Peppol address, or the reason it cannot be sent."""
+    element = _party_endpoint(customer)
+    if element is None:
+        return None, (
+            "no customer EndpointID (AccountingCustomerParty/Party/EndpointID): "
+            "the receiver's Peppol address is needed to send"
+        )
+    identifier = _text(element)
+    if identifier is None:
+        return None, "the customer EndpointID is empty: the receiver's Peppol address is needed"
+    scheme = (element.get("schemeID") or "").strip()
+    if not scheme:
+        return None, (
+            f"the customer EndpointID {one_line(identifier, 80)} has no schemeID, so the "
+            "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
+        )
+    return Endpoint(scheme, identifier), None

@@ -1,0 +1,132 @@
+"""Reading a file's bytes: whether a path may be read at all, then reading it.
+
+Only a regular file inside the scanned directory, not empty and not over the API's 15 MB
+limit, is read; links are followed only inside that directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from pathlib import Path
+
+from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.text import one_line
+
+MAX_DOCUMENT_BYTES = 15 * 1024 * 1024
+_GONE = "the file no longer exists (moved or deleted during the scan)"
+
+# O_NOFOLLOW: a path is opened only once resolved (or known to sit right in the scanned
+# directory), so a link met here was swapped in after the check. O_NONBLOCK: opening a named
+# pipe must not hang the scan.
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+
+
+def read_document(path: str | Path, root: str | Path) -> bytes:
+    """The bytes of ``path``, a file inside ``root``; InvalidDocument for anything else.
+
+    Symbolic links are followed only when they resolve inside ``root``, and nothing outside
+    it is ever opened or stat'ed. Size is checked on the open file before reading it. (Paths
+    may be strings: a scan reads thousands of files, and Path objects cost more to build
+    than a small invoice takes to read.)
+    """
+    fd = _open_plain_file_in(os.fspath(path), os.fspath(root))
+    if fd is None:
+        fd = _open_regular(_resolve_inside(Path(path), Path(root)))
+    try:
+        size = _checked_size(os.fstat(fd))
+        data = _read_at_most(fd, MAX_DOCUMENT_BYTES + 1, size)
+    finally:
+        os.close(fd)
+    # The file may have changed between fstat and read; judge what was actually read.
+    if len(data) > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(_too_large(max(size, len(data))))
+    if not data:
+        raise InvalidDocument("the file is empty (0 bytes)")
+    return data
+
+
+def _open_plain_file_in(path: str, root: str) -> int | None:
+    """``path`` opened as is when it sits right in ``root`` and is no symbolic link.
+
+    The common case, and resolving costs more than reading a small invoice. Anything else,
+    an error included, takes the careful way, which gives every other case its reason.
+    """
+    if os.path.dirname(path) != root:
+        return None
+    try:
+        return os.open(path, _OPEN_FLAGS)
+    except OSError:
+        return None
+
+
+def _resolve_inside(path: Path, root: Path) -> Path:
+    try:
+        real_root = root.resolve()
+        real = path.resolve()
+    except (OSError, RuntimeError):
+        raise InvalidDocument("a symbolic link that loops back on itself") from None
+    if not real.is_relative_to(real_root):
+        raise InvalidDocument(
+            f"a symbolic link to {one_line(str(real))}, outside the scanned directory "
+            f"{one_line(str(real_root))}; "
+            "links are followed only inside it"
+        )
+    if not real.exists():
+        if path.is_symlink():
+            raise InvalidDocument(
+                f"a broken symbolic link: its target {one_line(os.readlink(path))} does not exist"
+            )
+        raise InvalidDocument(_GONE)
+    return real
+
+
+def _open_regular(real: Path) -> int:
+    try:
+        return os.open(real, _OPEN_FLAGS)
+    except PermissionError:
+        raise InvalidDocument(
+            "cannot read the file: permission denied (check its owner and mode)"
+        ) from None
+    except FileNotFoundError:
+        raise InvalidDocument(_GONE) from None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there when checked
+            raise InvalidDocument(
+                "the file was replaced by a symbolic link during the scan; scan again"
+            ) from None
+        raise InvalidDocument(f"cannot read the file: {exc.strerror}") from None
+
+
+def _checked_size(st: os.stat_result) -> int:
+    if stat.S_ISDIR(st.st_mode):
+        raise InvalidDocument("a directory, not a file, although its name ends in .xml")
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidDocument("not a regular file (a pipe, socket or device)")
+    if st.st_size > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(_too_large(st.st_size))
+    if st.st_size == 0:
+        raise InvalidDocument("the file is empty (0 bytes)")
+    return st.st_size
+
+
+def _read_at_most(fd: int, limit: int, expected: int) -> bytes:
+    """Up to ``limit`` bytes of ``fd``, whatever ``fstat`` said. The first read asks for
+    the ``expected`` size and one byte more (to see that the file grew): asking a small
+    file for a megabyte costs a megabyte's allocation, which doubles the cost of reading."""
+    first = os.read(fd, min(limit, expected + 1))
+    if len(first) == expected:  # what fstat said and not a byte more: the end
+        return first
+    chunks = [first]
+    remaining = limit - len(first)
+    while remaining > 0 and chunks[-1]:
+        chunks.append(os.read(fd, min(remaining, 1024 * 1024)))
+        remaining -= len(chunks[-1])
+    return b"".join(chunks)
+
+
+def _too_large(size: int) -> str:
+    return (
+        f"the file is {size:,} bytes, over the API's limit of 15 MB ({MAX_DOCUMENT_BYTES:,} bytes)"
+    )

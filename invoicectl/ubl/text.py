@@ -1,0 +1,28 @@
+"""Text fit to quote in a one-line reason: escapes for what would break the line."""
+
+from __future__ import annotations
+
+import re
+
+# Characters that would break a one-line reason or a one-line invoice number: C0 and C1
+# controls (tab and line breaks among them), the Unicode line and paragraph separators, and
+# the lone surrogates a file name that is not UTF-8 decodes to.
+UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+
+
+def one_line(text: str, limit: int | None = None) -> str:
+    """``text`` fit to quote in a one-line reason: line breaks, control and invisible
+    characters as escapes (``\\n``, ``\\ufeff``), a file name's undecodable bytes as
+    ``\\xNN``, and, with ``limit``, cut to that many characters."""
+    if not text.isprintable():
+        text = "".join(char if char.isprintable() else _escaped(char) for char in text)
+    if limit is not None and len(text) > limit:
+        return text[: limit - 1] + "\u2026"
+    return text
+
+
+def _escaped(char: str) -> str:
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
+        return f"\\x{code - 0xDC00:02x}"
+    return char.encode("unicode_escape", "backslashreplace").decode("ascii")

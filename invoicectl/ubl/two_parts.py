@@ -1,0 +1,53 @@
+"""The two-part parse of a large invoice: a tree of the header only, once the invoice
+lines, most of its bytes, are known to be well-formed without building their tree."""
+
+from __future__ import annotations
+
+import re
+
+from lxml import etree
+
+from invoicectl.ubl.parsers import PARSER, WELL_FORMED_PARSER
+
+# parse_in_two_parts's cut: the end of LegalMonetaryTotal, whatever its prefix. Below this many
+# bytes of lines, a second parse costs more than checking them without a tree saves.
+_MONETARY_TOTAL_TAG = b"LegalMonetaryTotal>"
+_SPLIT_MIN_LINE_BYTES = 3072
+# A start tag, its name as group 1; quoted values may hold '>'.
+_START_TAG = re.compile(rb"""<([^\s/>]+)(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*>""")
+
+
+def parse_in_two_parts(data: bytes, root_start: int) -> etree._Element | None:
+    """A tree of the document up to the end of its LegalMonetaryTotal, the last header
+    element UBL allows before the invoice lines, once the lines are known to be well-formed.
+
+    The lines are most of an invoice, and checking them without building their tree costs
+    half as much. The document is cut in two, each part closed with the root's own tags
+    (the start tag verbatim, so the lines are read in the root's namespace context): the
+    header part parses as a document only when the cut falls between two children of the
+    root, and the two parts are then the whole document. None when the cut is not found,
+    when either part is not well-formed, or when the check logged anything (a namespace
+    error, say); the whole document is then parsed at once and gives the reason.
+    """
+    cut = _header_end(data)
+    if cut < 0 or root_start < 0 or len(data) - cut < _SPLIT_MIN_LINE_BYTES:
+        return None
+    root_tag = _START_TAG.match(data, root_start)
+    if root_tag is None:
+        return None
+    try:
+        etree.fromstring(root_tag.group() + data[cut:], WELL_FORMED_PARSER)
+        if WELL_FORMED_PARSER.error_log:
+            return None
+        return etree.fromstring(data[:cut] + b"</" + root_tag.group(1) + b">", PARSER)
+    except etree.XMLSyntaxError:
+        return None
+
+
+def _header_end(data: bytes) -> int:
+    """Just after the first LegalMonetaryTotal's end tag, as far as bytes tell; -1 if none."""
+    start = data.find(_MONETARY_TOTAL_TAG)
+    if start < 0:
+        return -1
+    end = data.find(_MONETARY_TOTAL_TAG, start + len(_MONETARY_TOTAL_TAG))
+    return end + len(_MONETARY_TOTAL_TAG) if end >= 0 else -1
