@@ -7,10 +7,10 @@ base URL refuses another unless told explicitly.
 from __future__ import annotations
 
 from invoicectl.errors import EnvironmentMismatch
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 
 
-def check_environment(journal: Journal, base_url: str, *, allow_change: bool) -> str | None:
+def check_environment(journal: JournalBackend, base_url: str, *, allow_change: bool) -> str | None:
     """The base URL the journal is bound to (None: not yet); another is refused unless allowed."""
     bound = journal.bound_base_url()
     if bound is not None and bound != base_url and not allow_change:
@@ -22,7 +22,7 @@ def check_environment(journal: Journal, base_url: str, *, allow_change: bool) ->
     return bound
 
 
-def bind_environment(journal: Journal, base_url: str, *, allow_change: bool) -> None:
+def bind_environment(journal: JournalBackend, base_url: str, *, allow_change: bool) -> None:
     """A journal sends to one base URL; another is refused unless explicitly allowed."""
     if check_environment(journal, base_url, allow_change=allow_change) != base_url:
         journal.bind_base_url(base_url)

@@ -19,9 +19,9 @@ from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked
-from invoicectl.journal import Journal, peek_known_sha256
+from invoicectl.journal import Journal, locked_journal, peek_known_sha256
 from invoicectl.journal.migrations import m001_initial
-from invoicectl.journal.runlock import RunLock, locked_journal
+from invoicectl.journal.runlock import RunLock
 from invoicectl.scan.ingest import OpenScan, scan_directory
 
 

@@ -40,7 +40,7 @@ def scan(
 
     Exit 3 when a file is invalid; 0 otherwise."""
     from invoicectl.goroute.jsontext import to_json
-    from invoicectl.journal.runlock import locked_journal
+    from invoicectl.journal import locked_journal
     from invoicectl.scan.ingest import OpenScan
 
     path = _journal_path(journal, sandbox)

@@ -6,6 +6,7 @@ program moves on. ``Journal(path)`` opens (or creates) one and brings its schema
 its methods take and return typed records (``records``), never rows. The parts:
 
     database    the connection: opening, WAL, the transaction and savepoint rules
+    interface   the journal's interface as a Protocol: what every module above it uses
     migrations  the schema, as numbered append-only migrations
     records     the typed records: Invoice, Revision, Attempt, Event, ...
     invoices    reading invoices and their history; ``save``, the lifecycle's one write
@@ -21,14 +22,19 @@ lifecycle's (``invoicectl.lifecycle``).
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from invoicectl.journal.base import Clock, utc_now
+from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
+from invoicectl.journal.runlock import RunLock
 from invoicectl.journal.scans import ScanRecords, has_stats_under, known_sha256
 from invoicectl.journal.sending import SendingRecords
 
-__all__ = ["Clock", "Journal", "peek_known_sha256", "utc_now"]
+__all__ = ["Clock", "Journal", "locked_journal", "peek_known_sha256", "utc_now"]
 
 
 class Journal(InvoiceRecords, SendingRecords, ScanRecords):
@@ -36,6 +42,13 @@ class Journal(InvoiceRecords, SendingRecords, ScanRecords):
 
     def __enter__(self) -> Journal:
         return self
+
+
+@contextmanager
+def locked_journal(path: Path, command: str) -> Iterator[Journal]:
+    """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
+    with RunLock(path, command=command), Journal(path) as journal:
+        yield journal
 
 
 def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:
@@ -55,3 +68,7 @@ def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:
         return None
     finally:
         conn.close()
+
+
+if TYPE_CHECKING:  # the SQLite journal is a JournalBackend; mypy checks it here
+    _backend: type[JournalBackend] = Journal

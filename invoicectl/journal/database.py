@@ -1,8 +1,9 @@
-"""The journal's SQLite connection: how a journal file is opened, set up and written.
+"""The journal's SQLite connection, and what every part of the journal shares.
 
 WAL mode, ``synchronous=FULL`` and a busy timeout; the file created 0600 before SQLite writes
 a byte; the schema brought up to date (``migrations``) on every open. ``Database`` is the only
-object that holds the connection.
+object that holds the connection. ``JournalBase`` holds it for the journal's parts
+(``invoices``, ``sending``, ``scans``), each a mixin over it, assembled into ``Journal``.
 """
 
 from __future__ import annotations
@@ -10,8 +11,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -122,3 +124,44 @@ def open_database(path: Path) -> Database:
         if sidecar.exists():
             sidecar.chmod(0o600)
     return Database(conn)
+
+
+Clock = Callable[[], datetime]
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+class JournalBase:
+    def __init__(self, path: Path, clock: Clock = utc_now) -> None:
+        self.path = path
+        self.clock = clock
+        self.db: Database = open_database(path)
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> JournalBase:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def now(self) -> str:
+        return self.clock().isoformat()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """One SQLite transaction; inside another, a savepoint."""
+        with self.db.atomic():
+            yield
+
+    def add_event(
+        self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
+    ) -> None:
+        """An event of the audit trail: an operator decision or a change worth keeping."""
+        self.db.execute(
+            "INSERT INTO events (invoice_id, run_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)",
+            (invoice_id, run_id, self.now(), kind, detail),
+        )

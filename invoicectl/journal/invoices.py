@@ -13,8 +13,8 @@ from dataclasses import fields
 from typing import Any
 
 from invoicectl.errors import JournalError
-from invoicectl.journal import packing
-from invoicectl.journal.base import JournalBase
+from invoicectl.journal.database import JournalBase
+from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
     Attempt,
     Event,
@@ -119,7 +119,7 @@ class InvoiceRecords(JournalBase):
         if row is None:
             raise JournalError(f"the journal has no stored bytes for content {sha256[:12]}")
         try:
-            data = packing.unpack(row[0], bytes(row[1]))
+            data = unpack(row[0], bytes(row[1]))
         except (ValueError, RuntimeError) as error:  # lz4 reports a broken frame as either
             raise JournalError(
                 f"the journal's stored bytes for content {sha256[:12]} cannot be read back "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 
 class InvoiceState(StrEnum):
@@ -156,6 +156,42 @@ class CachedStat(NamedTuple):
     key: tuple[int, ...]  # size, mtime_ns, ctime_ns, inode, checked_at_ns
     sha256: str
     invoice_id: str | None  # of that content
+
+
+class FoundFile(Protocol):
+    """One file as a scan found it (the scanner's ``ScannedFile``)."""
+
+    @property
+    def path(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def sha256(self) -> str | None: ...
+    @property
+    def size(self) -> int | None: ...
+    @property
+    def invoice_id(self) -> str | None: ...
+    @property
+    def facts_json(self) -> str | None: ...
+    @property
+    def columns(self) -> tuple[str | None, ...] | None: ...  # values of FACT_COLUMNS
+    @property
+    def stored(self) -> bytes | None: ...
+    @property
+    def codec(self) -> str | None: ...
+    @property
+    def reason(self) -> str | None: ...
+    @property
+    def stat(self) -> tuple[int, ...] | None: ...
+
+
+class ScannedCopy(NamedTuple):
+    """One file of an invoice ID that needs settling one at a time."""
+
+    invoice_id: str
+    sha256: str
+    name: str
+    path: str
 
 
 # The invoices columns a revision's facts fill, in the order ``fact_columns`` gives them.

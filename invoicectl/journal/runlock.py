@@ -20,15 +20,13 @@ import json
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
 from invoicectl.errors import JournalLocked
-from invoicectl.journal import Journal
 
 # The winner writes its description just after taking the lock; a loser reading in between
 # sees an empty file. A short wait covers that window without ever blocking a real run.
@@ -165,10 +163,3 @@ def _read_holder(fd: int) -> LockHolder | None:
         if attempt + 1 < _HOLDER_READ_TRIES:
             time.sleep(_HOLDER_READ_PAUSE)
     return None
-
-
-@contextmanager
-def locked_journal(path: Path, command: str) -> Iterator[Journal]:
-    """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
-    with RunLock(path, command=command), Journal(path) as journal:
-        yield journal

@@ -14,48 +14,17 @@ import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import NamedTuple, Protocol
 
-from invoicectl.journal.base import JournalBase
-from invoicectl.journal.records import FACT_COLUMNS, CachedStat, InvoiceState
+from invoicectl.journal.database import JournalBase
+from invoicectl.journal.records import (
+    FACT_COLUMNS,
+    CachedStat,
+    FoundFile,
+    InvoiceState,
+    ScannedCopy,
+)
 
 _COLUMNS = ", ".join(FACT_COLUMNS)
-
-
-class FoundFile(Protocol):
-    """One file as a scan found it (the scanner's ``ScannedFile``)."""
-
-    @property
-    def path(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def sha256(self) -> str | None: ...
-    @property
-    def size(self) -> int | None: ...
-    @property
-    def invoice_id(self) -> str | None: ...
-    @property
-    def facts_json(self) -> str | None: ...
-    @property
-    def columns(self) -> tuple[str | None, ...] | None: ...  # values of FACT_COLUMNS
-    @property
-    def stored(self) -> bytes | None: ...
-    @property
-    def codec(self) -> str | None: ...
-    @property
-    def reason(self) -> str | None: ...
-    @property
-    def stat(self) -> tuple[int, ...] | None: ...
-
-
-class ScannedCopy(NamedTuple):
-    """One file of an invoice ID that needs settling one at a time."""
-
-    invoice_id: str
-    sha256: str
-    name: str
-    path: str
 
 
 class ScanRecords(JournalBase):

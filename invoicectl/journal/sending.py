@@ -14,7 +14,7 @@ import socket
 from collections.abc import Collection
 from typing import Any
 
-from invoicectl.journal.base import JournalBase
+from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import Attempt, AttemptAnswer
 
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 from datetime import datetime
 
 from invoicectl.errors import UsageError
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 
 
-def check_new_version(journal: Journal, invoice_id: str, now: datetime) -> Invoice:
+def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -> Invoice:
     """Refuse ``--new-version`` where a new key could deliver the invoice twice."""
     invoice = journal.invoice(invoice_id)
     if invoice is None:
@@ -38,7 +38,7 @@ def check_new_version(journal: Journal, invoice_id: str, now: datetime) -> Invoi
     return invoice
 
 
-def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:
+def new_version(journal: JournalBackend, invoice_id: str, run_id: int) -> str:
     """The operator's explicit decision: send the current content under the next key."""
     invoice = check_new_version(journal, invoice_id, journal.clock())
     key = idempotency_key(invoice_id, invoice.key_version + 1)
@@ -63,7 +63,7 @@ def new_version(journal: Journal, invoice_id: str, run_id: int) -> str:
 
 
 def adopt(
-    journal: Journal,
+    journal: JournalBackend,
     invoice_id: str,
     *,
     expected_state: str,
@@ -105,7 +105,7 @@ def adopt(
 
 
 def record_delivery(
-    journal: Journal,
+    journal: JournalBackend,
     invoice_id: str,
     *,
     transaction_id: str,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from invoicectl.errors import ExitCode, worst
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState
 from invoicectl.lifecycle.window import window_open
 
@@ -23,7 +23,7 @@ class Plan:
     held: tuple[str, ...]  # unknown with the window closed: left for reconcile
 
 
-def plan(journal: Journal, now: datetime) -> Plan:
+def plan(journal: JournalBackend, now: datetime) -> Plan:
     """Replays first (unanswered sends whose key window is open), then new sends.
 
     A ``pending`` invoice whose key has already been used (a request may have reached the
@@ -36,7 +36,7 @@ def plan(journal: Journal, now: datetime) -> Plan:
     return Plan(tuple(replays), tuple(journal.never_sent()), tuple(held))
 
 
-def attention(journal: Journal, now: datetime) -> ExitCode:
+def attention(journal: JournalBackend, now: datetime) -> ExitCode:
     """What the journal's states ask of a person: 3 fix, 4 reconcile, 75 the next run."""
     counts = journal.state_counts()
     held = plan(journal, now).held

@@ -12,9 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from invoicectl.journal import Journal
-from invoicectl.journal.records import FACT_COLUMNS, Invoice, InvoiceState, fact_columns
-from invoicectl.journal.scans import ScannedCopy
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import (
+    FACT_COLUMNS,
+    Invoice,
+    InvoiceState,
+    ScannedCopy,
+    fact_columns,
+)
 from invoicectl.lifecycle.keys import next_key
 from invoicectl.lifecycle.transitions import Transition, write
 
@@ -32,12 +37,12 @@ class Seen:
     problem: str | None = None  # the invoice is invalid for this reason (reported)
 
 
-def admit_fresh(journal: Journal) -> tuple[list[str], list[tuple[str, str]]]:
+def admit_fresh(journal: JournalBackend) -> tuple[list[str], list[tuple[str, str]]]:
     """Every ID the scan saw for the first time, in one content, admitted set-wise."""
     return journal.insert_fresh(valid=S.pending, invalid=S.invalid)
 
 
-def settle_seen(journal: Journal, found: ScannedCopy) -> Seen:
+def settle_seen(journal: JournalBackend, found: ScannedCopy) -> Seen:
     """An ID found in one content that is new to it, or unchanged but invalid."""
     invoice = journal.invoice(found.invoice_id)
     if invoice is None:  # pragma: no cover - new single-content IDs are admitted set-wise
@@ -47,7 +52,7 @@ def settle_seen(journal: Journal, found: ScannedCopy) -> Seen:
     return _change(journal, invoice, found)
 
 
-def hold_duplicate(journal: Journal, copies: list[ScannedCopy], reason: str) -> Seen:
+def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: str) -> Seen:
     """One ID in several files with different content: invalid for ``reason`` until one
     file is left; a sent invoice keeps the state to return to."""
     first = min(copies, key=lambda copy: copy.name)
@@ -70,7 +75,7 @@ def hold_duplicate(journal: Journal, copies: list[ScannedCopy], reason: str) -> 
     return Seen(problem=reason)
 
 
-def _recheck(journal: Journal, invoice: Invoice) -> str | None:
+def _recheck(journal: JournalBackend, invoice: Invoice) -> str | None:
     """An unchanged file may stop being invalid: the duplicate it clashed with is gone."""
     if invoice.state is not S.invalid:
         return None
@@ -83,7 +88,7 @@ def _recheck(journal: Journal, invoice: Invoice) -> str | None:
     return reason
 
 
-def _change(journal: Journal, invoice: Invoice, found: ScannedCopy) -> Seen:
+def _change(journal: JournalBackend, invoice: Invoice, found: ScannedCopy) -> Seen:
     facts = journal.facts(invoice.invoice_id, found.sha256)
     content = _content(found, facts)
     if invoice.idempotency_key is None:
@@ -139,7 +144,9 @@ def _change(journal: Journal, invoice: Invoice, found: ScannedCopy) -> Seen:
     return Seen(changed=True, amended=True)
 
 
-def _restore(journal: Journal, invoice: Invoice, state: InvoiceState, **content: Any) -> None:
+def _restore(
+    journal: JournalBackend, invoice: Invoice, state: InvoiceState, **content: Any
+) -> None:
     write(
         journal,
         Transition.restore,
@@ -160,7 +167,7 @@ def _settled_state(invoice: Invoice) -> InvoiceState:
     return invoice.state
 
 
-def _admit(journal: Journal, found: ScannedCopy, state: InvoiceState, reason: str) -> None:
+def _admit(journal: JournalBackend, found: ScannedCopy, state: InvoiceState, reason: str) -> None:
     """A new invoice ID found in more than one content: recorded, held invalid."""
     now = journal.now()
     invoice_id = found.invoice_id

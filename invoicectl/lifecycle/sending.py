@@ -25,7 +25,7 @@ from invoicectl.goroute.outcomes import (
     Rejected,
     Transient,
 )
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import AttemptAnswer, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key
 from invoicectl.lifecycle.transitions import Transition, check, current, write
@@ -46,7 +46,7 @@ class WorkItem:
     replay: bool  # an unanswered send, replayed under its key
 
 
-def claim_key(journal: Journal, invoice_id: str, *, replay: bool) -> WorkItem:
+def claim_key(journal: JournalBackend, invoice_id: str, *, replay: bool) -> WorkItem:
     """The key and content to send, committing the key first if this is its first use."""
     invoice = current(journal, invoice_id)
     check(Transition.claim_key, invoice)
@@ -71,12 +71,12 @@ def claim_key(journal: Journal, invoice_id: str, *, replay: bool) -> WorkItem:
     )
 
 
-def key_window_open(journal: Journal, item: WorkItem) -> bool:
+def key_window_open(journal: JournalBackend, item: WorkItem) -> bool:
     """Checked again just before each request: a replay may have waited a long time."""
     return window_open(current(journal, item.invoice_id).key_first_used_at, journal.clock())
 
 
-def begin_attempt(journal: Journal, run_id: int, item: WorkItem, body_sha256: str) -> int:
+def begin_attempt(journal: JournalBackend, run_id: int, item: WorkItem, body_sha256: str) -> int:
     """The write-ahead row, committed before the request leaves; the first one under a key
     starts the key's 24-hour window."""
     now = journal.now()
@@ -91,7 +91,9 @@ def begin_attempt(journal: Journal, run_id: int, item: WorkItem, body_sha256: st
     return attempt_id
 
 
-def record_answer(journal: Journal, attempt_id: int, item: WorkItem, outcome: Outcome) -> None:
+def record_answer(
+    journal: JournalBackend, attempt_id: int, item: WorkItem, outcome: Outcome
+) -> None:
     """The answer, and for a final one the invoice's new state, in one transaction: a crash
     can never leave an accepted attempt under an invoice that still looks unsent."""
     with journal.transaction():
@@ -100,7 +102,7 @@ def record_answer(journal: Journal, attempt_id: int, item: WorkItem, outcome: Ou
             settle(journal, item, outcome)
 
 
-def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> InvoiceState:
+def settle(journal: JournalBackend, item: WorkItem, outcome: Outcome | None) -> InvoiceState:
     """Record what the request came to in the invoice's state; return the state."""
     invoice = current(journal, item.invoice_id)
     match outcome:
@@ -148,7 +150,9 @@ def settle(journal: Journal, item: WorkItem, outcome: Outcome | None) -> Invoice
             return _settle_unanswered(journal, item)
 
 
-def _settle_unanswered(journal: Journal, item: WorkItem, reason: str | None = None) -> InvoiceState:
+def _settle_unanswered(
+    journal: JournalBackend, item: WorkItem, reason: str | None = None
+) -> InvoiceState:
     """No final answer. If no request under the key reached the API, the key was never
     used: give it back. If one may have, the outcome is unknown, whatever came after."""
     reached = journal.count_attempts(item.invoice_id, item.key, except_outcomes=_NOT_PROCESSED)
@@ -174,7 +178,7 @@ def _settle_unanswered(journal: Journal, item: WorkItem, reason: str | None = No
     return invoice.state
 
 
-def mark_unknown(journal: Journal, invoice_id: str, reason: str) -> None:
+def mark_unknown(journal: JournalBackend, invoice_id: str, reason: str) -> None:
     write(
         journal,
         Transition.mark_unknown,
@@ -184,7 +188,7 @@ def mark_unknown(journal: Journal, invoice_id: str, reason: str) -> None:
     )
 
 
-def close_unanswered(journal: Journal) -> list[str]:
+def close_unanswered(journal: JournalBackend) -> list[str]:
     """Attempts a dead run left without an answer: the invoice's outcome is now unknown."""
     invoice_ids: list[str] = []
     with journal.transaction():

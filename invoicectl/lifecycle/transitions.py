@@ -15,7 +15,7 @@ from enum import StrEnum
 from typing import Any
 
 from invoicectl.errors import JournalError
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
 
 S = InvoiceState
@@ -78,7 +78,12 @@ def check(transition: Transition, invoice: Invoice) -> None:
 
 
 def write(
-    journal: Journal, transition: Transition, was: Invoice, *, touch: bool = True, **changes: Any
+    journal: JournalBackend,
+    transition: Transition,
+    was: Invoice,
+    *,
+    touch: bool = True,
+    **changes: Any,
 ) -> Invoice:
     """``was`` with ``changes``, saved; refused when the transition is not allowed from
     ``was``'s state, or when the row no longer holds ``was``'s state and key."""
@@ -91,7 +96,7 @@ def write(
     return invoice
 
 
-def current(journal: Journal, invoice_id: str) -> Invoice:
+def current(journal: JournalBackend, invoice_id: str) -> Invoice:
     """The invoice as the journal holds it now; it must exist."""
     invoice = journal.invoice(invoice_id)
     if invoice is None:

@@ -47,7 +47,7 @@ from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.reconcile.judge import judge
 from invoicectl.reconcile.matching import CLOCK_SLACK, compare
 from invoicectl.reconcile.search import LOOK_BACK, Lookups, SearchSummary
@@ -106,7 +106,7 @@ class ReconcileReport:
 
 
 async def reconcile(
-    journal: Journal,
+    journal: JournalBackend,
     client: GoRouteClient,
     *,
     limiter: RateLimiter,

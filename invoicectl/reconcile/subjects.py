@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from invoicectl.errors import ExitCode
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import adopt, record_delivery
 from invoicectl.reconcile.verdicts import GUIDANCE, Case, JournalSide, Verdict
@@ -31,7 +31,7 @@ class Subject:
     search: bool = False
 
 
-def find_subjects(journal: Journal) -> list[Subject]:
+def find_subjects(journal: JournalBackend) -> list[Subject]:
     subjects: list[Subject] = []
     for invoice in journal.invoices(InvoiceState.key_reused):
         existing = invoice.existing_transaction_id
@@ -56,7 +56,7 @@ def find_subjects(journal: Journal) -> list[Subject]:
     return subjects
 
 
-def _journal_side(journal: Journal, invoice: Invoice) -> JournalSide:
+def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:
     invoice_id, key = invoice.invoice_id, invoice.idempotency_key
     shas = [revision.sha256 for revision in journal.revisions(invoice_id)]
     attempts = [
@@ -88,7 +88,7 @@ def _position(shas: list[str], sha: str | None) -> int | None:
 
 
 def write_back(
-    journal: Journal, cases: list[Case], apply: bool, checked_at: str, run_id: int | None
+    journal: JournalBackend, cases: list[Case], apply: bool, checked_at: str, run_id: int | None
 ) -> tuple[list[Case], list[str], list[str]]:
     written: list[Case] = []
     applied: list[str] = []
@@ -118,7 +118,7 @@ def _fresh_delivery_status(case: Case) -> bool:
     return case.journal.remote_status != "failed"
 
 
-def _adopt(journal: Journal, case: Case, checked_at: str, run_id: int | None) -> bool:
+def _adopt(journal: JournalBackend, case: Case, checked_at: str, run_id: int | None) -> bool:
     api = case.api
     if api is None or api.transaction_id is None:
         return False

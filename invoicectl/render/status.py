@@ -14,7 +14,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import (
     Attempt,
     Event,
@@ -44,7 +44,7 @@ STATUS_FIELDS = (
 )
 
 
-def status_records(journal: Journal, state: str | None = None) -> list[dict[str, Any]]:
+def status_records(journal: JournalBackend, state: str | None = None) -> list[dict[str, Any]]:
     """One plain record per invoice, plus one per file that yields no invoice ID."""
     states = () if state is None else (InvoiceState(state),)
     records = [invoice_record(invoice) for invoice in journal.invoices(*states)]

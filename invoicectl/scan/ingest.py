@@ -18,8 +18,7 @@ from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal import Journal, peek_known_sha256
-from invoicectl.journal.records import InvoiceState, fact_columns
-from invoicectl.journal.scans import ScannedCopy
+from invoicectl.journal.records import InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, scan_files, start_reading

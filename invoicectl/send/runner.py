@@ -22,9 +22,8 @@ from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, locked_journal
 from invoicectl.journal.records import InvoiceState
-from invoicectl.journal.runlock import locked_journal
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.scan.ingest import ScanReport, scan_directory
 from invoicectl.send.sender import Progress, Sender, SendOptions, SendSummary

@@ -30,7 +30,7 @@ from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
-from invoicectl.journal import Journal
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState
 
 # Invoices in a row that get no answer even after their retries before a run stops.
@@ -128,7 +128,7 @@ class _WindowClosed(Exception):
 class Sender:
     def __init__(
         self,
-        journal: Journal,
+        journal: JournalBackend,
         client: GoRouteClient,
         options: SendOptions,
         run_id: int,
@@ -329,7 +329,7 @@ class Sender:
         self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
 
 
-def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
+def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
     """design.md's exit codes, the highest-ranked that applies."""
     codes = [lifecycle.attention(journal, journal.clock())]
     if summary.stopped_by == "credentials":
@@ -339,7 +339,7 @@ def exit_code_for(summary: SendSummary, journal: Journal) -> ExitCode:
     return worst(*codes)
 
 
-def _recent_starts(journal: Journal, seconds: float) -> list[float]:
+def _recent_starts(journal: JournalBackend, seconds: float) -> list[float]:
     """How long ago (seconds) each request of the last ``seconds`` started."""
     now = journal.clock()
     since = (now - timedelta(seconds=seconds)).isoformat()
