@@ -18,30 +18,19 @@ import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from invoicectl import DEFAULT_BASE_URL
 from invoicectl.errors import ConfigError, UsageError
+from invoicectl.tiers import DEFAULT_TIER, TIERS
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
     from invoicectl.goroute.retry import RetryPolicy
-    from invoicectl.send.sender import SendOptions
-
-
-class TierLimits(NamedTuple):
-    rate_per_minute: int
-    concurrency: int
+    from invoicectl.send.options import SendOptions
 
 
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
-# goroute-api.md, tier A: the brief's rate-limit table. The one statement of it: the CLI's
-# help text and the sandbox's tiers are built from this table.
-TIERS: Mapping[str, TierLimits] = {
-    "standard": TierLimits(rate_per_minute=100, concurrency=10),
-    "professional": TierLimits(rate_per_minute=500, concurrency=50),
-}
-DEFAULT_TIER = "standard"
 DEFAULT_BATCH_SIZE = 50  # invoices per progress line
 DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
 DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
@@ -91,7 +80,7 @@ class Settings:
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline and the
         invoices to send under their next key."""
-        from invoicectl.send.sender import SendOptions
+        from invoicectl.send.options import SendOptions
 
         return SendOptions(
             rate_per_minute=self.rate_per_minute,

@@ -10,8 +10,9 @@ import httpx
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
 from invoicectl.sandbox import DEFAULT_API_KEY, Sandbox, SandboxConfig
+from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
-from invoicectl.send.sender import SendOptions
+from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings, resolve
 
 FAST_RETRY = RetryPolicy(max_attempts=5, max_wait=5.0, backoff_initial=0.02, backoff_max=0.2)
@@ -42,7 +43,7 @@ def send(
     allow = options.pop("allow_environment_change", False)
     return runner.send(
         settings,
-        outbox,
+        scanning(outbox),
         SendOptions(**options),
         transport=transport,
         allow_environment_change=allow,

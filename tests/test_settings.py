@@ -13,7 +13,7 @@ from invoicectl.errors import UsageError
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.sandbox.config import TIERS as SANDBOX_TIERS
 from invoicectl.sandbox.config import SandboxConfig
-from invoicectl.send.sender import SendOptions
+from invoicectl.send.options import SendOptions
 from invoicectl.settings import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_WAIT,

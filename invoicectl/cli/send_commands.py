@@ -75,6 +75,7 @@ def send(
     """
     from invoicectl.goroute.jsontext import to_json
     from invoicectl.render.send import SendOutput
+    from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner
     from invoicectl.send.sender import OUTAGE_AFTER
     from invoicectl.settings import resolve
@@ -98,7 +99,7 @@ def send(
         batch_size=settings.batch_size,
     )
     if dry_run:
-        report, plan = runner.dry_run(settings, directory, recursive=recursive)
+        report, plan = runner.dry_run(settings, scanning(directory, recursive=recursive))
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         else:
@@ -107,9 +108,8 @@ def send(
     new_versions = tuple(new_version or ())
     report, summary = runner.send(
         settings,
-        directory,
+        scanning(directory, recursive=recursive),
         settings.send_options(deadline=deadline, new_versions=new_versions),
-        recursive=recursive,
         allow_environment_change=allow_environment_change,
         run_options=settings.send_run_options(
             directory, deadline=deadline, new_versions=new_versions
@@ -164,8 +164,8 @@ def reconcile(
     transactions list), refreshes delivery status, and never resends anything.
     Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
     retried later."""
+    from invoicectl.reconcile import runner
     from invoicectl.render.reconcile import Format, print_report, render, write_output
-    from invoicectl.send import runner
     from invoicectl.settings import resolve
 
     settings = resolve(

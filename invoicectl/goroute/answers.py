@@ -5,7 +5,7 @@ mapped to an ``Outcome``, error bodies read tolerantly from either documented sh
 the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, and a one-line
 reason for a request that got no answer at all.
 
-Everything the server or a network error says is scrubbed of the API key (``redact_key``) before
+Everything the server or a network error says is scrubbed of the API key (``ApiKey.redact``) before
 it is kept, in case a proxy echoes request headers into an error page.
 """
 
@@ -24,7 +24,6 @@ from typing import Any
 
 import httpx
 
-from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.jsontext import first_text, one_line, text_of
 from invoicectl.goroute.outcomes import (
     AuthRefused,
@@ -43,16 +42,10 @@ MAX_RAW_BODY = 64 * 1024
 _MAX_MESSAGE = 200
 _MAX_DETAILS = 200
 _MAX_DETAIL_LINE = 1000
-_REDACTED = "[redacted]"
 _TRUNCATED = "…[truncated]"
 
 _DELTA_SECONDS = re.compile(r"\d{1,12}(\.\d{1,9})?", re.ASCII)
 _HTML_TAG = re.compile(r"<[^>]*>")
-
-
-def redact_key(text: str, api_key: ApiKey) -> str:
-    """``text`` with every occurrence of the key replaced by a marker."""
-    return text.replace(api_key.reveal(), _REDACTED)
 
 
 @dataclass(frozen=True)

@@ -74,6 +74,10 @@ class ApiKey:
         """The key itself. Call it only where a request header is built."""
         return self._secret
 
+    def redact(self, text: str) -> str:
+        """``text`` with every occurrence of the key replaced by a marker."""
+        return text.replace(self._secret, "[redacted]")
+
     @property
     def fingerprint(self) -> str:
         """First 12 hex characters of the key's SHA-256: identifies the key, reveals nothing."""

@@ -38,7 +38,6 @@ from invoicectl.goroute.answers import (
     Answer,
     failure,
     parse_retry_after,
-    redact_key,
     transport_reason,
     unexpected_shape,
 )
@@ -260,7 +259,7 @@ class GoRouteClient:
         )
 
     def _redact(self, text: str) -> str:
-        return redact_key(text, self._api_key)
+        return self._api_key.redact(text)
 
 
 class _ApiKeyAuth(httpx.Auth):

@@ -45,9 +45,9 @@ class Journal(InvoiceRecords, SendingRecords, ScanRecords):
 
 
 @contextmanager
-def locked_journal(path: Path, command: str) -> Iterator[Journal]:
+def locked_journal(path: Path, command: str, clock: Clock = utc_now) -> Iterator[Journal]:
     """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
-    with RunLock(path, command=command), Journal(path) as journal:
+    with RunLock(path, command=command), Journal(path, clock) as journal:
         yield journal
 
 

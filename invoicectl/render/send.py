@@ -23,9 +23,8 @@ from rich.progress import (
 from rich.table import Table
 
 from invoicectl.render.status import print_scan_report
-from invoicectl.scan.ingest import ScanReport
-from invoicectl.send.runner import DryRun
-from invoicectl.send.sender import InvoiceResult, SendSummary
+from invoicectl.scan.report import ScanReport
+from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
 
 
 class SendOutput:

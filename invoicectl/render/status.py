@@ -23,7 +23,7 @@ from invoicectl.journal.records import (
     Revision,
     UnidentifiedFile,
 )
-from invoicectl.scan.ingest import ScanReport
+from invoicectl.scan.report import ScanReport
 
 STATUS_FIELDS = (
     "invoice_id",

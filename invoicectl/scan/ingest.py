@@ -10,18 +10,18 @@ statements so that memory stays flat and a re-scan stays cheap; the rest, one ID
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
-from typing import Any
 
 from invoicectl.errors import ConfigError
-from invoicectl.journal import Journal, peek_known_sha256
+from invoicectl.journal import peek_known_sha256
+from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, scan_files, start_reading
+from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import ScannedFile, as_text
 from invoicectl.ubl import one_line
 
@@ -32,46 +32,17 @@ _COMMIT_BYTES = 16 * 1024 * 1024
 _HEAD_START_FILES = 1000
 
 
-@dataclass(frozen=True)
-class Problem:
-    subject: str  # an invoice ID, or a file name when the file yields no ID
-    reason: str
-
-
-@dataclass
-class ScanReport:
-    files: int = 0
-    new: list[str] = field(default_factory=list)
-    unchanged: int = 0
-    changed: list[str] = field(default_factory=list)
-    amended: list[str] = field(default_factory=list)
-    invalid: list[Problem] = field(default_factory=list)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def summary_lines(self) -> list[str]:
-        """What ``scan`` prints: the counts, then one line per invalid or amended invoice."""
-        lines = [
-            f"scanned {self.files} files: {len(self.new)} new, {self.unchanged} unchanged, "
-            f"{len(self.changed)} changed, {len(self.amended)} amended, "
-            f"{len(self.invalid)} invalid"
-        ]
-        lines += [f"  invalid  {problem.subject}: {problem.reason}" for problem in self.invalid]
-        lines += [
-            f"  amended  {invoice_id}: changed after it was sent; "
-            f"see `invoicectl show {invoice_id}`"
-            for invoice_id in self.amended
-        ]
-        return lines
-
-
 def scan_directory(
-    journal: Journal, directory: Path, *, recursive: bool = False, workers: int | None = None
+    journal: JournalBackend, directory: Path, *, recursive: bool = False, workers: int | None = None
 ) -> ScanReport:
     """Hash, parse and record every ``*.xml`` under ``directory``."""
     with OpenScan(directory, recursive=recursive, workers=workers) as scan:
         return scan.into(journal)
+
+
+def scanning(directory: Path, *, recursive: bool = False) -> Callable[[JournalBackend], ScanReport]:
+    """A scan of ``directory``, for a run to make once it holds the journal."""
+    return lambda journal: scan_directory(journal, directory, recursive=recursive)
 
 
 class OpenScan:
@@ -112,7 +83,7 @@ class OpenScan:
         if self.head is not None:  # never handed on: the journal could not be opened
             self.head.reader.close()
 
-    def into(self, journal: Journal) -> ScanReport:
+    def into(self, journal: JournalBackend) -> ScanReport:
         # A directory never scanned into this journal has no stats to look up (a first scan).
         has_stats = journal.has_stats_under(as_text(str(self.root)))
         head, self.head = self.head, None  # scan_files closes its reader
@@ -130,7 +101,7 @@ class OpenScan:
 class Ingest:
     """One scan of one directory into the journal."""
 
-    def __init__(self, journal: Journal, root: Path) -> None:
+    def __init__(self, journal: JournalBackend, root: Path) -> None:
         self.journal = journal
         self.root = root
         self.report = ScanReport()

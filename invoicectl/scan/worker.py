@@ -14,11 +14,12 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from invoicectl import ubl
-from invoicectl.journal import packing
+from invoicectl.journal.packing import pack
 from invoicectl.journal.records import fact_columns
-from invoicectl.scan.facts_record import facts_record
 from invoicectl.scan.scanned import ScannedFile, StatKey, as_text
+from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
+from invoicectl.ubl.reading import read_document
 
 
 class Place(NamedTuple):
@@ -35,17 +36,17 @@ def scan_one(
     data_path = os.path.join(place.read_root, name)
     path, name = as_text(os.path.join(place.directory, name)), as_text(name)
     try:
-        data = ubl.read_document(data_path, place.read_root)
-    except ubl.InvalidDocument as error:
+        data = read_document(data_path, place.read_root)
+    except InvalidDocument as error:
         return ScannedFile(path, name, reason=error.reason)
     sha256 = hashlib.sha256(data).hexdigest()
     if sha256 in known_sha256:
         return ScannedFile(path, name, sha256, len(data), stat=key)
     try:
-        facts = ubl.parse_document(data)
-    except ubl.InvalidDocument as error:
+        facts = parse_document(data)
+    except InvalidDocument as error:
         return ScannedFile(path, name, sha256, len(data), reason=error.reason)
-    codec, stored = packing.pack(data)
+    codec, stored = pack(data)
     record = facts_record(facts)
     return ScannedFile(
         path,
@@ -81,3 +82,21 @@ def init_worker(root: Path, known_sha256: Collection[str]) -> None:
 def scan_chunk(chunk: list[tuple[str, StatKey | None]]) -> list[ScannedFile]:
     place, known = _worker_state["place"], _worker_state["known"]
     return [scan_one(name, key, place, known) for name, key in chunk]
+
+
+def facts_record(facts: InvoiceFacts) -> dict[str, Any]:
+    """The facts as the journal keeps them (a revision's ``facts`` JSON)."""
+    return {
+        "document_type": facts.document_type,
+        "invoice_id": facts.invoice_id,
+        "issue_date": facts.issue_date,
+        "currency": facts.currency,
+        "payable_amount": facts.payable_amount,
+        "supplier_endpoint": _endpoint_record(facts.supplier_endpoint),
+        "customer_endpoint": _endpoint_record(facts.customer_endpoint),
+        "problem": facts.problem,
+    }
+
+
+def _endpoint_record(endpoint: Endpoint | None) -> dict[str, str] | None:
+    return None if endpoint is None else {"scheme": endpoint.scheme, "id": endpoint.id}

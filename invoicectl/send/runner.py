@@ -8,49 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import signal
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
-from pathlib import Path
+from dataclasses import replace
 from typing import Any
 
 import httpx
 
 from invoicectl import lifecycle
-from invoicectl.environment import bind_environment, check_environment
-from invoicectl.errors import ExitCode, InvoicectlError
-from invoicectl.goroute.client import GoRouteClient
-from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.journal import Journal, locked_journal
-from invoicectl.journal.records import InvoiceState
-from invoicectl.reconcile import ReconcileReport
-from invoicectl.scan.ingest import ScanReport, scan_directory
-from invoicectl.send.sender import Progress, Sender, SendOptions, SendSummary
+from invoicectl.environment import bind_environment
+from invoicectl.errors import ExitCode
+from invoicectl.journal import locked_journal
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.runs import REAL_CLOCKS, Clocks, make_client, recorded_run
+from invoicectl.scan.report import ScanReport
+from invoicectl.send.options import SendOptions
+from invoicectl.send.sender import Sender
+from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
 
-
-@dataclass(frozen=True)
-class DryRun:
-    would_send: tuple[str, ...]
-    would_replay: tuple[str, ...]
-    held: tuple[str, ...]  # unknown outside the key window: reconcile first
-    skipped: dict[InvoiceState, int]  # state -> count of invoices nothing is done for
-    estimated_seconds: float
-    rate_per_minute: int
-    exit_code: ExitCode
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "dry_run": True,
-            "would_send": list(self.would_send),
-            "would_replay": list(self.would_replay),
-            "held_for_reconcile": list(self.held),
-            "skipped": self.skipped,
-            "estimated_seconds": round(self.estimated_seconds, 1),
-            "rate_per_minute": self.rate_per_minute,
-            "exit_code": int(self.exit_code),
-        }
+# Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scan_directory``).
+Scan = Callable[[JournalBackend], ScanReport]
 
 
 @contextmanager
@@ -73,83 +51,66 @@ def sandbox_session(settings: Settings) -> Iterator[httpx.AsyncBaseTransport | N
         save(emulator, memory)
 
 
-def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:
-    assert settings.api_key is not None
-    return GoRouteClient(
-        settings.base_url,
-        settings.api_key,
-        transport=transport,
-        max_connections=max(10, settings.concurrency),
-    )
-
-
-@contextmanager
-def recorded_run(
-    journal: Journal, command: str, options: dict[str, Any], settings: Settings
-) -> Iterator[int]:
-    """A runs row from start to end; a run that fails still records how it ended."""
-    assert settings.api_key is not None
-    run_id = journal.begin_run(
-        command,
-        options,
-        base_url=settings.base_url,
-        key_fingerprint=settings.api_key.fingerprint,
-    )
-    try:
-        yield run_id
-    except InvoicectlError as error:
-        journal.finish_run(run_id, int(error.exit_code), {"error": str(error)})
-        raise
-
-
 def send(
     settings: Settings,
-    directory: Path,
+    scan: Scan,
     options: SendOptions,
     *,
-    recursive: bool = False,
     allow_environment_change: bool = False,
     run_options: dict[str, Any] | None = None,
     on_scanned: Callable[[ScanReport], None] = lambda report: None,
     on_start: Callable[[SendSummary], None] = lambda summary: None,
     on_progress: Progress = lambda result, summary: None,
     transport: httpx.AsyncBaseTransport | None = None,
+    clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, SendSummary]:
-    """Scan ``directory`` and send what is pending; the journal records every step.
+    """Scan (``scan``, an outbox into the journal) and send what is pending; the journal
+    records every step.
 
     ``options.deadline`` counts from here, scan included, so a cron run ends in time.
     """
-    started = time.monotonic()
-    journal_lock = locked_journal(settings.journal, "send")
+    started = clocks.monotonic()
+    journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
     with journal_lock as journal, sandbox_session(settings) as emulated:
         transport = transport or emulated
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
         lifecycle.close_unanswered(journal)
-        report = scan_directory(journal, directory, recursive=recursive)
+        report = scan(journal)
         on_scanned(report)
         bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
             lifecycle.check_new_version(journal, invoice_id, journal.clock())
         if options.deadline is not None:
-            left = max(0.0, options.deadline - (time.monotonic() - started))
+            left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             callbacks = {"on_start": on_start, "on_progress": on_progress}
-            summary = asyncio.run(_send(journal, settings, options, run_id, transport, callbacks))
+            run = _send(journal, settings, options, run_id, transport, clocks, callbacks)
+            summary = asyncio.run(run)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
     return report, summary
 
 
 async def _send(
-    journal: Journal,
+    journal: JournalBackend,
     settings: Settings,
     options: SendOptions,
     run_id: int,
     transport: httpx.AsyncBaseTransport | None,
+    clocks: Clocks,
     callbacks: dict[str, Any],
 ) -> SendSummary:
     async with make_client(settings, transport) as client:
-        sender = Sender(journal, client, options, run_id, **callbacks)
+        sender = Sender(
+            journal,
+            client,
+            options,
+            run_id,
+            monotonic=clocks.monotonic,
+            sleep=clocks.sleep,
+            rng=clocks.rng,
+            **callbacks,
+        )
         with _stop_on_signals(sender):
             return await sender.run()
 
@@ -173,11 +134,11 @@ def _stop_on_signals(sender: Sender) -> Iterator[None]:
 
 
 def dry_run(
-    settings: Settings, directory: Path, *, recursive: bool = False
+    settings: Settings, scan: Scan, *, clocks: Clocks = REAL_CLOCKS
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded."""
-    with locked_journal(settings.journal, "send --dry-run") as journal:
-        report = scan_directory(journal, directory, recursive=recursive)
+    with locked_journal(settings.journal, "send --dry-run", clock=clocks.wall) as journal:
+        report = scan(journal)
         plan = lifecycle.plan(journal, journal.clock())
         counts = journal.state_counts()
         attention = lifecycle.attention(journal, journal.clock())
@@ -199,38 +160,3 @@ def dry_run(
         # What is left to send is the plan, not a problem: a dry run says 0 for it.
         exit_code=ExitCode.OK if attention is ExitCode.INCOMPLETE else attention,
     )
-
-
-def reconcile(
-    settings: Settings,
-    *,
-    apply: bool = False,
-    allow_environment_change: bool = False,
-    transport: httpx.AsyncBaseTransport | None = None,
-) -> ReconcileReport:
-    """What really happened to every send that needs a look; nothing is ever resent."""
-    from invoicectl.reconcile import reconcile as judge
-
-    journal_lock = locked_journal(settings.journal, "reconcile")
-    with journal_lock as journal, sandbox_session(settings) as emulated:
-        transport = transport or emulated
-        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
-        options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
-        with recorded_run(journal, "reconcile", options, settings) as run_id:
-
-            async def run() -> ReconcileReport:
-                async with make_client(settings, transport) as client:
-                    return await judge(
-                        journal,
-                        client,
-                        limiter=RateLimiter(settings.rate_per_minute),
-                        policy=settings.retry_policy(),
-                        apply=apply,
-                        concurrency=settings.concurrency,
-                        run_id=run_id,
-                    )
-
-            report = asyncio.run(run())
-            summary = {"counts": report.counts, "apply": apply}
-            journal.finish_run(run_id, int(report.exit_code), summary)
-    return report

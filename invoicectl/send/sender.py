@@ -16,109 +16,35 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import statistics
+import random
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl import lifecycle, ubl
 from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
-from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import InvoiceState
+from invoicectl.lifecycle.decisions import new_version
+from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.lifecycle.sending import (
+    WorkItem,
+    begin_attempt,
+    claim_key,
+    key_window_open,
+    record_answer,
+    settle,
+)
+from invoicectl.lifecycle.transitions import current
+from invoicectl.send.options import SendOptions
+from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
+from invoicectl.ubl.encoding import document_text
 
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3
-
-
-@dataclass(frozen=True)
-class SendOptions:
-    rate_per_minute: int = 100
-    concurrency: int = 10
-    policy: RetryPolicy = field(default_factory=RetryPolicy)
-    deadline: float | None = None  # seconds from the start of sending
-    new_versions: tuple[str, ...] = ()
-
-
-@dataclass(frozen=True)
-class InvoiceResult:
-    invoice_id: str
-    state: InvoiceState
-    key: str
-    transaction_id: str | None = None
-    existing_transaction_id: str | None = None
-    reason: str | None = None
-    replay: bool = False
-    requests: int = 0
-
-
-@dataclass
-class SendSummary:
-    run_id: int
-    planned: int = 0
-    replays: int = 0
-    held: tuple[str, ...] = ()
-    results: list[InvoiceResult] = field(default_factory=list)
-    stopped_by: str | None = None  # "signal", "deadline", "credentials", "rate_limit"
-    auth_message: str | None = None
-    outage_reason: str | None = None
-    elapsed: float = 0.0
-    request_latencies: list[float] = field(default_factory=list)
-    ingest_to_accept: list[float] = field(default_factory=list)
-    waited_for_rate: float = 0.0
-    waited_for_retry_after: float = 0.0
-    rate_limited_answers: int = 0
-    requests: int = 0
-    exit_code: ExitCode = ExitCode.OK
-    journal_counts: dict[InvoiceState, int] = field(default_factory=dict)
-
-    def counts(self) -> dict[str, int]:
-        return dict(Counter(result.state for result in self.results))
-
-    @property
-    def unsent(self) -> int:
-        return self.planned - len(self.results)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "run_id": self.run_id,
-            "exit_code": int(self.exit_code),
-            "planned": self.planned,
-            "replayed": self.replays,
-            "counts": self.counts(),
-            "not_started": self.unsent,
-            "held_for_reconcile": list(self.held),
-            "stopped_by": self.stopped_by,
-            "outage": self.outage_reason,
-            "journal": self.journal_counts,
-            "timing": {
-                "elapsed_seconds": round(self.elapsed, 3),
-                "requests": self.requests,
-                "rate_limited_answers": self.rate_limited_answers,
-                "request_latency": _spread(self.request_latencies),
-                "ingest_to_accept": _spread(self.ingest_to_accept),
-                "waited_for_rate_limit_seconds": round(self.waited_for_rate, 3),
-                "waited_for_retry_after_seconds": round(self.waited_for_retry_after, 3),
-            },
-            "invoices": [vars(result) for result in self.results],
-        }
-
-
-def _spread(values: list[float]) -> dict[str, float | None]:
-    if not values:
-        return {"median": None, "p95": None}
-    ordered = sorted(values)
-    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
-    return {"median": round(statistics.median(ordered), 3), "p95": round(p95, 3)}
-
-
-Progress = Callable[[InvoiceResult, SendSummary], None]
 
 
 class _WindowClosed(Exception):
@@ -135,11 +61,13 @@ class Sender:
         *,
         monotonic: Callable[[], float] = time.monotonic,
         sleep: Callable[[float], Any] = asyncio.sleep,
+        rng: random.Random | None = None,
         on_start: Callable[[SendSummary], None] = lambda summary: None,
         on_progress: Progress = lambda result, summary: None,
     ) -> None:
         self.journal = journal
         self.client = client
+        self.rng = rng
         self.options = options
         self.monotonic = monotonic
         self.on_start = on_start
@@ -185,13 +113,13 @@ class Sender:
         # Requests of a run that ended moments ago still count in the API's window.
         self.limiter.prime(self._started - ago for ago in _recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
-            lifecycle.new_version(self.journal, invoice_id, self.summary.run_id)
-        plan = lifecycle.plan(self.journal, self.journal.clock())
-        self.summary.held = plan.held
-        work = [(invoice_id, True) for invoice_id in plan.replays]
-        work += [(invoice_id, False) for invoice_id in plan.pending]
+            new_version(self.journal, invoice_id, self.summary.run_id)
+        planned = plan(self.journal, self.journal.clock())
+        self.summary.held = planned.held
+        work = [(invoice_id, True) for invoice_id in planned.replays]
+        work += [(invoice_id, False) for invoice_id in planned.pending]
         self.summary.planned = len(work)
-        self.summary.replays = len(plan.replays)
+        self.summary.replays = len(planned.replays)
         self.on_start(self.summary)
 
         queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
@@ -233,7 +161,7 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
-        item = lifecycle.claim_key(self.journal, invoice_id, replay=replay)
+        item = claim_key(self.journal, invoice_id, replay=replay)
         body = self._body(item)
         body_sha256 = hashlib.sha256(body).hexdigest()
         requests = 0
@@ -243,15 +171,13 @@ class Sender:
             requests += 1
             task = asyncio.current_task()
             assert task is not None
-            if not lifecycle.key_window_open(self.journal, item):
+            if not key_window_open(self.journal, item):
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
             self._in_flight.add(task)  # from the write-ahead row to the recorded answer
             try:
-                attempt_id = lifecycle.begin_attempt(
-                    self.journal, self.summary.run_id, item, body_sha256
-                )
+                attempt_id = begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
                 outcome = await self.client.send_document(item.key, body)
-                lifecycle.record_answer(self.journal, attempt_id, item, outcome)
+                record_answer(self.journal, attempt_id, item, outcome)
             finally:
                 self._in_flight.discard(task)
             self._observe(outcome)
@@ -263,27 +189,28 @@ class Sender:
                 policy=self.options.policy,
                 limiter=self.limiter,
                 should_stop=self.should_stop,
+                rng=self.rng,
             )
         except asyncio.CancelledError:
-            lifecycle.settle(self.journal, item, None)  # unused key back, or unknown
+            settle(self.journal, item, None)  # unused key back, or unknown
             raise
         except _WindowClosed:
             outcome = None
         if outcome is None:  # stopped before any request: the invoice is as it was
-            lifecycle.settle(self.journal, item, None)
+            settle(self.journal, item, None)
             return None
         if isinstance(outcome, AuthRefused):
             self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
             self.request_stop("credentials")
-            lifecycle.settle(self.journal, item, outcome)
+            settle(self.journal, item, outcome)
             return None
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
             self.request_stop("rate_limit")
         if isinstance(outcome, Transient | RateLimited):
-            lifecycle.settle(self.journal, item, outcome)  # final answers were settled already
+            settle(self.journal, item, outcome)  # final answers were settled already
         self._watch_for_outage(outcome)
-        invoice = lifecycle.current(self.journal, invoice_id)
+        invoice = current(self.journal, invoice_id)
         if isinstance(outcome, Accepted):
             self._record_ingest_to_accept(item)
         return InvoiceResult(
@@ -308,9 +235,9 @@ class Sender:
             self.summary.outage_reason = outcome.reason
             self.request_stop("outage")
 
-    def _body(self, item: lifecycle.WorkItem) -> bytes:
+    def _body(self, item: WorkItem) -> bytes:
         """The request body, built from the stored bytes the key carries, never the file."""
-        document = ubl.document_text(self.journal.content(item.sha256))
+        document = document_text(self.journal.content(item.sha256))
         return build_send_body(
             document,
             item.receiver_scheme,
@@ -324,14 +251,14 @@ class Sender:
         if isinstance(outcome, RateLimited):
             self.summary.rate_limited_answers += 1
 
-    def _record_ingest_to_accept(self, item: lifecycle.WorkItem) -> None:
+    def _record_ingest_to_accept(self, item: WorkItem) -> None:
         ingested = datetime.fromisoformat(item.ingested_at)
         self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
 
 
 def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
     """design.md's exit codes, the highest-ranked that applies."""
-    codes = [lifecycle.attention(journal, journal.clock())]
+    codes = [attention(journal, journal.clock())]
     if summary.stopped_by == "credentials":
         codes.append(ExitCode.AUTH_REFUSED)
     if summary.stopped_by == "signal":

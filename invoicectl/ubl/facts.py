@@ -9,14 +9,15 @@ is journalled under its ID.
 
 from __future__ import annotations
 
+import re
 from typing import NamedTuple
 
 from lxml import etree
 
 from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dtd
-from invoicectl.ubl.encoding import Encoding, sniff_encoding, utf8_as_sent
+from invoicectl.ubl.encoding import Encoding, not_valid_in, sniff_encoding, utf8_as_sent
 from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.parsers import parse_whole
+from invoicectl.ubl.parsers import PARSER
 from invoicectl.ubl.text import UNPRINTABLE, one_line
 from invoicectl.ubl.two_parts import parse_in_two_parts
 
@@ -208,3 +209,43 @@ def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None
             "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
         )
     return Endpoint(scheme, identifier), None
+
+
+# libxml2's syntax errors, as reasons a clerk can act on.
+_LXML_LOCATION = re.compile(r",? line \d+(, column \d+)?$")
+_EXCESSIVE_DEPTH = re.compile(r"Excessive depth in document: (\d+)")
+
+
+def parse_whole(data: bytes, encoding: Encoding) -> etree._Element:
+    try:
+        return etree.fromstring(data, PARSER)
+    except etree.XMLSyntaxError as exc:
+        raise InvalidDocument(_syntax_reason(exc, data, encoding)) from None
+
+
+def _syntax_reason(exc: etree.XMLSyntaxError, data: bytes, encoding: Encoding) -> str:
+    # libxml2's encoding errors ("Invalid bytes in character encoding") say nothing a clerk
+    # can act on; decoding ourselves names the encoding and the line.
+    try:
+        data[encoding.bom_length :].decode(encoding.codec)
+    except UnicodeDecodeError as decode_error:
+        return not_valid_in(encoding, data, decode_error.start)
+    # libxml2 may end its message with a newline or quote lines of the file: keep one line.
+    message = _LXML_LOCATION.sub("", " ".join((exc.msg or "syntax error").split())).strip()
+    message = one_line(_plain_syntax_message(message), 200)
+    return f"not well-formed XML (line {exc.lineno}): {message}"
+
+
+def _plain_syntax_message(message: str) -> str:
+    """libxml2's wording, with the two faults clerks meet most put in plain words."""
+    if message.startswith("xmlParseEntityRef: no name"):
+        return "a bare '&' that starts no entity (write it as &amp;)"
+    if message.startswith(("Premature end of data", "EndTag: '</' not found")):
+        return f"the file ends in the middle of the document; is it truncated? ({message})"
+    depth = _EXCESSIVE_DEPTH.match(message)
+    if depth:
+        return (
+            f"elements are nested more than {depth.group(1)} levels deep; "
+            "no invoice nests that deep"
+        )
+    return message

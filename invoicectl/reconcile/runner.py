@@ -1,0 +1,55 @@
+"""One ``invoicectl reconcile`` from start to end: lock, check the environment, judge, record.
+
+The CLI calls ``reconcile`` and renders the ``ReconcileReport`` that comes back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+
+from invoicectl.environment import check_environment
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.journal import locked_journal
+from invoicectl.reconcile import ReconcileReport
+from invoicectl.reconcile import reconcile as judge
+from invoicectl.runs import REAL_CLOCKS, Clocks, make_client, recorded_run
+from invoicectl.send.runner import sandbox_session
+from invoicectl.settings import Settings
+
+
+def reconcile(
+    settings: Settings,
+    *,
+    apply: bool = False,
+    allow_environment_change: bool = False,
+    transport: httpx.AsyncBaseTransport | None = None,
+    clocks: Clocks = REAL_CLOCKS,
+) -> ReconcileReport:
+    """What really happened to every send that needs a look; nothing is ever resent."""
+    journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall)
+    with journal_lock as journal, sandbox_session(settings) as emulated:
+        transport = transport or emulated
+        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
+        with recorded_run(journal, "reconcile", options, settings) as run_id:
+
+            async def run() -> ReconcileReport:
+                async with make_client(settings, transport) as client:
+                    return await judge(
+                        journal,
+                        client,
+                        limiter=RateLimiter(
+                            settings.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep
+                        ),
+                        policy=settings.retry_policy(),
+                        apply=apply,
+                        concurrency=settings.concurrency,
+                        run_id=run_id,
+                    )
+
+            report = asyncio.run(run())
+            summary = {"counts": report.counts, "apply": apply}
+            journal.finish_run(run_id, int(report.exit_code), summary)
+    return report

@@ -1,0 +1,65 @@
+"""What the send and reconcile runs share: their clocks, their client, their runs row.
+
+``Clocks`` is what a run reads the time from and waits with. Production uses the real ones;
+tests inject their own, so a "25 hours later" run is a run whose wall clock says so, not a
+journal whose rows were backdated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+import httpx
+
+from invoicectl.errors import InvoicectlError
+from invoicectl.goroute.client import GoRouteClient
+from invoicectl.journal.database import utc_now
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.settings import Settings
+
+
+@dataclass(frozen=True)
+class Clocks:
+    wall: Callable[[], datetime] = utc_now  # timestamps, and the 24-hour windows
+    monotonic: Callable[[], float] = time.monotonic  # pacing, backoff and deadlines
+    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    rng: random.Random = field(default_factory=random.Random)  # backoff jitter
+
+
+REAL_CLOCKS = Clocks()
+
+
+def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:
+    assert settings.api_key is not None
+    return GoRouteClient(
+        settings.base_url,
+        settings.api_key,
+        transport=transport,
+        max_connections=max(10, settings.concurrency),
+    )
+
+
+@contextmanager
+def recorded_run(
+    journal: JournalBackend, command: str, options: dict[str, Any], settings: Settings
+) -> Iterator[int]:
+    """A runs row from start to end; a run that fails still records how it ended."""
+    assert settings.api_key is not None
+    run_id = journal.begin_run(
+        command,
+        options,
+        base_url=settings.base_url,
+        key_fingerprint=settings.api_key.fingerprint,
+    )
+    try:
+        yield run_id
+    except InvoicectlError as error:
+        journal.finish_run(run_id, int(error.exit_code), {"error": str(error)})
+        raise

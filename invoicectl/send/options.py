@@ -1,0 +1,20 @@
+"""How a send runs: pace, concurrency, retries, deadline, and the operator's new versions.
+
+Settings build these (``Settings.send_options``); the sender reads them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from invoicectl.goroute.retry import RetryPolicy
+from invoicectl.tiers import DEFAULT_TIER, TIERS
+
+
+@dataclass(frozen=True)
+class SendOptions:
+    rate_per_minute: int = TIERS[DEFAULT_TIER].rate_per_minute
+    concurrency: int = TIERS[DEFAULT_TIER].concurrency
+    policy: RetryPolicy = field(default_factory=RetryPolicy)
+    deadline: float | None = None  # seconds from the start of sending
+    new_versions: tuple[str, ...] = ()

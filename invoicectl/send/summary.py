@@ -1,0 +1,113 @@
+"""What a send run comes to, as plain data: per invoice, per run, and for a dry run.
+
+The sender fills these; rendering (``render.send``) and ``--json`` read them.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from invoicectl.errors import ExitCode
+from invoicectl.journal.records import InvoiceState
+
+
+@dataclass(frozen=True)
+class InvoiceResult:
+    invoice_id: str
+    state: InvoiceState
+    key: str
+    transaction_id: str | None = None
+    existing_transaction_id: str | None = None
+    reason: str | None = None
+    replay: bool = False
+    requests: int = 0
+
+
+@dataclass
+class SendSummary:
+    run_id: int
+    planned: int = 0
+    replays: int = 0
+    held: tuple[str, ...] = ()
+    results: list[InvoiceResult] = field(default_factory=list)
+    stopped_by: str | None = None  # "signal", "deadline", "credentials", "rate_limit"
+    auth_message: str | None = None
+    outage_reason: str | None = None
+    elapsed: float = 0.0
+    request_latencies: list[float] = field(default_factory=list)
+    ingest_to_accept: list[float] = field(default_factory=list)
+    waited_for_rate: float = 0.0
+    waited_for_retry_after: float = 0.0
+    rate_limited_answers: int = 0
+    requests: int = 0
+    exit_code: ExitCode = ExitCode.OK
+    journal_counts: dict[InvoiceState, int] = field(default_factory=dict)
+
+    def counts(self) -> dict[str, int]:
+        return dict(Counter(result.state for result in self.results))
+
+    @property
+    def unsent(self) -> int:
+        return self.planned - len(self.results)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "exit_code": int(self.exit_code),
+            "planned": self.planned,
+            "replayed": self.replays,
+            "counts": self.counts(),
+            "not_started": self.unsent,
+            "held_for_reconcile": list(self.held),
+            "stopped_by": self.stopped_by,
+            "outage": self.outage_reason,
+            "journal": self.journal_counts,
+            "timing": {
+                "elapsed_seconds": round(self.elapsed, 3),
+                "requests": self.requests,
+                "rate_limited_answers": self.rate_limited_answers,
+                "request_latency": _spread(self.request_latencies),
+                "ingest_to_accept": _spread(self.ingest_to_accept),
+                "waited_for_rate_limit_seconds": round(self.waited_for_rate, 3),
+                "waited_for_retry_after_seconds": round(self.waited_for_retry_after, 3),
+            },
+            "invoices": [vars(result) for result in self.results],
+        }
+
+
+def _spread(values: list[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "p95": None}
+    ordered = sorted(values)
+    p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+    return {"median": round(statistics.median(ordered), 3), "p95": round(p95, 3)}
+
+
+Progress = Callable[[InvoiceResult, SendSummary], None]
+
+
+@dataclass(frozen=True)
+class DryRun:
+    would_send: tuple[str, ...]
+    would_replay: tuple[str, ...]
+    held: tuple[str, ...]  # unknown outside the key window: reconcile first
+    skipped: dict[InvoiceState, int]  # state -> count of invoices nothing is done for
+    estimated_seconds: float
+    rate_per_minute: int
+    exit_code: ExitCode
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": True,
+            "would_send": list(self.would_send),
+            "would_replay": list(self.would_replay),
+            "held_for_reconcile": list(self.held),
+            "skipped": self.skipped,
+            "estimated_seconds": round(self.estimated_seconds, 1),
+            "rate_per_minute": self.rate_per_minute,
+            "exit_code": int(self.exit_code),
+        }
