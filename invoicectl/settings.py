@@ -159,7 +159,7 @@ def resolve(
 
     if sandbox:
         from invoicectl.goroute.apikey import ApiKey
-        from invoicectl.sandbox import DEFAULT_API_KEY
+        from invoicectl.sandbox.config import DEFAULT_API_KEY
 
         base_url = SANDBOX_BASE_URL
         sources["base_url"] = "--sandbox"
