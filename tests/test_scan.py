@@ -231,6 +231,30 @@ def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(journal: Jou
     assert journal.invoice("INV-1").state == "accepted"
 
 
+def test_a_held_duplicate_that_changes_again_keeps_the_state_it_was_sent_in(
+    journal: Journal, outbox: Path
+):
+    """An accepted invoice held by a duplicate, whose own file then changes too: amended, and
+    what it returns to is accepted, not the hold (the hold's state once took its place)."""
+    write_invoice(outbox, "INV-1", name="a.xml")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1").state == "invalid"
+
+    (outbox / "b.xml").unlink()
+    write_invoice(outbox, "INV-1", name="a.xml", amount="7.00")
+    scan_directory(journal, outbox)
+    row = journal.invoice("INV-1")
+    assert (row.state, row.state_before_amend) == ("amended", "accepted")
+
+    write_invoice(outbox, "INV-1", name="a.xml")  # back to exactly what was sent
+    scan_directory(journal, outbox)
+    assert journal.invoice("INV-1").state == "accepted"
+
+
 def test_parallel_scan_records_the_same_as_a_serial_one(tmp_path: Path, outbox: Path):
     for number in range(300):
         write_invoice(outbox, f"INV-{number:04d}", amount=f"{number}.00")
