@@ -8,14 +8,18 @@
     serve(sandbox, host, port)       uvicorn, blocking
     BackgroundServer(sandbox)        uvicorn in a thread, for tests
 
-Modules: config (settings), documents (body checks), idempotency, transactions (lifecycle),
-ratelimit, faults, stats, state (the send path), app + admin (HTTP), transport, server.
+Modules, each importing only modules on the lines below its own:
+    persist (memory between runs), __main__ (``python -m invoicectl.sandbox``)
+    sandbox (the ``Sandbox`` facade)
+    state (the send path), app + admin (HTTP, typed against protocols, not the state)
+    documents (body checks), idempotency, transactions (lifecycle), faults, responses
+    config (settings), problems, party, clock, ratelimit, stats, server, transport, samples
 """
 
 from invoicectl.sandbox.config import DEFAULT_API_KEY, Faults, SandboxConfig
+from invoicectl.sandbox.idempotency import request_sha256
 from invoicectl.sandbox.sandbox import Sandbox
 from invoicectl.sandbox.server import BackgroundServer, serve
-from invoicectl.sandbox.state import request_sha256
 
 __all__ = [
     "DEFAULT_API_KEY",

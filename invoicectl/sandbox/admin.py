@@ -10,23 +10,63 @@ from __future__ import annotations
 import json
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from invoicectl.sandbox.clock import iso, parse_time
+from invoicectl.sandbox.clock import EmulatedClock, iso, parse_time
+from invoicectl.sandbox.config import Faults
+from invoicectl.sandbox.faults import FaultDice
+from invoicectl.sandbox.idempotency import KeyRecord
 from invoicectl.sandbox.problems import Problem
-from invoicectl.sandbox.state import EmulatorState
-from invoicectl.sandbox.transactions import detail_json
+from invoicectl.sandbox.transactions import Timings, Transaction, detail_json
 
 Handler = Callable[[Request], Awaitable[Response]]
 
 
-def admin_routes(
-    state: EmulatorState, authenticated: Callable[[Handler], Handler]
-) -> list[BaseRoute]:
+class Staging(Protocol):
+    """What these routes use of the emulator; ``state.EmulatorState`` is the implementation.
+
+    Declared here rather than imported, as ``app.Emulator`` is, so that the HTTP layer does
+    not sit on top of the send path.
+    """
+
+    clock: EmulatedClock
+    dice: FaultDice
+    timings: Timings
+
+    def snapshot(self) -> dict[str, Any]: ...
+
+    def preload_key(
+        self,
+        key: str,
+        *,
+        transaction_id: str,
+        body_sha256: str | None,
+        body: bytes | str | None,
+        first_seen: float | None,
+    ) -> KeyRecord: ...
+
+    def add_transaction(
+        self,
+        invoice_number: str,
+        *,
+        receiver: str = ...,
+        sender: str = ...,
+        status: str | None = ...,
+        created_at: float | None = ...,
+        transaction_id: str | None = ...,
+        document_type: str = ...,
+        metadata: dict[str, Any] | None = ...,
+        idempotency_key: str | None = ...,
+    ) -> Transaction: ...
+
+    def set_faults(self, faults: Faults) -> None: ...
+
+
+def admin_routes(state: Staging, authenticated: Callable[[Handler], Handler]) -> list[BaseRoute]:
     admin = _Admin(state)
     return [
         Route("/stats", authenticated(admin.stats), methods=["GET"]),
@@ -38,7 +78,7 @@ def admin_routes(
 
 
 class _Admin:
-    def __init__(self, state: EmulatorState) -> None:
+    def __init__(self, state: Staging) -> None:
         self.state = state
 
     async def stats(self, request: Request) -> Response:

@@ -17,19 +17,29 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
-from starlette.types import Receive, Scope, Send
 
-from invoicectl.sandbox.admin import admin_routes
-from invoicectl.sandbox.problems import Problem, problem_response
-from invoicectl.sandbox.state import EmulatorState
-from invoicectl.sandbox.transactions import detail_json, flat_detail_json, summary_json
+from invoicectl.sandbox.clock import EmulatedClock
+from invoicectl.sandbox.config import SandboxConfig
+from invoicectl.sandbox.faults import FaultDice
+from invoicectl.sandbox.problems import Problem
+from invoicectl.sandbox.ratelimit import RateLimiter
+from invoicectl.sandbox.responses import dropped, problem_response
+from invoicectl.sandbox.stats import Stats
+from invoicectl.sandbox.transactions import (
+    SendAnswer,
+    Timings,
+    TransactionBook,
+    detail_json,
+    flat_detail_json,
+    summary_json,
+)
 
 Sleep = Callable[[float], Awaitable[None]]
 Handler = Callable[[Request], Awaitable[Response]]
@@ -38,28 +48,35 @@ MAX_PAGE = 1000
 SERVER_ERROR_CODES = {500: "INTERNAL_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
 
 
-class DroppedResponse(Response):
-    """Starts the real answer, then abandons the connection before the body.
+class Emulator(Protocol):
+    """What the routes use of the emulator; ``state.EmulatorState`` is the implementation.
 
-    Uvicorn closes the transport when an app returns without completing its response, so
-    the client sees a protocol error, not a status; the in-process transport mimics that.
+    Declared here rather than imported so that the HTTP layer sits beside the send path
+    instead of on top of it (the state imports the body checks, the store, the lifecycle).
     """
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        start = {"type": "http.response.start", "status": self.status_code}
-        await send({**start, "headers": self.raw_headers})
+    config: SandboxConfig
+    clock: EmulatedClock
+    dice: FaultDice
+    limiter: RateLimiter
+    stats: Stats
+    book: TransactionBook
+    timings: Timings
+
+    def send(self, idempotency_key: str | None, body: bytes) -> SendAnswer: ...
 
 
 class SandboxApp:
-    """Builds the Starlette app over one ``EmulatorState``."""
+    """Builds the Starlette app over one emulator; ``Sandbox`` adds the admin routes."""
 
-    def __init__(self, state: EmulatorState, sleep: Sleep) -> None:
+    def __init__(self, state: Emulator, sleep: Sleep) -> None:
         self.state = state
         self._sleep = sleep
         self._request_ids = itertools.count(1)
 
-    def build(self) -> Starlette:
-        routes = self._routes()
+    def build(self, admin: list[BaseRoute]) -> Starlette:
+        """The app, with ``admin`` mounted under ``/_sandbox`` (at both base paths)."""
+        routes = [*self._routes(), Mount("/_sandbox", routes=admin)]
         return Starlette(
             routes=[*routes, Mount(BASE_PATH, routes=routes)],
             exception_handlers={HTTPException: self._http_exception},
@@ -75,7 +92,6 @@ class SandboxApp:
                 self._api(self.get_transaction),
                 methods=["GET"],
             ),
-            Mount("/_sandbox", routes=admin_routes(self.state, self._authenticated)),
         ]
 
     # -- cross-cutting ------------------------------------------------------------------
@@ -96,7 +112,9 @@ class SandboxApp:
             raise Problem(401, "INVALID_API_KEY", "API key is invalid, expired or disabled")
         return key
 
-    def _authenticated(self, handler: Handler) -> Handler:
+    def authenticated(self, handler: Handler) -> Handler:
+        """``handler`` behind the key check only (the admin routes skip the rate limits)."""
+
         async def endpoint(request: Request) -> Response:
             request_id = self._request_id()
             try:
@@ -181,9 +199,7 @@ class SandboxApp:
         if not self.state.dice.drop():
             return response
         self.state.stats.drops += 1
-        dropped = DroppedResponse(response.body, response.status_code)
-        dropped.raw_headers = response.raw_headers
-        return dropped
+        return dropped(response)
 
     async def get_transaction(self, request: Request, request_id: str) -> Response:
         txn_id = request.path_params["transaction_id"]

@@ -13,6 +13,7 @@ from typing import Any
 
 from lxml import etree
 
+from invoicectl.sandbox.party import Party
 from invoicectl.sandbox.problems import Detail, Problem
 
 CAC = "urn:oasis:names:specification:ubl:schema:xsd:CommonAggregateComponents-2"
@@ -25,18 +26,6 @@ DOCUMENT_TYPES = {
 REQUIRED_FIELDS = ("receiver_scheme", "receiver_id", "document")
 
 _PARSER = etree.XMLParser(resolve_entities=False, no_network=True, load_dtd=False, huge_tree=True)
-
-
-@dataclass(frozen=True)
-class Party:
-    scheme: str
-    identifier: str
-    name: str | None = None
-
-    @property
-    def participant(self) -> str:
-        """``scheme:identifier``, the way Peppol writes a participant."""
-        return f"{self.scheme}:{self.identifier}"
 
 
 @dataclass(frozen=True)

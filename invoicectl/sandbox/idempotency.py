@@ -7,12 +7,19 @@ they are next looked at, so no request ever pays for a sweep.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 
 from invoicectl.sandbox.problems import Detail, Problem
 
 _KEY_CHARS = re.compile(r"[A-Za-z0-9._:-]+")
+
+
+def request_sha256(body: bytes | str) -> str:
+    """The hash the emulator compares under one idempotency key: the exact request bytes."""
+    data = body.encode("utf-8") if isinstance(body, str) else body
+    return hashlib.sha256(data).hexdigest()
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from invoicectl.sandbox.documents import Party
 from invoicectl.sandbox.idempotency import KeyRecord
+from invoicectl.sandbox.party import Party
 from invoicectl.sandbox.sandbox import Sandbox
 from invoicectl.sandbox.transactions import Transaction
 

@@ -1,18 +1,13 @@
-"""Error answers in the shapes GoRoute's docs show.
+"""Answers other than success, as plain data: a ``Problem`` raised anywhere, with its details.
 
-The brief's flat ``error_code`` and the docs' nested ``{"error": {"code", ...}}`` disagree;
-``SandboxConfig.error_shape`` picks one, or "both" side by side (the default), so the
-client is exercised against every shape goroute-api.md lists.
+This module imports nothing of the emulator's, so every layer can raise a ``Problem``; how
+one is written on the wire (the shapes GoRoute's docs show) lives in ``responses.py``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any
-
-from starlette.responses import JSONResponse
-
-from invoicectl.sandbox.config import ErrorShape
 
 
 @dataclass(frozen=True)
@@ -38,31 +33,3 @@ class Problem(Exception):
     details: tuple[Detail, ...] = ()
     extra: dict[str, Any] = field(default_factory=dict)
     headers: dict[str, str] = field(default_factory=dict)
-
-
-def problem_body(problem: Problem, request_id: str, shape: ErrorShape) -> dict[str, Any]:
-    details = [d.as_json() for d in problem.details]
-    nested = {
-        "code": problem.code,
-        "message": problem.message,
-        "details": details,
-        "request_id": request_id,
-        **problem.extra,
-    }
-    if shape == "nested":
-        return {"error": nested}
-    flat = {
-        "error_code": problem.code,
-        "message": problem.message,
-        "details": details,
-        "request_id": request_id,
-        **problem.extra,
-    }
-    if shape == "flat":
-        return flat
-    return {**flat, "error": nested}
-
-
-def problem_response(problem: Problem, request_id: str, shape: ErrorShape) -> JSONResponse:
-    headers = {"X-Request-ID": request_id, **problem.headers}
-    return JSONResponse(problem_body(problem, request_id, shape), problem.status, headers)

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
 
+from invoicectl.sandbox.admin import admin_routes
 from invoicectl.sandbox.app import SandboxApp, Sleep
 from invoicectl.sandbox.clock import EmulatedClock
 from invoicectl.sandbox.config import SandboxConfig
@@ -39,7 +40,8 @@ class Sandbox:
         self.config = config or SandboxConfig()
         self.clock = EmulatedClock(clock)
         self.state = EmulatorState(self.config, self.clock, rng or random.Random(self.config.seed))
-        self.app: Starlette = SandboxApp(self.state, sleep).build()
+        api = SandboxApp(self.state, sleep)
+        self.app: Starlette = api.build(admin=admin_routes(self.state, api.authenticated))
 
     @property
     def api_key(self) -> str:

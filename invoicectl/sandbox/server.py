@@ -13,10 +13,10 @@ import threading
 import time
 from collections.abc import Callable
 from types import TracebackType
+from typing import Protocol
 
 import uvicorn
-
-from invoicectl.sandbox.sandbox import Sandbox
+from starlette.types import ASGIApp
 
 _DROP_MESSAGE = "ASGI callable returned without completing response."
 
@@ -29,6 +29,13 @@ class _QuietDrops(logging.Filter):
 
 
 logging.getLogger("uvicorn.error").addFilter(_QuietDrops())
+
+
+class Served(Protocol):
+    """What is served: a ``Sandbox``, or anything else that carries an ASGI ``app``."""
+
+    @property
+    def app(self) -> ASGIApp: ...
 
 
 def bind(host: str = "127.0.0.1", port: int = 8080) -> socket.socket:
@@ -51,7 +58,7 @@ def base_url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def _server(sandbox: Sandbox, *, log_config: bool) -> uvicorn.Server:
+def _server(sandbox: Served, *, log_config: bool) -> uvicorn.Server:
     config = uvicorn.Config(
         sandbox.app,
         access_log=False,
@@ -63,7 +70,7 @@ def _server(sandbox: Sandbox, *, log_config: bool) -> uvicorn.Server:
 
 
 def serve(
-    sandbox: Sandbox,
+    sandbox: Served,
     host: str = "127.0.0.1",
     port: int = 8080,
     *,
@@ -86,7 +93,7 @@ class BackgroundServer:
         httpx.get(server.base_url + "/peppol/version")
     """
 
-    def __init__(self, sandbox: Sandbox, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(self, sandbox: Served, host: str = "127.0.0.1", port: int = 0) -> None:
         self._sock = bind(host, port)
         self.base_url = base_url(self._sock)
         self._server = _server(sandbox, log_config=False)

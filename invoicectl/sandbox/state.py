@@ -1,50 +1,34 @@
 """The emulator's memory and its one write path: what a send does to it.
 
 ``EmulatorState`` owns the idempotency store, the transactions, the rate limiter, the fault
-dice and the counters. HTTP lives elsewhere (``app.py``); everything here can be driven and
-inspected from Python, which is how staging for reconcile tests works.
+dice and the counters. HTTP lives elsewhere (``app.py`` and ``admin.py`` reach this state
+through the protocols they declare); everything here can be driven and inspected from
+Python, which is how staging for reconcile tests works.
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
 import uuid
-from dataclasses import dataclass
 from typing import Any
 
 from invoicectl.sandbox.clock import EmulatedClock
 from invoicectl.sandbox.config import Faults, SandboxConfig
-from invoicectl.sandbox.documents import Party, Submission, read_submission
+from invoicectl.sandbox.documents import Submission, read_submission
 from invoicectl.sandbox.faults import FaultDice
-from invoicectl.sandbox.idempotency import IdempotencyStore, KeyRecord, check_key
+from invoicectl.sandbox.idempotency import IdempotencyStore, KeyRecord, check_key, request_sha256
+from invoicectl.sandbox.party import Party, parse_participant
 from invoicectl.sandbox.problems import Detail, Problem
 from invoicectl.sandbox.ratelimit import RateLimiter
 from invoicectl.sandbox.stats import Stats
 from invoicectl.sandbox.transactions import (
     NOT_REGISTERED,
     STATUSES,
+    SendAnswer,
     Timings,
     Transaction,
     TransactionBook,
 )
-
-
-def request_sha256(body: bytes | str) -> str:
-    """The hash the emulator compares under one idempotency key: the exact request bytes."""
-    data = body.encode("utf-8") if isinstance(body, str) else body
-    return hashlib.sha256(data).hexdigest()
-
-
-@dataclass(frozen=True)
-class SendAnswer:
-    """A send that succeeded (202): a new transaction, or a replay of an earlier one."""
-
-    transaction_id: str
-    replay: bool
-
-    def as_json(self) -> dict[str, str]:
-        return {"transaction_id": self.transaction_id, "status": "pending"}
 
 
 class EmulatorState:
@@ -158,8 +142,8 @@ class EmulatorState:
         txn = Transaction(
             id=transaction_id or self.new_transaction_id(),
             created_at=self.clock() if created_at is None else created_at,
-            receiver=_participant(receiver),
-            sender=_participant(sender),
+            receiver=parse_participant(receiver),
+            sender=parse_participant(sender),
             document_type=document_type,
             document_id=invoice_number,
             metadata=meta,
@@ -191,13 +175,6 @@ class EmulatorState:
 
     def snapshot(self) -> dict[str, Any]:
         return self.stats.snapshot(len(self.book), len(self.keys))
-
-
-def _participant(value: str) -> Party:
-    scheme, sep, identifier = value.partition(":")
-    if not sep or not scheme or not identifier:
-        raise ValueError(f"participant {value!r} must be written scheme:identifier")
-    return Party(scheme, identifier)
 
 
 def _missing_key() -> Problem:

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from invoicectl.sandbox.clock import iso
-from invoicectl.sandbox.documents import Party
+from invoicectl.sandbox.party import Party
 
 REJECT_ALL = "9915:reject-all"
 TIMEOUT_TEST = "9915:timeout-test"
@@ -37,6 +37,17 @@ class Transaction:
     # A staged transaction keeps the status it was given instead of moving on.
     fixed_status: str | None = None
     seq: int = 0
+
+
+@dataclass(frozen=True)
+class SendAnswer:
+    """A send that succeeded (202): a new transaction, or a replay of an earlier one."""
+
+    transaction_id: str
+    replay: bool
+
+    def as_json(self) -> dict[str, str]:
+        return {"transaction_id": self.transaction_id, "status": "pending"}
 
 
 @dataclass(frozen=True)
