@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -28,6 +28,10 @@ from invoicectl.cli.options import (
     TierOption,
 )
 from invoicectl.settings import DEFAULT_BATCH_SIZE
+
+if TYPE_CHECKING:
+    from invoicectl.send.runner import Session
+    from invoicectl.settings import Settings
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -117,6 +121,7 @@ def send(
         on_scanned=output.scanned,
         on_start=output.started,
         on_progress=output.progressed,
+        session=_session(settings),
     )
     output.finished(summary)
     if summary.stopped_by == "credentials":
@@ -179,7 +184,10 @@ def reconcile(
         max_wait=max_wait,
     )
     report = runner.reconcile(
-        settings, apply=apply, allow_environment_change=allow_environment_change
+        settings,
+        apply=apply,
+        allow_environment_change=allow_environment_change,
+        session=_session(settings),
     )
     fmt: Format = output_format.value
     if output is not None:
@@ -190,3 +198,14 @@ def reconcile(
     else:
         sys.stdout.write(render(report, fmt))
     raise typer.Exit(int(report.exit_code))
+
+
+def _session(settings: Settings) -> Session:
+    """With ``--sandbox``, a run's requests go to the built-in emulator in this process."""
+    from invoicectl.send.runner import no_session
+
+    if not settings.sandbox:
+        return no_session
+    from invoicectl.sandbox.session import sandbox_session
+
+    return lambda: sandbox_session(settings.journal)

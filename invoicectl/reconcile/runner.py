@@ -15,7 +15,7 @@ from invoicectl.journal import locked_journal
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
 from invoicectl.runs import REAL_CLOCKS, Clocks, make_client, recorded_run
-from invoicectl.send.runner import sandbox_session
+from invoicectl.send.runner import Session, no_session
 from invoicectl.settings import Settings
 
 
@@ -25,11 +25,12 @@ def reconcile(
     apply: bool = False,
     allow_environment_change: bool = False,
     transport: httpx.AsyncBaseTransport | None = None,
+    session: Session = no_session,
     clocks: Clocks = REAL_CLOCKS,
 ) -> ReconcileReport:
     """What really happened to every send that needs a look; nothing is ever resent."""
     journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall)
-    with journal_lock as journal, sandbox_session(settings) as emulated:
+    with journal_lock as journal, session() as emulated:
         transport = transport or emulated
         check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}

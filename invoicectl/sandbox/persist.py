@@ -13,16 +13,16 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from invoicectl.sandbox.clock import EmulatedClock
 from invoicectl.sandbox.idempotency import KeyRecord
 from invoicectl.sandbox.party import Party
-from invoicectl.sandbox.sandbox import Sandbox
+from invoicectl.sandbox.state import EmulatorState
 from invoicectl.sandbox.transactions import Transaction
 
 
-def save(sandbox: Sandbox, path: Path) -> None:
-    state = sandbox.state
+def save(state: EmulatorState, clock: EmulatedClock, path: Path) -> None:
     document = {
-        "clock_offset": sandbox.clock.offset,
+        "clock_offset": clock.offset,
         "keys": [asdict(record) for record in state.keys.records()],
         "transactions": [asdict(txn) for txn in state.book.all()],
     }
@@ -33,12 +33,11 @@ def save(sandbox: Sandbox, path: Path) -> None:
     os.replace(temporary, path)
 
 
-def load(sandbox: Sandbox, path: Path) -> None:
+def load(state: EmulatorState, clock: EmulatedClock, path: Path) -> None:
     if not path.exists():
         return
     document: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
-    state = sandbox.state
-    sandbox.clock.advance(document.get("clock_offset", 0.0))
+    clock.advance(document.get("clock_offset", 0.0))
     for record in document["keys"]:
         state.keys.remember(KeyRecord(**record))
     for txn in document["transactions"]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import replace
 from typing import Any
 
@@ -27,28 +27,16 @@ from invoicectl.send.sender import Sender
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
 
-# Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scan_directory``).
+# Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scanning``).
 Scan = Callable[[JournalBackend], ScanReport]
+# Where requests go for the length of a run, entered once the journal is locked: the
+# built-in emulator for ``--sandbox`` (``sandbox.session``), else nowhere special.
+Session = Callable[[], AbstractContextManager[httpx.AsyncBaseTransport | None]]
 
 
-@contextmanager
-def sandbox_session(settings: Settings) -> Iterator[httpx.AsyncBaseTransport | None]:
-    """``--sandbox``: the built-in emulator in this process, its memory kept beside the
-    sandbox journal between runs (so reconcile sees what send sent). None otherwise."""
-    if not settings.sandbox:
-        yield None
-        return
-    from invoicectl.sandbox import Sandbox, SandboxConfig
-    from invoicectl.sandbox.persist import load, save
-
-    # Generous limits: the client paces itself to --rate anyway.
-    emulator = Sandbox(SandboxConfig.for_tier("professional", lifecycle_step=1.0))
-    memory = settings.journal.with_name(settings.journal.stem + "-emulator.json")
-    load(emulator, memory)
-    try:
-        yield emulator.transport()
-    finally:
-        save(emulator, memory)
+def no_session() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
+    """Requests go where the settings' base URL says."""
+    return nullcontext(None)
 
 
 def send(
@@ -62,6 +50,7 @@ def send(
     on_start: Callable[[SendSummary], None] = lambda summary: None,
     on_progress: Progress = lambda result, summary: None,
     transport: httpx.AsyncBaseTransport | None = None,
+    session: Session = no_session,
     clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, SendSummary]:
     """Scan (``scan``, an outbox into the journal) and send what is pending; the journal
@@ -71,7 +60,7 @@ def send(
     """
     started = clocks.monotonic()
     journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
-    with journal_lock as journal, sandbox_session(settings) as emulated:
+    with journal_lock as journal, session() as emulated:
         transport = transport or emulated
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
         lifecycle.close_unanswered(journal)

@@ -1,0 +1,30 @@
+"""``--sandbox``: the built-in emulator inside the command's own process, for one run.
+
+Its memory is kept beside the sandbox journal between runs (``persist``), so reconcile sees
+what send sent. A run enters the session once it holds the journal's lock.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import httpx
+
+from invoicectl.sandbox.config import SandboxConfig
+from invoicectl.sandbox.persist import load, save
+from invoicectl.sandbox.sandbox import Sandbox
+
+
+@contextmanager
+def sandbox_session(journal: Path) -> Iterator[httpx.AsyncBaseTransport]:
+    """The emulator's transport; its memory in ``<journal>-emulator.json``."""
+    # Generous limits: the client paces itself to --rate anyway.
+    emulator = Sandbox(SandboxConfig.for_tier("professional", lifecycle_step=1.0))
+    memory = journal.with_name(journal.stem + "-emulator.json")
+    load(emulator.state, emulator.clock, memory)
+    try:
+        yield emulator.transport()
+    finally:
+        save(emulator.state, emulator.clock, memory)
