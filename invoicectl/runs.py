@@ -11,7 +11,7 @@ import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -34,6 +34,14 @@ class Clocks:
 
 
 REAL_CLOCKS = Clocks()
+
+# Where requests go for the length of a run, entered once the journal is locked: the
+# built-in emulator for ``--sandbox`` (``sandbox.session``), else where the settings say.
+Session = Callable[[], AbstractContextManager[httpx.AsyncBaseTransport | None]]
+
+
+def no_session() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
+    return nullcontext(None)
 
 
 def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:

@@ -30,7 +30,7 @@ from invoicectl.cli.options import (
 from invoicectl.settings import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
-    from invoicectl.send.runner import Session
+    from invoicectl.runs import Session
     from invoicectl.settings import Settings
 
 
@@ -169,7 +169,7 @@ def reconcile(
     transactions list), refreshes delivery status, and never resends anything.
     Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
     retried later."""
-    from invoicectl.reconcile import runner
+    from invoicectl.reconcile.runner import reconcile as run_reconcile
     from invoicectl.render.reconcile import Format, print_report, render, write_output
     from invoicectl.settings import resolve
 
@@ -183,7 +183,7 @@ def reconcile(
         max_attempts=max_attempts,
         max_wait=max_wait,
     )
-    report = runner.reconcile(
+    report = run_reconcile(
         settings,
         apply=apply,
         allow_environment_change=allow_environment_change,
@@ -202,7 +202,7 @@ def reconcile(
 
 def _session(settings: Settings) -> Session:
     """With ``--sandbox``, a run's requests go to the built-in emulator in this process."""
-    from invoicectl.send.runner import no_session
+    from invoicectl.runs import no_session
 
     if not settings.sandbox:
         return no_session

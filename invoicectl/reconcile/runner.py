@@ -14,8 +14,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.journal import locked_journal
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
-from invoicectl.runs import REAL_CLOCKS, Clocks, make_client, recorded_run
-from invoicectl.send.runner import Session, no_session
+from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
 from invoicectl.settings import Settings
 
 

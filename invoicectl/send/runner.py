@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import Any
 
@@ -20,7 +20,7 @@ from invoicectl.environment import bind_environment
 from invoicectl.errors import ExitCode
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.runs import REAL_CLOCKS, Clocks, make_client, recorded_run
+from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.options import SendOptions
 from invoicectl.send.sender import Sender
@@ -29,14 +29,6 @@ from invoicectl.settings import Settings
 
 # Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scanning``).
 Scan = Callable[[JournalBackend], ScanReport]
-# Where requests go for the length of a run, entered once the journal is locked: the
-# built-in emulator for ``--sandbox`` (``sandbox.session``), else nowhere special.
-Session = Callable[[], AbstractContextManager[httpx.AsyncBaseTransport | None]]
-
-
-def no_session() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
-    """Requests go where the settings' base URL says."""
-    return nullcontext(None)
 
 
 def send(
