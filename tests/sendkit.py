@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,7 @@ import httpx
 
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
+from invoicectl.runs import REAL_CLOCKS, Clocks
 from invoicectl.sandbox import DEFAULT_API_KEY, Sandbox, SandboxConfig
 from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
@@ -41,13 +43,21 @@ def send(
     options.setdefault("concurrency", 10)
     options.setdefault("policy", FAST_RETRY)
     allow = options.pop("allow_environment_change", False)
+    clocks = options.pop("clocks", REAL_CLOCKS)
     return runner.send(
         settings,
         scanning(outbox),
         SendOptions(**options),
         transport=transport,
         allow_environment_change=allow,
+        clocks=clocks,
     )
+
+
+def at(moment: datetime) -> Clocks:
+    """A run's clocks with its wall clock at ``moment``, moving on in real time from there."""
+    offset = moment - datetime.now(UTC)
+    return Clocks(wall=lambda: datetime.now(UTC) + offset)
 
 
 def states(journal_path: Path) -> dict[str, str]:

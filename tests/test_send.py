@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sendkit import assert_each_delivered_once, emulator, send, settings_for, states
+from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
@@ -254,13 +254,12 @@ def test_an_unknown_send_older_than_24_hours_is_not_replayed(outbox: Path, journ
 def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago):
     """A run that sent the request and died before recording the answer, hours ago."""
     sandbox.set_faults(drop_rate=1.0)
-    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    then = datetime.now(UTC) - timedelta(hours=hours_ago)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1), clocks=at(then))
     sandbox.set_faults(drop_rate=0.0)
-    then = (datetime.now(UTC) - timedelta(hours=hours_ago)).isoformat()
     with sqlite3.connect(settings.journal) as conn:  # what a crash leaves behind
         conn.execute("UPDATE attempts SET outcome = NULL, finished_at = NULL")
-        conn.execute("UPDATE attempts SET started_at = ?", (then,))
-        conn.execute("UPDATE invoices SET state = 'pending', key_first_used_at = ?", (then,))
+        conn.execute("UPDATE invoices SET state = 'pending'")
     if hours_ago >= 24:
         sandbox.advance_clock(hours_ago * 3600)
 
@@ -342,12 +341,12 @@ def test_a_used_key_left_pending_is_held_after_24_hours_not_sent_again(
     send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
     assert states(journal_path) == {invoice_id: "unknown"}
 
-    with sqlite3.connect(settings.journal) as conn:  # 25 hours later
-        then = (datetime.now(UTC) - timedelta(hours=25)).isoformat()
-        conn.execute("UPDATE invoices SET key_first_used_at = ?, state = 'pending'", (then,))
+    with sqlite3.connect(settings.journal) as conn:  # the used key left pending
+        conn.execute("UPDATE invoices SET state = 'pending'")
     sandbox.set_faults(drop_rate=0.0)
     sandbox.advance_clock(25 * 3600)
-    _, summary = send(settings, outbox, sandbox.transport())
+    later = datetime.now(UTC) + timedelta(hours=25)
+    _, summary = send(settings, outbox, sandbox.transport(), clocks=at(later))
 
     assert summary.held == (invoice_id,) and summary.planned == 0
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
