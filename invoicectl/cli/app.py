@@ -103,7 +103,7 @@ def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
     """Print the error as the command's JSON document, if JSON was asked for."""
     if not ctx.meta.get("json"):
         return False
-    from invoicectl.goroute.jsontext import to_json
+    from invoicectl.render.formats import to_json
 
     print(to_json({"error": message, "exit_code": int(exit_code)}))
     return True

@@ -39,8 +39,8 @@ def scan(
     """Record every *.xml in DIRECTORY in the journal (nothing is sent).
 
     Exit 3 when a file is invalid; 0 otherwise."""
-    from invoicectl.goroute.jsontext import to_json
     from invoicectl.journal import locked_journal
+    from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
 
     path = _journal_path(journal, sandbox)
@@ -71,16 +71,15 @@ def status(
 
     Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, 75 if an
     unanswered send waits for the next run's replay."""
-    from invoicectl.goroute.jsontext import to_json
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
     from invoicectl.lifecycle.plan import attention
+    from invoicectl.render.formats import to_csv, to_json
     from invoicectl.render.status import (
         STATUS_FIELDS,
         print_state_counts,
         print_status_table,
         status_records,
-        to_csv,
         to_tsv,
     )
 

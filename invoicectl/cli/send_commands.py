@@ -77,7 +77,7 @@ def send(
     that dies is resumed by the next one, replaying unanswered sends under the same key with
     the same bytes while the key's 24-hour window is open. One run at a time per journal.
     """
-    from invoicectl.goroute.jsontext import to_json
+    from invoicectl.render.formats import to_json
     from invoicectl.render.send import SendOutput
     from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner

@@ -7,7 +7,6 @@ it reaches an outcome or a message.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -34,8 +33,3 @@ def first_text(data: Mapping[str, Any], *names: str) -> str | None:
 
 def one_line(text: str) -> str:
     return " ".join(text.split())
-
-
-def to_json(data: Any) -> str:
-    """What invoicectl prints for ``--json``."""
-    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)

@@ -5,8 +5,6 @@ Nothing here decides anything; it takes plain data and writes it to a console or
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -83,15 +81,6 @@ def _unidentified_record(file: UnidentifiedFile) -> dict[str, Any]:
         updated_at=file.updated_at,
     )
     return record
-
-
-def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(fields), extrasaction="ignore")
-    writer.writeheader()
-    for record in records:
-        writer.writerow({key: "" if record.get(key) is None else record[key] for key in fields})
-    return buffer.getvalue()
 
 
 def to_tsv(records: Sequence[dict[str, Any]]) -> str:
