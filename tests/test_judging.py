@@ -12,7 +12,7 @@ from invoicectl.errors import ExitCode
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.reconcile import JournalSide, Verdict
-from invoicectl.reconcile.search import Search, SearchSummary
+from invoicectl.reconcile.search_result import Search, SearchSummary
 from invoicectl.reconcile.unanswered import judge_searched
 
 FIRST = datetime(2025, 3, 1, 12, 0, tzinfo=UTC)

@@ -10,7 +10,8 @@ a network failure either: a caller only sees exceptions for programming errors (
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
 What an answer means lives in ``invoicectl.goroute.answers``; the transaction shapes in
-``invoicectl.goroute.transactions``. Their public names are re-exported here.
+``invoicectl.goroute.transactions`` (a list answer is read into its ``TransactionPage`` here).
+Their public names are re-exported here.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
 Any text that came back from the server or from a network error is scrubbed of the key before it
@@ -42,9 +43,9 @@ from invoicectl.goroute.answers import (
     unexpected_shape,
 )
 from invoicectl.goroute.apikey import ApiKey
-from invoicectl.goroute.jsontext import first_text
+from invoicectl.goroute.jsontext import first_text, text_of
 from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
-from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage, page_of
+from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
 
 __all__ = [
     "MAX_RAW_BODY",
@@ -207,7 +208,7 @@ class GoRouteClient:
             return answer
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=False)
-        return page_of(answer)
+        return _page_of(answer)
 
     async def version(self) -> dict[str, Any] | Outcome:
         """GET /peppol/version: ``{"version", "environment", "status"}`` or the failure outcome."""
@@ -306,3 +307,22 @@ def _transaction_id_of(data: Any) -> str | None:
     if not isinstance(data, dict):
         return None
     return first_text(data, "transaction_id", "id")
+
+
+def _page_of(answer: Answer) -> TransactionPage | Outcome:
+    """Accept ``{"transactions": [...], "next_cursor", "has_more"}`` or a bare list."""
+    data = answer.data
+    if isinstance(data, list):
+        items, next_cursor, has_more = data, None, False
+    elif isinstance(data, dict) and isinstance(data.get("transactions"), list):
+        items = data["transactions"]
+        next_cursor = text_of(data.get("next_cursor"))
+        more = data.get("has_more")
+        has_more = more if isinstance(more, bool) else next_cursor is not None
+    else:
+        return unexpected_shape(answer, "a transactions list")
+    if not all(isinstance(item, dict) for item in items):
+        # Skipping entries would let reconcile report "not found" for a send that exists.
+        return unexpected_shape(answer, "a list of transaction objects")
+    transactions = tuple(Transaction.from_json(item) for item in items)
+    return TransactionPage(transactions=transactions, next_cursor=next_cursor, has_more=has_more)

@@ -2,8 +2,9 @@
 
 ``goroute-api.md`` describes a transaction twice: the list shape (``transaction_id``,
 ``invoice_number``, flat ``receiver_id``) and the single shape (``id``, ``document_id``, nested
-``receiver``). This module owns reading both (and mixes of them) into one ``Transaction``, a
-page of them into a ``TransactionPage``, and the two outcomes of looking one up by id.
+``receiver``). This module owns reading both (and mixes of them) into one ``Transaction``, the
+``TransactionPage`` a list answer is read into, and the two outcomes of looking one up by id.
+Plain data below the client: reading an HTTP answer into a page is ``goroute.client``'s.
 """
 
 from __future__ import annotations
@@ -12,7 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from invoicectl.goroute.answers import Answer, unexpected_shape
 from invoicectl.goroute.jsontext import first_text, text_of
 from invoicectl.goroute.outcomes import Outcome
 
@@ -87,25 +87,6 @@ class Found(Outcome):
 @dataclass(frozen=True)
 class NotFound(Outcome):
     """GET /api/v1/transactions/{id} answered 404: GoRoute does not know the id."""
-
-
-def page_of(answer: Answer) -> TransactionPage | Outcome:
-    """Accept ``{"transactions": [...], "next_cursor", "has_more"}`` or a bare list."""
-    data = answer.data
-    if isinstance(data, list):
-        items, next_cursor, has_more = data, None, False
-    elif isinstance(data, dict) and isinstance(data.get("transactions"), list):
-        items = data["transactions"]
-        next_cursor = text_of(data.get("next_cursor"))
-        more = data.get("has_more")
-        has_more = more if isinstance(more, bool) else next_cursor is not None
-    else:
-        return unexpected_shape(answer, "a transactions list")
-    if not all(isinstance(item, dict) for item in items):
-        # Skipping entries would let reconcile report "not found" for a send that exists.
-        return unexpected_shape(answer, "a list of transaction objects")
-    transactions = tuple(Transaction.from_json(item) for item in items)
-    return TransactionPage(transactions=transactions, next_cursor=next_cursor, has_more=has_more)
 
 
 def _receiver_of(data: Mapping[str, Any]) -> tuple[str | None, str | None]:

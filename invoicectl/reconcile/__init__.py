@@ -25,22 +25,23 @@ recorded (``remote_status``, ``remote_checked_at``, an event when it changes), w
 lookups finish before anything is written, so a 401/403 (``CredentialsRefused``) changes
 nothing.
 
-This module is the public face: ``reconcile()``, its ``ReconcileReport``, and the names callers
-use, re-exported from the modules that own them:
+This module is the public face: ``reconcile()``, which sends each invoice to its judge and
+writes back what the verdicts allow (``write_back``, through the lifecycle), and the names
+callers use, re-exported from the modules that own them:
 
-- ``verdicts``: ``Verdict`` (each with its ``Guidance``, in display order) and the ``Case`` data;
-- ``subjects``: which invoices need a look, and the journal writes;
-- ``search``: every GET, and the transactions-list search;
-- ``judge``: which judge each invoice goes to; ``key_reused``, ``unanswered`` and ``delivery``
-  judge the three kinds of lookup; ``matching`` compares a transaction with the journal's
-  side; ``cases`` builds each ``Case`` from its verdict's guidance; ``timestamps`` reads the
-  times they compare.
+- ``verdicts``: ``Verdict`` (each with its ``Guidance``, in display order), the ``Case`` data,
+  and ``build_case``, which every judge ends in;
+- ``report``: the ``ReconcileReport`` a reconcile returns;
+- ``subjects``: which invoices need a look, and what the journal says about each;
+- ``search``: every GET, and the transactions-list search; ``search_result`` what it found;
+- ``key_reused``, ``unanswered``, ``delivery`` and ``journal_only`` judge each kind of invoice;
+  ``matching`` compares a transaction with the journal's side and reads the times compared.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import replace
 from datetime import UTC, datetime
 
 from invoicectl.errors import ExitCode, worst
@@ -48,10 +49,16 @@ from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.reconcile.judge import judge
+from invoicectl.lifecycle.decisions import adopt, record_delivery
+from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
+from invoicectl.reconcile.journal_only import judge_amended, judge_conflict
+from invoicectl.reconcile.key_reused import judge_key_reused
 from invoicectl.reconcile.matching import CLOCK_SLACK, compare
-from invoicectl.reconcile.search import LOOK_BACK, Lookups, SearchSummary
-from invoicectl.reconcile.subjects import find_subjects, write_back
+from invoicectl.reconcile.report import ReconcileReport
+from invoicectl.reconcile.search import Lookups
+from invoicectl.reconcile.search_result import LOOK_BACK, SearchSummary
+from invoicectl.reconcile.subjects import Subject, find_subjects
+from invoicectl.reconcile.unanswered import judge_searched
 from invoicectl.reconcile.verdicts import (
     GUIDANCE,
     VERDICT_ORDER,
@@ -81,28 +88,6 @@ __all__ = [
 
 def utc_now() -> datetime:
     return datetime.now(UTC)
-
-
-@dataclass(frozen=True)
-class ReconcileReport:
-    cases: tuple[Case, ...]
-    applied: tuple[str, ...]  # invoice ids --apply changed
-    recorded: tuple[str, ...]  # invoice ids whose delivery status was recorded
-    exit_code: ExitCode
-    apply: bool
-    checked_at: str
-    requests: int = 0
-    search: SearchSummary = field(default_factory=SearchSummary)
-
-    @property
-    def counts(self) -> dict[Verdict, int]:
-        """Cases per verdict, in ``VERDICT_ORDER``, verdicts without cases left out."""
-        present = [case.verdict for case in self.cases]
-        return {verdict: present.count(verdict) for verdict in VERDICT_ORDER if verdict in present}
-
-    @property
-    def needs_person(self) -> int:
-        return sum(case.needs_person for case in self.cases)
 
 
 async def reconcile(
@@ -141,4 +126,85 @@ async def reconcile(
         checked_at=checked_at,
         requests=lookups.requests,
         search=lookups.search_summary,
+    )
+
+
+def judge(subject: Subject, lookups: Lookups, now: datetime) -> Case:
+    """Send the invoice to the judge that owns its case, once every lookup has finished.
+
+    ``key_reused``: the transaction a 422 named; ``unanswered``: the transactions-list search
+    (and a 422 that named none); ``delivery``: an accepted invoice's delivery status;
+    ``journal_only``: amended invoices and 409 conflicts. Pure: nothing here asks GoRoute or
+    writes the journal.
+    """
+    side = subject.side
+    if side.state == "amended":
+        return judge_amended(subject.invoice_id, side)
+    if side.state == "rejected":
+        return judge_conflict(subject.invoice_id, side)
+    if side.state == "accepted":
+        if subject.get_id is None:
+            return recorded_failure(subject.invoice_id, side)
+        return judge_delivery(subject.invoice_id, side, lookups.transactions.get(subject.get_id))
+    if subject.get_id is not None:
+        return judge_key_reused(
+            subject.invoice_id, side, subject.get_id, lookups.transactions.get(subject.get_id)
+        )
+    return judge_searched(subject.invoice_id, side, lookups.search, now)
+
+
+def write_back(
+    journal: JournalBackend, cases: list[Case], apply: bool, checked_at: str, run_id: int | None
+) -> tuple[list[Case], list[str], list[str]]:
+    """Record what the verdicts allow: (the cases as written, ids adopted, ids recorded).
+
+    The delivery status of ``accepted`` invoices is always recorded; with ``apply`` the
+    transactions found are adopted, one SQLite transaction and one event row per invoice, and
+    only if the invoice is still in the state and under the key it was judged in.
+    """
+    written: list[Case] = []
+    applied: list[str] = []
+    recorded: list[str] = []
+    for case in cases:
+        if _fresh_delivery_status(case) and record_delivery(
+            journal,
+            case.invoice_id,
+            transaction_id=case.journal.transaction_id or "",
+            status=case.api.status if case.api else None,
+            checked_at=checked_at,
+            run_id=run_id,
+        ):
+            recorded.append(case.invoice_id)
+        if apply and GUIDANCE[case.verdict].adoptable and _adopt(journal, case, checked_at, run_id):
+            applied.append(case.invoice_id)
+            adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
+            case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
+        written.append(case)
+    return written, applied, recorded
+
+
+def _fresh_delivery_status(case: Case) -> bool:
+    """A delivery status just read from GoRoute (not a failure the journal already had)."""
+    if case.verdict not in (Verdict.delivered, Verdict.delivery_failed, Verdict.delivery_pending):
+        return False
+    return case.journal.remote_status != "failed"
+
+
+def _adopt(journal: JournalBackend, case: Case, checked_at: str, run_id: int | None) -> bool:
+    api = case.api
+    if api is None or api.transaction_id is None:
+        return False
+    how = "the 422's existing transaction" if case.journal.state == "key_reused" else "found"
+    return adopt(
+        journal,
+        case.invoice_id,
+        expected_state=case.journal.state,
+        idempotency_key=case.journal.idempotency_key,
+        transaction_id=api.transaction_id,
+        remote_status=api.status,
+        checked_at=checked_at,
+        accepted_at=api.created_at or checked_at,
+        detail=f"reconcile adopted {api.transaction_id} ({how}, status {api.status or 'none'}) "
+        f"for key {case.journal.idempotency_key}",
+        run_id=run_id,
     )

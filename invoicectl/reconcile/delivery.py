@@ -1,7 +1,7 @@
 """Judging the delivery of an ``accepted`` invoice: delivered, failed, or still on its way.
 
 The journal already owns the transaction; reconcile GETs it to follow the delivery status
-(``delivered``, ``delivery_failed``, ``delivery_pending``), which ``subjects.write_back``
+(``delivered``, ``delivery_failed``, ``delivery_pending``), which ``write_back`` (the facade)
 records with or without ``--apply``. A failure recorded earlier is reported again without a
 request (``recorded_failure``).
 """
@@ -10,8 +10,15 @@ from __future__ import annotations
 
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
-from invoicectl.reconcile.cases import build_case, lookup_failed
-from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+from invoicectl.reconcile.matching import api_side
+from invoicectl.reconcile.verdicts import (
+    ApiSide,
+    Case,
+    JournalSide,
+    Verdict,
+    build_case,
+    lookup_failed,
+)
 
 
 def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) -> Case:
@@ -28,7 +35,7 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
     if not isinstance(outcome, Found):
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
     txn = outcome.transaction
-    api = ApiSide.of(txn, txn_id)
+    api = api_side(txn, txn_id)
     if txn.status == "delivered":
         return build_case(
             invoice_id,

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
-from invoicectl.reconcile.cases import build_case, lookup_failed
 from invoicectl.reconcile.matching import matched
-from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+from invoicectl.reconcile.verdicts import (
+    ApiSide,
+    Case,
+    JournalSide,
+    Verdict,
+    build_case,
+    lookup_failed,
+)
 
 
 def judge_key_reused(

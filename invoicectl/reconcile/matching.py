@@ -5,17 +5,19 @@ the content hash (``metadata.sha256``) decides whether it carries the content th
 sent, and its creation date whether this journal sent it (``CLOCK_SLACK``). ``matched`` turns
 one transaction that should be this invoice's, whether named by a 422 or found in the list,
 into its verdict: adopt it, wait for it, resend after its failure, or investigate a different
-document. Pure: nothing here asks GoRoute or writes the journal.
+document. ``api_side`` is what a transaction shows in a ``Case``. The times compared are read
+here too: ``parse_time`` reads ISO 8601 with ``Z`` or an offset (a naive time is UTC) and gives
+None for anything else; ``first_time`` is when a key first carried a request, the start of its
+24-hour window and the point "sent by this journal" is measured from. Pure: nothing here asks
+GoRoute or writes the journal.
 """
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 from invoicectl.goroute.transactions import Transaction
-from invoicectl.reconcile.cases import Window, build_case
-from invoicectl.reconcile.timestamps import parse_time
-from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict, Window, build_case
 
 # A transaction can look a little older than the first attempt that created it when the two
 # clocks disagree. Anything older than this before the first attempt was not created by it.
@@ -33,7 +35,7 @@ def matched(
     window: Window = (None, None),
 ) -> Case:
     """The verdict on a transaction that should be this invoice's; ``adopt`` when it is."""
-    api = ApiSide.of(txn, txn_id)
+    api = api_side(txn, txn_id)
     differences = compare(invoice_id, side, txn)
     notes = _date_notes(side, txn)
     content = _content_difference(side, txn)
@@ -72,6 +74,19 @@ def matched(
         )
     return build_case(
         invoice_id, verdict, side, api=api, detail="; ".join(detail + notes), window=window
+    )
+
+
+def api_side(txn: Transaction, fallback_id: str | None = None) -> ApiSide:
+    """What GoRoute holds for ``txn``, as a ``Case`` shows it (its id, else ``fallback_id``)."""
+    return ApiSide(
+        transaction_id=txn.transaction_id or fallback_id,
+        invoice_number=txn.invoice_number,
+        receiver=txn.receiver or txn.receiver_id,
+        document_type=txn.document_type,
+        status=txn.status,
+        created_at=txn.created_at,
+        delivered_at=txn.delivered_at,
     )
 
 
@@ -139,3 +154,17 @@ def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
         f"created {txn.created_at}, before this journal's first attempt ({side.first_attempt_at}):"
         " something else sent it"
     ]
+
+
+def first_time(side: JournalSide) -> datetime | None:
+    return parse_time(side.key_first_used_at or side.first_attempt_at)
+
+
+def parse_time(value: str | None) -> datetime | None:
+    if not value:
+        return None
+    try:
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)

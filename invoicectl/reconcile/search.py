@@ -5,38 +5,38 @@
 id is looked up by that id. Unanswered sends have none, so the transactions list is paged
 through once for all of them (``_Paging``): following the cursor, de-duplicating by id, noticing
 when the API repeats itself or ignores the cursor, and stopping at the horizon (the earliest
-first attempt less ``LOOK_BACK``) only while the list is provably newest first. How far it
-got is a ``SearchSummary``.
+first attempt less ``LOOK_BACK``) only while the list is provably newest first. What it found
+and how far it got are a ``Search`` and its ``SearchSummary`` (``search_result``). The client is
+anything with GoRoute's two transaction lookups (``TransactionReader``), ``GoRouteClient`` in
+production.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
+from typing import Protocol
 
 from invoicectl.errors import CredentialsRefused
-from invoicectl.goroute.client import GoRouteClient, Transaction, TransactionPage
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.goroute.transactions import Transaction, TransactionPage
+from invoicectl.reconcile.matching import first_time, parse_time
+from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.subjects import Subject
-from invoicectl.reconcile.timestamps import first_time, parse_time
-
-# How far before an unanswered send's first attempt the list search looks for an earlier send
-# of the same invoice (found: a person decides). Older transactions are never counted.
-LOOK_BACK = timedelta(days=7)
 
 
-@dataclass(frozen=True)
-class SearchSummary:
-    """How far the transactions-list search went (for unanswered sends)."""
+class TransactionReader(Protocol):
+    """The two lookups reconcile makes; ``GoRouteClient`` is the one that asks GoRoute."""
 
-    pages: int = 0
-    transactions: int = 0
-    complete: bool = True
-    note: str = ""
+    async def get_transaction(self, transaction_id: str) -> Outcome: ...
+
+    async def list_transactions(
+        self, *, limit: int, cursor: str | None
+    ) -> TransactionPage | Outcome: ...
 
 
 @dataclass(frozen=True)
@@ -46,20 +46,15 @@ class _Page(Outcome):
     page: TransactionPage = field(default_factory=lambda: TransactionPage(()))
 
 
-@dataclass(frozen=True)
-class Search:
-    """What the list search found, per wanted invoice number, and how far it got."""
-
-    by_number: Mapping[str, tuple[Transaction, ...]]
-    summary: SearchSummary
-    failure: Outcome | None = None
-
-
 class Lookups:
     """Every GET a reconcile makes: bounded concurrency, paced and retried like ``send``."""
 
     def __init__(
-        self, client: GoRouteClient, limiter: RateLimiter, policy: RetryPolicy, concurrency: int
+        self,
+        client: TransactionReader,
+        limiter: RateLimiter,
+        policy: RetryPolicy,
+        concurrency: int,
     ) -> None:
         self._client = client
         self._limiter = limiter

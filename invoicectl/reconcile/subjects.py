@@ -1,21 +1,17 @@
-"""Reconcile's reads and writes of the journal.
+"""Reconcile's reads of the journal: which invoices need a look, before any lookup.
 
-Before any lookup: which invoices need a look (``find_subjects``), what the journal says about
-each (a ``JournalSide``), and what to ask GoRoute for it. After the verdicts
-(``write_back``): the delivery status of ``accepted`` invoices, always recorded, and with
-``--apply`` the adoption of the transactions found, one SQLite transaction and one event row per
-invoice, and only if the invoice is still in the state and under the key it was judged in.
+``find_subjects`` picks them, says what the journal holds about each (a ``JournalSide``) and
+what to ask GoRoute for it (a ``Subject``). The writes after the verdicts (``write_back``) go
+through the lifecycle and live in the package's facade, ``reconcile/__init__.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from invoicectl.errors import ExitCode
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
-from invoicectl.lifecycle.decisions import adopt, record_delivery
-from invoicectl.reconcile.verdicts import GUIDANCE, Case, JournalSide, Verdict
+from invoicectl.reconcile.verdicts import JournalSide
 
 CONFLICT = 409
 
@@ -85,54 +81,3 @@ def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:
 
 def _position(shas: list[str], sha: str | None) -> int | None:
     return shas.index(sha) + 1 if sha in shas else None
-
-
-def write_back(
-    journal: JournalBackend, cases: list[Case], apply: bool, checked_at: str, run_id: int | None
-) -> tuple[list[Case], list[str], list[str]]:
-    written: list[Case] = []
-    applied: list[str] = []
-    recorded: list[str] = []
-    for case in cases:
-        if _fresh_delivery_status(case) and record_delivery(
-            journal,
-            case.invoice_id,
-            transaction_id=case.journal.transaction_id or "",
-            status=case.api.status if case.api else None,
-            checked_at=checked_at,
-            run_id=run_id,
-        ):
-            recorded.append(case.invoice_id)
-        if apply and GUIDANCE[case.verdict].adoptable and _adopt(journal, case, checked_at, run_id):
-            applied.append(case.invoice_id)
-            adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
-            case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
-        written.append(case)
-    return written, applied, recorded
-
-
-def _fresh_delivery_status(case: Case) -> bool:
-    """A delivery status just read from GoRoute (not a failure the journal already had)."""
-    if case.verdict not in (Verdict.delivered, Verdict.delivery_failed, Verdict.delivery_pending):
-        return False
-    return case.journal.remote_status != "failed"
-
-
-def _adopt(journal: JournalBackend, case: Case, checked_at: str, run_id: int | None) -> bool:
-    api = case.api
-    if api is None or api.transaction_id is None:
-        return False
-    how = "the 422's existing transaction" if case.journal.state == "key_reused" else "found"
-    return adopt(
-        journal,
-        case.invoice_id,
-        expected_state=case.journal.state,
-        idempotency_key=case.journal.idempotency_key,
-        transaction_id=api.transaction_id,
-        remote_status=api.status,
-        checked_at=checked_at,
-        accepted_at=api.created_at or checked_at,
-        detail=f"reconcile adopted {api.transaction_id} ({how}, status {api.status or 'none'}) "
-        f"for key {case.journal.idempotency_key}",
-        run_id=run_id,
-    )

@@ -14,11 +14,23 @@ from datetime import datetime
 
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
-from invoicectl.reconcile.cases import Window, build_case, lookup_failed
-from invoicectl.reconcile.matching import CLOCK_SLACK, compare, matched
-from invoicectl.reconcile.search import LOOK_BACK, Search, SearchSummary
-from invoicectl.reconcile.timestamps import first_time, parse_time
-from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict
+from invoicectl.reconcile.matching import (
+    CLOCK_SLACK,
+    api_side,
+    compare,
+    first_time,
+    matched,
+    parse_time,
+)
+from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
+from invoicectl.reconcile.verdicts import (
+    Case,
+    JournalSide,
+    Verdict,
+    Window,
+    build_case,
+    lookup_failed,
+)
 
 
 def judge_searched(
@@ -120,7 +132,7 @@ def _sent_earlier(
         invoice_id,
         Verdict.unknown_sent_earlier,
         side,
-        api=ApiSide.of(earlier[0]) if len(earlier) == 1 else None,
+        api=api_side(earlier[0]) if len(earlier) == 1 else None,
         detail=f"only an earlier send matches, {before}; this journal's own send was not "
         f"found{replay}",
         window=window,

@@ -6,7 +6,9 @@ it), and the members are declared in the order the report shows them: what needs
 first, what is fine last. ``GUIDANCE`` and ``VERDICT_ORDER`` are read off it, so the three
 cannot drift apart. A ``Case`` carries one invoice's verdict with both sides of the story:
 ``JournalSide`` (what the journal holds and tried to send) and ``ApiSide`` (what GoRoute
-holds). Nothing here asks GoRoute or touches the journal.
+holds). Every judge ends in ``build_case``, which applies the verdict's guidance to one invoice;
+``lookup_failed`` is the case any judge ends in when GoRoute gave no usable answer. Nothing here
+asks GoRoute or touches the journal.
 
 The verdicts, in display order (``tests/test_verdicts.py`` checks this table against the
 data):
@@ -63,7 +65,7 @@ from types import MappingProxyType
 from typing import Self
 
 from invoicectl.errors import ExitCode
-from invoicectl.goroute.transactions import Transaction
+from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
 
 
 @dataclass(frozen=True)
@@ -304,18 +306,6 @@ class ApiSide:
     created_at: str | None = None
     delivered_at: str | None = None
 
-    @classmethod
-    def of(cls, txn: Transaction, fallback_id: str | None = None) -> ApiSide:
-        return cls(
-            transaction_id=txn.transaction_id or fallback_id,
-            invoice_number=txn.invoice_number,
-            receiver=txn.receiver or txn.receiver_id,
-            document_type=txn.document_type,
-            status=txn.status,
-            created_at=txn.created_at,
-            delivered_at=txn.delivered_at,
-        )
-
 
 @dataclass(frozen=True)
 class Case:
@@ -330,3 +320,71 @@ class Case:
     detail: str = ""
     applied: bool = False  # --apply changed the journal for this case
     exit_code: ExitCode = ExitCode.OK
+
+
+Window = tuple[bool | None, str | None]  # (still open, closes at)
+
+
+def build_case(
+    invoice_id: str,
+    verdict: Verdict,
+    side: JournalSide,
+    *,
+    action: str | None = None,
+    needs_person: bool | None = None,
+    api: ApiSide | None = None,
+    detail: str = "",
+    window: Window = (None, None),
+) -> Case:
+    """A verdict's guidance applied to one invoice, unless the judge knows better for it.
+
+    Who acts, the exit code and the next step (``ID`` replaced by the invoice's id) come from
+    the verdict's ``Guidance``; a case that needs a person always exits 4 (``NEEDS_RECONCILE``).
+    """
+    guidance = verdict.guidance
+    person = guidance.needs_person if needs_person is None else needs_person
+    exit_code = ExitCode.NEEDS_RECONCILE if person else guidance.exit_code
+    step = action if action is not None else guidance.next_step.replace("ID", invoice_id)
+    return Case(
+        invoice_id=invoice_id,
+        verdict=verdict,
+        needs_person=person,
+        action=step,
+        journal=side,
+        api=api,
+        window_open=window[0],
+        window_closes_at=window[1],
+        detail=detail,
+        exit_code=exit_code,
+    )
+
+
+def lookup_failed(
+    invoice_id: str,
+    side: JournalSide,
+    outcome: Outcome | None,
+    api: ApiSide | None,
+    window: Window = (None, None),
+) -> Case:
+    """No usable answer: a person only when the API refused the lookup itself."""
+    refused = isinstance(outcome, Rejected)
+    return build_case(
+        invoice_id,
+        Verdict.lookup_failed,
+        side,
+        api=api,
+        needs_person=refused,
+        detail=_failure_text(outcome) + "; what happened is still unknown",
+        window=window,
+    )
+
+
+def _failure_text(outcome: Outcome | None) -> str:
+    if isinstance(outcome, Transient):
+        return f"no usable answer after retries: {outcome.reason}"
+    if isinstance(outcome, RateLimited):
+        return "still rate limited (429) after waiting as long as --max-wait allows"
+    if isinstance(outcome, Rejected):
+        code = f" {outcome.code}" if outcome.code else ""
+        return f"the API refused the lookup (HTTP {outcome.http_status}{code}: {outcome.message})"
+    return "the lookup did not run"

@@ -20,7 +20,8 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
-from invoicectl.reconcile import VERDICT_ORDER, Case, ReconcileReport, Verdict
+from invoicectl.reconcile.report import ReconcileReport
+from invoicectl.reconcile.verdicts import VERDICT_ORDER, Case, Verdict
 
 Format = Literal["table", "json", "csv"]
 

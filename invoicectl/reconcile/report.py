@@ -1,0 +1,36 @@
+"""``ReconcileReport``: what one reconcile returns, for the CLI to render and exit by.
+
+The cases in display order, what ``--apply`` changed, which delivery statuses were recorded,
+the exit code (the worst of the cases'), and how many requests and how far the list search
+went. Plain data: ``render/reconcile.py`` turns it into a table, JSON or CSV.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from invoicectl.errors import ExitCode
+from invoicectl.reconcile.search_result import SearchSummary
+from invoicectl.reconcile.verdicts import VERDICT_ORDER, Case, Verdict
+
+
+@dataclass(frozen=True)
+class ReconcileReport:
+    cases: tuple[Case, ...]
+    applied: tuple[str, ...]  # invoice ids --apply changed
+    recorded: tuple[str, ...]  # invoice ids whose delivery status was recorded
+    exit_code: ExitCode
+    apply: bool
+    checked_at: str
+    requests: int = 0
+    search: SearchSummary = field(default_factory=SearchSummary)
+
+    @property
+    def counts(self) -> dict[Verdict, int]:
+        """Cases per verdict, in ``VERDICT_ORDER``, verdicts without cases left out."""
+        present = [case.verdict for case in self.cases]
+        return {verdict: present.count(verdict) for verdict in VERDICT_ORDER if verdict in present}
+
+    @property
+    def needs_person(self) -> int:
+        return sum(case.needs_person for case in self.cases)
