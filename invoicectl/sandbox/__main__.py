@@ -9,7 +9,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from invoicectl.sandbox.config import TIERS, config_from_options
+from invoicectl.sandbox.config import config_from_options
+from invoicectl.tiers import TIERS
 from invoicectl.sandbox.sandbox import Sandbox
 from invoicectl.sandbox.server import serve
 
