@@ -120,7 +120,7 @@ def runs(benchmark: str, work: Path) -> list[Run]:
     raise SystemExit(f"unknown benchmark {benchmark!r}")
 
 
-DEFAULT_ROUNDS = {"startup": 20, "scan": 8, "send": 6, "reconcile": 6, "emulator": 8}
+DEFAULT_ROUNDS = {"startup": 20, "scan": 12, "send": 6, "reconcile": 6, "emulator": 8}
 
 
 @dataclass(frozen=True)
