@@ -15,6 +15,9 @@ and each round's ratios are taken within that round, since the machine may be sh
 load average is printed before and after, and the medians are the figures to quote.
 
     python benchmarks/scan_throughput.py [--count 20000] [--large 4] [--keep DIR] [--repeat 5]
+                                         [--json]
+
+--json ends the output with one line of JSON (the medians and the peak RSS) for compare.py.
 """
 
 from __future__ import annotations
@@ -22,7 +25,9 @@ from __future__ import annotations
 import argparse
 import compileall
 import importlib.util
+import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -34,12 +39,26 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from outbox import write_outbox  # noqa: E402
 
+failures: list[str] = []
+cpu_seconds: list[float] = []  # of each timed command, its workers included
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
 
 def timed(command: list[str]) -> float:
-    """Wall seconds of one command in a child process."""
+    """Wall seconds of one command in a child process (a failed one is counted, for --json)."""
+    cpu = children_cpu()
     start = time.perf_counter()
-    subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    result = subprocess.run(command, check=False, stdout=subprocess.DEVNULL)
+    elapsed = time.perf_counter() - start
+    cpu_seconds.append(children_cpu() - cpu)
+    if result.returncode != 0:
+        failures.append(f"{' '.join(command)} exited {result.returncode}")
+        print(f"warning: {failures[-1]}")
+    return elapsed
 
 
 def scan(directory: Path, journal: Path) -> list[str]:
@@ -100,6 +119,7 @@ def main() -> None:
     parser.add_argument("--large", type=int, default=4)
     parser.add_argument("--keep", type=Path, help="generate into DIR and keep it")
     parser.add_argument("--repeat", type=int, default=5, help="rounds of timings")
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
 
     work = args.keep or Path(tempfile.mkdtemp(prefix="invoicectl-bench-"))
@@ -118,12 +138,17 @@ def main() -> None:
         compile_invoicectl()
         sha256sum(big)  # warms the page cache
         journal = work / "journal.db"
-        firsts, rescan_ratios, first_ratios = [], [], []
+        shas, firsts, rescans, rescan_ratios, first_ratios = [], [], [], [], []
+        first_cpus, rescan_cpus = [], []
         for round_ in range(1, args.repeat + 1):
             sha = sha256sum(big)
             first = timed(scan(big, fresh(journal)))
+            first_cpus.append(cpu_seconds[-1])
             rescan = timed(scan(big, journal))
+            rescan_cpus.append(cpu_seconds[-1])
+            shas.append(sha)
             firsts.append(first)
+            rescans.append(rescan)
             first_ratios.append(first / sha)
             rescan_ratios.append(rescan / first)
             print(
@@ -139,6 +164,10 @@ def main() -> None:
             f"re-scan:     ratio to first scan {statistics.median(rescan_ratios):4.2f}"
             "  (target <= 0.25)"
         )
+        print(
+            f"CPU:         first scan median {statistics.median(first_cpus):5.2f} s "
+            f"(workers included), re-scan {statistics.median(rescan_cpus):5.2f} s"
+        )
 
         rss_full = peak_rss_of_scan(big, work / "rss-full.db")
         rss_quarter = peak_rss_of_scan(small, work / "rss-quarter.db")
@@ -148,6 +177,20 @@ def main() -> None:
             "  (targets < 150 MB, <= 1.20)"
         )
         print(f"done; {load()}")
+        if args.json:
+            figures = {
+                "sha256sum_s": statistics.median(shas),
+                "first_s": statistics.median(firsts),
+                "rescan_s": statistics.median(rescans),
+                "first_ratio": statistics.median(first_ratios),
+                "rescan_ratio": statistics.median(rescan_ratios),
+                "first_cpu_s": statistics.median(first_cpus),
+                "rescan_cpu_s": statistics.median(rescan_cpus),
+                "rss_mb": rss_full,
+                "rss_quarter_mb": rss_quarter,
+                "failures": failures,
+            }
+            print(json.dumps(figures))
     finally:
         if args.keep is None:
             shutil.rmtree(work, ignore_errors=True)

@@ -11,7 +11,10 @@ Against the emulator on loopback (`invoicectl sandbox` in its own process) with 
 3. `invoicectl send` of 10,000 invoices against an emulator without latency or limit:
    CPU seconds per sent invoice and peak RSS (target < 200 MB).
 
-    python benchmarks/send_throughput.py [--seconds 120] [--bulk 10000]
+    python benchmarks/send_throughput.py [--seconds 120] [--bulk 10000] [--json]
+
+--seconds 0 skips 1. and 2. (compare.py runs only 3., on fewer invoices); --json ends the
+output with one line of JSON (the bulk send's figures) for compare.py.
 """
 
 from __future__ import annotations
@@ -117,46 +120,48 @@ def main() -> None:
     )
     parser.add_argument("--seconds", type=float, default=120.0)
     parser.add_argument("--bulk", type=int, default=10_000)
+    parser.add_argument("--json", action="store_true", help="end with one line of JSON")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="invoicectl-send-bench-"))
     strict = ("--rate", str(LIMIT), "--concurrency", "50", "--latency-ms", "300")
     try:
-        enough = int(LIMIT * args.seconds / 60 * 1.1) + 50
-        outbox = work / "outbox"
-        write_outbox(outbox, enough)
+        if args.seconds > 0:
+            enough = int(LIMIT * args.seconds / 60 * 1.1) + 50
+            outbox = work / "outbox"
+            write_outbox(outbox, enough)
 
-        with emulator(*strict) as (base_url, key):
-            summary, cpu, rss = run_invoicectl(
-                outbox,
-                work / "paced.db",
-                base_url,
-                key,
-                "--rate",
-                str(LIMIT),
-                "--concurrency",
-                "50",
-                "--deadline",
-                str(args.seconds),
+            with emulator(*strict) as (base_url, key):
+                summary, cpu, rss = run_invoicectl(
+                    outbox,
+                    work / "paced.db",
+                    base_url,
+                    key,
+                    "--rate",
+                    str(LIMIT),
+                    "--concurrency",
+                    "50",
+                    "--deadline",
+                    str(args.seconds),
+                )
+                served = stats(base_url, key)
+            accepted = summary["counts"].get("accepted", 0)
+            elapsed = summary["timing"]["elapsed_seconds"]
+            per_minute = accepted / elapsed * 60
+            print(
+                f"invoicectl: {accepted} accepted in {elapsed:.1f} s = {per_minute:.1f}/min, "
+                f"{per_minute / LIMIT:.1%} of the {LIMIT}/min limit (target >= 97 %); "
+                f"429s served: {served['rate_limited']} (target 0); "
+                f"latency median {summary['timing']['request_latency']['median']} s, "
+                f"waited on the limiter {summary['timing']['waited_for_rate_limit_seconds']} s"
             )
-            served = stats(base_url, key)
-        accepted = summary["counts"].get("accepted", 0)
-        elapsed = summary["timing"]["elapsed_seconds"]
-        per_minute = accepted / elapsed * 60
-        print(
-            f"invoicectl: {accepted} accepted in {elapsed:.1f} s = {per_minute:.1f}/min, "
-            f"{per_minute / LIMIT:.1%} of the {LIMIT}/min limit (target >= 97 %); "
-            f"429s served: {served['rate_limited']} (target 0); "
-            f"latency median {summary['timing']['request_latency']['median']} s, "
-            f"waited on the limiter {summary['timing']['waited_for_rate_limit_seconds']} s"
-        )
 
-        with emulator(*strict) as (base_url, key):
-            naive = naive_sender(outbox, base_url, key, args.seconds)
-        naive_per_minute = naive / args.seconds * 60
-        print(
-            f"naive sequential sender: {naive} in {args.seconds:.0f} s = {naive_per_minute:.1f}/min; "
-            f"invoicectl / naive = {per_minute / max(naive_per_minute, 1e-9):.2f}"
-        )
+            with emulator(*strict) as (base_url, key):
+                naive = naive_sender(outbox, base_url, key, args.seconds)
+            naive_per_minute = naive / args.seconds * 60
+            print(
+                f"naive sequential sender: {naive} in {args.seconds:.0f} s = {naive_per_minute:.1f}/min; "
+                f"invoicectl / naive = {per_minute / max(naive_per_minute, 1e-9):.2f}"
+            )
 
         bulk = work / "bulk"
         write_outbox(bulk, args.bulk, seed=2, prefix="BULK")
@@ -180,6 +185,14 @@ def main() -> None:
             f"CPU {cpu / max(accepted, 1) * 1000:.2f} ms per sent invoice (scan included); "
             f"peak RSS {rss:.0f} MB (target < 200 MB)"
         )
+        if args.json:
+            figures = {
+                "bulk_accepted": accepted,
+                "bulk_elapsed_s": summary["timing"]["elapsed_seconds"],
+                "bulk_cpu_ms_per_invoice": cpu / max(accepted, 1) * 1000,
+                "bulk_rss_mb": rss,
+            }
+            print(json.dumps(figures))
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
