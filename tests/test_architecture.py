@@ -134,3 +134,23 @@ def test_only_the_lifecycle_writes_an_invoice_row() -> None:
         and node.func.attr in ("save", "insert_invoice", "insert_fresh")
     ]
     assert writes == []
+
+
+def test_status_loads_neither_the_scanner_nor_lxml_nor_httpx(tmp_path: Path) -> None:
+    """``status`` from cron pays only for what it uses: no XML parser, no HTTP client."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from invoicectl.cli import main\n"
+        f"sys.argv = ['invoicectl', 'status', '--journal', {str(tmp_path / 'j.db')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "heavy = ('lxml', 'httpx', 'invoicectl.ubl', 'invoicectl.scan.reader')\n"
+        "print(sorted(name for name in heavy if name in sys.modules), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.stderr.strip().splitlines()[-1] == "[]", done.stderr
