@@ -21,10 +21,11 @@ from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
 from ublfactory import invoice_xml
 
-from invoicectl import lifecycle
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.client import Transaction, build_send_body
 from invoicectl.journal import Journal
+from invoicectl.lifecycle.decisions import adopt
+from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.reconcile import CLOCK_SLACK, GUIDANCE, LOOK_BACK, JournalSide, Verdict, compare
 from invoicectl.render.reconcile import (
@@ -422,7 +423,7 @@ def test_apply_skips_an_invoice_that_moved_on(
     existing = sandbox.add_transaction("INV-1", status="delivered").id
     sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
 
-    assert not lifecycle.adopt(
+    assert not adopt(
         journal,
         "INV-1",
         expected_state="unknown",
@@ -603,11 +604,11 @@ def test_the_window_is_the_one_send_replays_in(
     (case,) = report.cases
     first = NOW - timedelta(hours=hours_ago)
     assert case.verdict is verdict
-    assert case.window_open is ("INV-1" in lifecycle.plan(journal, NOW).replays)
+    assert case.window_open is ("INV-1" in plan(journal, NOW).replays)
     assert case.window_closes_at == (first + KEY_WINDOW - REPLAY_MARGIN).isoformat()
     # The exit code says what `invoicectl status` says: 75 while `send` replays it, else 4.
     expected = ExitCode.INCOMPLETE if case.window_open else ExitCode.NEEDS_RECONCILE
-    assert report.exit_code == case.exit_code == expected == lifecycle.attention(journal, NOW)
+    assert report.exit_code == case.exit_code == expected == attention(journal, NOW)
 
 
 # -- lists that do not page the way the emulator's default does -----------------------------

@@ -11,55 +11,6 @@ The only place an invoice changes state. Its parts:
     plan         the plan of a run, and the exit-code policy (``attention``)
 
 ``InvoiceState`` and ``Invoice`` are defined with the journal's records (storage depends on
-nothing above it) and re-exported here.
+nothing above it). Import from the modules themselves: this package imports nothing, so a
+scan or ``status`` loads only the parts it uses.
 """
-
-from invoicectl.journal.records import Invoice, InvoiceState
-from invoicectl.lifecycle.decisions import adopt, check_new_version, new_version, record_delivery
-from invoicectl.lifecycle.plan import Plan, attention, plan
-from invoicectl.lifecycle.sending import (
-    WorkItem,
-    begin_attempt,
-    claim_key,
-    close_unanswered,
-    key_window_open,
-    mark_unknown,
-    record_answer,
-    settle,
-)
-from invoicectl.lifecycle.transitions import (
-    ALLOWED,
-    Transition,
-    TransitionRefused,
-    allowed,
-    current,
-)
-from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
-
-__all__ = [
-    "ALLOWED",
-    "KEY_WINDOW",
-    "REPLAY_MARGIN",
-    "Invoice",
-    "InvoiceState",
-    "Plan",
-    "Transition",
-    "TransitionRefused",
-    "WorkItem",
-    "adopt",
-    "allowed",
-    "attention",
-    "begin_attempt",
-    "check_new_version",
-    "claim_key",
-    "close_unanswered",
-    "current",
-    "key_window_open",
-    "mark_unknown",
-    "new_version",
-    "plan",
-    "record_answer",
-    "record_delivery",
-    "settle",
-    "window_open",
-]

@@ -15,11 +15,13 @@ from typing import Any
 
 import httpx
 
-from invoicectl import lifecycle
 from invoicectl.environment import bind_environment
 from invoicectl.errors import ExitCode
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.options import SendOptions
@@ -55,12 +57,12 @@ def send(
     with journal_lock as journal, session() as emulated:
         transport = transport or emulated
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
-        lifecycle.close_unanswered(journal)
+        close_unanswered(journal)
         report = scan(journal)
         on_scanned(report)
         bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
-            lifecycle.check_new_version(journal, invoice_id, journal.clock())
+            check_new_version(journal, invoice_id, journal.clock())
         if options.deadline is not None:
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
@@ -120,24 +122,24 @@ def dry_run(
     """Scan and plan; no request, no run recorded."""
     with locked_journal(settings.journal, "send --dry-run", clock=clocks.wall) as journal:
         report = scan(journal)
-        plan = lifecycle.plan(journal, journal.clock())
+        planned = plan(journal, journal.clock())
         counts = journal.state_counts()
-        attention = lifecycle.attention(journal, journal.clock())
+        code = attention(journal, journal.clock())
     skipped = {
         state: count
         for state, count in counts.items()
         if count and state not in ("pending", "unknown")
     }
-    requests = len(plan.pending) + len(plan.replays)
+    requests = len(planned.pending) + len(planned.replays)
     # The limiter paces at (60 s + 1 s margin) / rate.
     estimated = requests * 61.0 / settings.rate_per_minute
     return report, DryRun(
-        would_send=plan.pending,
-        would_replay=plan.replays,
-        held=plan.held,
+        would_send=planned.pending,
+        would_replay=planned.replays,
+        held=planned.held,
         skipped=skipped,
         estimated_seconds=estimated,
         rate_per_minute=settings.rate_per_minute,
         # What is left to send is the plan, not a problem: a dry run says 0 for it.
-        exit_code=ExitCode.OK if attention is ExitCode.INCOMPLETE else attention,
+        exit_code=ExitCode.OK if code is ExitCode.INCOMPLETE else code,
     )
