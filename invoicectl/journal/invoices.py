@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import fields
+from functools import cache
 from typing import Any
 
 from invoicectl.errors import JournalError
@@ -26,11 +27,13 @@ from invoicectl.journal.records import (
 
 _FIELDS = tuple(field.name for field in fields(Invoice))
 _INVOICE_COLUMNS = _FIELDS[1:]  # every column but the key
-_SAVE_SQL = (
-    "UPDATE invoices SET "
-    + ", ".join(f"{column} = ?" for column in _INVOICE_COLUMNS)
-    + " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
-)
+_WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
+_STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
+
+
+@cache
+def _save_sql(columns: tuple[str, ...]) -> str:
+    return "UPDATE invoices SET " + ", ".join(f"{c} = ?" for c in columns) + _WHERE_STILL
 
 
 class InvoiceRecords(JournalBase):
@@ -137,12 +140,22 @@ class InvoiceRecords(JournalBase):
     def save(self, invoice: Invoice, *, was: Invoice, touch: bool = True) -> bool:
         """Write ``invoice`` over its row if the row still holds ``was``'s state and key;
         False, and nothing written, when it has moved on since. ``touch``: set its
-        ``updated_at`` to now."""
-        updated_at = self.now() if touch else invoice.updated_at
-        values = _values(invoice)[1:-1] + (updated_at,)
-        cursor = self.db.execute(
-            _SAVE_SQL, values + (invoice.invoice_id, was.state, was.idempotency_key)
-        )
+        ``updated_at`` to now.
+
+        Only the columns that differ from ``was`` are written: an unchanged state leaves its
+        index alone, so a send's commits touch the pages they did before records."""
+        changed = {
+            name: value
+            for name in _INVOICE_COLUMNS
+            if (value := getattr(invoice, name)) != getattr(was, name)
+        }
+        if touch:
+            changed["updated_at"] = self.now()
+        where = (invoice.invoice_id, was.state, was.idempotency_key)
+        if not changed:
+            row = self.db.execute(_STILL_SQL, where).fetchone()
+            return row is not None
+        cursor = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
         return cursor.rowcount == 1
 
     def insert_invoice(self, invoice: Invoice) -> None:
