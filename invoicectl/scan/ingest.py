@@ -1,11 +1,10 @@
 """Scanning an outbox into the journal: the rules behind ``invoicectl scan``.
 
 Every file gets an answer. New content becomes a revision (and its bytes are stored once);
-then each invoice ID seen in the scan is settled as design.md says: new IDs become
-``pending`` (or ``invalid`` with a reason), a change to an unsent invoice replaces the content
-to send, a change to a sent one is ``amended``, and two different files with one ID make that
-ID ``invalid``. The common cases (new and unchanged) are settled in a few set-wise SQL
-statements so that memory stays flat and a re-scan stays cheap; the rest, one ID at a time.
+then each invoice ID seen in the scan is settled as design.md says. This module orchestrates
+and counts: the journal stores what was found and answers the common cases (new and
+unchanged) set-wise (``journal.scans``), so memory stays flat and a re-scan stays cheap; what
+each of the rest becomes is the lifecycle's decision (``lifecycle.scanning``), one ID at a time.
 """
 
 from __future__ import annotations
@@ -23,7 +22,7 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import ScannedFile, as_text
-from invoicectl.ubl import one_line
+from invoicectl.ubl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
 _COMMIT_EVERY = 500
