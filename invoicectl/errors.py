@@ -8,7 +8,8 @@
     ├── CredentialsRefused          exit 5: the API refused the credentials (401/403)
     └── JournalLocked               exit 6: another run holds the journal
 
-Library code raises these and never prints or exits; the CLI catches them in one place (``cli/app.py``).
+Library code raises these and never prints or exits; the CLI catches them in one place
+(``cli/app.py``).
 """
 
 from __future__ import annotations
