@@ -9,8 +9,7 @@ clash is resolved. ``settle_seen`` decides for one ID and says what it decided, 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import (
@@ -26,8 +25,7 @@ from invoicectl.lifecycle.transitions import Transition, write
 S = InvoiceState
 
 
-@dataclass(frozen=True)
-class Seen:
+class Seen(NamedTuple):
     """What settling one invoice ID came to, as the scan report counts it."""
 
     new: bool = False
