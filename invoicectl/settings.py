@@ -6,10 +6,9 @@ The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoice
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
 ``api_key_file``.
 
-This module owns the defaults (``TIERS`` and the ``DEFAULT_*`` values: the CLI's help text is
-built from them), where the journal lives by default, and the run objects built from resolved
-settings (``Settings.retry_policy()``, ``Settings.send_options()``). It imports neither the
-journal nor anything heavy at import time: ``invoicectl --help`` reads it for its help text.
+This module owns where the journal lives by default and the run objects built from resolved
+settings (``Settings.retry_policy()``, ``Settings.send_options()``); the defaults themselves
+are in ``defaults``. It imports neither the journal nor anything heavy at import time.
 """
 
 from __future__ import annotations
@@ -21,8 +20,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicectl import DEFAULT_BASE_URL
+from invoicectl.defaults import (
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_ATTEMPTS,
+    DEFAULT_MAX_WAIT,
+    DEFAULT_TIER,
+    TIERS,
+)
 from invoicectl.errors import ConfigError, UsageError
-from invoicectl.tiers import DEFAULT_TIER, TIERS
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -31,9 +36,6 @@ if TYPE_CHECKING:
 
 
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
-DEFAULT_BATCH_SIZE = 50  # invoices per progress line
-DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
-DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
     "max_attempts", "max_wait",

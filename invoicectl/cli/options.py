@@ -14,8 +14,7 @@ from typing import Annotated
 
 import typer
 
-from invoicectl.settings import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_WAIT
-from invoicectl.tiers import DEFAULT_TIER, TIERS
+from invoicectl.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_WAIT, DEFAULT_TIER, TIERS
 
 
 class OutputFormat(StrEnum):

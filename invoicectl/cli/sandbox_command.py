@@ -7,7 +7,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
-from invoicectl.tiers import DEFAULT_TIER, TIERS
+from invoicectl.defaults import DEFAULT_TIER, TIERS
 
 # The sandbox knows one tier more than an account can name: "enterprise", with its numbers
 # given by --rate and --concurrency.

@@ -27,7 +27,7 @@ from invoicectl.cli.options import (
     SandboxOption,
     TierOption,
 )
-from invoicectl.settings import DEFAULT_BATCH_SIZE
+from invoicectl.defaults import DEFAULT_BATCH_SIZE
 
 if TYPE_CHECKING:
     from invoicectl.runs import Session

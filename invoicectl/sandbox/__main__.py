@@ -9,10 +9,10 @@ from __future__ import annotations
 import argparse
 import sys
 
+from invoicectl.defaults import TIERS
 from invoicectl.sandbox.config import config_from_options
 from invoicectl.sandbox.sandbox import Sandbox
 from invoicectl.sandbox.server import serve
-from invoicectl.tiers import TIERS
 
 
 def _parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 # goroute-api.md, tier A: the brief's rate-limit table, stated once (the client's defaults).
-from invoicectl.tiers import TIERS
+from invoicectl.defaults import TIERS
 
 DEFAULT_API_KEY = "sk_test_invoicectl_sandbox"
 FORBIDDEN_KEY_PREFIX = "sk_test_forbidden"

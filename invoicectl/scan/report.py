@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 
-@dataclass(frozen=True)
-class Problem:
+class Problem(NamedTuple):
     subject: str  # an invoice ID, or a file name when the file yields no ID
     reason: str
 

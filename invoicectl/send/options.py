@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from invoicectl.defaults import DEFAULT_TIER, TIERS
 from invoicectl.goroute.retry import RetryPolicy
-from invoicectl.tiers import DEFAULT_TIER, TIERS
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,27 @@
+"""Every default, stated once: the account tiers of the brief's rate-limit table
+(goroute-api.md, tier A) and the send defaults.
+
+Settings, the CLI's help text and the sandbox's tiers all read these. Enterprise limits are
+custom: set ``--rate`` and ``--concurrency``. A plain module, cheap to import: every
+``--help`` reads it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import NamedTuple
+
+
+class TierLimits(NamedTuple):
+    rate_per_minute: int
+    concurrency: int
+
+
+TIERS: Mapping[str, TierLimits] = {
+    "standard": TierLimits(rate_per_minute=100, concurrency=10),
+    "professional": TierLimits(rate_per_minute=500, concurrency=50),
+}
+DEFAULT_TIER = "standard"
+DEFAULT_BATCH_SIZE = 50  # invoices per progress line
+DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
+DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
