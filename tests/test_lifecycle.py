@@ -47,6 +47,10 @@ EXPECTED: dict[Transition, frozenset[InvoiceState]] = {
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
     Transition.adopt: frozenset({S.key_reused, S.unknown}),
     Transition.record_delivery: frozenset({S.accepted}),
+    Transition.record_verdict: ALL,
+    Transition.hold: ALL - {S.accepted},
+    Transition.release: ALL - {S.accepted},
+    Transition.abandon: ALL - {S.accepted},
 }
 
 

@@ -19,6 +19,7 @@ from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
     Attempt,
     Event,
+    Hold,
     Invoice,
     InvoiceState,
     Revision,
@@ -45,19 +46,34 @@ class InvoiceRecords(JournalBase):
         ).fetchone()
         return None if row is None else Invoice.from_row(row)
 
-    def invoices(self, *states: InvoiceState) -> list[Invoice]:
-        """Every invoice, or those in ``states``, by invoice ID."""
-        sql = "SELECT * FROM invoices"
+    def invoices(self, *states: InvoiceState, verdict: str | None = None) -> list[Invoice]:
+        """Every invoice, or those in ``states`` (and with that last ``verdict``), by ID."""
+        conditions, params = [], list[str](states)
         if states:
-            sql += f" WHERE state IN ({', '.join('?' * len(states))})"
-        rows = self.db.execute(sql + " ORDER BY invoice_id", tuple(states))
+            conditions.append(f"state IN ({', '.join('?' * len(states))})")
+        if verdict is not None:
+            conditions.append("verdict = ?")
+            params.append(verdict)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        rows = self.db.execute(f"SELECT * FROM invoices{where} ORDER BY invoice_id", params)
         return [Invoice.from_row(row) for row in rows]
 
-    def state_counts(self) -> dict[InvoiceState, int]:
-        """Invoices per state; a file that yields no invoice ID counts as invalid."""
+    def hold_counts(self) -> dict[Hold, int]:
+        """Invoices per kind of hold."""
+        counts = dict.fromkeys(Hold, 0)
+        for hold, count in self.db.execute(
+            "SELECT hold, count(*) FROM invoices WHERE hold IS NOT NULL GROUP BY hold"
+        ):
+            counts[Hold(hold)] = count
+        return counts
+
+    def state_counts(self, *, on_hold: bool = True) -> dict[InvoiceState, int]:
+        """Invoices per state (``on_hold=False``: but those on hold); a file that yields no
+        invoice ID counts as invalid."""
+        where = "" if on_hold else " WHERE hold IS NULL"
         counts = dict.fromkeys(InvoiceState, 0)
         for state, count in self.db.execute(
-            "SELECT state, count(*) FROM invoices GROUP BY state"
+            f"SELECT state, count(*) FROM invoices{where} GROUP BY state"
         ).fetchall():
             counts[InvoiceState(state)] = count
         (unidentified,) = self.db.execute("SELECT count(*) FROM unidentified_files").fetchone()
@@ -66,20 +82,22 @@ class InvoiceRecords(JournalBase):
 
     def sent_without_answer(self) -> list[tuple[str, str | None]]:
         """(invoice ID, key first used at) of every ``unknown`` invoice and every ``pending``
-        one whose key has been used, by first use: what a send may replay."""
+        one whose key has been used, by first use, but those on hold: what a send may
+        replay."""
         rows = self.db.execute(
-            "SELECT invoice_id, key_first_used_at FROM invoices WHERE state = ?"
-            " OR (state = ? AND key_first_used_at IS NOT NULL)"
+            "SELECT invoice_id, key_first_used_at FROM invoices WHERE hold IS NULL AND"
+            " (state = ? OR (state = ? AND key_first_used_at IS NOT NULL))"
             " ORDER BY key_first_used_at, invoice_id",
             (InvoiceState.unknown, InvoiceState.pending),
         )
         return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
 
     def never_sent(self) -> list[str]:
-        """Every ``pending`` invoice whose key was never used, in the order they arrived."""
+        """Every ``pending`` invoice whose key was never used and that is not on hold, in
+        the order they arrived."""
         rows = self.db.execute(
             "SELECT invoice_id FROM invoices WHERE state = ? AND key_first_used_at IS NULL"
-            " ORDER BY ingested_at, invoice_id",
+            " AND hold IS NULL ORDER BY ingested_at, invoice_id",
             (InvoiceState.pending,),
         )
         return [invoice_id for (invoice_id,) in rows]

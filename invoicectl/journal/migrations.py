@@ -179,7 +179,29 @@ def m003_file_stats_invoice_id(db: Database) -> None:
     )
 
 
-MIGRATIONS = (m001_initial, m002_packed_blobs, m003_file_stats_invoice_id)
+def m004_holds_and_verdicts(db: Database) -> None:
+    db.executescript(
+        """
+        -- An operator's hold, beside the state and never instead of it: 'held' (never sent
+        -- or replayed until released; the state is as it was) or 'abandoned' (settled
+        -- outside invoicectl; never sent again). Who, when and why; NULL when not held.
+        ALTER TABLE invoices ADD COLUMN hold TEXT;
+        ALTER TABLE invoices ADD COLUMN hold_reason TEXT;
+        ALTER TABLE invoices ADD COLUMN held_at TEXT;
+        ALTER TABLE invoices ADD COLUMN held_by TEXT;
+        -- The last verdict reconcile reached for the invoice, and when.
+        ALTER TABLE invoices ADD COLUMN verdict TEXT;
+        ALTER TABLE invoices ADD COLUMN verdict_at TEXT;
+        """
+    )
+
+
+MIGRATIONS = (
+    m001_initial,
+    m002_packed_blobs,
+    m003_file_stats_invoice_id,
+    m004_holds_and_verdicts,
+)
 
 
 def bring_up_to_date(conn: sqlite3.Connection) -> None:

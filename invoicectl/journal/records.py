@@ -27,6 +27,13 @@ class InvoiceState(StrEnum):
     amended = "amended"  # the file changed after its key carried other content
 
 
+class Hold(StrEnum):
+    """An operator's decision that keeps an invoice from being sent, whatever its state."""
+
+    held = "held"  # until released; then exactly the rules of its state apply again
+    abandoned = "abandoned"  # settled outside invoicectl: never sent again
+
+
 @dataclass(frozen=True)
 class Invoice:
     """One row of ``invoices``: an invoice ID, its current content and where it stands."""
@@ -56,6 +63,12 @@ class Invoice:
     accepted_at: str | None
     created_at: str
     updated_at: str
+    hold: Hold | None = None  # an operator's hold, beside the state
+    hold_reason: str | None = None
+    held_at: str | None = None
+    held_by: str | None = None  # the OS user who decided
+    verdict: str | None = None  # the last verdict reconcile reached
+    verdict_at: str | None = None
 
     @property
     def receiver(self) -> str | None:
@@ -68,6 +81,8 @@ class Invoice:
         values["state"] = InvoiceState(values["state"])
         if values["state_before_amend"] is not None:
             values["state_before_amend"] = InvoiceState(values["state_before_amend"])
+        if values["hold"] is not None:
+            values["hold"] = Hold(values["hold"])
         return cls(**values)
 
 

@@ -9,7 +9,7 @@ from datetime import datetime
 
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
@@ -21,6 +21,11 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     if invoice is None:
         raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
     state = invoice.state
+    if invoice.hold is not None:
+        raise UsageError(
+            f"invoice {invoice_id} is {invoice.hold} ({invoice.hold_reason}); "
+            + ("`invoicectl release` it first" if invoice.hold is Hold.held else "it is final")
+        )
     if state is InvoiceState.unknown and window_open(invoice.key_first_used_at, now):
         raise UsageError(
             f"invoice {invoice_id} is unknown and its key's 24-hour window is still open: "
@@ -86,9 +91,11 @@ def adopt(
             invoice is None
             or invoice.state != expected_state
             or invoice.idempotency_key != idempotency_key
+            or invoice.hold is Hold.abandoned
             or not allowed(Transition.adopt, invoice.state)
         ):
             return False
+        # The transaction found settles what a hold was waiting for.
         write(
             journal,
             Transition.adopt,
@@ -99,6 +106,10 @@ def adopt(
             remote_status=remote_status,
             remote_checked_at=checked_at,
             accepted_at=accepted_at,
+            hold=None,
+            hold_reason=None,
+            held_at=None,
+            held_by=None,
         )
         journal.add_event(invoice_id, "adopted", detail, run_id)
     return True

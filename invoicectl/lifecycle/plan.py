@@ -2,7 +2,8 @@
 
 ``plan`` orders a send's work: replays of unanswered sends whose key window is open first,
 then new sends in the order they arrived; unanswered sends whose window closed are held for
-reconcile. ``attention`` turns the journal's states into design.md's exit code.
+reconcile; an invoice an operator holds is in no part of it. ``attention`` turns the journal's
+states and holds into design.md's exit code.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from datetime import datetime
 
 from invoicectl.errors import ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import InvoiceState
+from invoicectl.journal.records import Hold, InvoiceState
 from invoicectl.lifecycle.window import window_open
 
 
@@ -37,11 +38,13 @@ def plan(journal: JournalBackend, now: datetime) -> Plan:
 
 
 def attention(journal: JournalBackend, now: datetime) -> ExitCode:
-    """What the journal's states ask of a person: 3 fix, 4 reconcile, 75 the next run."""
-    counts = journal.state_counts()
+    """What the journal's states ask of a person: 3 fix, 4 reconcile (or an operator's hold
+    to decide), 75 the next run. An abandoned invoice asks nothing more."""
+    counts = journal.state_counts(on_hold=False)
     held = plan(journal, now).held
     codes = [ExitCode.OK]
-    if counts[InvoiceState.key_reused] or counts[InvoiceState.amended] or held:
+    on_hold = journal.hold_counts()[Hold.held]
+    if counts[InvoiceState.key_reused] or counts[InvoiceState.amended] or held or on_hold:
         codes.append(ExitCode.NEEDS_RECONCILE)
     if counts[InvoiceState.invalid] or counts[InvoiceState.rejected]:
         codes.append(ExitCode.NEEDS_FIX)

@@ -4,7 +4,7 @@ Every change to an invoice row goes through ``write``: it checks ``ALLOWED`` and
 new record on condition that the row still holds the state and key it was read with. The
 named transitions (``claim_key``, ``record_answer``, ``amend``, ``adopt``, ...) live in the
 modules beside this one, grouped by who drives them: a scan (``scanning``), a send
-(``sending``), an operator or reconcile (``decisions``).
+(``sending``), an operator or reconcile (``decisions``, ``holds``).
 """
 
 from __future__ import annotations
@@ -39,9 +39,14 @@ class Transition(StrEnum):
     new_version = "new_version"  # the current content under the next key
     adopt = "adopt"  # a transaction GoRoute holds is this invoice's send
     record_delivery = "record_delivery"  # GoRoute's delivery status of an accepted invoice
+    record_verdict = "record_verdict"  # the verdict reconcile reached
+    hold = "hold"  # never sent or replayed until released; the state stays as it is
+    release = "release"  # the hold lifted: the rules of the state apply again
+    abandon = "abandon"  # settled outside invoicectl: never sent again
 
 
 _SENT_OR_HELD = frozenset({S.pending, S.accepted, S.key_reused, S.unknown, S.amended, S.invalid})
+_NOT_ACCEPTED = frozenset(InvoiceState) - {S.accepted}
 
 # The states each transition may start from. ``admit`` starts from no row at all.
 ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
@@ -59,6 +64,10 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
     Transition.adopt: frozenset({S.key_reused, S.unknown}),
     Transition.record_delivery: frozenset({S.accepted}),
+    Transition.record_verdict: frozenset(InvoiceState),
+    Transition.hold: _NOT_ACCEPTED,
+    Transition.release: _NOT_ACCEPTED,
+    Transition.abandon: _NOT_ACCEPTED,
 }
 
 

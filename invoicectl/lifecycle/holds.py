@@ -1,0 +1,144 @@
+"""The operator's holds: hold, release, abandon; and the verdict reconcile last reached.
+
+A hold sits beside the state and never replaces it: a held invoice keeps exactly the state,
+key and 24-hour window it had, and no send sends or replays it. Releasing it therefore
+restores exactly the rules that applied before: a ``pending`` invoice is sent by the next run,
+an ``unknown`` one is replayed under its key while the window is open and left for reconcile
+after it. A release can never turn an unknown send into a new one. ``abandoned`` is final:
+the operator settled the invoice outside invoicectl; it stays in the journal and the reports
+and is never sent again. Each decision is an event naming who, and why.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+
+from invoicectl.errors import UsageError
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.lifecycle.transitions import Transition, allowed, write
+from invoicectl.lifecycle.window import window_open
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What an operator's action on one invoice came to (or, in a dry run, would)."""
+
+    invoice_id: str
+    done: bool  # False: refused, or nothing to do; ``message`` says why
+    message: str
+
+
+def hold(
+    journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
+) -> Decision:
+    """Keep ``invoice_id`` from being sent or replayed until it is released."""
+    invoice = _known(journal, invoice_id)
+    if invoice.hold is not None:
+        return Decision(invoice_id, False, f"already {invoice.hold} ({invoice.hold_reason})")
+    if not allowed(Transition.hold, invoice.state):
+        return Decision(invoice_id, False, f"{invoice.state}: nothing left to hold")
+    if not dry_run:
+        _set_hold(journal, invoice, Transition.hold, Hold.held, reason, by)
+    return Decision(invoice_id, True, f"held ({invoice.state}): {reason}")
+
+
+def abandon(
+    journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
+) -> Decision:
+    """The operator settled ``invoice_id`` outside invoicectl: never send it again."""
+    invoice = _known(journal, invoice_id)
+    if invoice.hold is Hold.abandoned:
+        return Decision(invoice_id, False, f"already abandoned ({invoice.hold_reason})")
+    if not allowed(Transition.abandon, invoice.state):
+        return Decision(invoice_id, False, f"{invoice.state}: it was sent; nothing to abandon")
+    if not dry_run:
+        _set_hold(journal, invoice, Transition.abandon, Hold.abandoned, reason, by)
+    return Decision(invoice_id, True, f"abandoned ({invoice.state}): {reason}")
+
+
+def release(
+    journal: JournalBackend, invoice_id: str, by: str, *, dry_run: bool = False
+) -> Decision:
+    """Lift a hold: the invoice is again under exactly the rules of its state."""
+    invoice = _known(journal, invoice_id)
+    if invoice.hold is None:
+        return Decision(invoice_id, False, "not held")
+    if invoice.hold is Hold.abandoned:
+        return Decision(invoice_id, False, "abandoned, which is final")
+    if not dry_run:
+        with journal.transaction():
+            write(
+                journal,
+                Transition.release,
+                invoice,
+                hold=None,
+                hold_reason=None,
+                held_at=None,
+                held_by=None,
+            )
+            journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
+    return Decision(invoice_id, True, f"released: {_next(invoice, journal.clock())}")
+
+
+def record_verdict(
+    journal: JournalBackend, invoice_id: str, verdict: str, at: str, run_id: int | None = None
+) -> None:
+    """The verdict reconcile reached for the invoice, and when; an event when it changed."""
+    with journal.transaction():
+        invoice = journal.invoice(invoice_id)
+        if invoice is None:
+            return
+        write(
+            journal,
+            Transition.record_verdict,
+            invoice,
+            touch=False,
+            verdict=verdict,
+            verdict_at=at,
+        )
+        if verdict != invoice.verdict:
+            journal.add_event(
+                invoice_id, "verdict", f"{invoice.verdict or 'none'} -> {verdict}", run_id
+            )
+
+
+def _set_hold(
+    journal: JournalBackend,
+    invoice: Invoice,
+    transition: Transition,
+    kind: Hold,
+    reason: str,
+    by: str,
+) -> None:
+    with journal.transaction():
+        write(
+            journal,
+            transition,
+            invoice,
+            hold=kind,
+            hold_reason=reason,
+            held_at=journal.now(),
+            held_by=by,
+        )
+        journal.add_event(invoice.invoice_id, str(transition), f"by {by}: {reason}")
+
+
+def _known(journal: JournalBackend, invoice_id: str) -> Invoice:
+    invoice = journal.invoice(invoice_id)
+    if invoice is None:
+        raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
+    return invoice
+
+
+def _next(invoice: Invoice, now: datetime) -> str:
+    """What the rules of the invoice's state do with it now that nothing holds it."""
+    state = invoice.state
+    if state is InvoiceState.pending and invoice.key_first_used_at is None:
+        return "pending; the next send sends it"
+    if state in (InvoiceState.pending, InvoiceState.unknown):
+        if window_open(invoice.key_first_used_at, now):
+            return f"{state}; the next send replays it under {invoice.idempotency_key}"
+        return f"{state}, its key's 24-hour window closed: `invoicectl reconcile` first"
+    return f"{state}; as before the hold"
