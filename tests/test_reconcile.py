@@ -190,22 +190,27 @@ def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
     assert "SERVICE_UNAVAILABLE" in by_id["INV-LF"].detail or "503" in by_id["INV-LF"].detail
 
 
-def test_without_apply_only_delivery_status_is_recorded(staged: Journal, sandbox: Sandbox) -> None:
+def test_without_apply_only_verdicts_and_delivery_status_are_recorded(
+    staged: Journal, sandbox: Sandbox
+) -> None:
     before = snapshot(staged)
     report = run_reconcile(staged, transport(sandbox))
     after = snapshot(staged)
 
-    assert report.applied == ()
+    assert report.applied == () and report.held == ()
     assert sorted(report.recorded) == ["INV-DF", "INV-DL", "INV-DP"]
-    for invoice_id in EXPECTED:
+    for invoice_id, verdict in EXPECTED.items():
         was, now = vars(before[invoice_id]), vars(after[invoice_id])
         changed = {k for k in was if was[k] != now[k]}
-        expected = (
-            {"remote_status", "remote_checked_at"} if invoice_id in report.recorded else set()
-        )
-        if invoice_id == "INV-DP":  # pending before (NULL) and now: only the check time moves
-            expected = {"remote_status", "remote_checked_at"}
+        # A failed lookup reached no verdict: nothing to record.
+        expected = set() if verdict is Verdict.lookup_failed else {"verdict", "verdict_at"}
+        if invoice_id in report.recorded or invoice_id == "INV-DP":
+            # INV-DP: pending before (NULL) and now: only the check time moves
+            expected |= {"remote_status", "remote_checked_at"}
         assert changed == expected, invoice_id
+        if expected:
+            assert (now["verdict"], now["verdict_at"]) == (verdict, NOW.isoformat()), invoice_id
+        assert now["hold"] is None, invoice_id
     assert after["INV-DF"].remote_status == "failed"
     assert after["INV-DL"].remote_status == "delivered"
 
@@ -226,13 +231,27 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
             "delivered",
         )
         assert row.reason is None and row.remote_checked_at == NOW.isoformat()
-        assert [e.kind for e in staged.events(invoice_id)] == ["adopted"]
+        assert [e.kind for e in staged.events(invoice_id)] == ["verdict", "adopted"]
         assert case.exit_code == ExitCode.OK
         assert case.action == f"adopted {case.api.transaction_id}; state now accepted"
-    untouched = set(EXPECTED) - set(adopted) - set(report.recorded)
+    # What must not go out on its own is held, its state, key and window as they were.
+    assert sorted(report.held) == ["INV-DD", "INV-SE", "INV-UA"]
+    for invoice_id in report.held:
+        was, now = vars(before[invoice_id]), vars(after[invoice_id])
+        assert {k for k in was if was[k] != now[k]} == {
+            "hold", "hold_reason", "held_at", "held_by", "verdict", "verdict_at", "updated_at"
+        }, invoice_id  # fmt: skip
+        assert (now["hold"], now["held_by"]) == ("held", "reconcile"), invoice_id
+        assert now["hold_reason"].startswith("reconcile: "), invoice_id
+        assert [e.kind for e in staged.events(invoice_id)] == ["verdict", "hold"]
+    untouched = set(EXPECTED) - set(adopted) - set(report.recorded) - set(report.held)
     for invoice_id in untouched:
-        assert after[invoice_id] == before[invoice_id], invoice_id
-        assert staged.events(invoice_id) == [], invoice_id
+        was, now = vars(before[invoice_id]), vars(after[invoice_id])
+        judged = EXPECTED[invoice_id] is not Verdict.lookup_failed
+        verdict_columns = {"verdict", "verdict_at"} if judged else set()
+        assert {k for k in was if was[k] != now[k]} == verdict_columns, invoice_id
+        events = [e.kind for e in staged.events(invoice_id)]
+        assert events == (["verdict"] if judged else []), invoice_id
 
 
 def test_second_run_is_idempotent(staged: Journal, sandbox: Sandbox) -> None:
@@ -249,7 +268,7 @@ def test_second_run_is_idempotent(staged: Journal, sandbox: Sandbox) -> None:
     for invoice_id, row in rows.items():
         now = vars(after[invoice_id])
         moved = {k for k in vars(row) if vars(row)[k] != now[k]}
-        assert moved <= {"remote_checked_at"}, invoice_id
+        assert moved <= {"remote_checked_at", "verdict_at"}, invoice_id
 
 
 def test_nothing_needing_a_person_exits_0_once_applied(
@@ -497,7 +516,11 @@ def test_an_earlier_send_is_never_adopted_whatever_the_page_size(
     assert "would deliver the invoice again" in case.detail  # the window is open: send replays
     assert report.search.complete
     assert report.applied == () and report.exit_code == ExitCode.NEEDS_RECONCILE
-    assert snapshot(journal) == before
+    was, now = before["INV-1"], snapshot(journal)["INV-1"]
+    assert (now.state, now.transaction_id) == (was.state, was.transaction_id)  # never adopted
+    # --apply holds it, so the send that would replay it does not.
+    assert report.held == ("INV-1",) and now.hold == "held"
+    assert now.verdict == Verdict.unknown_sent_earlier
 
 
 @pytest.mark.parametrize(

@@ -59,8 +59,19 @@ def test_reconcile_and_apply_over_loopback(
     assert report.exit_code == ExitCode.NEEDS_RECONCILE
     assert (after["INV-1"].state, after["INV-1"].transaction_id) == ("accepted", adopt)
     assert (after["INV-3"].state, after["INV-3"].remote_status) == ("accepted", "sending")
-    for invoice_id in ("INV-2", "INV-4", "INV-5"):
-        assert after[invoice_id] == before[invoice_id]
+    # Not adopted: as they were, but for the verdict now recorded, and INV-2 held (a key that
+    # carried another document must not be sent again on its own).
+    verdict_columns = {"verdict", "verdict_at"}
+    hold_columns = {"hold", "hold_reason", "held_at", "held_by", "updated_at"}
+    for invoice_id, moved in (
+        ("INV-2", verdict_columns | hold_columns),
+        ("INV-4", verdict_columns),
+    ):
+        was, now = vars(before[invoice_id]), vars(after[invoice_id])
+        assert {k for k in was if was[k] != now[k]} == moved, invoice_id
+    assert report.held == ("INV-2",) and after["INV-2"].hold == "held"
+    was, now = vars(before["INV-5"]), vars(after["INV-5"])
+    assert {k for k in was if was[k] != now[k]} == verdict_columns
     # The second run: nothing left to apply; INV-3's delivery is now followed instead.
     assert again.applied == ()
     assert {c.invoice_id: c.verdict for c in again.cases} == {

@@ -105,6 +105,7 @@ def test_the_docstring_table_agrees_with_the_data() -> None:
         guidance = Verdict(name).guidance
         assert person.startswith("yes" if guidance.needs_person else "no"), name
         assert (apply == "adopt it") is guidance.adoptable, name
+        assert (apply == "hold it") is guidance.held, name
         expected = "4/0*" if guidance.adoptable else str(int(guidance.exit_code))
         assert code == expected, name
 

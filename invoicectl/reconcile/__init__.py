@@ -50,6 +50,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import adopt, record_delivery
+from invoicectl.lifecycle.holds import hold, record_verdict
 from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
 from invoicectl.reconcile.journal_only import judge_amended, judge_conflict
 from invoicectl.reconcile.key_reused import judge_key_reused
@@ -115,12 +116,13 @@ async def reconcile(
     moment = now()
     cases = [judge(subject, lookups, moment) for subject in subjects]
     checked_at = moment.isoformat()
-    cases, applied, recorded = write_back(journal, cases, apply, checked_at, run_id)
+    cases, applied, recorded, held = write_back(journal, cases, apply, checked_at, run_id)
     ordered = tuple(sorted(cases, key=lambda c: (VERDICT_ORDER.index(c.verdict), c.invoice_id)))
     return ReconcileReport(
         cases=ordered,
         applied=tuple(applied),
         recorded=tuple(recorded),
+        held=tuple(held),
         exit_code=worst(*(case.exit_code for case in ordered)),
         apply=apply,
         checked_at=checked_at,
@@ -155,17 +157,24 @@ def judge(subject: Subject, lookups: Lookups, now: datetime) -> Case:
 
 def write_back(
     journal: JournalBackend, cases: list[Case], apply: bool, checked_at: str, run_id: int | None
-) -> tuple[list[Case], list[str], list[str]]:
-    """Record what the verdicts allow: (the cases as written, ids adopted, ids recorded).
+) -> tuple[list[Case], list[str], list[str], list[str]]:
+    """Record what the verdicts allow: (the cases as written, ids adopted, ids recorded, ids
+    held).
 
-    The delivery status of ``accepted`` invoices is always recorded; with ``apply`` the
-    transactions found are adopted, one SQLite transaction and one event row per invoice, and
-    only if the invoice is still in the state and under the key it was judged in.
+    Every verdict reached is recorded on its invoice with the time (a failed lookup reached
+    none and leaves the last one as it was), and the delivery
+    status of ``accepted`` invoices; with ``apply`` the transactions found are adopted, one
+    SQLite transaction and one event row per invoice, and only if the invoice is still in the
+    state and under the key it was judged in, and what must not be sent on its own is held
+    (a ``held`` verdict), with the verdict as the reason.
     """
     written: list[Case] = []
     applied: list[str] = []
     recorded: list[str] = []
+    held: list[str] = []
     for case in cases:
+        if case.verdict is not Verdict.lookup_failed:  # no verdict reached: keep the last
+            record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id)
         if _fresh_delivery_status(case) and record_delivery(
             journal,
             case.invoice_id,
@@ -175,12 +184,19 @@ def write_back(
             run_id=run_id,
         ):
             recorded.append(case.invoice_id)
-        if apply and GUIDANCE[case.verdict].adoptable and _adopt(journal, case, checked_at, run_id):
+        guidance = GUIDANCE[case.verdict]
+        if apply and guidance.adoptable and _adopt(journal, case, checked_at, run_id):
             applied.append(case.invoice_id)
             adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
             case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
+        if apply and guidance.held:
+            reason = f"reconcile: {guidance.title}"
+            if hold(journal, case.invoice_id, reason, by="reconcile").done:
+                held.append(case.invoice_id)
+                action = f"held ({reason}); {case.action}"
+                case = replace(case, action=action)
         written.append(case)
-    return written, applied, recorded
+    return written, applied, recorded, held
 
 
 def _fresh_delivery_status(case: Case) -> bool:

@@ -24,6 +24,7 @@ class ReconcileReport:
     checked_at: str
     requests: int = 0
     search: SearchSummary = field(default_factory=SearchSummary)
+    held: tuple[str, ...] = ()  # invoice ids --apply held: not to be sent on their own
 
     @property
     def counts(self) -> dict[Verdict, int]:

@@ -1,8 +1,8 @@
 """The verdicts reconcile reaches, what each means for the operator, and the data they travel in.
 
 ``Verdict`` is the one table of verdicts: each member is declared with its ``Guidance`` (a
-title, whether a person must act, the next step, the exit code, whether ``--apply`` may adopt
-it), and the members are declared in the order the report shows them: what needs a person
+title, whether a person must act, the next step, the exit code, whether ``--apply`` adopts it
+or holds it), and the members are declared in the order the report shows them: what needs a person
 first, what is fine last. ``GUIDANCE`` and ``VERDICT_ORDER`` are read off it, so the three
 cannot drift apart. A ``Case`` carries one invoice's verdict with both sides of the story:
 ``JournalSide`` (what the journal holds and tried to send) and ``ApiSide`` (what GoRoute
@@ -16,15 +16,15 @@ data):
 =================================  =================================  ======  ============  ====
 verdict                            when                               person  --apply       exit
 =================================  =================================  ======  ============  ====
-different_document                 key_reused; the transaction        yes     nothing       4
+different_document                 key_reused; the transaction        yes     hold it       4
                                    carries another invoice/receiver
 not_found                          key_reused or accepted: GoRoute    yes     nothing       4
                                    does not know the transaction id
 sent_then_failed                   key_reused or unknown; this        yes     nothing       4
                                    invoice's transaction ``failed``
-unknown_ambiguous                  unknown; several transactions      yes     nothing       4
+unknown_ambiguous                  unknown; several transactions      yes     hold it       4
                                    match: already sent more than once
-unknown_sent_earlier               unknown; the only match was        yes     nothing       4
+unknown_sent_earlier               unknown; the only match was        yes     hold it       4
                                    created before the first attempt:
                                    something else sent this invoice
 unknown_not_found_window_closed    unknown; no match in a complete    yes     nothing       4
@@ -81,6 +81,7 @@ class Guidance:
     next_step: str
     exit_code: ExitCode
     adoptable: bool = False
+    held: bool = False  # ``--apply`` holds it: a send must not go out on its own
 
 
 class Verdict(StrEnum):
@@ -108,6 +109,7 @@ class Verdict(StrEnum):
             "investigate: the key carried another document (key collision); nothing was sent "
             "for this invoice under it",
             ExitCode.NEEDS_RECONCILE,
+            held=True,
         ),
     )
     not_found = (
@@ -137,6 +139,7 @@ class Verdict(StrEnum):
             "investigate: several transactions carry this invoice number and receiver "
             "(already delivered more than once?)",
             ExitCode.NEEDS_RECONCILE,
+            held=True,
         ),
     )
     unknown_sent_earlier = (
@@ -149,6 +152,7 @@ class Verdict(StrEnum):
             "send was not found. Do not send it again until you know the customer does not "
             "have it",
             ExitCode.NEEDS_RECONCILE,
+            held=True,
         ),
     )
     unknown_not_found_window_closed = (

@@ -45,6 +45,7 @@ FIELDS = (
     "window_open",
     "window_closes_at",
     "api_transaction_id",
+    "existing_transaction_id",
     "api_invoice_number",
     "api_receiver",
     "api_document_type",
@@ -77,6 +78,10 @@ def case_record(case: Case) -> dict[str, Any]:
         "window_open": case.window_open,
         "window_closes_at": case.window_closes_at,
         "api_transaction_id": api.transaction_id if api else None,
+        # The 422's name for the send its key already carried, as the operator knows it.
+        "existing_transaction_id": (
+            api.transaction_id if api and side.state == "key_reused" else None
+        ),
         "api_invoice_number": api.invoice_number if api else None,
         "api_receiver": api.receiver if api else None,
         "api_document_type": api.document_type if api else None,
@@ -92,6 +97,8 @@ def summary_line(report: ReconcileReport) -> str:
         return f"nothing to reconcile ({report.requests} requests); exit {int(report.exit_code)}"
     groups = ", ".join(f"{verdict} {n}" for verdict, n in report.counts.items())
     changed = [f"{len(report.applied)} adopted"] if report.apply else []
+    if report.held:
+        changed.append(f"{len(report.held)} held")
     if report.recorded:
         changed.append(f"{len(report.recorded)} delivery statuses recorded")
     if not report.search.complete:
@@ -113,6 +120,7 @@ def report_document(report: ReconcileReport) -> dict[str, Any]:
         "counts": {str(verdict): count for verdict, count in report.counts.items()},
         "needs_person": report.needs_person,
         "applied": list(report.applied),
+        "held": list(report.held),
         "recorded": list(report.recorded),
         "requests": report.requests,
         "search": {
