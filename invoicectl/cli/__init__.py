@@ -7,6 +7,7 @@ No SQL and no HTTP here. The package is small modules behind this facade:
     consoles          stdout's rich console; ``say`` for every line on stderr
     journal_commands  scan, status, show
     send_commands     send, reconcile
+    operator_commands hold, release, abandon
     sandbox_command   sandbox
 
 Importing this package registers every command on ``app``; ``main`` is the entry point of
@@ -15,7 +16,12 @@ the ``invoicectl`` script and of ``python -m invoicectl``.
 
 # isort: off
 # Imported for their commands, in the order `invoicectl --help` lists them.
-from invoicectl.cli import journal_commands, send_commands, sandbox_command  # noqa: F401
+from invoicectl.cli import (  # noqa: F401
+    journal_commands,
+    send_commands,
+    operator_commands,
+    sandbox_command,
+)
 from invoicectl.cli.app import app, main
 
 # isort: on

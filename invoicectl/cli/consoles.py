@@ -38,3 +38,10 @@ def say(message: str) -> None:
 def say_error(message: str) -> None:
     """``invoicectl: error: <message>`` on stderr."""
     say(f"invoicectl: error: {message}")
+
+
+def ask(question: str) -> bool:
+    """A yes/no question on stderr, for a person at a terminal (a script passes ``--yes``)."""
+    import typer
+
+    return typer.confirm(question, err=True)

@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -18,14 +17,9 @@ from invoicectl.cli.options import (
     OutputFormat,
     RecursiveOption,
     SandboxOption,
+    journal_path,
 )
 from invoicectl.errors import ExitCode, UsageError
-
-
-def _journal_path(journal: Path | None, sandbox: bool = False) -> Path:
-    from invoicectl.settings import resolve
-
-    return resolve(journal=journal, sandbox=sandbox, need_key=False).journal
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -43,7 +37,7 @@ def scan(
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
 
-    path = _journal_path(journal, sandbox)
+    path = journal_path(journal, sandbox)
     # The scan opens first: a large first scan starts reading while the journal opens.
     with (
         OpenScan(directory, recursive=recursive, journal_path=path) as scan,
@@ -62,6 +56,10 @@ def scan(
 def status(
     state: Annotated[
         str | None, typer.Option("--state", help="Only invoices in this state.")
+    ] = None,
+    verdict: Annotated[
+        str | None,
+        typer.Option("--verdict", help="Only invoices whose last reconcile verdict is this."),
     ] = None,
     output_format: FormatOption = OutputFormat.table,
     journal: JournalOption = None,
@@ -86,9 +84,10 @@ def status(
     states = [str(known) for known in InvoiceState]
     if state is not None and state not in states:
         raise UsageError(f"unknown state {state!r}; choose from {', '.join(states)}")
-    with Journal(_journal_path(journal, sandbox)) as opened:
+    with Journal(journal_path(journal, sandbox)) as opened:
         counts = opened.state_counts()
-        records = status_records(opened, state)
+        holds = opened.hold_counts()
+        records = status_records(opened, state, verdict)
         attention_code = attention(opened, opened.clock())
     if output_format is OutputFormat.json:
         print(to_json(records))
@@ -96,7 +95,7 @@ def status(
         sys.stdout.write(to_csv(records, STATUS_FIELDS))
     else:
         console = stdout_console()
-        print_state_counts(console, counts)
+        print_state_counts(console, counts, holds)
         if records and sys.stdout.isatty():
             print_status_table(console, records)
         elif records:
@@ -114,7 +113,7 @@ def show(
     from invoicectl.journal import Journal
     from invoicectl.render.status import print_invoice
 
-    with Journal(_journal_path(journal, sandbox)) as opened:
+    with Journal(journal_path(journal, sandbox)) as opened:
         invoice = opened.invoice(invoice_id)
         if invoice is None:
             raise UsageError(f"no invoice {invoice_id!r} in the journal {opened.path}")

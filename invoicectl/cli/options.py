@@ -86,3 +86,10 @@ MaxWaitOption = Annotated[
 AllowEnvironmentChangeOption = Annotated[
     bool, typer.Option(help="Allow this journal to be used with a new base URL.")
 ]
+
+
+def journal_path(journal: Path | None, sandbox: bool = False) -> Path:
+    """The journal a command that needs no API key opens: ``--journal``, else the settings'."""
+    from invoicectl.settings import resolve
+
+    return resolve(journal=journal, sandbox=sandbox, need_key=False).journal

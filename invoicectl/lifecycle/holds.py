@@ -142,3 +142,22 @@ def _next(invoice: Invoice, now: datetime) -> str:
             return f"{state}; the next send replays it under {invoice.idempotency_key}"
         return f"{state}, its key's 24-hour window closed: `invoicectl reconcile` first"
     return f"{state}; as before the hold"
+
+
+def candidates(
+    journal: JournalBackend,
+    action: str,
+    states: tuple[InvoiceState, ...] = (),
+    verdict: str | None = None,
+) -> list[str]:
+    """The invoices a bulk ``hold``, ``release`` or ``abandon`` acts on: those matching the
+    filters that the action can change (a release, only those held)."""
+    matching = journal.invoices(*states, verdict=verdict)
+    if action == "release":
+        return [invoice.invoice_id for invoice in matching if invoice.hold is Hold.held]
+    kept = Hold.held if action == "hold" else Hold.abandoned
+    return [
+        invoice.invoice_id
+        for invoice in matching
+        if invoice.state is not InvoiceState.accepted and invoice.hold not in (kept, Hold.abandoned)
+    ]

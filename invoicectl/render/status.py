@@ -16,6 +16,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import (
     Attempt,
     Event,
+    Hold,
     Invoice,
     InvoiceState,
     Revision,
@@ -39,14 +40,20 @@ STATUS_FIELDS = (
     "payable_amount",
     "path",
     "updated_at",
+    "hold",
+    "hold_reason",
+    "verdict",
 )
 
 
-def status_records(journal: JournalBackend, state: str | None = None) -> list[dict[str, Any]]:
-    """One plain record per invoice, plus one per file that yields no invoice ID."""
+def status_records(
+    journal: JournalBackend, state: str | None = None, verdict: str | None = None
+) -> list[dict[str, Any]]:
+    """One plain record per invoice (in ``state``, with last ``verdict``), plus one per file
+    that yields no invoice ID."""
     states = () if state is None else (InvoiceState(state),)
-    records = [invoice_record(invoice) for invoice in journal.invoices(*states)]
-    if state in (None, InvoiceState.invalid):
+    records = [invoice_record(i) for i in journal.invoices(*states, verdict=verdict)]
+    if state in (None, InvoiceState.invalid) and verdict is None:
         records.extend(_unidentified_record(file) for file in journal.unidentified_files())
     return records
 
@@ -68,6 +75,9 @@ def invoice_record(invoice: Invoice) -> dict[str, Any]:
         "payable_amount": invoice.payable_amount,
         "path": invoice.source_path,
         "updated_at": invoice.updated_at,
+        "hold": invoice.hold,
+        "hold_reason": invoice.hold_reason,
+        "verdict": invoice.verdict,
     }
 
 
@@ -99,8 +109,12 @@ def to_tsv(records: Sequence[dict[str, Any]]) -> str:
     return "".join(lines)
 
 
-def print_state_counts(console: Console, counts: Mapping[InvoiceState, int]) -> None:
+def print_state_counts(
+    console: Console, counts: Mapping[InvoiceState, int], holds: Mapping[Hold, int]
+) -> None:
     shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in InvoiceState)
+    if any(holds.values()):  # holds sit beside the states: counted apart
+        shown += "; " + ", ".join(f"{hold} {holds.get(hold, 0)}" for hold in Hold)
     console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
 
 
@@ -151,6 +165,9 @@ def print_invoice(
         ("transaction", "transaction_id"),
         ("existing transaction", "existing_transaction_id"),
         ("delivery", "remote_status"),
+        ("hold", "hold"),
+        ("hold reason", "hold_reason"),
+        ("last verdict", "verdict"),
         ("updated", "updated_at"),
     ):
         if record[key] is not None:

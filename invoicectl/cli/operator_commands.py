@@ -1,0 +1,154 @@
+"""The operator's decisions: ``hold``, ``release`` and ``abandon``, one invoice or a filtered
+set at a time.
+
+Each takes the run lock, so two operators (or an operator and a cron run) act one after the
+other, and records who (the OS user), when and why as an event that ``show`` lists. A bulk
+form (``--state``, ``--verdict``) says how many invoices it would change and asks first;
+``--yes`` answers for a script, ``--dry-run`` changes nothing.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from invoicectl.cli.app import app
+from invoicectl.cli.consoles import ask
+from invoicectl.cli.options import JournalOption, SandboxOption, journal_path
+from invoicectl.errors import ExitCode, UsageError
+
+IdsArgument = Annotated[
+    list[str] | None, typer.Argument(metavar="ID...", help="Invoice IDs.", show_default=False)
+]
+ReasonOption = Annotated[str, typer.Option("--reason", help="Why; kept in the journal.")]
+StateFilter = Annotated[
+    list[str] | None,
+    typer.Option("--state", help="All invoices in this state (repeatable).", show_default=False),
+]
+VerdictFilter = Annotated[
+    str | None,
+    typer.Option("--verdict", help="All invoices whose last reconcile verdict is this."),
+]
+YesOption = Annotated[bool, typer.Option("--yes", help="Do not ask before a bulk change.")]
+DryRunOption = Annotated[
+    bool, typer.Option("--dry-run", help="Say what would change; change nothing.")
+]
+
+
+@app.command()
+def hold(
+    reason: ReasonOption,
+    ids: IdsArgument = None,
+    state: StateFilter = None,
+    verdict: VerdictFilter = None,
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Never send or replay these invoices until released; their state stays as it is.
+
+    Example: invoicectl hold INV-1042 --reason "customer asked to wait"."""
+    _decide("hold", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+
+
+@app.command()
+def release(
+    ids: IdsArgument = None,
+    state: StateFilter = None,
+    verdict: VerdictFilter = None,
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Lift a hold: exactly the rules of the invoice's state apply again (an unknown send is
+    replayed under its key inside its 24-hour window, left for reconcile after it)."""
+    _decide("release", ids, None, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+
+
+@app.command()
+def abandon(
+    reason: ReasonOption,
+    ids: IdsArgument = None,
+    state: StateFilter = None,
+    verdict: VerdictFilter = None,
+    yes: YesOption = False,
+    dry_run: DryRunOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Settled outside invoicectl: never send these again (kept in the journal and reports).
+
+    Example: invoicectl abandon INV-1042 --reason "sent by post on 3 May"."""
+    _decide("abandon", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+
+
+def _decide(
+    action: str,
+    ids: list[str] | None,
+    reason: str | None,
+    states: list[str] | None,
+    verdict: str | None,
+    yes: bool,
+    dry_run: bool,
+    path: Path,
+) -> None:
+    from invoicectl.journal import locked_journal
+    from invoicectl.journal.records import InvoiceState
+    from invoicectl.lifecycle import holds
+
+    if ids and (states or verdict):
+        raise UsageError(f"give invoice IDs or --state/--verdict to {action}, not both")
+    if not ids and not (states or verdict):
+        raise UsageError(f"name the invoices to {action}: IDs, --state or --verdict")
+    known = [str(known) for known in InvoiceState]
+    for name in states or ():
+        if name not in known:
+            raise UsageError(f"unknown state {name!r}; choose from {', '.join(known)}")
+    by = _operator()
+    with locked_journal(path, action) as opened:
+        chosen = list(ids or ()) or holds.candidates(
+            opened, action, tuple(InvoiceState(name) for name in states or ()), verdict
+        )
+        if not ids:
+            _confirm(action, len(chosen), yes or dry_run)
+        decisions = []
+        for invoice_id in chosen:
+            if action == "release":
+                decision = holds.release(opened, invoice_id, by, dry_run=dry_run)
+            elif action == "hold":
+                decision = holds.hold(opened, invoice_id, reason or "", by, dry_run=dry_run)
+            else:
+                decision = holds.abandon(opened, invoice_id, reason or "", by, dry_run=dry_run)
+            decisions.append(decision)
+    prefix = "would be " if dry_run else ""
+    for decision in decisions:
+        shown = decision.message if not decision.done else prefix + decision.message
+        print(f"{decision.invoice_id}: {shown}")
+    if not decisions:
+        print(f"nothing to {action}")
+    refused = [decision for decision in decisions if not decision.done]
+    raise typer.Exit(ExitCode.USAGE if refused else ExitCode.OK)
+
+
+def _confirm(action: str, count: int, yes: bool) -> None:
+    if count == 0 or yes:
+        return
+    if not sys.stdin.isatty():
+        raise UsageError(f"{count} invoices match; add --yes to {action} them")
+    if not ask(f"{action} {count} invoices?"):
+        raise typer.Exit(ExitCode.OK)
+
+
+def _operator() -> str:
+    """The OS user deciding, as the audit trail names them."""
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid
+        return f"uid {os.getuid()}"
