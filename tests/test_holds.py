@@ -1,0 +1,207 @@
+"""Holds, releases and abandonments, on a real journal with the emulator.
+
+The trap job queues fell into (Sidekiq's "Retry Now" from its Dead set ran around the
+uniqueness guard): a release here must never turn a send whose outcome is unknown into a
+new one. Every test counts what the emulator received.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sendkit import FAST_RETRY, at, emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl.errors import ExitCode, UsageError
+from invoicectl.goroute.retry import RetryPolicy
+from invoicectl.journal import Journal
+from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.holds import abandon, hold, release
+from invoicectl.lifecycle.plan import attention
+
+ONE_TRY = RetryPolicy(max_attempts=1, backoff_initial=0.01, backoff_max=0.02)
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    return tmp_path / "holds.db"
+
+
+def decide(journal_path: Path, action: str, invoice_id: str, **kwargs: str) -> str:
+    with Journal(journal_path) as journal:
+        if action == "hold":
+            decision = hold(journal, invoice_id, kwargs.get("reason", "test"), "tester")
+        elif action == "abandon":
+            decision = abandon(journal, invoice_id, kwargs.get("reason", "test"), "tester")
+        else:
+            decision = release(journal, invoice_id, "tester")
+    assert decision.done, decision.message
+    return decision.message
+
+
+def lost_answer(journal_path: Path, outbox: Path, invoice_id: str) -> None:
+    """A send whose request reached GoRoute (which kept it) and whose answer was lost."""
+    write_invoice(outbox, invoice_id)
+    sandbox = emulator(drop_rate=1.0)
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=ONE_TRY)
+    assert states(journal_path) == {invoice_id: "unknown"}
+    assert sandbox.stats()["per_invoice"] == {invoice_id: 1}
+
+
+def test_a_held_invoice_is_never_sent_and_a_release_sends_it(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2")
+    sandbox = emulator()
+    with Journal(journal_path) as journal:
+        from invoicectl.scan.ingest import scan_directory
+
+        scan_directory(journal, outbox)
+    decide(journal_path, "hold", "INV-1", reason="customer asked to wait")
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"INV-2": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # a hold waits for a person
+    assert states(journal_path) == {"INV-1": "pending", "INV-2": "accepted"}
+
+    assert decide(journal_path, "release", "INV-1") == "released: pending; the next send sends it"
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+    assert sandbox.stats()["per_invoice"] == {"INV-1": 1, "INV-2": 1}
+    assert summary.exit_code == ExitCode.OK
+
+
+def test_a_release_after_the_window_closed_sends_nothing(journal_path: Path, outbox: Path):
+    """The Sidekiq trap: a held unknown send, released 25 hours on, is not a new send."""
+    lost_answer(journal_path, outbox, "INV-1")
+    decide(journal_path, "hold", "INV-1")
+    later = at(datetime.now(UTC) + timedelta(hours=25))
+    sandbox = emulator()
+
+    with Journal(journal_path, clock=later.wall) as journal:
+        message = release(journal, "INV-1", "tester").message
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), clocks=later)
+
+    assert "window closed: `invoicectl reconcile` first" in message
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.held == ("INV-1",) and summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert states(journal_path) == {"INV-1": "unknown"}
+
+
+def test_a_held_unknown_send_is_not_replayed_until_released_then_under_its_key(
+    journal_path: Path, outbox: Path
+):
+    lost_answer(journal_path, outbox, "INV-1")
+    decide(journal_path, "hold", "INV-1")
+    sandbox = emulator()
+
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    assert sandbox.stats()["sends_received"] == 0
+
+    decide(journal_path, "release", "INV-1")
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+    assert summary.replays == 1 and states(journal_path) == {"INV-1": "accepted"}
+    with Journal(journal_path) as journal:
+        keys = {attempt.idempotency_key for attempt in journal.attempts("INV-1")}
+    assert keys == {"invoice-INV-1"}
+
+
+def test_an_abandoned_invoice_is_never_sent_and_asks_nothing_more(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "INV-1")
+    sandbox = emulator()
+    with Journal(journal_path) as journal:
+        from invoicectl.scan.ingest import scan_directory
+
+        scan_directory(journal, outbox)
+    decide(journal_path, "abandon", "INV-1", reason="sent by post on 3 May")
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.exit_code == ExitCode.OK  # settled outside invoicectl
+    with Journal(journal_path) as journal:
+        assert release(journal, "INV-1", "tester").message == "abandoned, which is final"
+        assert not hold(journal, "INV-1", "again", "tester").done
+        invoice = journal.invoice("INV-1")
+        assert invoice is not None
+        assert (invoice.state, invoice.hold, invoice.held_by) == ("pending", "abandoned", "tester")
+        kinds = [(event.kind, event.detail) for event in journal.events("INV-1")]
+    assert kinds == [("abandon", "by tester: sent by post on 3 May")]
+
+
+def test_no_new_version_for_a_held_invoice(journal_path: Path, outbox: Path):
+    lost_answer(journal_path, outbox, "INV-1")
+    decide(journal_path, "hold", "INV-1", reason="reconcile first")
+    later = datetime.now(UTC) + timedelta(hours=25)
+    with Journal(journal_path) as journal, pytest.raises(UsageError, match="release` it first"):
+        check_new_version(journal, "INV-1", later)
+
+
+def test_an_accepted_invoice_cannot_be_held(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "INV-1")
+    send(settings_for(journal_path), outbox, emulator().transport())
+    with Journal(journal_path) as journal:
+        decision = hold(journal, "INV-1", "too late", "tester")
+        assert not decision.done and "accepted" in decision.message
+        assert attention(journal, journal.clock()) == ExitCode.OK
+
+
+def test_reconcile_apply_holds_an_earlier_send_and_send_leaves_it(journal_path: Path, outbox: Path):
+    """reconcile finds only an earlier transaction for an unknown send: --apply holds it, and
+    the send that would have replayed it inside the window does not."""
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = emulator()
+    long_ago = datetime.now(UTC).timestamp() - 3 * 86_400
+    sandbox.add_transaction("INV-1", status="delivered", created_at=long_ago)
+    from invoicectl.reconcile.runner import reconcile
+
+    report = reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+    assert [str(case.verdict) for case in report.cases] == ["unknown_sent_earlier"]
+    assert report.held == ("INV-1",)
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+
+
+# ---- the commands -------------------------------------------------------------------------
+
+
+def invoicectl(journal_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args, "--journal", str(journal_path)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def test_the_commands_say_what_they_did_and_refuse_in_one_line(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2")
+    assert invoicectl(journal_path, "scan", str(outbox)).returncode == 0
+
+    done = invoicectl(journal_path, "hold", "INV-1", "--reason", "wait")
+    assert (done.returncode, done.stdout) == (0, "INV-1: held (pending): wait\n"), done.stderr
+    again = invoicectl(journal_path, "hold", "INV-1", "--reason", "wait")
+    assert (again.returncode, again.stdout) == (2, "INV-1: already held (wait)\n")
+    unknown = invoicectl(journal_path, "release", "NOPE")
+    assert unknown.returncode == 2
+    assert unknown.stderr.strip().splitlines() == [
+        f"invoicectl: error: no invoice 'NOPE' in the journal {journal_path}"
+    ]
+    status = invoicectl(journal_path, "status")
+    assert status.returncode == 4
+    assert status.stdout.splitlines()[0].endswith("; held 1, abandoned 0")
+
+    bulk = invoicectl(journal_path, "hold", "--state", "pending", "--reason", "freeze")
+    assert bulk.returncode == 2 and "1 invoices match; add --yes" in bulk.stderr
+    dry = invoicectl(journal_path, "release", "--state", "pending", "--dry-run")
+    assert dry.stdout == "INV-1: would be released: pending; the next send sends it\n"
+    with Journal(journal_path) as journal:
+        assert journal.invoice("INV-1").hold == "held"  # type: ignore[union-attr]
+    bulk = invoicectl(journal_path, "hold", "--state", "pending", "--reason", "freeze", "--yes")
+    assert (bulk.returncode, bulk.stdout) == (0, "INV-2: held (pending): freeze\n")
