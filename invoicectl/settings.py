@@ -78,10 +78,15 @@ class Settings:
         return RetryPolicy(max_attempts=self.max_attempts, max_wait=self.max_wait)
 
     def send_options(
-        self, *, deadline: float | None = None, new_versions: Sequence[str] = ()
+        self,
+        *,
+        deadline: float | None = None,
+        new_versions: Sequence[str] = (),
+        order: str = "due",
     ) -> SendOptions:
-        """What one send run is asked to do: its pacing, its retries, its deadline and the
-        invoices to send under their next key."""
+        """What one send run is asked to do: its pacing, its retries, its deadline, the
+        invoices to send under their next key, and the order of new sends."""
+        from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 
         return SendOptions(
@@ -90,6 +95,7 @@ class Settings:
             policy=self.retry_policy(),
             deadline=deadline,
             new_versions=tuple(new_versions),
+            order=SendOrder(order),
         )
 
     def send_run_options(

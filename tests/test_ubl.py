@@ -332,6 +332,7 @@ def test_valid_oddity_parses_to_the_same_facts(name: str) -> None:
         supplier_endpoint=Endpoint("0007", "5567321236"),
         customer_endpoint=Endpoint("9915", "phase4-test-receiver"),
         problem=None,
+        due_date="2026-04-01",
     )
 
 

@@ -15,6 +15,9 @@ def invoice_xml(
     document_type: str = "Invoice",
     padding: int = 0,
     lines: int = 1,
+    issue_date: str = "2026-11-02",
+    due_date: str | None = None,
+    payment_due_date: str | None = None,
 ) -> bytes:
     """A complete, valid invoice or credit note; ``note`` and ``padding`` vary its bytes,
     and ``lines`` the number of invoice lines (most of a real invoice's bytes)."""
@@ -26,6 +29,13 @@ def invoice_xml(
     qty_tag = "InvoicedQuantity" if document_type == "Invoice" else "CreditedQuantity"
     filler = f"<cbc:Note>{'x' * padding}</cbc:Note>" if padding else ""
     note_xml = f"<cbc:Note>{note}</cbc:Note>" if note else ""
+    due_xml = f"\n  <cbc:DueDate>{due_date}</cbc:DueDate>" if due_date else ""
+    means_xml = (
+        "\n  <cac:PaymentMeans><cbc:PaymentMeansCode>30</cbc:PaymentMeansCode>"
+        f"<cbc:PaymentDueDate>{payment_due_date}</cbc:PaymentDueDate></cac:PaymentMeans>"
+        if payment_due_date
+        else ""
+    )
     invoice_lines = "\n".join(
         _line(line_tag, qty_tag, number, amount, currency) for number in range(1, lines + 1)
     )
@@ -36,7 +46,7 @@ def invoice_xml(
   <cbc:CustomizationID>urn:cen.eu:en16931:2017#compliant#urn:fdc:peppol.eu:2017:poacc:billing:3.0</cbc:CustomizationID>
   <cbc:ProfileID>urn:fdc:peppol.eu:2017:poacc:billing:01:1.0</cbc:ProfileID>
   <cbc:ID>{invoice_id}</cbc:ID>
-  <cbc:IssueDate>2026-11-02</cbc:IssueDate>
+  <cbc:IssueDate>{issue_date}</cbc:IssueDate>{due_xml}
   <cbc:{type_tag}>{type_code}</cbc:{type_tag}>
   {note_xml}{filler}
   <cbc:DocumentCurrencyCode>{currency}</cbc:DocumentCurrencyCode>
@@ -54,7 +64,7 @@ def invoice_xml(
     <cac:PostalAddress><cbc:CityName>Malmö</cbc:CityName>
       <cac:Country><cbc:IdentificationCode>SE</cbc:IdentificationCode></cac:Country></cac:PostalAddress>
     <cac:PartyLegalEntity><cbc:RegistrationName>Åkerlund &amp; Søn AB</cbc:RegistrationName></cac:PartyLegalEntity>
-  </cac:Party></cac:AccountingCustomerParty>
+  </cac:Party></cac:AccountingCustomerParty>{means_xml}
   <cac:TaxTotal><cbc:TaxAmount currencyID="{currency}">0.00</cbc:TaxAmount></cac:TaxTotal>
   <cac:LegalMonetaryTotal>
     <cbc:LineExtensionAmount currencyID="{currency}">{amount}</cbc:LineExtensionAmount>

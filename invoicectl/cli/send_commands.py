@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import sys
+from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -28,6 +29,13 @@ from invoicectl.cli.options import (
     TierOption,
 )
 from invoicectl.defaults import DEFAULT_BATCH_SIZE
+
+
+class SendOrderChoice(StrEnum):
+    due = "due"
+    issue = "issue"
+    scan = "scan"
+
 
 if TYPE_CHECKING:
     from invoicectl.runs import Session
@@ -64,8 +72,19 @@ def send(
         ),
     ] = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
+    order: Annotated[
+        SendOrderChoice,
+        typer.Option(
+            "--order",
+            help="New sends soonest due first (due: the due date, else the issue date), "
+            "oldest issued first (issue), or as scanned (scan). Replays always go first.",
+        ),
+    ] = SendOrderChoice.due,
     dry_run: Annotated[
-        bool, typer.Option("--dry-run", help="Scan and plan; send nothing.")
+        bool,
+        typer.Option(
+            "--dry-run", help="Scan and plan (the order, and what would be late); send nothing."
+        ),
     ] = False,
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
@@ -77,6 +96,7 @@ def send(
     that dies is resumed by the next one, replaying unanswered sends under the same key with
     the same bytes while the key's 24-hour window is open. One run at a time per journal.
     """
+    from invoicectl.journal.records import SendOrder
     from invoicectl.render.formats import to_json
     from invoicectl.render.send import SendOutput
     from invoicectl.scan.ingest import scanning
@@ -103,7 +123,8 @@ def send(
         batch_size=settings.batch_size,
     )
     if dry_run:
-        report, plan = runner.dry_run(settings, scanning(directory, recursive=recursive))
+        scan = scanning(directory, recursive=recursive)
+        report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         else:
@@ -113,7 +134,7 @@ def send(
     report, summary = runner.send(
         settings,
         scanning(directory, recursive=recursive),
-        settings.send_options(deadline=deadline, new_versions=new_versions),
+        settings.send_options(deadline=deadline, new_versions=new_versions, order=order.value),
         allow_environment_change=allow_environment_change,
         run_options=settings.send_run_options(
             directory, deadline=deadline, new_versions=new_versions

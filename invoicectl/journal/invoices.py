@@ -23,11 +23,19 @@ from invoicectl.journal.records import (
     Invoice,
     InvoiceState,
     Revision,
+    SendOrder,
     UnidentifiedFile,
 )
 
 _FIELDS = tuple(field.name for field in fields(Invoice))
 _INVOICE_COLUMNS = _FIELDS[1:]  # every column but the key
+# A credit note is not "due": it goes by its issue date, as an undated invoice does.
+_DUE = "CASE WHEN document_type = 'Invoice' THEN coalesce(due_date, issue_date) ELSE issue_date END"
+_ORDER_BY = {
+    SendOrder.due: f"({_DUE}) IS NULL, {_DUE}, ",
+    SendOrder.issue: "issue_date IS NULL, issue_date, ",
+    SendOrder.scan: "",
+}
 _WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
 _STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
 
@@ -92,12 +100,12 @@ class InvoiceRecords(JournalBase):
         )
         return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
 
-    def never_sent(self) -> list[str]:
+    def never_sent(self, order: SendOrder = SendOrder.scan) -> list[str]:
         """Every ``pending`` invoice whose key was never used and that is not on hold, in
-        the order they arrived."""
+        ``order``; undated ones after the dated, then in the order they arrived."""
         rows = self.db.execute(
             "SELECT invoice_id FROM invoices WHERE state = ? AND key_first_used_at IS NULL"
-            " AND hold IS NULL ORDER BY ingested_at, invoice_id",
+            f" AND hold IS NULL ORDER BY {_ORDER_BY[order]}ingested_at, invoice_id",
             (InvoiceState.pending,),
         )
         return [invoice_id for (invoice_id,) in rows]

@@ -196,11 +196,23 @@ def m004_holds_and_verdicts(db: Database) -> None:
     )
 
 
+def m005_due_date(db: Database) -> None:
+    db.executescript(
+        """
+        -- When payment is due, from the current revision's facts: a send takes the soonest
+        -- due first. NULL for invoices first scanned before due dates were read, and for
+        -- documents that carry none.
+        ALTER TABLE invoices ADD COLUMN due_date TEXT;
+        """
+    )
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
     m003_file_stats_invoice_id,
     m004_holds_and_verdicts,
+    m005_due_date,
 )
 
 

@@ -27,6 +27,14 @@ class InvoiceState(StrEnum):
     amended = "amended"  # the file changed after its key carried other content
 
 
+class SendOrder(StrEnum):
+    """The order a send takes new invoices in (replays of unanswered sends always go first)."""
+
+    due = "due"  # soonest due first: an invoice's due date, else its issue date
+    issue = "issue"  # oldest issue date first
+    scan = "scan"  # in the order they were scanned
+
+
 class Hold(StrEnum):
     """An operator's decision that keeps an invoice from being sent, whatever its state."""
 
@@ -69,6 +77,7 @@ class Invoice:
     held_by: str | None = None  # the OS user who decided
     verdict: str | None = None  # the last verdict reconcile reached
     verdict_at: str | None = None
+    due_date: str | None = None  # when payment is due (cbc:DueDate or PaymentDueDate)
 
     @property
     def receiver(self) -> str | None:
@@ -216,6 +225,7 @@ FACT_COLUMNS = (
     "currency",
     "payable_amount",
     "problem",
+    "due_date",
 )
 
 
@@ -232,4 +242,5 @@ def fact_columns(facts: dict[str, Any]) -> tuple[str | None, ...]:
         facts.get("currency"),
         facts.get("payable_amount"),
         facts.get("problem"),
+        facts.get("due_date"),  # None in facts recorded before due dates were read
     )

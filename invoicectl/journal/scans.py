@@ -207,10 +207,11 @@ class ScanRecords(JournalBase):
             """
             INSERT INTO invoices (
                 invoice_id, document_type, receiver_scheme, receiver_id, sender_endpoint,
-                issue_date, currency, payable_amount, current_sha256, source_path, state,
-                reason, ingested_at, created_at, updated_at)
+                issue_date, currency, payable_amount, due_date, current_sha256, source_path,
+                state, reason, ingested_at, created_at, updated_at)
             SELECT f.invoice_id, s.document_type, s.receiver_scheme, s.receiver_id,
-                s.sender_endpoint, s.issue_date, s.currency, s.payable_amount, f.sha256, f.path,
+                s.sender_endpoint, s.issue_date, s.currency, s.payable_amount, s.due_date,
+                f.sha256, f.path,
                 CASE WHEN s.problem IS NULL THEN :valid ELSE :invalid END, s.problem,
                 :now, :now, :now
             FROM temp.fresh f JOIN temp.scan s ON s.rowid = f.scan_row

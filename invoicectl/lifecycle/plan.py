@@ -13,19 +13,20 @@ from datetime import datetime
 
 from invoicectl.errors import ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, InvoiceState
+from invoicectl.journal.records import Hold, InvoiceState, SendOrder
 from invoicectl.lifecycle.window import window_open
 
 
 @dataclass(frozen=True)
 class Plan:
     replays: tuple[str, ...]  # unknown, key window open: replayed first
-    pending: tuple[str, ...]  # never answered yet: sent in the order they arrived
+    pending: tuple[str, ...]  # never sent yet: in the run's order (soonest due first)
     held: tuple[str, ...]  # unknown with the window closed: left for reconcile
 
 
-def plan(journal: JournalBackend, now: datetime) -> Plan:
-    """Replays first (unanswered sends whose key window is open), then new sends.
+def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.due) -> Plan:
+    """Replays first (unanswered sends whose key window is open), then new sends in
+    ``order`` (soonest due first, by default).
 
     A ``pending`` invoice whose key has already been used (a request may have reached the
     API) is treated like an unanswered one: replayed inside its window, held after it.
@@ -34,7 +35,7 @@ def plan(journal: JournalBackend, now: datetime) -> Plan:
     held: list[str] = []
     for invoice_id, first_used_at in journal.sent_without_answer():
         (replays if window_open(first_used_at, now) else held).append(invoice_id)
-    return Plan(tuple(replays), tuple(journal.never_sent()), tuple(held))
+    return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held))
 
 
 def attention(journal: JournalBackend, now: datetime) -> ExitCode:

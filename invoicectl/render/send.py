@@ -104,6 +104,14 @@ class SendOutput:
             f"{plan.rate_per_minute}/min",
             highlight=False,
         )
+        if plan.would_send:
+            shown = ", ".join(plan.would_send[:10]) + (", ..." if len(plan.would_send) > 10 else "")
+            self.console.print(f"  order ({plan.order}): {shown}", highlight=False)
+        for invoice_id, due in plan.late:
+            self.console.print(
+                f"  late     {invoice_id}: due {due}, would go out after it at this rate",
+                highlight=False,
+            )
 
 
 def summary_line(summary: SendSummary) -> str:

@@ -95,6 +95,7 @@ def facts_record(facts: InvoiceFacts) -> dict[str, Any]:
         "supplier_endpoint": _endpoint_record(facts.supplier_endpoint),
         "customer_endpoint": _endpoint_record(facts.customer_endpoint),
         "problem": facts.problem,
+        "due_date": facts.due_date,
     }
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from invoicectl.defaults import DEFAULT_TIER, TIERS
 from invoicectl.goroute.retry import RetryPolicy
+from invoicectl.journal.records import SendOrder
 
 
 @dataclass(frozen=True)
@@ -18,3 +19,4 @@ class SendOptions:
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     deadline: float | None = None  # seconds from the start of sending
     new_versions: tuple[str, ...] = ()
+    order: SendOrder = SendOrder.due  # of new sends; replays always first

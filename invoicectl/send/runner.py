@@ -11,6 +11,7 @@ import signal
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 import httpx
@@ -19,8 +20,9 @@ from invoicectl.environment import bind_environment
 from invoicectl.errors import ExitCode
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
-from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.lifecycle.plan import Plan, attention, plan
 from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
 from invoicectl.scan.report import ScanReport
@@ -117,29 +119,54 @@ def _stop_on_signals(sender: Sender) -> Iterator[None]:
 
 
 def dry_run(
-    settings: Settings, scan: Scan, *, clocks: Clocks = REAL_CLOCKS
+    settings: Settings,
+    scan: Scan,
+    *,
+    order: SendOrder = SendOrder.due,
+    clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded."""
     with locked_journal(settings.journal, "send --dry-run", clock=clocks.wall) as journal:
         report = scan(journal)
-        planned = plan(journal, journal.clock())
+        now = journal.clock()
+        planned = plan(journal, now, order)
         counts = journal.state_counts()
-        code = attention(journal, journal.clock())
+        code = attention(journal, now)
+        late = _late(journal, planned, settings.rate_per_minute, now)
     skipped = {
         state: count
         for state, count in counts.items()
         if count and state not in ("pending", "unknown")
     }
     requests = len(planned.pending) + len(planned.replays)
-    # The limiter paces at (60 s + 1 s margin) / rate.
-    estimated = requests * 61.0 / settings.rate_per_minute
     return report, DryRun(
         would_send=planned.pending,
         would_replay=planned.replays,
         held=planned.held,
         skipped=skipped,
-        estimated_seconds=estimated,
+        estimated_seconds=requests * _PACE / settings.rate_per_minute,
         rate_per_minute=settings.rate_per_minute,
         # What is left to send is the plan, not a problem: a dry run says 0 for it.
         exit_code=ExitCode.OK if code is ExitCode.INCOMPLETE else code,
+        order=order,
+        late=late,
     )
+
+
+# The limiter paces at (60 s + 1 s margin) / rate.
+_PACE = 61.0
+
+
+def _late(
+    journal: JournalBackend, planned: Plan, rate_per_minute: int, now: datetime
+) -> tuple[tuple[str, str], ...]:
+    """(invoice ID, due date) of each new send that would go out after its due date at
+    ``rate_per_minute``, after the replays that go first."""
+    late = []
+    for position, invoice_id in enumerate(planned.pending, start=len(planned.replays) + 1):
+        invoice = journal.invoice(invoice_id)
+        due = invoice.due_date if invoice and invoice.document_type == "Invoice" else None
+        goes_out = now + timedelta(seconds=position * _PACE / rate_per_minute)
+        if due is not None and goes_out.date().isoformat() > due:
+            late.append((invoice_id, due))
+    return tuple(late)

@@ -114,7 +114,7 @@ class Sender:
         self.limiter.prime(self._started - ago for ago in _recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
             new_version(self.journal, invoice_id, self.summary.run_id)
-        planned = plan(self.journal, self.journal.clock())
+        planned = plan(self.journal, self.journal.clock(), self.options.order)
         self.summary.held = planned.held
         work = [(invoice_id, True) for invoice_id in planned.replays]
         work += [(invoice_id, False) for invoice_id in planned.pending]

@@ -99,10 +99,14 @@ class DryRun:
     estimated_seconds: float
     rate_per_minute: int
     exit_code: ExitCode
+    order: str = "due"  # of the new sends in would_send
+    late: tuple[tuple[str, str], ...] = ()  # (id, due date) that would go out after it
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "dry_run": True,
+            "order": self.order,
+            "would_miss_due_date": [{"invoice_id": i, "due_date": d} for i, d in self.late],
             "would_send": list(self.would_send),
             "would_replay": list(self.would_replay),
             "held_for_reconcile": list(self.held),

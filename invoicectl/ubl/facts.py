@@ -38,8 +38,15 @@ _SUPPLIER = _CAC + "AccountingSupplierParty"
 _CUSTOMER = _CAC + "AccountingCustomerParty"
 _PARTY = _CAC + "Party"
 _ENDPOINT_ID = _CBC + "EndpointID"
-# The root's children parse_document reads.
+_DUE_DATE = _CBC + "DueDate"
+_PAYMENT_MEANS = _CAC + "PaymentMeans"
+_PAYMENT_DUE_DATE = _CBC + "PaymentDueDate"
+# The root's children parse_document reads: every document has these...
 _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETARY_TOTAL))
+# ...and may have these, which UBL places ahead of LegalMonetaryTotal, so the walk that finds
+# the others passes them anyway.
+_OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
+_WANTED = _HEADER | _OPTIONAL
 
 
 # Named tuples, not frozen dataclasses: a scan makes three per file, and a frozen
@@ -65,6 +72,7 @@ class InvoiceFacts(NamedTuple):
     supplier_endpoint: Endpoint | None
     customer_endpoint: Endpoint | None
     problem: str | None
+    due_date: str | None = None  # cbc:DueDate, else the first PaymentMeans' PaymentDueDate
 
 
 def parse_document(data: bytes) -> InvoiceFacts:
@@ -97,6 +105,8 @@ def parse_document(data: bytes) -> InvoiceFacts:
         supplier_endpoint=_endpoint(_party_endpoint(header.get(_SUPPLIER))),
         customer_endpoint=customer,
         problem=problem,
+        due_date=_text(header.get(_DUE_DATE))
+        or _text(_child(header.get(_PAYMENT_MEANS), _PAYMENT_DUE_DATE)),
     )
 
 
@@ -108,7 +118,7 @@ def _parse_header(
     root = parse_in_two_parts(data, root_start)
     if root is not None:
         header = header_children(root)
-        if len(header) == len(_HEADER):  # else a header field may follow the cut
+        if _HEADER.issubset(header):  # else a header field may follow the cut
             return root, header
     root = parse_whole(data, encoding)
     return root, header_children(root)
@@ -142,17 +152,21 @@ def _document_type(root: etree._Element) -> str:
 
 
 def header_children(root: etree._Element) -> dict[str, etree._Element]:
-    """The first direct child of each header tag (``_HEADER``), in one walk that stops once
-    all are found: UBL puts them ahead of the invoice lines, which are then never visited.
-    (Plain loops here and in ``_child``: lxml's tag-filtered iterchildren costs more to set
-    up than a short walk, and ElementPath's find more again.)"""
+    """The first direct child of each header tag (``_HEADER``, and the ``_OPTIONAL`` ones met
+    on the way), in one walk that stops once every ``_HEADER`` tag is found: UBL puts them
+    ahead of the invoice lines, which are then never visited. (Plain loops here and in
+    ``_child``: lxml's tag-filtered iterchildren costs more to set up than a short walk, and
+    ElementPath's find more again.)"""
     found: dict[str, etree._Element] = {}
+    missing = len(_HEADER)
     for child in root:
         tag = child.tag
-        if tag in _HEADER and tag not in found:
+        if tag in _WANTED and tag not in found:
             found[tag] = child
-            if len(found) == len(_HEADER):
-                break
+            if tag in _HEADER:
+                missing -= 1
+                if not missing:
+                    break
     return found
 
 

@@ -1,0 +1,106 @@
+"""Due dates first: what the reader takes as an invoice's due date, and the order of a send."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from sendkit import emulator, send, settings_for
+from ublfactory import invoice_xml, write_invoice
+
+from invoicectl.cli.send_commands import SendOrderChoice
+from invoicectl.journal import Journal
+from invoicectl.journal.records import SendOrder
+from invoicectl.lifecycle.plan import plan
+from invoicectl.scan.ingest import scan_directory
+from invoicectl.ubl import parse_document
+
+
+def test_the_due_date_is_cbc_due_date_else_the_payment_due_date() -> None:
+    assert parse_document(invoice_xml("A", due_date="2026-12-10")).due_date == "2026-12-10"
+    both = invoice_xml("B", due_date="2026-12-10", payment_due_date="2026-12-20")
+    assert parse_document(both).due_date == "2026-12-10"
+    means = invoice_xml("C", payment_due_date="2026-12-20")
+    assert parse_document(means).due_date == "2026-12-20"
+    assert parse_document(invoice_xml("D")).due_date is None
+
+
+def test_a_due_date_after_a_large_invoices_lines_is_still_read() -> None:
+    """The reader cuts a large invoice at its totals; the due date comes before them."""
+    large = invoice_xml("L", due_date="2026-12-10", lines=200)
+    assert len(large) > 20_000
+    assert parse_document(large).due_date == "2026-12-10"
+
+
+@pytest.fixture
+def journal(tmp_path: Path, outbox: Path):
+    write_invoice(outbox, "LATE-DUE", due_date="2026-12-30", issue_date="2026-11-01")
+    write_invoice(outbox, "SOON-DUE", due_date="2026-12-05", issue_date="2026-11-20")
+    write_invoice(outbox, "UNDATED", issue_date="2026-11-10")
+    write_invoice(outbox, "MEANS-DUE", payment_due_date="2026-12-07", issue_date="2026-11-15")
+    write_invoice(outbox, "CREDIT", document_type="CreditNote", issue_date="2026-12-01")
+    with Journal(tmp_path / "journal.db") as opened:
+        scan_directory(opened, outbox)
+        yield opened
+
+
+def test_new_sends_go_soonest_due_first(journal: Journal) -> None:
+    now = datetime.now(UTC)
+    # An undated invoice goes by its issue date (2026-11-10): ahead of everything due later.
+    assert plan(journal, now).pending == ("UNDATED", "CREDIT", "SOON-DUE", "MEANS-DUE", "LATE-DUE")
+    issued = ("LATE-DUE", "UNDATED", "MEANS-DUE", "SOON-DUE", "CREDIT")
+    assert plan(journal, now, SendOrder.issue).pending == issued
+    # As they arrived: one scan, so by ID.
+    scanned = ("CREDIT", "LATE-DUE", "MEANS-DUE", "SOON-DUE", "UNDATED")
+    assert plan(journal, now, SendOrder.scan).pending == scanned
+
+
+def test_the_cli_offers_exactly_the_orders() -> None:
+    assert [str(choice) for choice in SendOrderChoice] == [str(order) for order in SendOrder]
+
+
+def test_a_send_takes_them_in_that_order(tmp_path: Path, outbox: Path) -> None:
+    for invoice_id, due in (("C", "2026-12-30"), ("A", "2026-12-03"), ("B", "2026-12-10")):
+        write_invoice(outbox, invoice_id, due_date=due)
+    sandbox = emulator()
+    journal_path = tmp_path / "send.db"
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), concurrency=1)
+
+    assert [result.invoice_id for result in summary.results] == ["A", "B", "C"]
+
+
+def test_the_dry_run_shows_the_order_and_what_would_miss_its_due_date(
+    tmp_path: Path, outbox: Path
+) -> None:
+    today = datetime.now(UTC).date()
+    write_invoice(outbox, "DUE-TODAY", due_date=today.isoformat())
+    write_invoice(outbox, "DUE-LATER", due_date=(today + timedelta(days=30)).isoformat())
+    write_invoice(outbox, "DUE-PAST", due_date=(today - timedelta(days=1)).isoformat())
+    journal_path = tmp_path / "dry.db"
+
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "send", str(outbox), "--dry-run", "--json"]
+        + ["--journal", str(journal_path), "--rate", "100"],
+        capture_output=True,
+        text=True,
+    )
+
+    document = json.loads(done.stdout)
+    assert document["order"] == "due"
+    assert document["would_send"] == ["DUE-PAST", "DUE-TODAY", "DUE-LATER"]
+    late = [entry["invoice_id"] for entry in document["would_miss_due_date"]]
+    assert late == ["DUE-PAST"]  # today's still goes out today at 100/min
+
+    text = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "send", str(outbox), "--dry-run"]
+        + ["--journal", str(journal_path), "--order", "scan"],
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert "  order (scan): DUE-LATER, DUE-PAST, DUE-TODAY" in text
+    assert f"  late     DUE-PAST: due {today - timedelta(days=1)}" in text
