@@ -7,6 +7,7 @@ new one. Every test counts what the emulator received.
 
 from __future__ import annotations
 
+import getpass
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -68,7 +69,11 @@ def test_a_held_invoice_is_never_sent_and_a_release_sends_it(journal_path: Path,
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # a hold waits for a person
     assert states(journal_path) == {"INV-1": "pending", "INV-2": "accepted"}
 
-    assert decide(journal_path, "release", "INV-1") == "released: pending; the next send sends it"
+    released = decide(journal_path, "release", "INV-1")
+    assert (
+        released
+        == "released (held by tester: customer asked to wait): pending; the next send sends it"
+    )
     _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
     assert sandbox.stats()["per_invoice"] == {"INV-1": 1, "INV-2": 1}
     assert summary.exit_code == ExitCode.OK
@@ -191,8 +196,13 @@ def test_the_commands_say_what_they_did_and_refuse_in_one_line(journal_path: Pat
     unknown = invoicectl(journal_path, "release", "NOPE")
     assert unknown.returncode == 2
     assert unknown.stderr.strip().splitlines() == [
-        f"invoicectl: error: no invoice 'NOPE' in the journal {journal_path}"
+        f"invoicectl: error: no invoice 'NOPE' in the journal {journal_path}; nothing changed"
     ]
+    # Every ID is checked before any changes: half a command is worse than none.
+    mixed = invoicectl(journal_path, "hold", "INV-2", "NOPE", "--reason", "x")
+    assert mixed.returncode == 2 and mixed.stdout == ""
+    bad = invoicectl(journal_path, "hold", "--verdict", "no_such_verdict", "--reason", "x")
+    assert bad.returncode == 2 and "unknown verdict 'no_such_verdict'" in bad.stderr
     status = invoicectl(journal_path, "status")
     assert status.returncode == 4
     assert status.stdout.splitlines()[0].endswith("; held 1, abandoned 0")
@@ -200,8 +210,53 @@ def test_the_commands_say_what_they_did_and_refuse_in_one_line(journal_path: Pat
     bulk = invoicectl(journal_path, "hold", "--state", "pending", "--reason", "freeze")
     assert bulk.returncode == 2 and "1 invoices match; add --yes" in bulk.stderr
     dry = invoicectl(journal_path, "release", "--state", "pending", "--dry-run")
-    assert dry.stdout == "INV-1: would be released: pending; the next send sends it\n"
+    assert dry.stdout == (
+        f"INV-1: would be released (held by {getpass.getuser()}: wait): pending; "
+        "the next send sends it\n"
+    )
     with Journal(journal_path) as journal:
         assert journal.invoice("INV-1").hold == "held"  # type: ignore[union-attr]
     bulk = invoicectl(journal_path, "hold", "--state", "pending", "--reason", "freeze", "--yes")
     assert (bulk.returncode, bulk.stdout) == (0, "INV-2: held (pending): freeze\n")
+    dry_send = invoicectl(journal_path, "send", str(outbox), "--dry-run")
+    assert "2 on hold" in dry_send.stdout and dry_send.returncode == 4
+
+
+def test_no_new_version_while_an_amended_invoices_send_is_unknown_in_its_window(
+    journal_path: Path, outbox: Path
+):
+    """The answer was lost, then the file changed: a new key now could deliver both."""
+    lost_answer(journal_path, outbox, "M-1")
+    write_invoice(outbox, "M-1", amount="999.00")
+    with Journal(journal_path) as journal:
+        from invoicectl.scan.ingest import scan_directory
+
+        scan_directory(journal, outbox)
+        assert journal.invoice("M-1").state == "amended"  # type: ignore[union-attr]
+        with pytest.raises(UsageError, match="is amended, its send unknown, and its key"):
+            check_new_version(journal, "M-1", journal.clock())
+        later = journal.clock() + timedelta(hours=25)
+        assert check_new_version(journal, "M-1", later).state == "amended"  # reconcile, then
+
+
+def test_a_verdict_to_hold_and_its_hold_commit_together(
+    journal_path: Path, outbox: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """A crash between recording unknown_sent_earlier and holding it must not leave a
+    verdict that says 'do not send' on an invoice the next send would replay."""
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = emulator()
+    long_ago = datetime.now(UTC).timestamp() - 3 * 86_400
+    sandbox.add_transaction("INV-1", status="delivered", created_at=long_ago)
+    from invoicectl import reconcile as package
+    from invoicectl.reconcile.runner import reconcile
+
+    def crash(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("killed between the verdict and the hold")
+
+    monkeypatch.setattr(package, "hold", crash)
+    with pytest.raises(RuntimeError):
+        reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+    with Journal(journal_path) as journal:
+        invoice = journal.invoice("INV-1")
+        assert invoice is not None and (invoice.verdict, invoice.hold) == (None, None)

@@ -17,6 +17,7 @@ from invoicectl.cli.options import (
     OutputFormat,
     RecursiveOption,
     SandboxOption,
+    check_verdict,
     journal_path,
 )
 from invoicectl.errors import ExitCode, UsageError
@@ -84,6 +85,8 @@ def status(
     states = [str(known) for known in InvoiceState]
     if state is not None and state not in states:
         raise UsageError(f"unknown state {state!r}; choose from {', '.join(states)}")
+    if verdict is not None:
+        check_verdict(verdict)
     with Journal(journal_path(journal, sandbox)) as opened:
         counts = opened.state_counts()
         holds = opened.hold_counts()

@@ -19,7 +19,7 @@ import typer
 
 from invoicectl.cli.app import app
 from invoicectl.cli.consoles import ask
-from invoicectl.cli.options import JournalOption, SandboxOption, journal_path
+from invoicectl.cli.options import JournalOption, SandboxOption, check_verdict, journal_path
 from invoicectl.errors import ExitCode, UsageError
 
 IdsArgument = Annotated[
@@ -111,8 +111,15 @@ def _decide(
     for name in states or ():
         if name not in known:
             raise UsageError(f"unknown state {name!r}; choose from {', '.join(known)}")
+    if verdict is not None:
+        check_verdict(verdict)
     by = _operator()
     with locked_journal(path, action) as opened:
+        # Every ID known before any is changed: half a command is worse than none.
+        if missing := [name for name in ids or () if opened.invoice(name) is None]:
+            raise UsageError(
+                f"no invoice {', '.join(map(repr, missing))} in the journal {path}; nothing changed"
+            )
         chosen = list(ids or ()) or holds.candidates(
             opened, action, tuple(InvoiceState(name) for name in states or ()), verdict
         )

@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_WAIT, DEFAULT_TIER, TIERS
+from invoicectl.errors import UsageError
 
 
 class OutputFormat(StrEnum):
@@ -93,3 +94,12 @@ def journal_path(journal: Path | None, sandbox: bool = False) -> Path:
     from invoicectl.settings import resolve
 
     return resolve(journal=journal, sandbox=sandbox, need_key=False).journal
+
+
+def check_verdict(verdict: str) -> None:
+    """A ``--verdict`` filter names one of reconcile's verdicts, or is a usage error."""
+    from invoicectl.reconcile.verdicts import Verdict
+
+    known = [str(known) for known in Verdict]
+    if verdict not in known:
+        raise UsageError(f"unknown verdict {verdict!r}; choose from {', '.join(known)}")

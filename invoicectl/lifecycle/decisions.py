@@ -26,9 +26,10 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             f"invoice {invoice_id} is {invoice.hold} ({invoice.hold_reason}); "
             + ("`invoicectl release` it first" if invoice.hold is Hold.held else "it is final")
         )
-    if state is InvoiceState.unknown and window_open(invoice.key_first_used_at, now):
+    if _may_be_delivered(invoice) and window_open(invoice.key_first_used_at, now):
+        what = "is unknown" if state is InvoiceState.unknown else f"is {state}, its send unknown,"
         raise UsageError(
-            f"invoice {invoice_id} is unknown and its key's 24-hour window is still open: "
+            f"invoice {invoice_id} {what} and its key's 24-hour window is still open: "
             "`invoicectl send` replays it safely under the same key; a new key could "
             "deliver it twice"
         )
@@ -41,6 +42,18 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "GoRoute holds, and for accepted invoices whose delivery failed"
         )
     return invoice
+
+
+def _may_be_delivered(invoice: Invoice) -> bool:
+    """Whether a request under the invoice's key may have reached GoRoute with no final
+    answer recorded: unknown, or held (amended, a duplicate) with an unknown send beneath."""
+    if invoice.key_first_used_at is None:
+        return False
+    beneath = invoice.state
+    if beneath in (InvoiceState.amended, InvoiceState.invalid):
+        beneath = invoice.state_before_amend or beneath
+    settled = (InvoiceState.accepted, InvoiceState.rejected, InvoiceState.key_reused)
+    return beneath not in settled
 
 
 def new_version(journal: JournalBackend, invoice_id: str, run_id: int) -> str:
@@ -111,7 +124,8 @@ def adopt(
             held_at=None,
             held_by=None,
         )
-        journal.add_event(invoice_id, "adopted", detail, run_id)
+        settled = f"; settles the hold ({invoice.hold_reason})" if invoice.hold else ""
+        journal.add_event(invoice_id, "adopted", detail + settled, run_id)
     return True
 
 

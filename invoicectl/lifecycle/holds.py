@@ -79,7 +79,8 @@ def release(
                 held_by=None,
             )
             journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
-    return Decision(invoice_id, True, f"released: {_next(invoice, journal.clock())}")
+    was = f"held by {invoice.held_by}: {invoice.hold_reason}"
+    return Decision(invoice_id, True, f"released ({was}): {_next(invoice, journal.clock())}")
 
 
 def record_verdict(

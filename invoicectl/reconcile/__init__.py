@@ -173,8 +173,8 @@ def write_back(
     recorded: list[str] = []
     held: list[str] = []
     for case in cases:
-        if case.verdict is not Verdict.lookup_failed:  # no verdict reached: keep the last
-            record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id)
+        with journal.transaction():  # a verdict to hold and its hold commit together
+            case = _record(journal, case, apply, checked_at, run_id, held)
         if _fresh_delivery_status(case) and record_delivery(
             journal,
             case.invoice_id,
@@ -189,14 +189,29 @@ def write_back(
             applied.append(case.invoice_id)
             adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
             case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
-        if apply and guidance.held:
-            reason = f"reconcile: {guidance.title}"
-            if hold(journal, case.invoice_id, reason, by="reconcile").done:
-                held.append(case.invoice_id)
-                action = f"held ({reason}); {case.action}"
-                case = replace(case, action=action)
         written.append(case)
     return written, applied, recorded, held
+
+
+def _record(
+    journal: JournalBackend,
+    case: Case,
+    apply: bool,
+    checked_at: str,
+    run_id: int | None,
+    held: list[str],
+) -> Case:
+    """The verdict reached, and with ``apply`` the hold it calls for."""
+    if case.verdict is Verdict.lookup_failed:  # no verdict reached: keep the last
+        return case
+    record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id)
+    guidance = GUIDANCE[case.verdict]
+    if apply and guidance.held:
+        reason = f"reconcile: {guidance.title}"
+        if hold(journal, case.invoice_id, reason, by="reconcile").done:
+            held.append(case.invoice_id)
+            case = replace(case, action=f"held ({reason}); {case.action}")
+    return case
 
 
 def _fresh_delivery_status(case: Case) -> bool:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.reconcile.verdicts import JournalSide
 
 CONFLICT = 409
@@ -28,21 +28,22 @@ class Subject:
 
 
 def find_subjects(journal: JournalBackend) -> list[Subject]:
+    """The invoices to judge; an abandoned one was settled outside invoicectl and is not."""
     subjects: list[Subject] = []
-    for invoice in journal.invoices(InvoiceState.key_reused):
+    for invoice in _open(journal, InvoiceState.key_reused):
         existing = invoice.existing_transaction_id
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, get_id=existing, search=not existing))
-    for invoice in journal.invoices(InvoiceState.unknown):
+    for invoice in _open(journal, InvoiceState.unknown):
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, search=True))
-    for invoice in journal.invoices(InvoiceState.amended):
+    for invoice in _open(journal, InvoiceState.amended):
         subjects.append(Subject(invoice.invoice_id, _journal_side(journal, invoice)))
-    for invoice in journal.invoices(InvoiceState.rejected):
+    for invoice in _open(journal, InvoiceState.rejected):
         side = _journal_side(journal, invoice)
         if side.last_http_status == CONFLICT:
             subjects.append(Subject(invoice.invoice_id, side))
-    for invoice in journal.invoices(InvoiceState.accepted):
+    for invoice in _open(journal, InvoiceState.accepted):
         status, txn_id = invoice.remote_status, invoice.transaction_id
         if status == "delivered" or not txn_id:
             continue
@@ -50,6 +51,10 @@ def find_subjects(journal: JournalBackend) -> list[Subject]:
         get_id = None if status == "failed" else txn_id
         subjects.append(Subject(invoice.invoice_id, side, get_id=get_id))
     return subjects
+
+
+def _open(journal: JournalBackend, state: InvoiceState) -> list[Invoice]:
+    return [invoice for invoice in journal.invoices(state) if invoice.hold is not Hold.abandoned]
 
 
 def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:

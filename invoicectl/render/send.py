@@ -100,7 +100,8 @@ class SendOutput:
         self.console.print(
             f"dry run: would send {len(plan.would_send)}, replay {len(plan.would_replay)} "
             f"(same key, same bytes), hold {len(plan.held)} for reconcile; "
-            f"skipped: {skipped or 'none'}; about {plan.estimated_seconds:.0f} s at "
+            + (f"{plan.on_hold} on hold; " if plan.on_hold else "")
+            + f"skipped: {skipped or 'none'}; about {plan.estimated_seconds:.0f} s at "
             f"{plan.rate_per_minute}/min",
             highlight=False,
         )

@@ -20,7 +20,7 @@ from invoicectl.environment import bind_environment
 from invoicectl.errors import ExitCode
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import SendOrder
+from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.plan import Plan, attention, plan
 from invoicectl.lifecycle.sending import close_unanswered
@@ -133,6 +133,7 @@ def dry_run(
         counts = journal.state_counts()
         code = attention(journal, now)
         late = _late(journal, planned, settings.rate_per_minute, now)
+        on_hold = journal.hold_counts()[Hold.held]
     skipped = {
         state: count
         for state, count in counts.items()
@@ -150,6 +151,7 @@ def dry_run(
         exit_code=ExitCode.OK if code is ExitCode.INCOMPLETE else code,
         order=order,
         late=late,
+        on_hold=on_hold,
     )
 
 

@@ -101,6 +101,7 @@ class DryRun:
     exit_code: ExitCode
     order: str = "due"  # of the new sends in would_send
     late: tuple[tuple[str, str], ...] = ()  # (id, due date) that would go out after it
+    on_hold: int = 0  # invoices an operator (or reconcile --apply) holds: not sent
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -110,6 +111,7 @@ class DryRun:
             "would_send": list(self.would_send),
             "would_replay": list(self.would_replay),
             "held_for_reconcile": list(self.held),
+            "on_hold": self.on_hold,
             "skipped": self.skipped,
             "estimated_seconds": round(self.estimated_seconds, 1),
             "rate_per_minute": self.rate_per_minute,
