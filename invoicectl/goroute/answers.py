@@ -2,8 +2,8 @@
 
 This module owns what ``goroute-api.md`` sections A and C say an answer means: the status
 mapped to an ``Outcome``, error bodies read tolerantly from either documented shape (and from
-the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, and a one-line
-reason for a request that got no answer at all.
+the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, a one-line
+reason for a request that got no answer at all, and a size cap for answers read streamed.
 
 Everything the server or a network error says is scrubbed of the API key (``ApiKey.redact``) before
 it is kept, in case a proxy echoes request headers into an error page.
@@ -75,9 +75,14 @@ class Answer:
 
     @classmethod
     def read(
-        cls, response: httpx.Response, duration: float, redact: Callable[[str], str]
+        cls,
+        response: httpx.Response,
+        duration: float,
+        redact: Callable[[str], str],
+        body: bytes | None = None,
     ) -> Answer:
-        text = redact(response.text)
+        """``body``: the content of a streamed response, already read (``read_capped``)."""
+        text = redact(response.text if body is None else _decoded(body, response))
         return cls(
             status=response.status_code,
             reason_phrase=response.reason_phrase or _standard_phrase(response.status_code),
@@ -154,6 +159,30 @@ class Answer:
             if line:
                 return line
         return self.reason_phrase or f"HTTP {self.status}"
+
+
+async def read_capped(response: httpx.Response, limit: int) -> bytes | None:
+    """The body of a streamed response, or None (and the rest unread) past ``limit`` bytes."""
+    declared = response.headers.get("Content-Length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in response.aiter_bytes():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def too_large(response: httpx.Response, limit: int, duration: float) -> Transient:
+    return Transient(
+        reason=f"GoRoute answered {response.status_code} with more than {limit} bytes; "
+        "the answer was not read",
+        http_status=response.status_code,
+        duration=duration,
+    )
 
 
 def failure(
@@ -302,6 +331,14 @@ def _detail_line(item: Any) -> str:
     if isinstance(item, str):
         return one_line(item)
     return one_line(json.dumps(item, ensure_ascii=False))
+
+
+def _decoded(body: bytes, response: httpx.Response) -> str:
+    # As httpx decodes ``response.text``: the declared charset, else UTF-8, never raising.
+    try:
+        return body.decode(response.encoding or "utf-8", errors="replace")
+    except LookupError:
+        return body.decode("utf-8", errors="replace")
 
 
 def _json_or_none(text: str) -> Any:

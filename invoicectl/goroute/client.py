@@ -1,16 +1,18 @@
 """The GoRoute HTTP client: one request in, one plain-data outcome out.
 
 This module is the public face of everything that touches HTTP: ``GoRouteClient`` (headers, TLS,
-timeouts, the four endpoints) and ``build_send_body``. Nothing here retries, sleeps or writes
+timeouts, the five endpoints) and ``build_send_body``. Nothing here retries, sleeps or writes
 state; the sender and reconcile decide by outcome type. Nothing here raises for an HTTP answer or
 a network failure either: a caller only sees exceptions for programming errors (a bad argument).
 
-    send_document    Accepted | KeyReused | RateLimited | Rejected | AuthRefused | Transient
-    get_transaction  Found | NotFound | RateLimited | Rejected | AuthRefused | Transient
+    send_document       Accepted | KeyReused | RateLimited | Rejected | AuthRefused | Transient
+    get_transaction     Found | NotFound | RateLimited | Rejected | AuthRefused | Transient
+    lookup_participant  Participant | RateLimited | Rejected | AuthRefused | Transient
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
 What an answer means lives in ``invoicectl.goroute.answers``; the transaction shapes in
-``invoicectl.goroute.transactions`` (a list answer is read into its ``TransactionPage`` here).
+``invoicectl.goroute.transactions`` (a list answer is read into its ``TransactionPage`` here);
+the participant lookup's two shapes in ``invoicectl.goroute.lookups``.
 Their public names are re-exported here.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
@@ -39,12 +41,22 @@ from invoicectl.goroute.answers import (
     Answer,
     failure,
     parse_retry_after,
+    read_capped,
+    too_large,
     transport_reason,
     unexpected_shape,
 )
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.jsontext import first_text, text_of
+from invoicectl.goroute.lookups import (
+    MAX_LOOKUP_BYTES,
+    checked_peppol_id,
+    is_lookup_document,
+    lookup_outcome,
+    route_missing,
+)
 from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
+from invoicectl.goroute.participants import Participant
 from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
 
 __all__ = [
@@ -52,6 +64,7 @@ __all__ = [
     "Found",
     "GoRouteClient",
     "NotFound",
+    "Participant",
     "Transaction",
     "TransactionPage",
     "build_send_body",
@@ -65,6 +78,10 @@ _TRANSACTIONS_PATH = "/api/v1/transactions"
 # so this is <base>/peppol/version (https://app.goroute.ai/peppol-api/peppol/version), and the
 # emulator, mounted at its own base URL, serves it at the same relative path.
 _VERSION_PATH = "/peppol/version"
+# The two documented participant lookups (goroute-api.md B); the second is read, like the
+# health check, as relative to the base URL.
+_LOOKUP_PATH = "/api/v1/participants/lookup"
+_PLAIN_LOOKUP_PATH = "/participants/lookup"
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -115,6 +132,9 @@ class GoRouteClient:
         self._api_key = api_key
         self._now = now
         self._monotonic = monotonic
+        # Set once the versioned lookup route proved missing and the plain one answered, so a
+        # run pays the extra request once, not once per receiver.
+        self._plain_lookup = False
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
@@ -221,6 +241,30 @@ class GoRouteClient:
             return unexpected_shape(answer, "a version object")
         return answer.data
 
+    async def lookup_participant(self, peppol_id: str) -> Outcome:
+        """Is ``peppol_id`` (``scheme:identifier``) on the Peppol network, and for what?
+
+        A ``Participant`` (registered or not, from a 200 or a 404 in either documented shape),
+        else the failure outcome; an answer that is neither shape, or about someone else, is
+        a ``Transient``, never "not registered". Asks ``/api/v1/participants/lookup`` first,
+        and ``/participants/lookup`` where the server has no such route.
+        """
+        asked = checked_peppol_id(peppol_id)
+        if not self._plain_lookup:
+            answer = await self._get_lookup(_LOOKUP_PATH, {"peppol_id": asked})
+            if isinstance(answer, Transient) or not route_missing(answer):
+                return lookup_outcome(answer, asked, self._lookup_failure)
+        answer = await self._get_lookup(_PLAIN_LOOKUP_PATH, {"identifier": asked})
+        if not isinstance(answer, Transient) and is_lookup_document(answer.data):
+            self._plain_lookup = True
+        return lookup_outcome(answer, asked, self._lookup_failure)
+
+    async def _get_lookup(self, path: str, params: Mapping[str, str]) -> Answer | Transient:
+        return await self._request("GET", path, params=params, max_bytes=MAX_LOOKUP_BYTES)
+
+    def _lookup_failure(self, answer: Answer) -> Outcome:
+        return self._failure(answer, key_reuse_possible=False)
+
     async def _request(
         self,
         method: str,
@@ -229,12 +273,23 @@ class GoRouteClient:
         content: bytes | None = None,
         params: Mapping[str, str | int] | None = None,
         headers: Mapping[str, str] | None = None,
+        max_bytes: int | None = None,
     ) -> Answer | Transient:
+        """One request; ``max_bytes`` streams the answer and stops reading past that size."""
         started = self._monotonic()
+        body: bytes | None = None
         try:
-            response = await self._http.request(
+            request = self._http.build_request(
                 method, path, content=content, params=params, headers=headers
             )
+            response = await self._http.send(request, stream=max_bytes is not None)
+            if max_bytes is not None:
+                try:
+                    body = await read_capped(response, max_bytes)
+                finally:
+                    await response.aclose()
+                if body is None:
+                    return too_large(response, max_bytes, self._monotonic() - started)
         except httpx.RequestError as exc:
             duration = self._monotonic() - started
             reason = self._redact(transport_reason(exc, self._timeout))
@@ -246,7 +301,7 @@ class GoRouteClient:
             )
             return Transient(reason=reason, duration=duration, sent=not never_left)
         duration = self._monotonic() - started
-        answer = Answer.read(response, duration, self._redact)
+        answer = Answer.read(response, duration, self._redact, body)
         logger.debug("%s %s -> %d in %.3f s", method, path, answer.status, duration)
         return answer
 

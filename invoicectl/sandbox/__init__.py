@@ -3,8 +3,10 @@
     Sandbox(SandboxConfig.for_tier("standard", seed=1))
     ├── .app          Starlette ASGI app (routes at / and under /peppol-api)
     ├── .transport()  in-process httpx transport; drops raise httpx.RemoteProtocolError
-    ├── .stats()      what the emulator saw: sends, replays, 422s, 429s, per key, per invoice
-    └── staging       .preload_key(), .add_transaction(), .advance_clock(), .set_faults()
+    ├── .stats()      what the emulator saw: sends, replays, 422s, 429s, per key, per invoice,
+    │                 participant lookups (in total and per participant)
+    └── staging       .preload_key(), .add_transaction(), .stage_participant(),
+                      .advance_clock(), .set_faults()
     serve(sandbox, host, port)       uvicorn, blocking
     BackgroundServer(sandbox)        uvicorn in a thread, for tests
 
@@ -12,7 +14,8 @@ Modules, each importing only modules on the lines below its own:
     persist (memory between runs), __main__ (``python -m invoicectl.sandbox``)
     sandbox (the ``Sandbox`` facade)
     state (the send path), app + admin (HTTP, typed against protocols, not the state)
-    documents (body checks), idempotency, transactions (lifecycle), faults, responses
+    documents (body checks), idempotency, transactions (lifecycle), participants (the SMP),
+    faults, responses
     config (settings), problems, party, clock, ratelimit, stats, server, transport, samples
 """
 

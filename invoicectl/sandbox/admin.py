@@ -1,7 +1,8 @@
 """``/_sandbox/*``: staging and inspection endpoints that the real GoRoute does not have.
 
 They let a test in another process do over HTTP what a test in this process does through
-``Sandbox``: stage used keys and old transactions, move the clock, change faults, read stats.
+``Sandbox``: stage used keys, old transactions and participants, move the clock, change
+faults, read stats.
 They need a valid API key but are outside the rate limits.
 """
 
@@ -20,6 +21,7 @@ from invoicectl.sandbox.clock import EmulatedClock, iso, parse_time
 from invoicectl.sandbox.config import Faults
 from invoicectl.sandbox.faults import FaultDice
 from invoicectl.sandbox.idempotency import KeyRecord
+from invoicectl.sandbox.participants import Registration
 from invoicectl.sandbox.problems import Problem
 from invoicectl.sandbox.transactions import Timings, Transaction, detail_json
 
@@ -65,6 +67,15 @@ class Staging(Protocol):
 
     def set_faults(self, faults: Faults) -> None: ...
 
+    def stage_participant(
+        self,
+        participant: str,
+        *,
+        registered: bool = ...,
+        document_types: tuple[str, ...] = ...,
+        lookup_error: int | None = ...,
+    ) -> Registration: ...
+
 
 def admin_routes(state: Staging, authenticated: Callable[[Handler], Handler]) -> list[BaseRoute]:
     admin = _Admin(state)
@@ -72,6 +83,7 @@ def admin_routes(state: Staging, authenticated: Callable[[Handler], Handler]) ->
         Route("/stats", authenticated(admin.stats), methods=["GET"]),
         Route("/keys", authenticated(admin.add_key), methods=["POST"]),
         Route("/transactions", authenticated(admin.add_transaction), methods=["POST"]),
+        Route("/participants", authenticated(admin.stage_participant), methods=["POST"]),
         Route("/clock", authenticated(admin.clock), methods=["GET", "POST"]),
         Route("/faults", authenticated(admin.faults), methods=["GET", "POST"]),
     ]
@@ -121,6 +133,25 @@ class _Admin:
             raise _bad(str(exc)) from None
         body = detail_json(txn, self.state.clock(), self.state.timings)
         return JSONResponse({"transaction_id": txn.id, **body}, 201)
+
+    async def stage_participant(self, request: Request) -> Response:
+        """``{"participant_id", "registered"?, "document_types"?: [...], "lookup_error"?}``"""
+        fields = await _fields(request)
+        options: dict[str, Any] = {
+            name: fields[name] for name in ("registered", "lookup_error") if name in fields
+        }
+        if "document_types" in fields:
+            types = fields["document_types"]
+            if not isinstance(types, list):
+                raise _bad("document_types must be a list")
+            options["document_types"] = tuple(types)
+        try:
+            registration = self.state.stage_participant(
+                str(_required(fields, "participant_id")), **options
+            )
+        except (TypeError, ValueError) as exc:
+            raise _bad(str(exc)) from None
+        return JSONResponse(registration.as_json(), 201)
 
     async def clock(self, request: Request) -> Response:
         if request.method == "POST":

@@ -4,9 +4,11 @@ Routes are relative, and mounted twice: at the root and under ``/peppol-api``, s
 works with either ``http://host:port`` or ``http://host:port/peppol-api`` as its base URL,
 the way the real base URL carries a path prefix.
 
-Order of checks on ``/api/v1`` (each step stops the request with its answer):
-API key (401/403) > rate window and concurrency (429, not counted) > latency > injected 5xx
-(nothing recorded) > the send itself > injected drop (recorded, no answer).
+Order of checks on ``/api/v1`` and the plain participant lookup (each step stops the
+request with its answer): API key (401/403) > rate window and concurrency (429, not counted) >
+latency > injected 5xx (nothing recorded) > the send itself > injected drop (recorded, no
+answer). A lookup counts once it is past the rate limit; its 5xx is staged per participant
+(``Registry.stage``), never rolled, so lookups leave the send faults' dice alone.
 
 The send itself: no Idempotency-Key (400 ``MISSING_IDEMPOTENCY_KEY``) > a malformed key (400)
 > a key still live: the same bytes replay (202), other bytes are 422 whatever they hold >
@@ -28,6 +30,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from invoicectl.sandbox.clock import EmulatedClock
 from invoicectl.sandbox.config import SandboxConfig
 from invoicectl.sandbox.faults import FaultDice
+from invoicectl.sandbox.participants import Registration, identifier_answer, peppol_id_answer
 from invoicectl.sandbox.problems import Problem
 from invoicectl.sandbox.ratelimit import RateLimiter
 from invoicectl.sandbox.responses import dropped, problem_response
@@ -65,6 +68,8 @@ class Emulator(Protocol):
 
     def send(self, idempotency_key: str | None, body: bytes) -> SendAnswer: ...
 
+    def lookup_participant(self, participant: str) -> Registration: ...
+
 
 class SandboxApp:
     """Builds the Starlette app over one emulator; ``Sandbox`` adds the admin routes."""
@@ -83,7 +88,7 @@ class SandboxApp:
         )
 
     def _routes(self) -> list[BaseRoute]:
-        return [
+        routes: list[BaseRoute] = [
             Route("/peppol/version", self.version, methods=["GET"]),
             Route("/api/v1/documents", self._api(self.send_document), methods=["POST"]),
             Route("/api/v1/transactions", self._api(self.list_transactions), methods=["GET"]),
@@ -93,6 +98,16 @@ class SandboxApp:
                 methods=["GET"],
             ),
         ]
+        lookups = self.state.config.lookup_routes
+        if lookups != "identifier":
+            routes.append(
+                Route("/api/v1/participants/lookup", self._api(self.lookup), methods=["GET"])
+            )
+        if lookups != "peppol_id":
+            routes.append(
+                Route("/participants/lookup", self._api(self.plain_lookup), methods=["GET"])
+            )
+        return routes
 
     # -- cross-cutting ------------------------------------------------------------------
 
@@ -126,7 +141,7 @@ class SandboxApp:
         return endpoint
 
     def _api(self, handler: Callable[[Request, str], Awaitable[Response]]) -> Handler:
-        """Key check, rate limits and latency around one /api/v1 endpoint."""
+        """Key check, rate limits and latency around one API endpoint."""
 
         async def endpoint(request: Request) -> Response:
             request_id = self._request_id()
@@ -200,6 +215,39 @@ class SandboxApp:
             return response
         self.state.stats.drops += 1
         return dropped(response)
+
+    async def lookup(self, request: Request, request_id: str) -> Response:
+        """``GET /api/v1/participants/lookup?peppol_id=scheme:id``: ``found``, ``capabilities``."""
+        registration = self._registration(request, "peppol_id")
+        return self._lookup_answer(registration, peppol_id_answer(registration), request_id)
+
+    async def plain_lookup(self, request: Request, request_id: str) -> Response:
+        """``GET /participants/lookup?identifier=scheme:id``: ``registered``, ``document_types``."""
+        registration = self._registration(request, "identifier")
+        body = identifier_answer(registration, self.state.clock())
+        return self._lookup_answer(registration, body, request_id)
+
+    def _registration(self, request: Request, parameter: str) -> Registration:
+        asked = request.query_params.get(parameter, "")
+        if not asked.strip():
+            message = f"{parameter} is required, written scheme:identifier"
+            raise Problem(400, "VALIDATION_ERROR", message)
+        try:
+            registration = self.state.lookup_participant(asked)
+        except ValueError as exc:
+            raise Problem(400, "VALIDATION_ERROR", str(exc)) from None
+        failure = registration.lookup_error
+        if failure is not None:
+            self.state.stats.server_errors += 1
+            code = SERVER_ERROR_CODES[failure]
+            raise Problem(failure, code, f"injected {failure} (sandbox fault) for this lookup")
+        return registration
+
+    def _lookup_answer(
+        self, registration: Registration, body: dict[str, Any], request_id: str
+    ) -> Response:
+        status = 200 if registration.registered else self.state.config.lookup_not_found_status
+        return JSONResponse(body, status, headers={"X-Request-ID": request_id})
 
     async def get_transaction(self, request: Request, request_id: str) -> Response:
         txn_id = request.path_params["transaction_id"]

@@ -20,6 +20,9 @@ ErrorShape = Literal["both", "flat", "nested"]
 # transaction: the emulator can serve each, so the client is tested against all of them.
 ListOrder = Literal["newest_first", "oldest_first"]
 DetailShape = Literal["nested", "flat"]
+# goroute-api.md B documents two participant lookups: the emulator serves both by default,
+# or only one, so a client's fallback from one to the other can be tried over the wire.
+LookupRoutes = Literal["both", "peppol_id", "identifier"]
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,9 @@ class SandboxConfig:
     list_order: ListOrder = "newest_first"
     # "flat": GET /api/v1/transactions/{id} answers in the list's shape (plus metadata).
     detail_shape: DetailShape = "nested"
+    lookup_routes: LookupRoutes = "both"
+    # The docs do not say how "not registered" is answered: 404 (default) or 200, same body.
+    lookup_not_found_status: int = 404
     transaction_prefix: str = "txn_"
     version: str = "sandbox-1.0"
     tier: str = field(default="standard")
@@ -74,6 +80,10 @@ class SandboxConfig:
     def __post_init__(self) -> None:
         if self.rate_per_minute < 1 or self.max_concurrent < 1:
             raise ValueError("rate_per_minute and max_concurrent must be >= 1")
+        if self.lookup_not_found_status not in (200, 404):
+            raise ValueError("lookup_not_found_status must be 200 or 404")
+        if self.lookup_routes not in ("both", "peppol_id", "identifier"):
+            raise ValueError("lookup_routes must be both, peppol_id or identifier")
         self.faults()  # validates the rates
 
     @classmethod

@@ -15,6 +15,7 @@ from invoicectl.sandbox.app import SandboxApp, Sleep
 from invoicectl.sandbox.clock import EmulatedClock
 from invoicectl.sandbox.config import SandboxConfig
 from invoicectl.sandbox.idempotency import KeyRecord
+from invoicectl.sandbox.participants import Registration
 from invoicectl.sandbox.state import EmulatorState
 from invoicectl.sandbox.transactions import Transaction, progress
 
@@ -75,6 +76,15 @@ class Sandbox:
     def add_transaction(self, invoice_number: str, **options: Any) -> Transaction:
         """Stage a transaction; see ``EmulatorState.add_transaction`` for the options."""
         return self.state.add_transaction(invoice_number, **options)
+
+    def stage_participant(self, participant: str, **options: Any) -> Registration:
+        """Register ``participant`` otherwise than by default: ``registered``,
+        ``document_types`` (e.g. ``("Invoice",)``), ``lookup_error`` (a 5xx for its lookups)."""
+        return self.state.stage_participant(participant, **options)
+
+    def participant(self, participant: str) -> Registration:
+        """What the emulator's SMP says of ``participant`` (not counted as a lookup)."""
+        return self.state.participants.find(participant)
 
     def transaction(self, transaction_id: str) -> Transaction | None:
         return self.state.book.get(transaction_id)

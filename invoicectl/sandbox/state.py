@@ -1,9 +1,10 @@
 """The emulator's memory and its one write path: what a send does to it.
 
-``EmulatorState`` owns the idempotency store, the transactions, the rate limiter, the fault
-dice and the counters. HTTP lives elsewhere (``app.py`` and ``admin.py`` reach this state
-through the protocols they declare); everything here can be driven and inspected from
-Python, which is how staging for reconcile tests works.
+``EmulatorState`` owns the idempotency store, the transactions, the participant registry
+(the SMP), the rate limiter, the fault dice and the counters. HTTP lives elsewhere
+(``app.py`` and ``admin.py`` reach this state through the protocols they declare);
+everything here can be driven and inspected from Python, which is how staging for
+reconcile tests works.
 """
 
 from __future__ import annotations
@@ -17,12 +18,12 @@ from invoicectl.sandbox.config import Faults, SandboxConfig
 from invoicectl.sandbox.documents import Submission, read_submission
 from invoicectl.sandbox.faults import FaultDice
 from invoicectl.sandbox.idempotency import IdempotencyStore, KeyRecord, check_key, request_sha256
+from invoicectl.sandbox.participants import BOTH, Registration, Registry
 from invoicectl.sandbox.party import Party, parse_participant
 from invoicectl.sandbox.problems import Detail, Problem
 from invoicectl.sandbox.ratelimit import RateLimiter
 from invoicectl.sandbox.stats import Stats
 from invoicectl.sandbox.transactions import (
-    NOT_REGISTERED,
     STATUSES,
     SendAnswer,
     Timings,
@@ -40,6 +41,7 @@ class EmulatorState:
         self.dice = FaultDice(config.faults(), rng)
         self.keys = IdempotencyStore(config.idempotency_ttl)
         self.book = TransactionBook()
+        self.participants = Registry()
         self.limiter = RateLimiter(config.rate_per_minute, config.max_concurrent)
         self.stats = Stats()
         self.timings = Timings(config.lifecycle_step, config.timeout_test_delay)
@@ -75,7 +77,7 @@ class EmulatorState:
             self.stats.replays += 1
             return SendAnswer(record.transaction_id, replay=True)
         submission = read_submission(body, self.config.max_document_bytes)
-        if submission.receiver.participant == NOT_REGISTERED:
+        if not self.participants.takes_sends(submission.receiver.participant):
             raise _not_registered(submission.receiver)
         txn = self._create(submission, key, now)
         self.keys.remember(KeyRecord(key, digest, txn.id, now))
@@ -103,7 +105,32 @@ class EmulatorState:
         self.book.add(txn)
         self.stats.invoice_transactions[invoice_id] += 1
 
-    # -- staging, for reconcile tests ---------------------------------------------------
+    # -- the SMP ------------------------------------------------------------------------
+
+    def lookup_participant(self, participant: str) -> Registration:
+        """One lookup, counted; ValueError unless ``participant`` reads scheme:identifier."""
+        self.stats.participant_lookups += 1
+        registration = self.participants.find(participant)
+        self.stats.participant_lookup_counts[registration.participant] += 1
+        return registration
+
+    # -- staging, for reconcile and pre-flight tests ------------------------------------
+
+    def stage_participant(
+        self,
+        participant: str,
+        *,
+        registered: bool = True,
+        document_types: tuple[str, ...] = BOTH,
+        lookup_error: int | None = None,
+    ) -> Registration:
+        """Register (or unregister) ``participant`` for lookups and sends alike."""
+        return self.participants.stage(
+            participant,
+            registered=registered,
+            document_types=document_types,
+            lookup_error=lookup_error,
+        )
 
     def preload_key(
         self,

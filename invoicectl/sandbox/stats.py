@@ -24,6 +24,10 @@ class Stats:
     key_sends: Counter[str] = field(default_factory=Counter)
     key_transactions: Counter[str] = field(default_factory=Counter)
     invoice_transactions: Counter[str] = field(default_factory=Counter)
+    # Participant lookups that passed the key check and the rate limit, either route; per
+    # participant in lower case, as the SMP writes them.
+    participant_lookups: int = 0
+    participant_lookup_counts: Counter[str] = field(default_factory=Counter)
 
     def snapshot(self, transactions: int, idempotency_keys: int) -> dict[str, Any]:
         return {
@@ -44,4 +48,6 @@ class Stats:
             },
             "per_invoice": dict(self.invoice_transactions),
             "duplicates": sorted(k for k, n in self.invoice_transactions.items() if n > 1),
+            "participant_lookups": self.participant_lookups,
+            "lookups_per_participant": dict(self.participant_lookup_counts),
         }

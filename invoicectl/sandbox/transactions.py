@@ -18,7 +18,6 @@ from invoicectl.sandbox.party import Party
 
 REJECT_ALL = "9915:reject-all"
 TIMEOUT_TEST = "9915:timeout-test"
-NOT_REGISTERED = "9915:not-registered"
 STATUSES = ("pending", "processing", "sending", "delivered", "failed")
 FINAL = ("delivered", "failed")
 
