@@ -83,9 +83,12 @@ class Settings:
         deadline: float | None = None,
         new_versions: Sequence[str] = (),
         order: str = "due",
+        check_receivers: bool = True,
+        refresh_receivers: bool = False,
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
-        invoices to send under their next key, and the order of new sends."""
+        invoices to send under their next key, the order of new sends, and whether receivers
+        are looked up first."""
         from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 
@@ -96,6 +99,8 @@ class Settings:
             deadline=deadline,
             new_versions=tuple(new_versions),
             order=SendOrder(order),
+            check_receivers=check_receivers,
+            refresh_receivers=refresh_receivers,
         )
 
     def send_run_options(

@@ -127,3 +127,23 @@ def show(
             opened.attempts(invoice_id),
             opened.events(invoice_id),
         )
+
+
+@app.command()
+def receivers(
+    output_format: FormatOption = OutputFormat.table,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """What the participant lookups said of each receiver, and when (a send looks a receiver
+    up before its first invoice, and again after a day)."""
+    from invoicectl.journal import Journal
+    from invoicectl.render.formats import to_json
+    from invoicectl.render.status import receiver_line, receiver_record
+
+    with Journal(journal_path(journal, sandbox)) as opened:
+        records = [receiver_record(check) for check in opened.receiver_checks()]
+    if output_format is OutputFormat.json:
+        print(to_json(records))
+        return
+    print("\n".join(map(receiver_line, records)) or "no receiver looked up yet")

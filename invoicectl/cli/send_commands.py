@@ -80,6 +80,19 @@ def send(
             "oldest issued first (issue), or as scanned (scan). Replays always go first.",
         ),
     ] = SendOrderChoice.due,
+    no_receiver_check: Annotated[
+        bool,
+        typer.Option(
+            "--no-receiver-check",
+            help="Send without looking receivers up first (the participant lookup).",
+        ),
+    ] = False,
+    refresh_receivers: Annotated[
+        bool,
+        typer.Option(
+            "--refresh-receivers", help="Look every receiver up again, however fresh its check."
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -134,7 +147,13 @@ def send(
     report, summary = runner.send(
         settings,
         scanning(directory, recursive=recursive),
-        settings.send_options(deadline=deadline, new_versions=new_versions, order=order.value),
+        settings.send_options(
+            deadline=deadline,
+            new_versions=new_versions,
+            order=order.value,
+            check_receivers=not no_receiver_check,
+            refresh_receivers=refresh_receivers,
+        ),
         allow_environment_change=allow_environment_change,
         run_options=settings.send_run_options(
             directory, deadline=deadline, new_versions=new_versions

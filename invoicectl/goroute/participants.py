@@ -25,9 +25,13 @@ class Participant(Outcome):
     document_types: tuple[str, ...] = ()
 
     def accepts(self, document_type: str) -> bool:
-        """Whether it takes ``document_type`` ("Invoice" or "CreditNote"). An answer that
-        lists no document types cannot say no."""
-        if not self.document_types:
-            return True
-        marker = f"{document_type}-2::{document_type}"
-        return any(marker in declared for declared in self.document_types)
+        return takes(self.document_types, document_type)
+
+
+def takes(document_types: tuple[str, ...], document_type: str) -> bool:
+    """Whether a participant declaring ``document_types`` takes ``document_type``
+    ("Invoice" or "CreditNote"). An answer that lists no document types cannot say no."""
+    if not document_types:
+        return True
+    marker = f"{document_type}-2::{document_type}"
+    return any(marker in declared for declared in document_types)

@@ -25,6 +25,7 @@ from invoicectl.journal.records import (
     Hold,
     Invoice,
     InvoiceState,
+    ReceiverCheck,
     Revision,
     ScannedCopy,
     SendOrder,
@@ -87,6 +88,10 @@ class JournalBackend(Protocol):
     def count_attempts(
         self, invoice_id: str, idempotency_key: str, *, except_outcomes: Collection[str]
     ) -> int: ...
+
+    def receiver_check(self, peppol_id: str) -> ReceiverCheck | None: ...
+    def receiver_checks(self) -> list[ReceiverCheck]: ...
+    def remember_receiver(self, check: ReceiverCheck) -> None: ...
 
     # ---- scanning -------------------------------------------------------------------------
     def known_sha256(self) -> set[str]: ...

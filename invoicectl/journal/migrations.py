@@ -207,12 +207,28 @@ def m005_due_date(db: Database) -> None:
     )
 
 
+def m006_receivers(db: Database) -> None:
+    db.executescript(
+        """
+        -- What the participant lookup said of each receiver, and when: a send checks a
+        -- receiver once a day, not once an invoice.
+        CREATE TABLE receivers (
+            peppol_id TEXT PRIMARY KEY,     -- scheme:id
+            registered INTEGER NOT NULL,
+            document_types TEXT NOT NULL,   -- JSON list of the document type ids it declares
+            checked_at TEXT NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
     m003_file_stats_invoice_id,
     m004_holds_and_verdicts,
     m005_due_date,
+    m006_receivers,
 )
 
 

@@ -171,6 +171,15 @@ class UnidentifiedFile(NamedTuple):
     updated_at: str
 
 
+class ReceiverCheck(NamedTuple):
+    """What a participant lookup said of a receiver, and when."""
+
+    peppol_id: str  # scheme:id
+    registered: bool
+    document_types: tuple[str, ...]  # as declared; empty when the answer listed none
+    checked_at: str
+
+
 class CachedStat(NamedTuple):
     """What the journal recorded when a file was last hashed."""
 

@@ -15,7 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 from invoicectl.journal.database import JournalBase
-from invoicectl.journal.records import Attempt, AttemptAnswer
+from invoicectl.journal.records import Attempt, AttemptAnswer, ReceiverCheck
 
 
 class SendingRecords(JournalBase):
@@ -133,3 +133,37 @@ class SendingRecords(JournalBase):
             (invoice_id, idempotency_key, *excluded),
         ).fetchone()
         return int(count)
+
+    # ---- receivers ------------------------------------------------------------------------
+
+    def receiver_check(self, peppol_id: str) -> ReceiverCheck | None:
+        row = self.db.execute(
+            "SELECT peppol_id, registered, document_types, checked_at FROM receivers"
+            " WHERE peppol_id = ?",
+            (peppol_id,),
+        ).fetchone()
+        return None if row is None else _receiver_check(row)
+
+    def receiver_checks(self) -> list[ReceiverCheck]:
+        rows = self.db.execute(
+            "SELECT peppol_id, registered, document_types, checked_at FROM receivers"
+            " ORDER BY peppol_id"
+        )
+        return [_receiver_check(row) for row in rows]
+
+    def remember_receiver(self, check: ReceiverCheck) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO receivers (peppol_id, registered, document_types, checked_at)"
+            " VALUES (?, ?, ?, ?)",
+            (
+                check.peppol_id,
+                int(check.registered),
+                json.dumps(list(check.document_types)),
+                check.checked_at,
+            ),
+        )
+
+
+def _receiver_check(row: Any) -> ReceiverCheck:
+    peppol_id, registered, document_types, checked_at = row
+    return ReceiverCheck(peppol_id, bool(registered), tuple(json.loads(document_types)), checked_at)

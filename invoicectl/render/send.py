@@ -125,6 +125,13 @@ def summary_line(summary: SendSummary) -> str:
         f"run {summary.run_id}: {shown}",
         f"{summary.unsent} not started" if summary.unsent else "",
         f"{len(summary.held)} held for reconcile" if summary.held else "",
+        f"{len(summary.held_for_receiver)} held for their receiver"
+        if summary.held_for_receiver
+        else "",
+        f"{summary.receiver_lookups} receiver lookups" if summary.receiver_lookups else "",
+        f"{summary.receivers_unchecked} receivers unchecked (lookup failed; sent anyway)"
+        if summary.receivers_unchecked
+        else "",
         f"stopped by {summary.stopped_by}" if summary.stopped_by else "",
         f"{summary.requests} requests in {summary.elapsed:.1f} s",
         f"latency median {_s(latency['median'])} p95 {_s(latency['p95'])}",

@@ -19,6 +19,7 @@ from invoicectl.journal.records import (
     Hold,
     Invoice,
     InvoiceState,
+    ReceiverCheck,
     Revision,
     UnidentifiedFile,
 )
@@ -210,3 +211,23 @@ def print_invoice(
         console.print("  no attempts yet")
     for event in events:
         console.print(f"  {event.at}  {event.kind}: {event.detail}", highlight=False)
+
+
+def receiver_record(check: ReceiverCheck) -> dict[str, Any]:
+    """One receiver's check as plain data: what ``invoicectl receivers`` lists."""
+    from invoicectl.goroute.participants import takes  # here: status needs none of goroute
+
+    kinds = [kind for kind in ("Invoice", "CreditNote") if takes(check.document_types, kind)]
+    return {
+        "receiver": check.peppol_id,
+        "registered": check.registered,
+        "takes": kinds if check.registered else [],
+        "document_types": list(check.document_types),
+        "checked_at": check.checked_at,
+    }
+
+
+def receiver_line(record: dict[str, Any]) -> str:
+    registered = "registered" if record["registered"] else "not registered"
+    kinds = ", ".join(record["takes"]) or "-"
+    return f"{record['receiver']}\t{registered}\t{kinds}\t{record['checked_at']}"

@@ -20,3 +20,5 @@ class SendOptions:
     deadline: float | None = None  # seconds from the start of sending
     new_versions: tuple[str, ...] = ()
     order: SendOrder = SendOrder.due  # of new sends; replays always first
+    check_receivers: bool = True  # a participant lookup before a receiver's first send
+    refresh_receivers: bool = False  # look every receiver up again, however fresh

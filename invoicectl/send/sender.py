@@ -29,6 +29,7 @@ from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimi
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import new_version
+from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
@@ -40,6 +41,7 @@ from invoicectl.lifecycle.sending import (
 )
 from invoicectl.lifecycle.transitions import current
 from invoicectl.send.options import SendOptions
+from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
 from invoicectl.ubl.encoding import document_text
 
@@ -73,12 +75,26 @@ class Sender:
         self.on_start = on_start
         self.on_progress = on_progress
         self.limiter = RateLimiter(options.rate_per_minute, clock=monotonic, sleep=sleep)
+        self.receivers = (
+            ReceiverChecks(
+                journal,
+                client.lookup_participant,
+                self.limiter,
+                options.policy,
+                refresh=options.refresh_receivers,
+                should_stop=self.should_stop,
+                rng=rng,
+            )
+            if options.check_receivers
+            else None
+        )
         self.summary = SendSummary(run_id=run_id)
         self._stop_reason: str | None = None
         self._workers: list[asyncio.Task[None]] = []
         self._in_flight: set[asyncio.Task[Any]] = set()
         self._started = 0.0
         self._unanswered_in_a_row = 0
+        self.held_for_receiver: list[str] = []
 
     # ---- stopping -------------------------------------------------------------------------
 
@@ -146,6 +162,10 @@ class Sender:
         self.summary.waited_for_rate = self.limiter.waited_for_rate
         self.summary.waited_for_retry_after = self.limiter.waited_for_retry_after
         self.summary.journal_counts = self.journal.state_counts()
+        if self.receivers is not None:
+            self.summary.receiver_lookups = self.receivers.lookups
+            self.summary.receivers_unchecked = len(self.receivers.failed)
+            self.summary.held_for_receiver = tuple(self.held_for_receiver)
         self.summary.exit_code = exit_code_for(self.summary, self.journal)
         return self.summary
 
@@ -161,6 +181,14 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
+        # Before the key: an invoice its receiver cannot take spends neither.
+        receivers = None if replay else self.receivers
+        if receivers is not None:
+            reason = await receivers.problem(current(self.journal, invoice_id))
+            if reason is not None:
+                if hold(self.journal, invoice_id, reason, by="receiver check").done:
+                    self.held_for_receiver.append(invoice_id)
+                return None
         item = claim_key(self.journal, invoice_id, replay=replay)
         body = self._body(item)
         body_sha256 = hashlib.sha256(body).hexdigest()
@@ -267,10 +295,12 @@ def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
 
 
 def _recent_starts(journal: JournalBackend, seconds: float) -> list[float]:
-    """How long ago (seconds) each request of the last ``seconds`` started."""
+    """How long ago (seconds) each request of the last ``seconds`` started. A start the
+    wall clock puts in the future (it was set back since) is taken as now: counted as
+    recent, it would otherwise hold the limiter for as long as the clock jumped."""
     now = journal.clock()
     since = (now - timedelta(seconds=seconds)).isoformat()
     return [
-        (now - datetime.fromisoformat(started)).total_seconds()
+        max(0.0, (now - datetime.fromisoformat(started)).total_seconds())
         for started in journal.attempt_starts_since(since)
     ]

@@ -46,13 +46,16 @@ class SendSummary:
     requests: int = 0
     exit_code: ExitCode = ExitCode.OK
     journal_counts: dict[InvoiceState, int] = field(default_factory=dict)
+    receiver_lookups: int = 0  # participant lookups asked in this run
+    receivers_unchecked: int = 0  # receivers whose lookup failed: their invoices went unchecked
+    held_for_receiver: tuple[str, ...] = ()  # invoices held: their receiver does not take them
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
 
     @property
     def unsent(self) -> int:
-        return self.planned - len(self.results)
+        return self.planned - len(self.results) - len(self.held_for_receiver)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -63,6 +66,11 @@ class SendSummary:
             "counts": self.counts(),
             "not_started": self.unsent,
             "held_for_reconcile": list(self.held),
+            "receivers": {
+                "lookups": self.receiver_lookups,
+                "unchecked": self.receivers_unchecked,
+                "held": list(self.held_for_receiver),
+            },
             "stopped_by": self.stopped_by,
             "outage": self.outage_reason,
             "journal": self.journal_counts,
