@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from datetime import UTC, datetime, timedelta
@@ -14,7 +15,7 @@ from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.cli.send_commands import SendOrderChoice
 from invoicectl.journal import Journal
-from invoicectl.journal.records import SendOrder
+from invoicectl.journal.records import InvoiceState, SendOrder
 from invoicectl.lifecycle.plan import plan
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.ubl import parse_document
@@ -104,3 +105,28 @@ def test_the_dry_run_shows_the_order_and_what_would_miss_its_due_date(
     ).stdout
     assert "  order (scan): DUE-LATER, DUE-PAST, DUE-TODAY" in text
     assert f"  late     DUE-PAST: due {today - timedelta(days=1)}" in text
+
+
+def test_invoices_read_before_due_dates_were_get_theirs_at_the_next_scan(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """A journal from before due dates: the next scan reads the stored bytes of its pending
+    invoices once, so the send after it goes soonest due first."""
+    write_invoice(outbox, "LATER", due_date="2026-12-30", issue_date="2026-11-01")
+    write_invoice(outbox, "SOONER", due_date="2026-12-05", issue_date="2026-11-20")
+    path = tmp_path / "old.db"
+    with Journal(path) as journal:
+        scan_directory(journal, outbox)
+    with sqlite3.connect(path) as conn:  # what the previous version wrote: no due date read
+        conn.execute("UPDATE revisions SET facts = json_remove(facts, '$.due_date')")
+        conn.execute("UPDATE invoices SET due_date = NULL")
+
+    with Journal(path) as journal:
+        assert plan(journal, datetime.now(UTC)).pending == ("LATER", "SOONER")  # issue dates
+        report = scan_directory(journal, outbox)
+        assert report.unchanged == 2  # nothing else changed
+        assert plan(journal, datetime.now(UTC)).pending == ("SOONER", "LATER")
+        assert journal.undated(InvoiceState.pending) == []  # read once, not at every scan
+        assert journal.facts("SOONER", journal.invoice("SOONER").current_sha256)["due_date"] == (  # type: ignore[union-attr]
+            "2026-12-05"
+        )

@@ -270,6 +270,33 @@ class ScanRecords(JournalBase):
         )
         return [(name, reason) for name, reason in refused]
 
+    # ---- facts read by newer versions -----------------------------------------------------
+
+    def undated(self, state: InvoiceState) -> list[tuple[str, str]]:
+        """(invoice ID, sha256) of each invoice in ``state`` whose current content was read
+        before due dates were (its facts have no ``due_date`` at all, not even null)."""
+        rows = self.db.execute(
+            "SELECT i.invoice_id, i.current_sha256 FROM invoices i JOIN revisions r"
+            " ON r.invoice_id = i.invoice_id AND r.sha256 = i.current_sha256"
+            " WHERE i.state = ? AND i.due_date IS NULL"
+            " AND json_type(r.facts, '$.due_date') IS NULL",
+            (state,),
+        )
+        return [(invoice_id, sha256) for invoice_id, sha256 in rows]
+
+    def record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
+        """The due date read again from a revision's stored bytes: in its facts (so it is
+        read once), and on the invoice while that content is its current one."""
+        self.db.execute(
+            "UPDATE revisions SET facts = json_set(facts, '$.due_date', ?)"
+            " WHERE invoice_id = ? AND sha256 = ?",
+            (due_date, invoice_id, sha256),
+        )
+        self.db.execute(
+            "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
+            (due_date, invoice_id, sha256),
+        )
+
 
 def known_sha256(conn: sqlite3.Connection) -> set[str]:
     return {row[0] for row in conn.execute("SELECT sha256 FROM revisions")}

@@ -22,6 +22,8 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import ScannedFile, as_text
+from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.facts import parse_document
 from invoicectl.ubl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
@@ -117,6 +119,7 @@ class Ingest:
             self.report.unchanged += journal.count_unchanged(unless=InvoiceState.invalid)
             self._settle_the_rest()
             self._record_unidentified()
+            self._date_the_undated()
         journal.end_scan()
         return self.report
 
@@ -174,6 +177,16 @@ class Ingest:
             self.report.invalid.append(Problem(invoice_id, seen.problem))
         if seen.amended:
             self.report.amended.append(invoice_id)
+
+    def _date_the_undated(self) -> None:
+        """Pending invoices first read before due dates were: read their stored bytes again,
+        once, so a send can take the soonest due first."""
+        for invoice_id, sha256 in self.journal.undated(InvoiceState.pending):
+            try:
+                due_date = parse_document(self.journal.content(sha256)).due_date
+            except InvalidDocument:  # it parsed when it was stored; keep it undated
+                due_date = None
+            self.journal.record_due_date(invoice_id, sha256, due_date)
 
     def _record_unidentified(self) -> None:
         # A file fixed or removed since the last scan of this directory is no longer a problem.
