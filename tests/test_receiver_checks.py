@@ -129,3 +129,63 @@ def test_invoicectl_receivers_lists_what_the_lookups_said(journal_path: Path, ou
     assert records["9915:not-registered"]["registered"] is False
     assert records["9915:invoices-only"]["takes"] == ["Invoice"]
     assert records["9915:phase4-test-receiver"]["takes"] == ["Invoice", "CreditNote"]
+
+
+def test_a_receiver_id_the_lookup_cannot_ask_for_is_sent_unchecked(
+    journal_path: Path, outbox: Path
+):
+    """An endpoint with a tab inside stopped every run with a traceback; now it goes out
+    unchecked, as an outage would leave it."""
+    write_invoice(outbox, "ODD-1", receiver="9915:12\t34")
+    write_invoice(outbox, "OK-1")
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert summary.receivers_unchecked == 1 and summary.held_for_receiver == ()
+    assert states(journal_path)["OK-1"] == "accepted"
+    with Journal(journal_path) as journal:
+        assert len(journal.attempts("ODD-1")) == 1  # sent: GoRoute answers for it
+
+
+def test_a_failed_lookup_does_not_fall_back_on_an_older_no(journal_path: Path, outbox: Path):
+    """Not registered yesterday, lookup down today: the receiver may have registered since."""
+    write_invoice(outbox, "A-1")
+    sandbox = emulator()
+    sandbox.stage_participant("9915:phase4-test-receiver", registered=False)
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    assert states(journal_path) == {"A-1": "pending"}  # held
+
+    write_invoice(outbox, "A-2")
+    sandbox.stage_participant("9915:phase4-test-receiver", registered=True, lookup_error=503)
+    later = at(datetime.now(UTC) + timedelta(hours=30))
+    policy = RetryPolicy(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
+    _, summary = send(
+        settings_for(journal_path), outbox, sandbox.transport(), clocks=later, policy=policy
+    )
+
+    assert summary.held_for_receiver == () and summary.receivers_unchecked == 1
+    assert states(journal_path)["A-2"] == "accepted"
+
+
+def test_case_variants_of_one_receiver_cost_one_lookup(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "A-1", receiver="9915:Phase4-Test-Receiver")
+    write_invoice(outbox, "A-2", receiver="9915:phase4-test-receiver")
+    write_invoice(outbox, "A-3", receiver="9915:PHASE4-TEST-RECEIVER")
+    sandbox = emulator()
+
+    send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["participant_lookups"] == 1
+
+
+def test_document_types_named_otherwise_than_peppol_cannot_say_no() -> None:
+    from invoicectl.goroute.participants import takes
+
+    invoice = (
+        "urn:oasis:names:specification:ubl:schema:xsd:Invoice-2::Invoice##"
+        "urn:cen.eu:en16931:2017#compliant#urn:fdc:peppol.eu:2017:poacc:billing:3.0::2.1"
+    )
+    assert takes((invoice,), "Invoice") and not takes((invoice,), "CreditNote")
+    assert takes(("Invoice", "invoice"), "CreditNote")  # not identifiers: no answer
+    assert takes((), "CreditNote")

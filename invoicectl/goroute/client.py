@@ -55,7 +55,7 @@ from invoicectl.goroute.lookups import (
     lookup_outcome,
     route_missing,
 )
-from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
+from invoicectl.goroute.outcomes import Accepted, Outcome, Rejected, Transient
 from invoicectl.goroute.participants import Participant
 from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
 
@@ -134,7 +134,8 @@ class GoRouteClient:
         self._monotonic = monotonic
         # Set once the versioned lookup route proved missing and the plain one answered, so a
         # run pays the extra request once, not once per receiver.
-        self._plain_lookup = False
+        self._plain_lookup = False  # only /participants/lookup answers lookups here
+        self._no_lookup = False  # neither route does
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
@@ -250,13 +251,18 @@ class GoRouteClient:
         and ``/participants/lookup`` where the server has no such route.
         """
         asked = checked_peppol_id(peppol_id)
+        if self._no_lookup:  # neither route answered as a lookup: no request spent again
+            return Rejected(message="GoRoute answers no participant lookup at this base URL")
         if not self._plain_lookup:
             answer = await self._get_lookup(_LOOKUP_PATH, {"peppol_id": asked})
             if isinstance(answer, Transient) or not route_missing(answer):
                 return lookup_outcome(answer, asked, self._lookup_failure)
         answer = await self._get_lookup(_PLAIN_LOOKUP_PATH, {"identifier": asked})
-        if not isinstance(answer, Transient) and is_lookup_document(answer.data):
-            self._plain_lookup = True
+        if not isinstance(answer, Transient):
+            if is_lookup_document(answer.data):
+                self._plain_lookup = True
+            elif not self._plain_lookup and route_missing(answer):
+                self._no_lookup = True
         return lookup_outcome(answer, asked, self._lookup_failure)
 
     async def _get_lookup(self, path: str, params: Mapping[str, str]) -> Answer | Transient:

@@ -30,8 +30,9 @@ class Participant(Outcome):
 
 def takes(document_types: tuple[str, ...], document_type: str) -> bool:
     """Whether a participant declaring ``document_types`` takes ``document_type``
-    ("Invoice" or "CreditNote"). An answer that lists no document types cannot say no."""
-    if not document_types:
+    ("Invoice" or "CreditNote"). An answer that lists no document type identifier (Peppol's
+    ``<root namespace>::<root>##<customization>::<version>``) cannot say no."""
+    if not any("::" in declared for declared in document_types):
         return True
     marker = f"{document_type}-2::{document_type}"
     return any(marker in declared for declared in document_types)

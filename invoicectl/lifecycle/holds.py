@@ -80,7 +80,14 @@ def release(
             )
             journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
     was = f"held by {invoice.held_by}: {invoice.hold_reason}"
-    return Decision(invoice_id, True, f"released ({was}): {_next(invoice, journal.clock())}")
+    again = ""
+    if invoice.held_by == "receiver check":
+        again = (
+            "; the next send checks its receiver again (`--refresh-receivers` asks GoRoute "
+            "anew, `--no-receiver-check` sends without asking)"
+        )
+    next_step = _next(invoice, journal.clock())
+    return Decision(invoice_id, True, f"released ({was}): {next_step}{again}")
 
 
 def record_verdict(

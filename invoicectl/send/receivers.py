@@ -56,7 +56,8 @@ class ReceiverChecks:
         self.rng = rng
         self.lookups = 0  # lookups asked in this run
         self.failed: set[str] = set()  # receivers whose lookup failed: sent unchecked
-        self._checked: set[str] = set()  # receivers looked up in this run
+        self._checked: set[str] = set()  # receivers looked up in this run (casefolded)
+        self._answers: dict[str, ReceiverCheck] = {}  # what those lookups said
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def problem(self, invoice: Invoice) -> str | None:
@@ -70,37 +71,46 @@ class ReceiverChecks:
 
     async def _check(self, peppol_id: str) -> ReceiverCheck | None:
         """The receiver's check: from the journal while fresh, else looked up (once per run,
-        however many workers ask at the same time); None when nothing is known."""
-        async with self._locks.setdefault(peppol_id, asyncio.Lock()):
+        however many workers ask at the same time, and however the id is cased); None when
+        nothing current is known. A failed lookup is never answered from an older check: the
+        receiver may have registered since."""
+        same = peppol_id.strip().casefold()  # Peppol ids are case-insensitive
+        async with self._locks.setdefault(same, asyncio.Lock()):
+            if same in self._checked:
+                return self._answers.get(same)
             known = self.journal.receiver_check(peppol_id)
-            if peppol_id in self._checked or (known is not None and self._fresh(known)):
+            if known is not None and self._fresh(known):
                 return known
-            self._checked.add(peppol_id)
-            outcome = await call_with_retry(
-                lambda: self.lookup(peppol_id),
-                policy=self.policy,
-                limiter=self.limiter,
-                should_stop=self.should_stop,
-                rng=self.rng,
-            )
-            if outcome is None:  # the run is stopping: nothing was asked
-                self._checked.discard(peppol_id)
-                return known
+            try:
+                outcome = await call_with_retry(
+                    lambda: self.lookup(peppol_id),
+                    policy=self.policy,
+                    limiter=self.limiter,
+                    should_stop=self.should_stop,
+                    rng=self.rng,
+                )
+            except ValueError:  # not an id the lookup can ask for: send it unchecked
+                outcome = None
+                self.failed.add(same)
+            if outcome is None:  # the run is stopping, or nothing could be asked
+                return None
+            self._checked.add(same)
             self.lookups += 1
             if not isinstance(outcome, Participant):
-                self.failed.add(peppol_id)
-                return known  # an older answer still says something; none: send unchecked
+                self.failed.add(same)
+                return None
             check = ReceiverCheck(
                 peppol_id, outcome.registered, outcome.document_types, self.journal.now()
             )
             self.journal.remember_receiver(check)
+            self._answers[same] = check
             return check
 
     def _fresh(self, check: ReceiverCheck) -> bool:
         if self.refresh:
             return False
         age = self.journal.clock() - datetime.fromisoformat(check.checked_at)
-        return age < RECHECK_AFTER
+        return timedelta(0) <= age < RECHECK_AFTER  # from the future: the clock was set back
 
 
 def problem(check: ReceiverCheck, document_type: str) -> str | None:
