@@ -56,7 +56,8 @@ class InvoiceRecords(JournalBase):
 
     def invoices(self, *states: InvoiceState, verdict: str | None = None) -> list[Invoice]:
         """Every invoice, or those in ``states`` (and with that last ``verdict``), by ID."""
-        conditions, params = [], list[str](states)
+        conditions: list[str] = []
+        params: list[str] = [*states]
         if states:
             conditions.append(f"state IN ({', '.join('?' * len(states))})")
         if verdict is not None:
