@@ -272,6 +272,14 @@ class ScanRecords(JournalBase):
 
     # ---- facts read by newer versions -----------------------------------------------------
 
+    def unfinished(self, name: str) -> bool:
+        """Whether a migration left work ``name`` for the code to finish."""
+        row = self.db.execute("SELECT 1 FROM unfinished WHERE name = ?", (name,)).fetchone()
+        return row is not None
+
+    def finished(self, name: str) -> None:
+        self.db.execute("DELETE FROM unfinished WHERE name = ?", (name,))
+
     def undated(self, state: InvoiceState) -> list[tuple[str, str]]:
         """(invoice ID, sha256) of each invoice in ``state`` whose current content was read
         before due dates were (its facts have no ``due_date`` at all, not even null)."""

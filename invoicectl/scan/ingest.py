@@ -179,8 +179,12 @@ class Ingest:
             self.report.amended.append(invoice_id)
 
     def _date_the_undated(self) -> None:
-        """Pending invoices first read before due dates were: read their stored bytes again,
-        once, so a send can take the soonest due first."""
+        """Pending invoices first read before due dates were (a journal migrated to m005):
+        read their stored bytes again, once, so a send can take the soonest due first. A
+        journal that never held such invoices pays nothing for it."""
+        if not self.journal.unfinished("due_dates"):
+            return
+        self.journal.finished("due_dates")
         for invoice_id, sha256 in self.journal.undated(InvoiceState.pending):
             try:
                 due_date = parse_document(self.journal.content(sha256)).due_date
