@@ -9,8 +9,6 @@ form (``--state``, ``--verdict``) says how many invoices it would change and ask
 
 from __future__ import annotations
 
-import getpass
-import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -155,6 +153,9 @@ def _confirm(action: str, count: int, yes: bool) -> None:
 
 def _operator() -> str:
     """The OS user deciding, as the audit trail names them."""
+    import getpass  # here: every command's start would pay for it
+    import os
+
     try:
         return getpass.getuser()
     except (KeyError, OSError):  # no name for this uid
