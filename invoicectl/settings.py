@@ -85,10 +85,11 @@ class Settings:
         order: str = "due",
         check_receivers: bool = True,
         refresh_receivers: bool = False,
+        validate: bool = False,
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
-        are looked up first."""
+        are looked up first and documents validated by GoRoute."""
         from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 
@@ -101,6 +102,7 @@ class Settings:
             order=SendOrder(order),
             check_receivers=check_receivers,
             refresh_receivers=refresh_receivers,
+            validate=validate,
         )
 
     def send_run_options(

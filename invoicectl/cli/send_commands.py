@@ -93,6 +93,14 @@ def send(
             "--refresh-receivers", help="Look every receiver up again, however fresh its check."
         ),
     ] = False,
+    validate: Annotated[
+        bool,
+        typer.Option(
+            "--validate",
+            help="Have GoRoute validate each new revision before its first send; hold what it "
+            "finds invalid (a failed validation does not stop the send).",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -153,6 +161,7 @@ def send(
             order=order.value,
             check_receivers=not no_receiver_check,
             refresh_receivers=refresh_receivers,
+            validate=validate,
         ),
         allow_environment_change=allow_environment_change,
         run_options=settings.send_run_options(

@@ -8,12 +8,12 @@ a network failure either: a caller only sees exceptions for programming errors (
     send_document       Accepted | KeyReused | RateLimited | Rejected | AuthRefused | Transient
     get_transaction     Found | NotFound | RateLimited | Rejected | AuthRefused | Transient
     lookup_participant  Participant | RateLimited | Rejected | AuthRefused | Transient
+    validate_document   Validation | RateLimited | Rejected | AuthRefused | Transient
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
 What an answer means lives in ``invoicectl.goroute.answers``; the transaction shapes in
-``invoicectl.goroute.transactions`` (a list answer is read into its ``TransactionPage`` here);
-the participant lookup's two shapes in ``invoicectl.goroute.lookups``.
-Their public names are re-exported here.
+``transactions`` (a list answer is read into its ``TransactionPage`` here), the participant
+lookup's two shapes in ``lookups``, a validation's in ``validation``; public names re-exported.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
 Any text that came back from the server or from a network error is scrubbed of the key before it
@@ -58,6 +58,7 @@ from invoicectl.goroute.lookups import (
 from invoicectl.goroute.outcomes import Accepted, Outcome, Rejected, Transient
 from invoicectl.goroute.participants import Participant
 from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
+from invoicectl.goroute.validation import MAX_VALIDATION_BYTES, Validation, validation_outcome
 
 __all__ = [
     "MAX_RAW_BODY",
@@ -67,21 +68,22 @@ __all__ = [
     "Participant",
     "Transaction",
     "TransactionPage",
+    "Validation",
     "build_send_body",
     "parse_retry_after",
 ]
 
 _DOCUMENTS_PATH = "/api/v1/documents"
 _TRANSACTIONS_PATH = "/api/v1/transactions"
-# goroute-api.md B puts the health check "outside /api/v1". We read that as outside the
-# versioned prefix, not outside the base URL: every documented path hangs off the base URL,
-# so this is <base>/peppol/version (https://app.goroute.ai/peppol-api/peppol/version), and the
-# emulator, mounted at its own base URL, serves it at the same relative path.
+# goroute-api.md B puts the health check "outside /api/v1": outside the versioned prefix, not
+# the base URL (https://app.goroute.ai/peppol-api/peppol/version); the emulator, mounted at
+# its own base URL, serves it at the same relative path.
 _VERSION_PATH = "/peppol/version"
-# The two documented participant lookups (goroute-api.md B); the second is read, like the
-# health check, as relative to the base URL.
+# The documented participant lookups and validation (goroute-api.md B); the plain lookup is
+# read, like the health check, as relative to the base URL.
 _LOOKUP_PATH = "/api/v1/participants/lookup"
 _PLAIN_LOOKUP_PATH = "/participants/lookup"
+_VALIDATE_PATH = "/api/v1/validate"
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -132,8 +134,7 @@ class GoRouteClient:
         self._api_key = api_key
         self._now = now
         self._monotonic = monotonic
-        # Set once the versioned lookup route proved missing and the plain one answered, so a
-        # run pays the extra request once, not once per receiver.
+        # Set once a lookup route proved missing: a run pays that request once, not per receiver.
         self._plain_lookup = False  # only /participants/lookup answers lookups here
         self._no_lookup = False  # neither route does
         self._timeout = httpx.Timeout(
@@ -247,8 +248,7 @@ class GoRouteClient:
 
         A ``Participant`` (registered or not, from a 200 or a 404 in either documented shape),
         else the failure outcome; an answer that is neither shape, or about someone else, is
-        a ``Transient``, never "not registered". Asks ``/api/v1/participants/lookup`` first,
-        and ``/participants/lookup`` where the server has no such route.
+        a ``Transient``, never "not registered". Asks the versioned route, else the plain one.
         """
         asked = checked_peppol_id(peppol_id)
         if self._no_lookup:  # neither route answered as a lookup: no request spent again
@@ -256,19 +256,30 @@ class GoRouteClient:
         if not self._plain_lookup:
             answer = await self._get_lookup(_LOOKUP_PATH, {"peppol_id": asked})
             if isinstance(answer, Transient) or not route_missing(answer):
-                return lookup_outcome(answer, asked, self._lookup_failure)
+                return lookup_outcome(answer, asked, self._plain_failure)
         answer = await self._get_lookup(_PLAIN_LOOKUP_PATH, {"identifier": asked})
         if not isinstance(answer, Transient):
             if is_lookup_document(answer.data):
                 self._plain_lookup = True
             elif not self._plain_lookup and route_missing(answer):
                 self._no_lookup = True
-        return lookup_outcome(answer, asked, self._lookup_failure)
+        return lookup_outcome(answer, asked, self._plain_failure)
+
+    async def validate_document(self, document: bytes) -> Outcome:
+        """POST the stored XML bytes as-is: a ``Validation``, or the failure outcome."""
+        answer = await self._request(
+            "POST",
+            _VALIDATE_PATH,
+            content=document,
+            headers={"Content-Type": "application/xml"},
+            max_bytes=MAX_VALIDATION_BYTES,
+        )
+        return validation_outcome(answer, self._plain_failure)
 
     async def _get_lookup(self, path: str, params: Mapping[str, str]) -> Answer | Transient:
         return await self._request("GET", path, params=params, max_bytes=MAX_LOOKUP_BYTES)
 
-    def _lookup_failure(self, answer: Answer) -> Outcome:
+    def _plain_failure(self, answer: Answer) -> Outcome:
         return self._failure(answer, key_reuse_possible=False)
 
     async def _request(

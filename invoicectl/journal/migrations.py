@@ -226,6 +226,21 @@ def m006_receivers(db: Database) -> None:
     )
 
 
+def m007_validations(db: Database) -> None:
+    db.executescript(
+        """
+        -- What GoRoute's validation said of each revision's content: a content is validated
+        -- once, whatever the runs that meet it.
+        CREATE TABLE validations (
+            sha256 TEXT PRIMARY KEY,        -- the revision's content
+            valid INTEGER NOT NULL,
+            errors TEXT NOT NULL,           -- JSON list of "rule at location: message" lines
+            checked_at TEXT NOT NULL
+        );
+        """
+    )
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -233,6 +248,7 @@ MIGRATIONS = (
     m004_holds_and_verdicts,
     m005_due_date,
     m006_receivers,
+    m007_validations,
 )
 
 

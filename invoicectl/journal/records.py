@@ -181,6 +181,15 @@ class ReceiverCheck(NamedTuple):
     checked_at: str
 
 
+class Validated(NamedTuple):
+    """What GoRoute's validation said of one revision's content, and when."""
+
+    sha256: str
+    valid: bool
+    errors: tuple[str, ...]  # "rule at location: message", as the client read them
+    checked_at: str
+
+
 class CachedStat(NamedTuple):
     """What the journal recorded when a file was last hashed."""
 

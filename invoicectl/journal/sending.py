@@ -15,7 +15,7 @@ from collections.abc import Collection
 from typing import Any
 
 from invoicectl.journal.database import JournalBase
-from invoicectl.journal.records import Attempt, AttemptAnswer, ReceiverCheck
+from invoicectl.journal.records import Attempt, AttemptAnswer, ReceiverCheck, Validated
 
 
 class SendingRecords(JournalBase):
@@ -160,6 +160,30 @@ class SendingRecords(JournalBase):
                 int(check.registered),
                 json.dumps(list(check.document_types)),
                 check.checked_at,
+            ),
+        )
+
+    # ---- validations ----------------------------------------------------------------------
+
+    def validation(self, sha256: str) -> Validated | None:
+        """What the validation said of the content ``sha256``; None if it was never asked."""
+        row = self.db.execute(
+            "SELECT sha256, valid, errors, checked_at FROM validations WHERE sha256 = ?",
+            (sha256,),
+        ).fetchone()
+        if row is None:
+            return None
+        return Validated(row[0], bool(row[1]), tuple(json.loads(row[2])), row[3])
+
+    def remember_validation(self, validated: Validated) -> None:
+        self.db.execute(
+            "INSERT OR REPLACE INTO validations (sha256, valid, errors, checked_at)"
+            " VALUES (?, ?, ?, ?)",
+            (
+                validated.sha256,
+                int(validated.valid),
+                json.dumps(list(validated.errors), ensure_ascii=False),
+                validated.checked_at,
             ),
         )
 

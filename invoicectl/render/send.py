@@ -132,6 +132,13 @@ def summary_line(summary: SendSummary) -> str:
         f"{summary.receivers_unchecked} receivers unchecked (lookup failed; sent anyway)"
         if summary.receivers_unchecked
         else "",
+        f"{len(summary.held_for_validation)} held as invalid (validation)"
+        if summary.held_for_validation
+        else "",
+        f"{summary.validations} validations" if summary.validations else "",
+        f"{summary.unvalidated} unvalidated (validation failed; sent anyway)"
+        if summary.unvalidated
+        else "",
         f"stopped by {summary.stopped_by}" if summary.stopped_by else "",
         f"{summary.requests} requests in {summary.elapsed:.1f} s",
         f"latency median {_s(latency['median'])} p95 {_s(latency['p95'])}",

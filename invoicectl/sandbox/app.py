@@ -8,7 +8,8 @@ Order of checks on ``/api/v1`` and the plain participant lookup (each step stops
 request with its answer): API key (401/403) > rate window and concurrency (429, not counted) >
 latency > injected 5xx (nothing recorded) > the send itself > injected drop (recorded, no
 answer). A lookup counts once it is past the rate limit; its 5xx is staged per participant
-(``Registry.stage``), never rolled, so lookups leave the send faults' dice alone.
+(``Registry.stage``), never rolled, so lookups leave the send faults' dice alone; so do
+validations (``POST /api/v1/validate``, answered from ``validation``), counted likewise.
 
 The send itself: no Idempotency-Key (400 ``MISSING_IDEMPOTENCY_KEY``) > a malformed key (400)
 > a key still live: the same bytes replay (202), other bytes are 422 whatever they hold >
@@ -43,6 +44,7 @@ from invoicectl.sandbox.transactions import (
     flat_detail_json,
     summary_json,
 )
+from invoicectl.sandbox.validation import validation_answer
 
 Sleep = Callable[[float], Awaitable[None]]
 Handler = Callable[[Request], Awaitable[Response]]
@@ -91,6 +93,7 @@ class SandboxApp:
         routes: list[BaseRoute] = [
             Route("/peppol/version", self.version, methods=["GET"]),
             Route("/api/v1/documents", self._api(self.send_document), methods=["POST"]),
+            Route("/api/v1/validate", self._api(self.validate), methods=["POST"]),
             Route("/api/v1/transactions", self._api(self.list_transactions), methods=["GET"]),
             Route(
                 "/api/v1/transactions/{transaction_id}",
@@ -215,6 +218,14 @@ class SandboxApp:
             return response
         self.state.stats.drops += 1
         return dropped(response)
+
+    async def validate(self, request: Request, request_id: str) -> Response:
+        """``POST /api/v1/validate`` with the raw XML: ``valid`` and ``errors``, from our checks."""
+        self.state.stats.validations += 1
+        limit = self.state.config.max_document_bytes
+        document = await _read_body(request, _body_limit(limit))
+        body = validation_answer(document, limit)
+        return JSONResponse(body, headers={"X-Request-ID": request_id})
 
     async def lookup(self, request: Request, request_id: str) -> Response:
         """``GET /api/v1/participants/lookup?peppol_id=scheme:id``: ``found``, ``capabilities``."""

@@ -60,8 +60,8 @@ def read_submission(body: bytes, max_document_bytes: int) -> Submission:
             "PAYLOAD_TOO_LARGE",
             f"document is {len(encoded)} bytes; the limit is {max_document_bytes}",
         )
-    root = _parse(encoded)
-    submission = _facts(root, fields.get("metadata") or {})
+    root = parse_document(encoded)
+    submission = document_facts(root, fields.get("metadata") or {})
     _check_receiver(submission.receiver, fields["receiver_scheme"], fields["receiver_id"])
     return submission
 
@@ -85,7 +85,7 @@ def _json_object(body: bytes) -> dict[str, Any]:
     return fields
 
 
-def _parse(encoded: bytes) -> etree._Element:
+def parse_document(encoded: bytes) -> etree._Element:
     try:
         return etree.fromstring(encoded, _PARSER)
     except etree.XMLSyntaxError as exc:
@@ -95,7 +95,7 @@ def _parse(encoded: bytes) -> etree._Element:
         ) from None
 
 
-def _facts(root: etree._Element, metadata: dict[str, Any]) -> Submission:
+def document_facts(root: etree._Element, metadata: dict[str, Any]) -> Submission:
     document_type = DOCUMENT_TYPES.get(root.tag)
     if document_type is None:
         raise invalid(f"unsupported document root {root.tag}", "UBL-ROOT", "/")

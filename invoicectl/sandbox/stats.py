@@ -28,6 +28,7 @@ class Stats:
     # participant in lower case, as the SMP writes them.
     participant_lookups: int = 0
     participant_lookup_counts: Counter[str] = field(default_factory=Counter)
+    validations: int = 0  # POST /api/v1/validate past the key check and the rate limit
 
     def snapshot(self, transactions: int, idempotency_keys: int) -> dict[str, Any]:
         return {
@@ -50,4 +51,5 @@ class Stats:
             "duplicates": sorted(k for k, n in self.invoice_transactions.items() if n > 1),
             "participant_lookups": self.participant_lookups,
             "lookups_per_participant": dict(self.participant_lookup_counts),
+            "validations": self.validations,
         }

@@ -22,3 +22,4 @@ class SendOptions:
     order: SendOrder = SendOrder.due  # of new sends; replays always first
     check_receivers: bool = True  # a participant lookup before a receiver's first send
     refresh_receivers: bool = False  # look every receiver up again, however fresh
+    validate: bool = False  # GoRoute's validation of each revision before its first send

@@ -43,6 +43,7 @@ from invoicectl.lifecycle.transitions import current
 from invoicectl.send.options import SendOptions
 from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
+from invoicectl.send.validations import Validations
 from invoicectl.ubl.encoding import document_text
 
 # Invoices in a row that get no answer even after their retries before a run stops.
@@ -88,6 +89,18 @@ class Sender:
             if options.check_receivers
             else None
         )
+        self.validations = (
+            Validations(
+                journal,
+                client.validate_document,
+                self.limiter,
+                options.policy,
+                should_stop=self.should_stop,
+                rng=rng,
+            )
+            if options.validate
+            else None
+        )
         self.summary = SendSummary(run_id=run_id)
         self._stop_reason: str | None = None
         self._workers: list[asyncio.Task[None]] = []
@@ -95,6 +108,7 @@ class Sender:
         self._started = 0.0
         self._unanswered_in_a_row = 0
         self.held_for_receiver: list[str] = []
+        self.held_for_validation: list[str] = []
 
     # ---- stopping -------------------------------------------------------------------------
 
@@ -166,6 +180,10 @@ class Sender:
             self.summary.receiver_lookups = self.receivers.lookups
             self.summary.receivers_unchecked = len(self.receivers.failed)
             self.summary.held_for_receiver = tuple(self.held_for_receiver)
+        if self.validations is not None:
+            self.summary.validations = self.validations.asked
+            self.summary.unvalidated = len(self.validations.failed)
+            self.summary.held_for_validation = tuple(self.held_for_validation)
         self.summary.exit_code = exit_code_for(self.summary, self.journal)
         return self.summary
 
@@ -188,6 +206,15 @@ class Sender:
             if reason is not None:
                 if hold(self.journal, invoice_id, reason, by="receiver check").done:
                     self.held_for_receiver.append(invoice_id)
+                return None
+        validations = None if replay else self.validations
+        if validations is not None:
+            reason = await validations.problem(current(self.journal, invoice_id))
+            if self.should_stop():
+                return None
+            if reason is not None:
+                if hold(self.journal, invoice_id, reason, by="validation").done:
+                    self.held_for_validation.append(invoice_id)
                 return None
         item = claim_key(self.journal, invoice_id, replay=replay)
         body = self._body(item)

@@ -49,13 +49,17 @@ class SendSummary:
     receiver_lookups: int = 0  # participant lookups asked in this run
     receivers_unchecked: int = 0  # receivers whose lookup failed: their invoices went unchecked
     held_for_receiver: tuple[str, ...] = ()  # invoices held: their receiver does not take them
+    validations: int = 0  # GoRoute validations asked in this run (send --validate)
+    unvalidated: int = 0  # invoices whose validation failed: sent unvalidated
+    held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
 
     @property
     def unsent(self) -> int:
-        return self.planned - len(self.results) - len(self.held_for_receiver)
+        held = len(self.held_for_receiver) + len(self.held_for_validation)
+        return self.planned - len(self.results) - held
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,6 +74,11 @@ class SendSummary:
                 "lookups": self.receiver_lookups,
                 "unchecked": self.receivers_unchecked,
                 "held": list(self.held_for_receiver),
+            },
+            "validation": {
+                "asked": self.validations,
+                "unvalidated": self.unvalidated,
+                "held": list(self.held_for_validation),
             },
             "stopped_by": self.stopped_by,
             "outage": self.outage_reason,

@@ -1,0 +1,63 @@
+"""A validation's answer, as plain data: does GoRoute find this document valid, and if not, why?
+
+``POST /api/v1/validate`` takes the raw XML and answers ``{"valid": bool, "errors": [...]}``
+(goroute-api.md B); the item shape is not shown, so an error is read tolerantly from
+``{rule, location, message}`` (or a plain string) into one line "rule at location: message".
+Only a 2xx with a boolean ``valid`` is a verdict; anything else is a failed validation
+(``Transient`` and friends), never "invalid".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from invoicectl.goroute.answers import Answer, unexpected_shape
+from invoicectl.goroute.jsontext import first_text, one_line, text_of
+from invoicectl.goroute.outcomes import Outcome, Transient
+
+# An answer listing a few hundred rule failures is still small; past this it is not one.
+MAX_VALIDATION_BYTES = 1024 * 1024
+MAX_ERRORS = 50
+_MAX_ERROR_LINE = 300
+
+
+@dataclass(frozen=True)
+class Validation(Outcome):
+    valid: bool = False
+    # One line each, "rule at location: message", at most MAX_ERRORS of them.
+    errors: tuple[str, ...] = ()
+
+
+def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], Outcome]) -> Outcome:
+    """A 2xx answer read into a ``Validation``; ``failure`` reads a non-2xx answer."""
+    if isinstance(answer, Transient):
+        return answer
+    if not answer.ok:
+        return failure(answer)
+    data = answer.data
+    if not isinstance(data, dict) or not isinstance(data.get("valid"), bool):
+        return unexpected_shape(answer, 'a validation answer with a boolean "valid"')
+    raw_errors = data.get("errors")
+    items: list[Any] = raw_errors if isinstance(raw_errors, list) else []
+    if raw_errors is not None and not isinstance(raw_errors, list):
+        items = [raw_errors]
+    errors = tuple(line for line in map(_error_line, items) if line)
+    valid: bool = data["valid"]
+    if not valid and not errors:
+        errors = ("(no rule given): GoRoute found the document invalid",)
+    return Validation(valid=valid, errors=errors[:MAX_ERRORS], **answer.common())
+
+
+def _error_line(item: Any) -> str:
+    if isinstance(item, dict):
+        rule = first_text(item, "rule", "id", "code", "rule_id") or "(no rule given)"
+        location = first_text(item, "location", "path", "xpath", "field")
+        message = first_text(item, "message", "text", "description") or ""
+        where = f" at {location}" if location else ""
+        line = f"{rule}{where}: {message}" if message else f"{rule}{where}"
+    else:
+        line = text_of(item) or ""
+    line = one_line(line)
+    return line if len(line) <= _MAX_ERROR_LINE else line[:_MAX_ERROR_LINE] + "…"

@@ -1,0 +1,93 @@
+"""Server-side validation on request (``send --validate``): before an invoice's first send, does
+GoRoute's ``POST /api/v1/validate`` find its current revision valid?
+
+Each revision's content is validated once (through the run's rate limiter and retry policy,
+like any request) and the answer kept in the journal by sha256, so a later run asks nothing
+again for the same bytes. What the API finds invalid is a reason the sender holds the invoice
+with, its first errors named, and no send is spent on it. A validation that fails (5xx,
+timeout, an answer without a boolean ``valid``) never blocks a send: the invoice goes out as
+it would have, and the summary counts it as unvalidated. Replays are never validated.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Awaitable, Callable
+
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.goroute.validation import Validation
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import Invoice, Validated
+
+# GoRoute's validation of one document's stored bytes (``GoRouteClient.validate_document``).
+Validate = Callable[[bytes], Awaitable[Outcome]]
+
+# How many of the API's errors a hold reason names.
+ERRORS_IN_REASON = 3
+
+
+class Validations:
+    """The validations of one run."""
+
+    def __init__(
+        self,
+        journal: JournalBackend,
+        validate: Validate,
+        limiter: RateLimiter,
+        policy: RetryPolicy,
+        *,
+        should_stop: Callable[[], bool] = lambda: False,
+        rng: random.Random | None = None,
+    ) -> None:
+        self.journal = journal
+        self.validate = validate
+        self.limiter = limiter
+        self.policy = policy
+        self.should_stop = should_stop
+        self.rng = rng
+        self.asked = 0  # validations asked in this run
+        self.failed: list[str] = []  # invoices whose validation failed: sent unvalidated
+
+    async def problem(self, invoice: Invoice) -> str | None:
+        """Why GoRoute finds ``invoice``'s current revision invalid; None when it is valid,
+        or when nothing is known (the validation failed)."""
+        sha256 = invoice.current_sha256
+        known = self.journal.validation(sha256)
+        if known is None:
+            known = await self._ask(invoice.invoice_id, sha256)
+        return None if known is None else problem(known)
+
+    async def _ask(self, invoice_id: str, sha256: str) -> Validated | None:
+        document = self.journal.content(sha256)
+        outcome = await call_with_retry(
+            lambda: self.validate(document),
+            policy=self.policy,
+            limiter=self.limiter,
+            should_stop=self.should_stop,
+            rng=self.rng,
+        )
+        if outcome is None:  # the run is stopping: nothing was asked
+            return None
+        self.asked += 1
+        if not isinstance(outcome, Validation):
+            self.failed.append(invoice_id)
+            return None
+        validated = Validated(sha256, outcome.valid, outcome.errors, self.journal.now())
+        self.journal.remember_validation(validated)
+        return validated
+
+
+def problem(validated: Validated) -> str | None:
+    """The hold reason for an invalid revision, its first errors named; None when valid."""
+    if validated.valid:
+        return None
+    shown = "; ".join(validated.errors[:ERRORS_IN_REASON])
+    more = len(validated.errors) - ERRORS_IN_REASON
+    if more > 0:
+        shown += f"; and {more} more"
+    return (
+        f"GoRoute's validation found the document invalid: {shown} "
+        f"(validated {validated.checked_at}); nothing was sent"
+    )
