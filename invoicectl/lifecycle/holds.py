@@ -86,6 +86,11 @@ def release(
             "; the next send checks its receiver again (`--refresh-receivers` asks GoRoute "
             "anew, `--no-receiver-check` sends without asking)"
         )
+    elif invoice.held_by == "validation":
+        again = (
+            "; `send --validate` holds the same content again (fix the file for a new "
+            "revision, or send without `--validate`)"
+        )
     next_step = _next(invoice, journal.clock())
     return Decision(invoice_id, True, f"released ({was}): {next_step}{again}")
 
