@@ -6,7 +6,7 @@ No SQL and no HTTP here. The package is small modules behind this facade:
     options           options shared between commands, declared once
     consoles          stdout's rich console; ``say`` for every line on stderr
     journal_commands  scan, status, show
-    send_commands     send, reconcile
+    send_commands     send, reconcile, validate
     operator_commands hold, release, abandon
     sandbox_command   sandbox
 

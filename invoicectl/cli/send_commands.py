@@ -1,5 +1,6 @@
-"""The commands that talk to GoRoute: ``send`` (scan, then send what is pending) and
-``reconcile`` (look up what really happened; never resend). Both take the run options of
+"""The commands that talk to GoRoute: ``send`` (scan, then send what is pending),
+``reconcile`` (look up what really happened; never resend) and ``validate`` (GoRoute's
+validation of what is pending; nothing sent). All take the run options of
 ``cli.options`` and resolve them once into ``Settings``, which builds the run objects."""
 
 from __future__ import annotations
@@ -247,6 +248,53 @@ def reconcile(
     else:
         sys.stdout.write(render(report, fmt))
     raise typer.Exit(int(report.exit_code))
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def validate(
+    directory: OutboxArgument,
+    recursive: RecursiveOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+    api_key_file: ApiKeyFileOption = None,
+    tier: TierOption = None,
+    rate: RateOption = None,
+    concurrency: ConcurrencyOption = None,
+    max_attempts: MaxAttemptsOption = None,
+    max_wait: MaxWaitOption = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print one JSON summary on stdout.")
+    ] = False,
+) -> None:
+    """Scan DIRECTORY, then have GoRoute validate each pending invoice's current revision
+    (once per content: a result is kept in the journal) and hold what it finds invalid.
+
+    Sends nothing. One line per invoice; exit 3 when any is invalid."""
+    from invoicectl.render.formats import to_json
+    from invoicectl.scan.ingest import scanning
+    from invoicectl.send.validate_run import validate as run_validate
+    from invoicectl.settings import resolve
+
+    settings = resolve(
+        journal=journal,
+        sandbox=sandbox,
+        api_key_file=api_key_file,
+        tier=tier.value if tier else None,
+        rate=rate,
+        concurrency=concurrency,
+        max_attempts=max_attempts,
+        max_wait=max_wait,
+    )
+    report, summary = run_validate(
+        settings, scanning(directory, recursive=recursive), session=_session(settings)
+    )
+    if as_json:
+        print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
+    else:
+        for checked in summary.checked:
+            print(checked.line())
+        print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")
+    raise typer.Exit(summary.exit_code)
 
 
 def _session(settings: Settings) -> Session:

@@ -49,15 +49,22 @@ class Validations:
         self.rng = rng
         self.asked = 0  # validations asked in this run
         self.failed: list[str] = []  # invoices whose validation failed: sent unvalidated
+        self.outcomes: dict[str, Outcome] = {}  # what those failed validations came to
 
     async def problem(self, invoice: Invoice) -> str | None:
         """Why GoRoute finds ``invoice``'s current revision invalid; None when it is valid,
         or when nothing is known (the validation failed)."""
+        known = await self.check(invoice)
+        return None if known is None else problem(known)
+
+    async def check(self, invoice: Invoice) -> Validated | None:
+        """What the validation says of ``invoice``'s current revision: from the journal if
+        its content was validated before, else asked; None when the validation failed."""
         sha256 = invoice.current_sha256
         known = self.journal.validation(sha256)
         if known is None:
             known = await self._ask(invoice.invoice_id, sha256)
-        return None if known is None else problem(known)
+        return known
 
     async def _ask(self, invoice_id: str, sha256: str) -> Validated | None:
         document = self.journal.content(sha256)
@@ -73,6 +80,7 @@ class Validations:
         self.asked += 1
         if not isinstance(outcome, Validation):
             self.failed.append(invoice_id)
+            self.outcomes[invoice_id] = outcome
             return None
         validated = Validated(sha256, outcome.valid, outcome.errors, self.journal.now())
         self.journal.remember_validation(validated)

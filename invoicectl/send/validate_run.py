@@ -1,0 +1,142 @@
+"""``invoicectl validate DIR``: scan, then have GoRoute validate each pending invoice's current
+revision, holding what it finds invalid, without sending anything.
+
+The same pieces as a send: the run lock, the scan, the plan's pending invoices, the run's rate
+limiter and retry policy, and ``Validations``, which keeps each content's result in the
+journal; a revision validated before is answered from there, with no request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from invoicectl.errors import ExitCode, worst
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import AuthRefused, Outcome, Transient
+from invoicectl.journal import locked_journal
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.plan import plan
+from invoicectl.lifecycle.sending import close_unanswered
+from invoicectl.lifecycle.transitions import current
+from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session
+from invoicectl.scan.report import ScanReport
+from invoicectl.send.validations import Validations, problem
+from invoicectl.settings import Settings
+
+# Scanning an outbox into the journal, as the caller chose it (as ``send.runner.Scan``).
+Scan = Callable[[JournalBackend], ScanReport]
+
+
+@dataclass(frozen=True)
+class Checked:
+    """One invoice's validation: ``verdict`` is valid, invalid or unvalidated."""
+
+    invoice_id: str
+    verdict: str
+    asked: bool  # a request was spent (else the journal knew the content)
+    errors: tuple[str, ...] = ()
+    reason: str | None = None  # why it went unvalidated
+    held: bool = False
+
+    def line(self) -> str:
+        known = "" if self.asked else " (validated before)"
+        if self.verdict == "invalid":
+            held = "held" if self.held else "not held"
+            return f"{self.invoice_id}: invalid{known}, {held}: {'; '.join(self.errors[:3])}"
+        if self.verdict == "unvalidated":
+            return f"{self.invoice_id}: not validated ({self.reason})"
+        return f"{self.invoice_id}: valid{known}"
+
+
+@dataclass
+class ValidateSummary:
+    checked: list[Checked] = field(default_factory=list)
+    requests: int = 0
+    exit_code: ExitCode = ExitCode.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "exit_code": int(self.exit_code),
+            "validations": self.requests,
+            "invoices": [vars(checked) for checked in self.checked],
+        }
+
+
+def validate(
+    settings: Settings,
+    scan: Scan,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    session: Session = no_session,
+    clocks: Clocks = REAL_CLOCKS,
+) -> tuple[ScanReport, ValidateSummary]:
+    """Scan, then validate every pending invoice not held; hold the invalid."""
+    journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall)
+    with journal_lock as journal, session() as emulated:
+        close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
+        report = scan(journal)
+        summary = asyncio.run(_validate(journal, settings, transport or emulated, clocks))
+    return report, summary
+
+
+async def _validate(
+    journal: JournalBackend,
+    settings: Settings,
+    transport: httpx.AsyncBaseTransport | None,
+    clocks: Clocks,
+) -> ValidateSummary:
+    pending = plan(journal, journal.clock()).pending
+    summary = ValidateSummary()
+    limiter = RateLimiter(settings.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
+    refused = False
+    async with make_client(settings, transport) as client:
+        validations = Validations(
+            journal,
+            client.validate_document,
+            limiter,
+            settings.retry_policy(),
+            should_stop=lambda: refused,
+            rng=clocks.rng,
+        )
+        slots = asyncio.Semaphore(max(1, settings.concurrency))
+
+        async def one(invoice_id: str) -> Checked:
+            nonlocal refused
+            async with slots:
+                before = validations.asked
+                known = await validations.check(current(journal, invoice_id))
+                asked = validations.asked > before
+            if known is None:
+                outcome = validations.outcomes.get(invoice_id)
+                refused = refused or isinstance(outcome, AuthRefused)
+                return Checked(invoice_id, "unvalidated", asked, reason=_failure(outcome))
+            why = problem(known)
+            if why is None:
+                return Checked(invoice_id, "valid", asked)
+            held = hold(journal, invoice_id, why, by="validation").done
+            return Checked(invoice_id, "invalid", asked, known.errors, held=held)
+
+        summary.checked = list(await asyncio.gather(*(one(i) for i in pending)))
+        summary.requests = validations.asked
+    codes = []
+    if any(checked.verdict == "invalid" for checked in summary.checked):
+        codes.append(ExitCode.NEEDS_FIX)
+    if refused:
+        codes.append(ExitCode.AUTH_REFUSED)
+    summary.exit_code = worst(*codes)
+    return summary
+
+
+def _failure(outcome: Outcome | None) -> str:
+    if outcome is None:
+        return "stopped before asking"
+    if isinstance(outcome, Transient):
+        return outcome.reason
+    message = getattr(outcome, "message", "")
+    return f"{type(outcome).__name__} (HTTP {outcome.http_status}) {message}".strip()

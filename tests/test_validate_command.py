@@ -1,0 +1,81 @@
+"""``invoicectl validate DIR``: GoRoute's validation of each pending invoice, nothing sent; the
+invalid held, each content validated once; with a real journal and the emulator."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from sendkit import emulator, send, settings_for
+from test_send_validate import FailingValidate, write_invalid
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.errors import ExitCode
+from invoicectl.journal import Journal
+from invoicectl.scan.ingest import scanning
+from invoicectl.send.validate_run import validate
+
+
+def test_validate_holds_the_invalid_and_sends_nothing(tmp_path: Path, outbox: Path):
+    journal_path = tmp_path / "v.db"
+    write_invoice(outbox, "GOOD-1")
+    write_invalid(outbox, "BAD-1")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+
+    _, summary = validate(settings, scanning(outbox), transport=sandbox.transport())
+
+    assert summary.exit_code == ExitCode.NEEDS_FIX
+    assert summary.requests == 2
+    lines = sorted(checked.line() for checked in summary.checked)
+    assert lines == [
+        "BAD-1: invalid, held: PEPPOL-EN16931-R001 at /cbc:ProfileID: "
+        "Business process MUST be provided",
+        "GOOD-1: valid",
+    ]
+    assert sandbox.stats()["sends_received"] == 0
+    with Journal(journal_path) as journal:
+        bad = journal.invoice("BAD-1")
+        assert bad is not None and bad.hold == "held" and bad.held_by == "validation"
+
+    # Again: nothing new to ask; the held one is not pending any more.
+    _, again = validate(settings, scanning(outbox), transport=sandbox.transport())
+    assert [checked.line() for checked in again.checked] == ["GOOD-1: valid (validated before)"]
+    assert again.requests == 0 and again.exit_code == ExitCode.OK
+    assert sandbox.stats()["validations"] == 2
+
+    # A send --validate afterwards asks nothing again either.
+    _, sent = send(settings, outbox, sandbox.transport(), validate=True)
+    assert sent.validations == 0 and sandbox.stats()["validations"] == 2
+    assert set(sandbox.stats()["per_invoice"]) == {"GOOD-1"}
+
+
+def test_a_failed_validation_holds_nothing_and_says_why(tmp_path: Path, outbox: Path):
+    write_invalid(outbox, "BAD-1")
+    failing = FailingValidate(emulator().transport())
+    settings = settings_for(tmp_path / "v.db", max_attempts=1)
+
+    _, summary = validate(settings, scanning(outbox), transport=failing)
+
+    assert summary.exit_code == ExitCode.OK
+    (checked,) = summary.checked
+    assert checked.verdict == "unvalidated" and "503" in (checked.reason or "")
+    with Journal(tmp_path / "v.db") as journal:
+        bad = journal.invoice("BAD-1")
+        assert bad is not None and bad.hold is None
+
+
+def test_the_command_prints_a_line_each_and_exits_3(outbox: Path):
+    write_invoice(outbox, "GOOD-1")
+    write_invalid(outbox, "BAD-1")
+
+    result = CliRunner().invoke(app, ["validate", str(outbox), "--sandbox", "--rate", "60000"])
+
+    assert result.exit_code == ExitCode.NEEDS_FIX, result.output
+    assert "BAD-1: invalid, held: PEPPOL-EN16931-R001" in result.output
+    assert "GOOD-1: valid" in result.output
+    as_json = CliRunner().invoke(app, ["validate", str(outbox), "--sandbox", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.output)["validations"] == 0
