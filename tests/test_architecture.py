@@ -82,7 +82,8 @@ def test_no_module_is_over_400_lines() -> None:
     long = {
         name: lines
         for name, path in MODULES.items()
-        if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_LINES
+        # Counted as the before-stop hook counts: newlines plus one.
+        if (lines := path.read_text(encoding="utf-8").count("\n") + 1) > MAX_LINES
     }
     assert long == {}
 

@@ -11,9 +11,8 @@ a network failure either: a caller only sees exceptions for programming errors (
     validate_document   Validation | RateLimited | Rejected | AuthRefused | Transient
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
-What an answer means lives in ``invoicectl.goroute.answers``; the transaction shapes in
-``transactions`` (a list answer is read into its ``TransactionPage`` here), the participant
-lookup's two shapes in ``lookups``, a validation's in ``validation``; public names re-exported.
+What an answer means lives in ``answers``; the shapes in ``transactions`` (a list answer is
+read into its ``TransactionPage`` here), ``lookups`` and ``validation``.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
 Any text that came back from the server or from a network error is scrubbed of the key before it
