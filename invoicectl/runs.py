@@ -22,6 +22,7 @@ from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.journal.database import utc_now
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.scan.report import ScanReport
 from invoicectl.settings import Settings
 
 
@@ -38,6 +39,11 @@ REAL_CLOCKS = Clocks()
 # Where requests go for the length of a run, entered once the journal is locked: the
 # built-in emulator for ``--sandbox`` (``sandbox.session``), else where the settings say.
 Session = Callable[[], AbstractContextManager[httpx.AsyncBaseTransport | None]]
+
+
+# Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scanning``):
+# a run makes its scan once it holds the journal, and needs no scanner of its own.
+Scan = Callable[[JournalBackend], ScanReport]
 
 
 def no_session() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:

@@ -24,15 +24,20 @@ from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.plan import Plan, attention, plan
 from invoicectl.lifecycle.sending import close_unanswered
-from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
+from invoicectl.runs import (
+    REAL_CLOCKS,
+    Clocks,
+    Scan,
+    Session,
+    make_client,
+    no_session,
+    recorded_run,
+)
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.options import SendOptions
 from invoicectl.send.sender import Sender
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
-
-# Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scanning``).
-Scan = Callable[[JournalBackend], ScanReport]
 
 
 def send(

@@ -9,7 +9,6 @@ journal; a revision validated before is answered from there, with no request.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,20 +16,17 @@ import httpx
 
 from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import AuthRefused, Outcome, Transient
+from invoicectl.goroute.outcomes import AuthRefused, Outcome
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.plan import plan
-from invoicectl.lifecycle.sending import close_unanswered
+from invoicectl.lifecycle.sending import close_unanswered, message_of
 from invoicectl.lifecycle.transitions import current
-from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session
+from invoicectl.runs import REAL_CLOCKS, Clocks, Scan, Session, make_client, no_session
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.validations import Validations, problem
 from invoicectl.settings import Settings
-
-# Scanning an outbox into the journal, as the caller chose it (as ``send.runner.Scan``).
-Scan = Callable[[JournalBackend], ScanReport]
 
 
 @dataclass(frozen=True)
@@ -136,7 +132,4 @@ async def _validate(
 def _failure(outcome: Outcome | None) -> str:
     if outcome is None:
         return "stopped before asking"
-    if isinstance(outcome, Transient):
-        return outcome.reason
-    message = getattr(outcome, "message", "")
-    return f"{type(outcome).__name__} (HTTP {outcome.http_status}) {message}".strip()
+    return message_of(outcome) or f"HTTP {outcome.http_status}"
