@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicectl import DEFAULT_BASE_URL
+from invoicectl import DEFAULT_BASE_URL, config_values
 from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
@@ -27,7 +27,7 @@ from invoicectl.defaults import (
     DEFAULT_TIER,
     TIERS,
 )
-from invoicectl.errors import ConfigError, UsageError
+from invoicectl.errors import ConfigError
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -93,6 +93,8 @@ class Settings:
         from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 
+        if deadline is not None:
+            deadline = config_values.seconds("deadline", deadline, "option")
         return SendOptions(
             rate_per_minute=self.rate_per_minute,
             concurrency=self.concurrency,
@@ -155,22 +157,29 @@ def resolve(
     need_key: bool = True,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
+    """The settings of one command, each value checked (``config_values``) before use."""
     environ = os.environ if environ is None else environ
     config = load_config(environ)
+    in_config = f"config file {config_path(environ)}"
     sources: dict[str, str] = {}
 
-    def pick(name: str, option: Any, env_name: str | None, default: Any) -> Any:
+    def pick(name: str, option: Any, env_name: str | None, default: Any) -> tuple[Any, str]:
+        """The value and where it came from: ``option``, ``$VAR``, the config file, default."""
         if option is not None:
             sources[name] = "option"
-            return option
-        if env_name and environ.get(env_name):
+        elif env_name and environ.get(env_name):
             sources[name] = f"${env_name}"
-            return environ[env_name]
-        if name in config:
+            option = environ[env_name]
+        elif name in config:
             sources[name] = "config file"
-            return config[name]
-        sources[name] = "default"
-        return default
+            return config[name], in_config
+        else:
+            sources[name] = "default"
+            option = default
+        return option, sources[name]
+
+    def whole(name: str, option: Any, default: int) -> int:
+        return config_values.whole(name, *pick(name, option, None, default))
 
     if sandbox:
         from invoicectl.goroute.apikey import ApiKey
@@ -183,29 +192,31 @@ def resolve(
         journal_path = journal or default_journal_path(environ).with_name("sandbox.db")
         sources["journal"] = "option" if journal else "--sandbox"
     else:
-        base_url = str(pick("base_url", None, "GOROUTE_BASE_URL", DEFAULT_BASE_URL))
-        chosen = pick("journal", journal, "INVOICECTL_JOURNAL", None)
+        base_url = config_values.base_url(
+            *pick("base_url", None, "GOROUTE_BASE_URL", DEFAULT_BASE_URL)
+        )
+        chosen, source = pick("journal", journal, "INVOICECTL_JOURNAL", None)
+        if chosen is not None and not isinstance(chosen, Path):
+            chosen = config_values.text("journal", chosen, source)
         journal_path = Path(chosen or default_journal_path(environ)).expanduser()
-        key = _api_key(api_key_file, config, environ, sources) if need_key else None
+        key = _api_key(api_key_file, config, in_config, environ, sources) if need_key else None
 
-    tier_name = pick("tier", tier, None, None)
+    tier_name, source = pick("tier", tier, None, None)
     if tier_name is not None and tier_name not in TIERS:
-        raise UsageError(f"unknown tier {tier_name!r}; choose {' or '.join(TIERS)}")
+        raise config_values.refusal("tier", source, " or ".join(map(repr, TIERS)), tier_name)
     tier_rate, tier_concurrency = TIERS[tier_name or DEFAULT_TIER]
-    rate_value = int(pick("rate", rate, None, tier_rate))
-    concurrency_value = int(pick("concurrency", concurrency, None, tier_concurrency))
-    if rate_value < 1 or concurrency_value < 1:
-        raise UsageError("--rate and --concurrency must be at least 1")
     return Settings(
         journal=journal_path,
         base_url=base_url,
         api_key=key,
         sandbox=sandbox,
-        rate_per_minute=rate_value,
-        concurrency=concurrency_value,
-        batch_size=int(pick("batch_size", batch_size, None, DEFAULT_BATCH_SIZE)),
-        max_attempts=int(pick("max_attempts", max_attempts, None, DEFAULT_MAX_ATTEMPTS)),
-        max_wait=float(pick("max_wait", max_wait, None, DEFAULT_MAX_WAIT)),
+        rate_per_minute=whole("rate", rate, tier_rate),
+        concurrency=whole("concurrency", concurrency, tier_concurrency),
+        batch_size=whole("batch_size", batch_size, DEFAULT_BATCH_SIZE),
+        max_attempts=whole("max_attempts", max_attempts, DEFAULT_MAX_ATTEMPTS),
+        max_wait=config_values.seconds(
+            "max_wait", *pick("max_wait", max_wait, None, DEFAULT_MAX_WAIT)
+        ),
         sources=sources,
     )
 
@@ -213,6 +224,7 @@ def resolve(
 def _api_key(
     option: Path | None,
     config: Mapping[str, Any],
+    in_config: str,
     environ: Mapping[str, str],
     sources: dict[str, str],
 ) -> ApiKey:
@@ -220,13 +232,14 @@ def _api_key(
 
     if option is not None:
         sources["api_key"] = "--api-key-file"
-        return ApiKey.from_file(option)
+        return ApiKey.from_file(option, named_by="--api-key-file")
     if environ.get("GOROUTE_API_KEY"):
         sources["api_key"] = "$GOROUTE_API_KEY"
         return ApiKey.from_env(environ)
     if "api_key_file" in config:
         sources["api_key"] = "config file"
-        return ApiKey.from_file(Path(config["api_key_file"]).expanduser())
+        path = config_values.text("api_key_file", config["api_key_file"], in_config)
+        return ApiKey.from_file(Path(path).expanduser(), named_by=f"api_key_file ({in_config})")
     raise ConfigError(
         "no API key: set GOROUTE_API_KEY or pass --api-key-file PATH (a file only you can "
         "read, chmod 600); to try invoicectl without an account, add --sandbox"

@@ -44,6 +44,7 @@ from invoicectl.goroute.outcomes import (
     RateLimited,
     Rejected,
     Transient,
+    WrongEndpoint,
 )
 
 BASE = "https://goroute.test/peppol-api"
@@ -563,7 +564,6 @@ HTML_502 = (
         (400, '{"error_code": "INVALID', '{"error_code": "INVALID'),
         (400, "Bad things happened\non two lines", "Bad things happened on two lines"),
         (400, "x" * 500, "x" * 200),
-        (404, "<html><body><h1>Not Found</h1></body></html>", "Not Found"),
         (400, ["a", "list"], "Bad Request"),
         (400, {"message": 42}, "42"),
         (400, {"error": None, "message": None}, "Bad Request"),
@@ -581,6 +581,52 @@ async def test_unexpected_bodies_never_crash(
     assert isinstance(outcome, Rejected)
     assert outcome.message == message
     assert outcome.code is None
+
+
+NOT_FOUND_PAGE = "<html><body><h1>Not Found</h1></body></html>"
+
+
+@pytest.mark.anyio
+async def test_an_html_404_where_the_api_answers_is_the_apis_own(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """The health check answers in JSON: the 404 page is the API's (a receiver not found)."""
+    api.get("/peppol/version").mock(return_value=answer(200, {"status": "ok"}))
+    outcome = await send_answered(api, client, answer(404, NOT_FOUND_PAGE))
+    assert isinstance(outcome, Rejected)
+    assert outcome.message == "Not Found"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [404, 405])
+async def test_a_page_where_no_api_answers_is_a_wrong_endpoint(
+    api: respx.MockRouter, client: GoRouteClient, status: int
+) -> None:
+    """A typo in the base URL: every API path is a web server's page. Nothing is rejected."""
+    api.get("/peppol/version").mock(return_value=answer(404, NOT_FOUND_PAGE))
+    api.get("/api/v1/transactions").mock(return_value=answer(404, ""))
+    outcome = await send_answered(api, client, answer(status, NOT_FOUND_PAGE))
+    assert isinstance(outcome, WrongEndpoint)
+    assert outcome.message.startswith(f"{BASE}/api/v1/documents answered {status} (text/plain")
+    assert "the base URL is wrong" in outcome.message
+    # Asked once per client: a second send spends no more probes.
+    again = await client.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(again, WrongEndpoint)
+    assert api.calls.call_count == 4
+    # A transaction that is "not found" there is not taken as not found at GoRoute.
+    api.get("/api/v1/transactions/tx-1").mock(return_value=answer(404, NOT_FOUND_PAGE))
+    assert isinstance(await client.get_transaction("tx-1"), WrongEndpoint)
+
+
+@pytest.mark.anyio
+async def test_an_unanswered_probe_stops_without_deciding(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    api.get("/peppol/version").mock(side_effect=httpx.ConnectError("refused"))
+    outcome = await send_answered(api, client, answer(404, NOT_FOUND_PAGE))
+    assert isinstance(outcome, WrongEndpoint)
+    api.get("/peppol/version").mock(return_value=answer(200, {"status": "ok"}))
+    assert isinstance(await client.send_document(IDEMPOTENCY_KEY, BODY), Rejected)
 
 
 @pytest.mark.anyio
@@ -891,7 +937,7 @@ async def test_get_transaction_failures(
 async def test_get_transaction_quotes_the_id(api: respx.MockRouter, client: GoRouteClient) -> None:
     route = api.route(method="GET").mock(return_value=answer(404))
     await client.get_transaction("../documents?x=1")
-    assert route.calls.last.request.url.raw_path == (
+    assert route.calls[0].request.url.raw_path == (
         b"/peppol-api/api/v1/transactions/..%2Fdocuments%3Fx%3D1"
     )
 
@@ -1016,9 +1062,9 @@ async def test_base_url_is_normalised(given: str, kept: str) -> None:
         ("app.goroute.ai/peppol-api", r"must be an http\(s\) URL"),
         ("https://", r"must be an http\(s\) URL"),
         ("http://app.goroute.ai/peppol-api", "plain http to a remote host"),
-        ("https://exa mple.test", "invalid base URL"),
-        ("https://exa%41mple.test", "invalid base URL"),
-        ("https://exa\x00mple.test", "invalid base URL"),
+        ("https://exa mple.test", r"must be an http\(s\) URL|non-empty text"),
+        ("https://exa%41mple.test", r"must be an http\(s\) URL|non-empty text"),
+        ("https://exa\x00mple.test", r"must be an http\(s\) URL|non-empty text"),
     ],
 )
 def test_bad_base_urls_are_config_errors(given: str, message: str) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from invoicectl.cli.options import tier_help
-from invoicectl.errors import UsageError
+from invoicectl.errors import ConfigError
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.sandbox.config import TIERS as SANDBOX_TIERS
 from invoicectl.sandbox.config import SandboxConfig
@@ -47,7 +47,9 @@ def test_an_unknown_tier_in_the_config_file_names_the_tiers(tmp_path: Path):
     config = tmp_path / "config.toml"
     config.write_text('tier = "gold"\n')
 
-    with pytest.raises(UsageError, match="unknown tier 'gold'; choose standard or professional"):
+    # A configuration error (exit 1), naming the file; it was a usage error (exit 2) before.
+    expected = r"tier \(config file .*\) must be 'standard' or 'professional', not 'gold'"
+    with pytest.raises(ConfigError, match=expected):
         resolve(journal=tmp_path / "j.db", environ={"INVOICECTL_CONFIG": str(config)}, **NO_KEY)
 
 

@@ -178,6 +178,8 @@ def send(
         say_error(
             f"the API refused the credentials ({summary.auth_message}); nothing changed state"
         )
+    if summary.stopped_by == "wrong_url":
+        say_error(str(summary.endpoint_message))
     if summary.stopped_by == "outage":
         say(
             f"invoicectl: GoRoute did not answer {OUTAGE_AFTER} invoices in a row, even after "

@@ -56,9 +56,16 @@ class ApiKey:
             raise ConfigError(f"{name}: {exc}") from None
 
     @classmethod
-    def from_file(cls, path: str | os.PathLike[str]) -> ApiKey:
-        """The key from a file only its owner can read; the trailing newline is dropped."""
-        text = _read_private_file(os.fspath(path))
+    def from_file(
+        cls, path: str | os.PathLike[str], named_by: str = "the API key file setting"
+    ) -> ApiKey:
+        """The key from a file only its owner can read; the trailing newline is dropped.
+
+        ``named_by`` says where the path came from (``--api-key-file``): until the file is
+        known to exist, errors name that, never the path, which may be the key typed in the
+        wrong place.
+        """
+        text = _read_private_file(os.fspath(path), named_by)
         lines = text.strip().splitlines()
         if len(lines) != 1:
             raise ConfigError(
@@ -138,15 +145,22 @@ def _check_secret(secret: str) -> None:
         )
 
 
-def _read_private_file(path: str) -> str:
+def _read_private_file(path: str, named_by: str) -> str:
     """The text of ``path``, once the open file is known to be readable by its owner only."""
+    unshown = "(the value is not repeated here, in case it is the key itself)"
     try:
         # O_NONBLOCK: a FIFO named by mistake must be refused below, not hang the open.
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
-        raise ConfigError(f"API key file {path} does not exist") from None
-    except OSError as exc:
-        raise ConfigError(f"cannot open API key file {path}: {exc.strerror}") from None
+        raise ConfigError(
+            f"the API key file given by {named_by} does not exist {unshown}; give the path "
+            "of a file holding the key, or set GOROUTE_API_KEY"
+        ) from None
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or "not a usable path"
+        raise ConfigError(
+            f"cannot open the API key file given by {named_by}: {reason} {unshown}"
+        ) from None
     # fstat on the descriptor, not stat on the path: the file checked is the file read.
     try:
         _check_private(path, os.fstat(fd))

@@ -11,12 +11,11 @@ a network failure either: a caller only sees exceptions for programming errors (
     validate_document   Validation | RateLimited | Rejected | AuthRefused | Transient
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
-What an answer means lives in ``answers``; the shapes in ``transactions`` (a list answer is
-read into its ``TransactionPage`` here), ``lookups`` and ``validation``.
+What an answer means lives in ``answers`` (and ``endpoint``: is this the API at all?); the
+shapes in ``transactions``, ``lookups`` and ``validation``.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
-Any text that came back from the server or from a network error is scrubbed of the key before it
-reaches an outcome, in case a proxy echoes request headers into an error page.
+Any text from the server or a network error is scrubbed of the key before it reaches an outcome.
 """
 
 from __future__ import annotations
@@ -33,7 +32,7 @@ from urllib.parse import quote
 
 import httpx
 
-from invoicectl import __version__
+from invoicectl import __version__, config_values
 from invoicectl.errors import ConfigError
 from invoicectl.goroute.answers import (
     MAX_RAW_BODY,
@@ -46,6 +45,7 @@ from invoicectl.goroute.answers import (
     unexpected_shape,
 )
 from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.jsontext import first_text, text_of
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
@@ -85,7 +85,6 @@ _PLAIN_LOOKUP_PATH = "/participants/lookup"
 _VALIDATE_PATH = "/api/v1/validate"
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
-
 logger = logging.getLogger(__name__)
 
 
@@ -136,6 +135,7 @@ class GoRouteClient:
         # Set once a lookup route proved missing: a run pays that request once, not per receiver.
         self._plain_lookup = False  # only /participants/lookup answers lookups here
         self._no_lookup = False  # neither route does
+        self._api = ApiCheck(self._get, [(_VERSION_PATH, {}), (_TRANSACTIONS_PATH, {"limit": 1})])
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
@@ -182,6 +182,8 @@ class GoRouteClient:
         )
         if isinstance(answer, Transient):
             return answer
+        if suspicious(answer) and not await self._api.api_answers():
+            return wrong_endpoint(answer, self.base_url + _DOCUMENTS_PATH)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=True)
         transaction_id = _transaction_id_of(answer.data)
@@ -202,11 +204,12 @@ class GoRouteClient:
         if not transaction_id:
             raise ValueError("transaction_id must not be empty")
         # The id comes from a server answer: quote it whole so it cannot change the path.
-        answer = await self._request(
-            "GET", f"{_TRANSACTIONS_PATH}/{quote(transaction_id, safe='')}"
-        )
+        path = f"{_TRANSACTIONS_PATH}/{quote(transaction_id, safe='')}"
+        answer = await self._request("GET", path)
         if isinstance(answer, Transient):
             return answer
+        if suspicious(answer) and not await self._api.api_answers():
+            return wrong_endpoint(answer, self.base_url + path)
         if answer.status == HTTPStatus.NOT_FOUND:
             return NotFound(raw_body=answer.raw_body, **answer.common())
         if not answer.ok:
@@ -227,6 +230,8 @@ class GoRouteClient:
         answer = await self._request("GET", _TRANSACTIONS_PATH, params=params)
         if isinstance(answer, Transient):
             return answer
+        if suspicious(answer) and not await self._api.api_answers():
+            return wrong_endpoint(answer, self.base_url + _TRANSACTIONS_PATH)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=False)
         return _page_of(answer)
@@ -274,6 +279,9 @@ class GoRouteClient:
             max_bytes=MAX_VALIDATION_BYTES,
         )
         return validation_outcome(answer, self._plain_failure)
+
+    async def _get(self, path: str, params: Mapping[str, str | int]) -> Answer | Transient:
+        return await self._request("GET", path, params=params, max_bytes=MAX_PROBE_BYTES)
 
     async def _get_lookup(self, path: str, params: Mapping[str, str]) -> Answer | Transient:
         return await self._request("GET", path, params=params, max_bytes=MAX_LOOKUP_BYTES)
@@ -346,17 +354,9 @@ class _ApiKeyAuth(httpx.Auth):
 
 
 def _checked_base_url(base_url: str, *, over_network: bool) -> str:
-    base_url = base_url.strip().rstrip("/")
-    try:
-        url = httpx.URL(base_url)
-    except httpx.InvalidURL:
-        raise ConfigError(f"invalid base URL {base_url!r}") from None
-    # httpx percent-encodes what it cannot parse ("exa mple" becomes "exa%20mple"); a host
-    # like that can only be a typo, and would otherwise surface as a DNS failure per request.
-    if any(char.isspace() for char in base_url) or "%" in url.host:
-        raise ConfigError(f"invalid base URL {base_url!r}")
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ConfigError(f"base URL must be an http(s) URL with a host, not {base_url!r}")
+    """The normalised URL (``config_values.base_url``); plain http only to a loopback host."""
+    base_url = config_values.base_url(base_url, "given to the client")
+    url = httpx.URL(base_url)
     # Plain HTTP would put the API key on the wire in clear text. Loopback (a local
     # emulator) and injected transports (nothing leaves the process) are exempt.
     if over_network and url.scheme == "http" and url.host not in _LOOPBACK_HOSTS:

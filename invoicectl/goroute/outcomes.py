@@ -9,6 +9,7 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
     ├── Rejected        400/404/409/413/other 4xx: permanent for this document, never retried
     ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
     ├── AuthRefused     401/403: every request would fail alike; stop the run
+    ├── WrongEndpoint   a 404/405 page that is not the API's: the base URL is wrong; stop
     └── Transient       5xx, timeout, connection error: the outcome is unknown, retry the same bytes
 """
 
@@ -61,3 +62,11 @@ class Transient(Outcome):
     # False only when the request provably never left (no connection could be made): then
     # the key carried nothing, and nothing about the invoice is unknown.
     sent: bool = True
+
+
+@dataclass(frozen=True)
+class WrongEndpoint(Outcome):
+    """The base URL does not lead to GoRoute's API (a web page answered for an API path):
+    nothing reached the API, every request would fail alike; stop the run, change nothing."""
+
+    message: str = ""

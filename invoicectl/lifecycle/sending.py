@@ -24,6 +24,7 @@ from invoicectl.goroute.outcomes import (
     RateLimited,
     Rejected,
     Transient,
+    WrongEndpoint,
 )
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import AttemptAnswer, InvoiceState
@@ -32,7 +33,7 @@ from invoicectl.lifecycle.transitions import Transition, check, current, write
 from invoicectl.lifecycle.window import window_open
 
 # Attempts whose request the API refused unread, or that never left: they use no key.
-_NOT_PROCESSED = ("auth_refused", "rate_limited", "not_sent")
+_NOT_PROCESSED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent")
 
 
 @dataclass(frozen=True)
@@ -235,6 +236,7 @@ def outcome_name(outcome: Outcome) -> str:
         Rejected: "rejected",
         KeyReused: "key_reused",
         AuthRefused: "auth_refused",
+        WrongEndpoint: "wrong_endpoint",
         Transient: "transient",
     }.get(type(outcome), type(outcome).__name__.lower())
 
@@ -249,7 +251,11 @@ def message_of(outcome: Outcome) -> str | None:
             if details:
                 text += " (" + "; ".join(details[:5]) + ")"
             return text
-        case KeyReused(message=message) | AuthRefused(message=message):
+        case (
+            KeyReused(message=message)
+            | AuthRefused(message=message)
+            | WrongEndpoint(message=message)
+        ):
             return message or None
         case Transient(reason=reason):
             return reason

@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from invoicectl.errors import CredentialsRefused
+from invoicectl.errors import ConfigError, CredentialsRefused
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import AuthRefused, Outcome
+from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.goroute.transactions import Transaction, TransactionPage
 from invoicectl.reconcile.matching import first_time, parse_time
@@ -63,7 +63,7 @@ class Lookups:
         self.transactions: dict[str, Outcome | None] = {}
         self.search: Search | None = None
         self.requests = 0
-        self._refused: AuthRefused | None = None
+        self._refused: AuthRefused | WrongEndpoint | None = None
 
     @property
     def search_summary(self) -> SearchSummary:
@@ -78,6 +78,8 @@ class Lookups:
             jobs.append(lambda: self._search(searched, list_limit, max_list_pages))
         jobs.extend(self._get_job(txn_id) for txn_id in ids)
         await self._run_bounded(jobs)
+        if isinstance(self._refused, WrongEndpoint):
+            raise ConfigError(f"{self._refused.message}; reconcile changed nothing")
         if self._refused is not None:
             refused = self._refused
             code = f" {refused.code}" if refused.code else ""
@@ -117,7 +119,7 @@ class Lookups:
         async def attempt() -> Outcome:
             self.requests += 1
             outcome = await call()
-            if isinstance(outcome, AuthRefused) and self._refused is None:
+            if isinstance(outcome, AuthRefused | WrongEndpoint) and self._refused is None:
                 self._refused = outcome
             return outcome
 

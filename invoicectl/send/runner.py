@@ -16,7 +16,7 @@ from typing import Any
 
 import httpx
 
-from invoicectl.environment import bind_environment
+from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
@@ -67,14 +67,19 @@ def send(
         close_unanswered(journal)
         report = scan(journal)
         on_scanned(report)
-        bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        # Checked now, bound only by the first answer from the API itself (Sender).
+        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
         if options.deadline is not None:
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
-            callbacks = {"on_start": on_start, "on_progress": on_progress}
+
+            def bind() -> None:
+                bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
+
+            callbacks = {"on_start": on_start, "on_progress": on_progress, "bind": bind}
             run = _send(journal, settings, options, run_id, transport, clocks, callbacks)
             summary = asyncio.run(run)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())

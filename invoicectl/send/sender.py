@@ -25,7 +25,16 @@ from typing import Any
 from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
+from invoicectl.goroute.outcomes import (
+    Accepted,
+    AuthRefused,
+    KeyReused,
+    Outcome,
+    RateLimited,
+    Rejected,
+    Transient,
+    WrongEndpoint,
+)
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import new_version
@@ -67,8 +76,10 @@ class Sender:
         rng: random.Random | None = None,
         on_start: Callable[[SendSummary], None] = lambda summary: None,
         on_progress: Progress = lambda result, summary: None,
+        bind: Callable[[], None] = lambda: None,
     ) -> None:
         self.journal = journal
+        self._bind: Callable[[], None] | None = bind
         self.client = client
         self.rng = rng
         self.options = options
@@ -232,7 +243,9 @@ class Sender:
             try:
                 attempt_id = begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
                 outcome = await self.client.send_document(item.key, body)
-                record_answer(self.journal, attempt_id, item, outcome)
+                with self.journal.transaction():
+                    record_answer(self.journal, attempt_id, item, outcome)
+                    self._bind_on_api_answer(outcome)
             finally:
                 self._in_flight.discard(task)
             self._observe(outcome)
@@ -258,6 +271,11 @@ class Sender:
             self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
             self.request_stop("credentials")
             settle(self.journal, item, outcome)
+            return None
+        if isinstance(outcome, WrongEndpoint):
+            self.summary.endpoint_message = outcome.message
+            self.request_stop("wrong_url")
+            settle(self.journal, item, outcome)  # the key is given back: no API saw it
             return None
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
@@ -290,6 +308,17 @@ class Sender:
             self.summary.outage_reason = outcome.reason
             self.request_stop("outage")
 
+    def _bind_on_api_answer(self, outcome: Outcome) -> None:
+        """Bind the journal to the base URL with the first answer only GoRoute's API gives,
+        in the answer's own transaction: never to a URL that was refused, unreachable or a
+        web page (issue 11); never later than the first key the API has seen."""
+        proves_api = isinstance(outcome, Accepted | KeyReused) or (
+            isinstance(outcome, Rejected) and outcome.code is not None
+        )
+        if proves_api and self._bind is not None:
+            self._bind()
+            self._bind = None
+
     def _body(self, item: WorkItem) -> bytes:
         """The request body, built from the stored bytes the key carries, never the file."""
         document = document_text(self.journal.content(item.sha256))
@@ -316,6 +345,8 @@ def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
     codes = [attention(journal, journal.clock())]
     if summary.stopped_by == "credentials":
         codes.append(ExitCode.AUTH_REFUSED)
+    if summary.stopped_by == "wrong_url":
+        codes.append(ExitCode.COULD_NOT_RUN)
     if summary.stopped_by == "signal":
         codes.append(ExitCode.INTERRUPTED)
     return worst(*codes)

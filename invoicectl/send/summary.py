@@ -34,8 +34,9 @@ class SendSummary:
     replays: int = 0
     held: tuple[str, ...] = ()
     results: list[InvoiceResult] = field(default_factory=list)
-    stopped_by: str | None = None  # "signal", "deadline", "credentials", "rate_limit"
+    stopped_by: str | None = None  # "signal", "deadline", "credentials", "wrong_url", "rate_limit"
     auth_message: str | None = None
+    endpoint_message: str | None = None  # stopped_by "wrong_url": which URL answered what
     outage_reason: str | None = None
     elapsed: float = 0.0
     request_latencies: list[float] = field(default_factory=list)
@@ -82,6 +83,7 @@ class SendSummary:
             },
             "stopped_by": self.stopped_by,
             "outage": self.outage_reason,
+            "wrong_url": self.endpoint_message,
             "journal": self.journal_counts,
             "timing": {
                 "elapsed_seconds": round(self.elapsed, 3),

@@ -1,0 +1,150 @@
+"""Every setting's value checked once, whatever its source, before anything changes.
+
+A value reaches ``settings.resolve`` from an option (already typed by the CLI), an environment
+variable (always text) or the TOML config file (any TOML type: ``rate = "fast"``, ``true``,
+``1.5``, ``inf``, ``[1]``). Each check here turns one value into the type the run needs or
+raises one line naming the setting, where the value came from and what is allowed:
+
+    rate (config file /etc/invoicectl.toml) must be a whole number from 1 to 100000
+    (requests per minute), not 'fast'
+
+A bad value from the command line is a usage error (exit 2, like the CLI's own checks); from
+the environment or the config file it is a configuration error (exit 1).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, NamedTuple
+from urllib.parse import urlsplit, urlunsplit
+
+from invoicectl.errors import ConfigError, InvoicectlError, UsageError
+
+
+class Whole(NamedTuple):
+    low: int
+    high: int
+    unit: str
+
+
+class Seconds(NamedTuple):
+    low: float
+    high: float
+
+
+# Far beyond any GoRoute account; they keep a typo (10^30) from reaching the limiter and pool.
+WHOLE_SETTINGS = {
+    "rate": Whole(1, 100_000, "requests per minute"),
+    "concurrency": Whole(1, 1_000, "requests in flight"),
+    "batch_size": Whole(1, 1_000_000, "invoices per progress line"),
+    "max_attempts": Whole(1, 100, "tries per request"),
+}
+SECONDS_SETTINGS = {
+    "max_wait": Seconds(0.0, 86_400.0),
+    "deadline": Seconds(0.0, 31 * 86_400.0),
+}
+# A DNS name, an IPv4 address or an IPv6 literal (urlsplit drops the brackets); anything else
+# in the host ("exa mple", "exa%41mple") can only be a typo.
+_HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+", re.ASCII | re.IGNORECASE)
+# A bad value is quoted in the message, up to this length.
+_MAX_SHOWN = 60
+
+
+def refusal(name: str, source: str, must: str, value: Any) -> InvoicectlError:
+    """The one line for a bad value; from the command line a usage error, else configuration."""
+    shown = repr(value)
+    if len(shown) > _MAX_SHOWN:
+        shown = shown[:_MAX_SHOWN] + "…"
+    error_type = UsageError if source == "option" else ConfigError
+    where = "the command line" if source == "option" else source
+    return error_type(f"{name} ({where}) must be {must}, not {shown}")
+
+
+def whole(name: str, value: Any, source: str) -> int:
+    """An integer setting in its range; text from the environment is read as decimal."""
+    low, high, unit = WHOLE_SETTINGS[name]
+    must = f"a whole number from {low} to {high} ({unit})"
+    number = _whole_number(value)
+    if number is None or not low <= number <= high:
+        raise refusal(name, source, must, value)
+    return number
+
+
+def seconds(name: str, value: Any, source: str) -> float:
+    """A finite duration in seconds, in its range (no ``nan``, ``inf`` or negatives)."""
+    low, high = SECONDS_SETTINGS[name]
+    must = f"a number of seconds from {low:g} to {high:g}"
+    number = _number(value)
+    if number is None or not math.isfinite(number) or not low <= number <= high:
+        raise refusal(name, source, must, value)
+    return number
+
+
+def text(name: str, value: Any, source: str) -> str:
+    """A non-empty string (a path, a name)."""
+    if not isinstance(value, str) or not value.strip() or "\x00" in value:
+        raise refusal(name, source, "a non-empty text without control characters", value)
+    return value
+
+
+def base_url(value: Any, source: str) -> str:
+    """The base URL, normalised: scheme and host lower-cased, the default port and trailing
+    slashes dropped, so one environment has one spelling (and one journal binding).
+
+    Refused: no http(s) scheme or no host, a port outside 1-65535, credentials in the URL
+    (they would be stored in the journal and printed), a query string or fragment (the API's
+    paths are appended to the base URL), white space.
+    """
+    raw = text("base_url", value, source)
+    must = "an http(s) URL with a host, such as https://app.goroute.ai/peppol-api"
+    if any(char.isspace() for char in raw.strip()):
+        raise refusal("base_url", source, must, value)
+    try:
+        parts = urlsplit(raw.strip())
+        port = parts.port
+    except ValueError:
+        raise refusal("base_url", source, must + " and a port from 1 to 65535", value) from None
+    if parts.scheme.lower() not in ("http", "https") or not _HOST.fullmatch(parts.hostname or ""):
+        raise refusal("base_url", source, must, value)
+    if parts.username is not None or parts.password is not None:
+        # The credentials are not shown either: they are a secret.
+        error_type = UsageError if source == "option" else ConfigError
+        raise error_type(
+            f"base_url ({source}) must not carry a user name or password (user:password@): "
+            "they would be stored in the journal and printed; GoRoute takes the API key only"
+        )
+    if parts.query or parts.fragment or raw.strip().endswith(("?", "#")):
+        raise refusal("base_url", source, must + ", without a query string or fragment", value)
+    if port == 0:
+        raise refusal("base_url", source, must + " and a port from 1 to 65535", value)
+    scheme = parts.scheme.lower()
+    host = parts.hostname or ""
+    if ":" in host:  # an IPv6 literal keeps its brackets
+        host = f"[{host}]"
+    default_port = {"http": 80, "https": 443}[scheme]
+    netloc = host if port in (None, default_port) else f"{host}:{port}"
+    return urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
+
+
+def _whole_number(value: Any) -> int | None:
+    if isinstance(value, bool):  # TOML true is not 1
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 12:
+        return int(value.strip())
+    return None
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None

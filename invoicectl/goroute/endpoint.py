@@ -1,0 +1,67 @@
+"""Is the base URL GoRoute's API at all? (issue 11: a typo in the base URL's path.)
+
+With ``/peppol-apii`` or a missing ``/peppol-api`` a web server answers every API path with
+its own 404 page. Read as GoRoute's, that page would make every invoice ``rejected`` (and, in
+reconcile, every transaction "not found"). GoRoute's API answers JSON; so a 404 or 405 without
+a JSON body is suspicious, and is confirmed by asking two paths only the API serves (the health
+check, then the transactions list) once per client: when neither answers in JSON, the answer
+is a ``WrongEndpoint`` and the run stops with nothing changed. When the API does answer, the
+404 is the API's own (an unknown receiver or transaction), read as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from http import HTTPStatus
+
+from invoicectl.goroute.answers import Answer
+from invoicectl.goroute.jsontext import one_line
+from invoicectl.goroute.outcomes import Transient, WrongEndpoint
+
+_PAGE_STATUSES = (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED)
+
+Getter = Callable[[str, Mapping[str, str | int]], Awaitable[Answer | Transient]]
+# A health check or a page of one transaction: small; a web server's page can be anything.
+MAX_PROBE_BYTES = 64 * 1024
+
+
+def suspicious(answer: Answer) -> bool:
+    """A 404/405 whose body is not JSON: a web server's page, perhaps not the API's."""
+    return answer.status in _PAGE_STATUSES and not isinstance(answer.data, dict | list)
+
+
+class ApiCheck:
+    """Whether GoRoute's API answers at the base URL, asked at most once."""
+
+    def __init__(self, get: Getter, paths: Sequence[tuple[str, Mapping[str, str | int]]]) -> None:
+        self._get = get
+        self._paths = paths
+        self._known: bool | None = None
+
+    async def api_answers(self) -> bool:
+        if self._known is None:
+            self._known = False
+            for path, params in self._paths:
+                answer = await self._get(path, params)
+                if isinstance(answer, Transient):
+                    # No answer proves nothing: stop this time (changing nothing), ask again
+                    # next time.
+                    self._known = None
+                    return False
+                if isinstance(answer.data, dict | list):
+                    self._known = True
+                    break
+        return self._known
+
+
+def wrong_endpoint(answer: Answer, url: str) -> WrongEndpoint:
+    kind = answer.headers.get("Content-Type", "no content type").split(";")[0].strip()
+    text = one_line(answer.text)[:80]
+    page = f" ({kind}: {text})" if text else f" ({kind})"
+    return WrongEndpoint(
+        message=f"{url} answered {answer.status}{page}, not GoRoute's API, and neither does its "
+        "health check or transactions list: the base URL is wrong (check GOROUTE_BASE_URL or "
+        "base_url; it is usually https://app.goroute.ai/peppol-api); nothing was changed",
+        raw_body=answer.raw_body,
+        **answer.common(),
+    )

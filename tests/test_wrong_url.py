@@ -1,0 +1,120 @@
+"""A wrong base URL stops the run with one line and changes nothing, and the journal is bound
+only by the first answer from the API itself (issue 11, items 7 and 8)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from clikit import run_send
+from hostile import HostileServer, answer
+from sendkit import emulator, states
+from ublfactory import write_invoice
+
+from invoicectl.journal import Journal
+from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
+
+pytestmark = pytest.mark.slow
+
+PAGE = b"<html><head><title>404 Not Found</title></head><body>nginx</body></html>"
+
+
+def a_web_server() -> HostileServer:
+    """Answers every path, API paths included, with its HTML 404 page."""
+    return HostileServer(answer(404, PAGE, {"Content-Type": "text/html"}))
+
+
+def journal_facts(journal: Path) -> tuple[dict[str, str], str | None]:
+    with Journal(journal) as opened:
+        bound = opened.bound_base_url()
+    return states(journal), bound
+
+
+@pytest.mark.parametrize("path", ["/peppol-apii", "", "/peppol-api/v2"])
+def test_a_typo_in_the_path_burns_nothing_and_the_fixed_url_sends(
+    outbox: Path, tmp_path: Path, path: str
+) -> None:
+    journal = tmp_path / "journal.db"
+    for number in range(3):
+        write_invoice(outbox, f"W-{number}")
+    with a_web_server() as server:
+        code, output = run_send(outbox, journal, server.base_url + path)
+        posts = [request for request in server.requests if request.method == "POST"]
+    assert code == 1
+    assert f"{server.base_url}{path}/api/v1/documents answered 404 (text/html" in output
+    assert "the base URL is wrong" in output
+    assert len(posts) == 1  # the first answer stopped the run
+    states, bound = journal_facts(journal)
+    assert set(states.values()) == {"pending"}  # nothing rejected, nothing unknown
+    assert bound is None
+
+    with BackgroundServer(emulator()) as fixed:
+        code, output = run_send(outbox, journal, fixed.base_url)
+    assert code == 0, output
+    states, bound = journal_facts(journal)
+    assert set(states.values()) == {"accepted"}
+    assert bound == fixed.base_url
+
+
+@pytest.mark.parametrize(
+    "base_url",
+    [
+        "http://127.0.0.1:9",  # nothing listens
+        "http://goroute.example.invalid",  # plain http to a remote host: refused
+    ],
+)
+def test_a_url_that_never_answered_does_not_bind_the_journal(
+    outbox: Path, tmp_path: Path, base_url: str
+) -> None:
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "U-1")
+    code, output = run_send(outbox, journal, base_url, "--max-attempts", "1")
+    assert code != 0
+    if journal.exists():
+        assert journal_facts(journal)[1] is None
+    with BackgroundServer(emulator()) as fixed:
+        code, output = run_send(outbox, journal, fixed.base_url)
+    assert code == 0, output  # no "bound to another base URL"
+    assert journal_facts(journal) == ({"U-1": "accepted"}, fixed.base_url)
+
+
+def test_a_trailing_slash_is_the_same_environment(outbox: Path, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "S-1")
+    with BackgroundServer(emulator()) as server:
+        assert run_send(outbox, journal, server.base_url + "/")[0] == 0
+        write_invoice(outbox, "S-2")
+        code, output = run_send(outbox, journal, server.base_url)
+    assert code == 0, output
+    assert journal_facts(journal)[1] == server.base_url
+
+
+def test_reconcile_at_a_wrong_url_concludes_nothing(outbox: Path, tmp_path: Path) -> None:
+    """Every transaction "not found" at a web page would read as "never arrived"."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "R-1")
+    with BackgroundServer(emulator()) as server:
+        assert run_send(outbox, journal, server.base_url)[0] == 0
+    env = {
+        **os.environ,
+        "GOROUTE_API_KEY": DEFAULT_API_KEY,
+        "INVOICECTL_JOURNAL": str(journal),
+    }
+    with a_web_server() as web:
+        env["GOROUTE_BASE_URL"] = web.base_url + "/peppol-apii"
+        run = subprocess.run(
+            [sys.executable, "-m", "invoicectl", "reconcile", "--allow-environment-change"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "the base URL is wrong" in run.stderr
+    assert "reconcile changed nothing" in run.stderr
+    assert states(journal) == {"R-1": "accepted"}
+    with Journal(journal) as opened:
+        assert opened.invoice("R-1").verdict is None
