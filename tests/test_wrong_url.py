@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from clikit import run_send
-from hostile import HostileServer, answer
+from hostile import HostileServer, answer, answer_json
 from sendkit import emulator, states
 from ublfactory import write_invoice
 
@@ -118,3 +118,20 @@ def test_reconcile_at_a_wrong_url_concludes_nothing(outbox: Path, tmp_path: Path
     assert states(journal) == {"R-1": "accepted"}
     with Journal(journal) as opened:
         assert opened.invoice("R-1").verdict is None
+
+
+@pytest.mark.parametrize(
+    ("status", "bound"),
+    [(401, False), (503, True), (400, True)],
+)
+def test_which_answers_bind_the_journal(
+    outbox: Path, tmp_path: Path, status: int, bound: bool
+) -> None:
+    """A refused key binds nothing (a sandbox key at the production URL); a server error or
+    a refusal of the document is an answer from the API there, and binds."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "B-1")
+    error = {"error": {"code": "SOME_CODE", "message": "no"}}
+    with HostileServer(answer_json(status, error)) as server:
+        run_send(outbox, journal, server.base_url, "--max-attempts", "1", "--no-receiver-check")
+        assert journal_facts(journal)[1] == (server.base_url if bound else None)

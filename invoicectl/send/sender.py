@@ -309,11 +309,15 @@ class Sender:
             self.request_stop("outage")
 
     def _bind_on_api_answer(self, outcome: Outcome) -> None:
-        """Bind the journal to the base URL with the first answer only GoRoute's API gives,
-        in the answer's own transaction: never to a URL that was refused, unreachable or a
-        web page (issue 11); never later than the first key the API has seen."""
-        proves_api = isinstance(outcome, Accepted | KeyReused) or (
-            isinstance(outcome, Rejected) and outcome.code is not None
+        """Bind the journal to the base URL with the first answer from a server there, in
+        the answer's own transaction, so no key the server may have seen goes unbound.
+
+        Not bound by: no answer (refused, unreachable, timed out), a web page where the API
+        should be (``WrongEndpoint``), a redirect or a 2xx that is not the API's, or a refused
+        key (a sandbox key at the production URL must not tie the journal there)."""
+        status = outcome.http_status or 0
+        proves_api = isinstance(outcome, Accepted | KeyReused | Rejected | RateLimited) or (
+            isinstance(outcome, Transient) and status >= 500
         )
         if proves_api and self._bind is not None:
             self._bind()
