@@ -14,6 +14,8 @@ its methods take and return typed records (``records``), never rows. The parts:
     scans       what a scan stores, and the grouping it settles from
     packing     how stored bytes are compressed
     runlock     one run at a time: the OS lock beside the journal file
+    history     its identity, whether it ever sent to a base URL, its history checks
+    backup      a consistent copy while a send runs (SQLite's online backup)
 
 What each state means and when it may change is not the journal's business but the
 lifecycle's (``invoicectl.lifecycle``).
@@ -28,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.runlock import RunLock
@@ -37,7 +40,7 @@ from invoicectl.journal.sending import SendingRecords
 __all__ = ["Clock", "Journal", "locked_journal", "peek_known_sha256", "utc_now"]
 
 
-class Journal(InvoiceRecords, SendingRecords, ScanRecords):
+class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords):
     """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
 
     def __enter__(self) -> Journal:

@@ -4,7 +4,8 @@ GoRoute refused the key (422 ``IDEMPOTENCY_KEY_REUSED``) and named the transacti
 it (``existing_transaction_id``); reconcile GETs that transaction. GoRoute not knowing it is
 ``not_found``; an answer is judged by ``matching.matched``, and adopting it is
 ``already_sent``. A 422 that named no transaction is searched for like an unanswered send
-(``unanswered``).
+(``unanswered``). A never-sent invoice that a send's history check held, with the transaction
+it found (``send/history.py``), is judged here the same way.
 """
 
 from __future__ import annotations
@@ -27,12 +28,13 @@ def judge_key_reused(
 ) -> Case:
     """The verdict on the transaction the 422 named, from what its GET answered."""
     if isinstance(outcome, NotFound):
+        named = "the 422" if side.state == "key_reused" else "the history check found"
         return build_case(
             invoice_id,
             Verdict.not_found,
             side,
             api=ApiSide(txn_id),
-            detail=f"the 422 named transaction {txn_id}; GoRoute answers 404 for it",
+            detail=f"{named} transaction {txn_id}; GoRoute answers 404 for it",
         )
     if not isinstance(outcome, Found):
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
