@@ -50,6 +50,10 @@ def backup(source: Path, destination: Path) -> BackupResult:
     destination = destination.absolute()
     if destination.is_dir():
         raise JournalError(f"the backup destination {destination} is a directory; name a file")
+    if not destination.parent.is_dir():
+        raise JournalError(
+            f"the backup destination's directory {destination.parent} does not exist"
+        )
     if destination.resolve() == source.resolve():
         raise JournalError(f"the backup destination {destination} is the journal itself")
     for suffix in ("-wal", "-shm"):

@@ -115,7 +115,8 @@ def check_history(
     identity = journal.identity()
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    to_send = plan(journal, journal.clock(), options.order).pending
+    # Planned only when it matters: a journal with its history pays two small queries.
+    to_send = plan(journal, journal.clock(), options.order).pending if lost or fresh else ()
     if (lost or fresh) and to_send:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
