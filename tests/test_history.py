@@ -310,8 +310,74 @@ def test_the_marker_names_this_journal_and_run(outbox: Path, journal_path: Path)
 
     import json
 
-    marker = json.loads((outbox / MARKER_NAME).read_text())
+    settings = settings_for(journal_path)
+    marker = json.loads((outbox / MARKER_NAME).read_text())["sends"][settings.base_url]
     with Journal(journal_path) as journal:
         assert marker["journal_id"] == journal.identity().journal_id
         assert journal.run_started_at(marker["run_id"]) == marker["run_started_at"]
     assert marker["journal"] == str(journal_path)
+
+
+def test_each_base_url_keeps_its_own_marker_entry(outbox: Path, tmp_path: Path):
+    """A try of another environment from the same outbox does not hide a later loss."""
+    outbox_of(outbox, "E", 2)
+    sandbox = emulator()
+    production = settings_for(tmp_path / "prod.db", base_url="http://prod.test")
+    trial = settings_for(tmp_path / "trial.db", base_url="http://trial.test")
+    send(production, outbox, sandbox.transport(), warn=lambda line: None)
+    send(trial, outbox, sandbox.transport(), warn=lambda line: None)
+
+    (tmp_path / "prod.db").write_bytes(b"")
+    warnings: list[str] = []
+    send(production, outbox, sandbox.transport(), warn=warnings.append)
+
+    assert "is not the one" in warnings[0] and "2 already there" in warnings[0]
+
+
+def test_a_marker_that_is_not_ours_is_ignored_with_a_line_and_the_check_still_made(
+    outbox: Path, journal_path: Path
+):
+    outbox_of(outbox, "G", 1)
+    (outbox / MARKER_NAME).write_text("{not json")
+    warnings: list[str] = []
+
+    send(settings_for(journal_path), outbox, emulator().transport(), warn=warnings.append)
+
+    assert warnings[0] == (
+        f"invoicectl: warning: the outbox marker {outbox / MARKER_NAME} is not one invoicectl "
+        "wrote; it is ignored"
+    )
+    assert "has never sent to" in warnings[1]
+    assert '"sends"' in (outbox / MARKER_NAME).read_text()  # replaced by a good one
+
+
+def test_reconcile_judges_what_the_check_found_and_names_the_release_as_the_next_step(
+    outbox: Path, journal_path: Path
+):
+    from invoicectl.lifecycle.holds import release
+
+    write_invoice(outbox, "X-1")
+    write_invoice(outbox, "X-2")
+    sandbox = emulator()
+    other = {"invoice_id": "X-1", "sha256": "0" * 64}
+    sandbox.add_transaction("X-1", metadata=other, status="delivered")
+    sandbox.add_transaction("X-2", status="failed")
+    settings = settings_for(journal_path, rate=60_000)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+
+    report = reconcile(settings, apply=True, transport=sandbox.transport())
+
+    cases = {case.invoice_id: case for case in report.cases}
+    assert str(cases["X-1"].verdict) == "different_document"
+    assert "this journal would send sha256" in cases["X-1"].detail
+    assert "`invoicectl release X-1` sends this content too" in cases["X-1"].action
+    assert str(cases["X-2"].verdict) == "sent_then_failed"
+    assert (
+        cases["X-2"].action
+        == "delivery failed: `invoicectl release X-2` sends it from this journal"
+    )
+    assert report.applied == ()
+    with Journal(journal_path) as journal:
+        release(journal, "X-2", by="test")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    assert states(journal_path) == {"X-1": "pending", "X-2": "accepted"}

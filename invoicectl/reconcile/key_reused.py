@@ -10,6 +10,8 @@ it found (``send/history.py``), is judged here the same way.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
 from invoicectl.reconcile.matching import matched
@@ -38,4 +40,27 @@ def judge_key_reused(
         )
     if not isinstance(outcome, Found):
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
-    return matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)
+    case = matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)
+    return _never_sent_here(case) if side.state == "pending" else case
+
+
+def _never_sent_here(case: Case) -> Case:
+    """The next step for an invoice this journal never sent (a history check held it): it
+    has no key of its own to replace, so releasing it is what sends it."""
+    invoice_id = case.invoice_id
+    if case.verdict is Verdict.sent_then_failed:
+        return replace(
+            case,
+            action=f"delivery failed: `invoicectl release {invoice_id}` sends it from this journal",
+        )
+    if case.verdict is Verdict.different_document:
+        txn = case.api.transaction_id if case.api and case.api.transaction_id else "it"
+        detail = case.detail.replace("the journal sent sha256", "this journal would send sha256")
+        return replace(
+            case,
+            action=f"investigate: GoRoute's {txn} is not this content of {invoice_id}; "
+            f"`invoicectl release {invoice_id}` sends this content too, `invoicectl abandon "
+            f"{invoice_id}` records it as settled",
+            detail=detail.replace(" under this key", ""),
+        )
+    return case

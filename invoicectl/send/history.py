@@ -109,7 +109,7 @@ def check_history(
     the check took. Raises ``HistoryUnchecked`` when the check was needed and failed."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
-    marker, problem = read_marker(options.outbox) if options.outbox else (None, None)
+    marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
     if problem:
         warn(f"invoicectl: warning: {problem}")
     identity = journal.identity()
@@ -153,7 +153,7 @@ def history_lost(
     options: SendOptions,
 ) -> str | None:
     """Why the outbox's marker says this journal lost history, or None when it does not."""
-    if marker is None or marker.base_url != base_url:
+    if marker is None:
         return None
     outbox = options.outbox
     if marker.journal_id != identity.journal_id:
