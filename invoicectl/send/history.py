@@ -47,7 +47,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome, RateLimited, Rejected, Transient
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, JournalIdentity
+from invoicectl.journal.records import Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.plan import plan
 from invoicectl.reconcile.matching import compare, parse_time
@@ -181,7 +181,8 @@ def _check(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
 ) -> Finding:
-    invoices = [invoice for i in to_send if (invoice := journal.invoice(i)) is not None]
+    wanted = set(to_send)
+    invoices = [i for i in journal.invoices(InvoiceState.pending) if i.invoice_id in wanted]
     limit = CHECK_SECONDS
     deadline_binds = options.deadline is not None and options.deadline < limit
     if options.deadline is not None:
