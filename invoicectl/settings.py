@@ -86,10 +86,12 @@ class Settings:
         check_receivers: bool = True,
         refresh_receivers: bool = False,
         validate: bool = False,
+        history: Mapping[str, Any] | None = None,
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
-        are looked up first and documents validated by GoRoute."""
+        are looked up first and documents validated by GoRoute. ``history``: the history
+        check's options (``outbox``, ``trust_new_journal``, ``warn``; ``send/history.py``)."""
         from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 
@@ -105,6 +107,7 @@ class Settings:
             check_receivers=check_receivers,
             refresh_receivers=refresh_receivers,
             validate=validate,
+            **(history or {}),
         )
 
     def send_run_options(

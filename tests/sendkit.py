@@ -42,6 +42,7 @@ def send(
     options.setdefault("rate_per_minute", 60_000)
     options.setdefault("concurrency", 10)
     options.setdefault("policy", FAST_RETRY)
+    options.setdefault("outbox", outbox)  # where the history marker goes, as the CLI does
     allow = options.pop("allow_environment_change", False)
     clocks = options.pop("clocks", REAL_CLOCKS)
     return runner.send(

@@ -18,7 +18,7 @@ from ublfactory import write_invoice
 from invoicectl.cli import app
 from invoicectl.cli.app import answers_in_json
 from invoicectl.cli.consoles import say
-from invoicectl.sandbox import BackgroundServer
+from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
 
 runner = CliRunner()
 CLI_DIR = Path(__file__).resolve().parents[1] / "invoicectl" / "cli"
@@ -125,18 +125,25 @@ def test_a_long_error_is_one_line_on_stderr_when_stderr_is_not_a_terminal(tmp_pa
 
 
 def test_the_credentials_stop_of_send_is_one_line_on_stderr(outbox: Path, tmp_path: Path):
-    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-0")
     with BackgroundServer(emulator()) as server:
-        result = subprocess.run(
-            [sys.executable, "-m", "invoicectl", "send", str(outbox), "--json"],
-            capture_output=True,
-            text=True,
-            env=environment_without_a_terminal_width(
-                GOROUTE_BASE_URL=server.base_url,
-                GOROUTE_API_KEY="sk_test_not_a_known_key",
-                INVOICECTL_JOURNAL=str(tmp_path / "journal.db"),
-            ),
-        )
+
+        def send(api_key: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                [sys.executable, "-m", "invoicectl", "send", str(outbox), "--json"],
+                capture_output=True,
+                text=True,
+                env=environment_without_a_terminal_width(
+                    GOROUTE_BASE_URL=server.base_url,
+                    GOROUTE_API_KEY=api_key,
+                    INVOICECTL_JOURNAL=str(tmp_path / "journal.db"),
+                ),
+            )
+
+        # A journal with history, so the sender itself meets the 401 (not the history check).
+        assert send(DEFAULT_API_KEY).returncode == 0
+        write_invoice(outbox, "INV-1")
+        result = send("sk_test_not_a_known_key")
 
     assert result.returncode == 5, result.stderr
     (line,) = result.stderr.splitlines()

@@ -200,9 +200,10 @@ def test_a_write_that_fails_mid_scan_is_a_clear_error_and_loses_nothing(
 
     assert failed.returncode == 1, failed.stderr
     assert " ".join(failed.stderr.split()) == (
-        "invoicectl: error: the journal could not be written or read (disk I/O error); "
-        "everything committed before is kept: fix the cause (free disk space, say) and run "
-        "again"
+        f"invoicectl: error: the journal {journal} could not be used (disk I/O error): the "
+        "system refused a read or write (a full disk, a file-size limit such as `ulimit -f`, "
+        "or a failing disk: see `dmesg`); fix that and run again; everything committed "
+        "before is kept"
     )
     again = subprocess.run(
         [sys.executable, "-m", "invoicectl", "scan", *scan], capture_output=True, text=True

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -25,8 +26,10 @@ def invoke(*args: str):
     return runner.invoke(app, list(args))
 
 
-def test_quick_start_sends_the_samples_and_ends_well():
-    result = invoke("send", str(REPO / "sample_invoices"), "--sandbox", *FAST)
+def test_quick_start_sends_the_samples_and_ends_well(tmp_path: Path):
+    # A copy: a send leaves its history marker in the outbox, never in the repository.
+    samples = shutil.copytree(REPO / "sample_invoices", tmp_path / "sample_invoices")
+    result = invoke("send", str(samples), "--sandbox", *FAST)
 
     assert result.exit_code == 0, result.output
     assert "accepted 13" in result.output

@@ -19,6 +19,7 @@ from invoicectl.goroute.outcomes import Accepted
 from invoicectl.journal import Journal
 from invoicectl.journal.records import InvoiceState
 from invoicectl.lifecycle.decisions import adopt, new_version, record_delivery
+from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.sending import WorkItem, claim_key, mark_unknown, settle
 from invoicectl.lifecycle.transitions import (
     ALLOWED,
@@ -45,7 +46,7 @@ EXPECTED: dict[Transition, frozenset[InvoiceState]] = {
     Transition.mark_unknown: frozenset({S.pending}),
     Transition.release_key: frozenset({S.pending, S.unknown}),
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
-    Transition.adopt: frozenset({S.key_reused, S.unknown}),
+    Transition.adopt: frozenset({S.key_reused, S.unknown, S.pending}),
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: ALL,
     Transition.hold: ALL - {S.accepted},
@@ -138,7 +139,10 @@ def test_an_answer_is_recorded_only_from_pending_or_unknown(
 
 @pytest.mark.parametrize("state", list(InvoiceState))
 def test_adopt_only_from_key_reused_or_unknown(journal: Journal, state: InvoiceState) -> None:
+    """...or pending, held with the transaction a send's history check found for it."""
     in_state(journal, state)
+    if state is S.pending:
+        hold(journal, "INV-1", "found", "history check", existing_transaction_id="txn_found")
     adopted = adopt(
         journal,
         "INV-1",
@@ -154,6 +158,26 @@ def test_adopt_only_from_key_reused_or_unknown(journal: Journal, state: InvoiceS
     assert (journal.invoice("INV-1").state is S.accepted) is (  # type: ignore[union-attr]
         adopted or state is S.accepted
     )
+
+
+def test_a_pending_invoice_adopts_only_the_transaction_its_history_check_found(
+    journal: Journal,
+) -> None:
+    in_state(journal, S.pending)
+    hold(journal, "INV-1", "found", "history check", existing_transaction_id="txn_found")
+    common = {
+        "expected_state": S.pending,
+        "idempotency_key": None,
+        "remote_status": "delivered",
+        "checked_at": "2026-01-02T00:00:00+00:00",
+        "accepted_at": "2026-01-01T00:00:01+00:00",
+        "detail": "test",
+    }
+
+    assert adopt(journal, "INV-1", transaction_id="txn_other", **common) is False
+    assert adopt(journal, "INV-1", transaction_id="txn_found", **common) is True
+    adopted = journal.invoice("INV-1")
+    assert adopted is not None and adopted.state is S.accepted and adopted.hold is None
 
 
 @pytest.mark.parametrize("state", list(InvoiceState))

@@ -183,7 +183,10 @@ def test_refused_credentials_stop_the_run_and_change_no_state(outbox: Path, jour
     sandbox = emulator()
     settings = settings_for(journal_path, environ={"GOROUTE_API_KEY": "sk_test_wrong"})
 
-    _, summary = send(settings, outbox, sandbox.transport(), rate_per_minute=600)
+    # The sender's own stop: a journal's history check would meet the 401 first.
+    _, summary = send(
+        settings, outbox, sandbox.transport(), rate_per_minute=600, trust_new_journal=True
+    )
 
     assert summary.exit_code == ExitCode.AUTH_REFUSED
     assert set(states(journal_path).values()) == {"pending"}
@@ -425,7 +428,10 @@ def test_an_unreachable_api_stops_the_run_and_leaves_everything_pending(
         closed_port = probe.getsockname()[1]
     settings = settings_for(journal_path, base_url=f"http://127.0.0.1:{closed_port}")
 
-    _, summary = send(settings, outbox, None, policy=attempts_policy(2), concurrency=1)
+    # The sender's own stop: a journal's history check would meet the outage first.
+    _, summary = send(
+        settings, outbox, None, policy=attempts_policy(2), concurrency=1, trust_new_journal=True
+    )
 
     assert summary.stopped_by == "outage"
     assert "connection refused" in summary.outage_reason

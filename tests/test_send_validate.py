@@ -158,6 +158,6 @@ def test_the_cli_flag_validates_and_holds(outbox: Path):
     result = CliRunner().invoke(app, args)
 
     assert result.exit_code == ExitCode.NEEDS_RECONCILE, result.output
-    summary = json.loads(result.output)
+    summary = json.loads(result.stdout)  # stderr has the new journal's history check
     assert summary["validation"] == {"asked": 2, "unvalidated": 0, "held": ["BAD-1"]}
     assert summary["counts"] == {"accepted": 1}

@@ -33,20 +33,31 @@ def journal_facts(journal: Path) -> tuple[dict[str, str], str | None]:
     return states(journal), bound
 
 
-@pytest.mark.parametrize("path", ["/peppol-apii", "", "/peppol-api/v2"])
+@pytest.mark.parametrize(
+    ("path", "trust", "asked"),
+    [
+        # A new journal asks the transactions list first (its history check) ...
+        ("/peppol-apii", False, "/api/v1/transactions"),
+        ("", False, "/api/v1/transactions"),
+        # ... and one told to trust itself meets the page at the documents POST.
+        ("/peppol-apii", True, "/api/v1/documents"),
+        ("/peppol-api/v2", True, "/api/v1/documents"),
+    ],
+)
 def test_a_typo_in_the_path_burns_nothing_and_the_fixed_url_sends(
-    outbox: Path, tmp_path: Path, path: str
+    outbox: Path, tmp_path: Path, path: str, trust: bool, asked: str
 ) -> None:
     journal = tmp_path / "journal.db"
     for number in range(3):
         write_invoice(outbox, f"W-{number}")
     with a_web_server() as server:
-        code, output = run_send(outbox, journal, server.base_url + path)
+        args = ["--trust-new-journal"] if trust else []
+        code, output = run_send(outbox, journal, server.base_url + path, *args)
         posts = [request for request in server.requests if request.method == "POST"]
     assert code == 1
-    assert f"{server.base_url}{path}/api/v1/documents answered 404 (text/html" in output
+    assert f"{server.base_url}{path}{asked} answered 404 (text/html" in output
     assert "the base URL is wrong" in output
-    assert len(posts) == 1  # the first answer stopped the run
+    assert len(posts) == (1 if trust else 0)  # the first answer stopped the run
     states, bound = journal_facts(journal)
     assert set(states.values()) == {"pending"}  # nothing rejected, nothing unknown
     assert bound is None
@@ -133,5 +144,6 @@ def test_which_answers_bind_the_journal(
     write_invoice(outbox, "B-1")
     error = {"error": {"code": "SOME_CODE", "message": "no"}}
     with HostileServer(answer_json(status, error)) as server:
-        run_send(outbox, journal, server.base_url, "--max-attempts", "1", "--no-receiver-check")
+        args = ("--max-attempts", "1", "--no-receiver-check", "--trust-new-journal")
+        run_send(outbox, journal, server.base_url, *args)
         assert journal_facts(journal)[1] == (server.base_url if bound else None)

@@ -15,6 +15,7 @@ import signal
 import sqlite3
 import sys
 from itertools import pairwise
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -51,6 +52,7 @@ class _Commands(typer.core.TyperGroup):
         # Noted before the command's own options are parsed: a usage error in them must
         # still answer in JSON.
         ctx.meta["json"] = answers_in_json(args)
+        ctx.meta["args"] = list(args)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -64,7 +66,7 @@ class _Commands(typer.core.TyperGroup):
             # A closed stdout (BrokenPipeError) is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
-            failure = _as_invoicectl_error(error)
+            failure = _as_invoicectl_error(error, ctx.meta.get("args", []))
             if not _json_error(ctx, str(failure), failure.exit_code):
                 say_error(str(failure))
             raise typer.Exit(int(failure.exit_code)) from None
@@ -81,22 +83,37 @@ def answers_in_json(args: list[str]) -> bool:
     )
 
 
-def _as_invoicectl_error(error: Exception) -> InvoicectlError:
-    """An error from below the library, as one line a person can act on."""
+def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
+    """An error from below the library, as one line a person can act on: the file it is
+    about (the journal, when the error names none) and advice that fits its cause."""
     if isinstance(error, InvoicectlError):
         return error
+    from invoicectl.journal.failures import explain_os, explain_sqlite
+
     if isinstance(error, sqlite3.DatabaseError):
-        # Mid-run: the disk filled up, or the file was damaged. SQLite commits whole or not
-        # at all, so what was committed stays, and the next run goes on from there.
-        return JournalError(
-            f"the journal could not be written or read ({error}); everything committed "
-            "before is kept: fix the cause (free disk space, say) and run again"
-        )
-    # The system's own words and the path: a directory that cannot be made, a file system
-    # gone read-only.
+        # Mid-run: SQLite commits whole or not at all, so what was committed stays.
+        return JournalError(explain_sqlite(error, _journal_of(args)))
     assert isinstance(error, OSError)
-    where = f" {error.filename}" if error.filename else ""
-    return InvoicectlError(f"cannot use{where}: {error.strerror or error}")
+    return InvoicectlError(explain_os(error, None if error.filename else _journal_of(args)))
+
+
+def _journal_of(args: list[str]) -> Path | None:
+    """The journal the command line names (``--journal``, ``--sandbox``, else the settings'),
+    for an error that names no file; None when that cannot be told."""
+    options = args[: args.index("--")] if "--" in args else args
+    named: str | None = None
+    for index, arg in enumerate(options):
+        if arg == "--journal" and index + 1 < len(options):
+            named = options[index + 1]
+        elif arg.startswith("--journal="):
+            named = arg.partition("=")[2]
+    try:
+        from invoicectl.settings import resolve
+
+        journal = Path(named) if named else None
+        return resolve(journal=journal, sandbox="--sandbox" in options, need_key=False).journal
+    except Exception:  # a bad setting has its own message; this one only names a file
+        return None
 
 
 def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:

@@ -1,9 +1,10 @@
 """The commands that read or fill the journal and never talk to the API: ``scan``,
-``status`` and ``show``."""
+``status``, ``show``, ``receivers`` and ``backup``."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -147,3 +148,19 @@ def receivers(
         print(to_json(records))
         return
     print("\n".join(map(receiver_line, records)) or "no receiver looked up yet")
+
+
+@app.command(epilog=EXIT_CODES_HELP)
+def backup(
+    destination: Annotated[
+        Path, typer.Argument(metavar="DEST", help="The file to write the copy to.")
+    ],
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Copy the journal to DEST while cron may be sending: SQLite's online backup, written to
+    a temporary file, integrity-checked, fsynced and renamed over DEST. One line; exit 0 when
+    the copy is good, 1 when no copy could be made (DEST is then as it was)."""
+    from invoicectl.journal.backup import backup as copy_journal
+
+    print(copy_journal(journal_path(journal, sandbox), destination).line())

@@ -102,6 +102,15 @@ def send(
             "finds invalid (a failed validation does not stop the send).",
         ),
     ] = False,
+    trust_new_journal: Annotated[
+        bool,
+        typer.Option(
+            "--trust-new-journal",
+            help="Send from a journal with no history at this base URL (or one that lost it) "
+            "without first checking GoRoute's transactions for what it already holds. Only "
+            "when no other journal ever sent these invoices.",
+        ),
+    ] = False,
     dry_run: Annotated[
         bool,
         typer.Option(
@@ -163,6 +172,7 @@ def send(
             check_receivers=not no_receiver_check,
             refresh_receivers=refresh_receivers,
             validate=validate,
+            history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
         ),
         allow_environment_change=allow_environment_change,
         run_options=settings.send_run_options(

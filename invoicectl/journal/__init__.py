@@ -14,6 +14,9 @@ its methods take and return typed records (``records``), never rows. The parts:
     scans       what a scan stores, and the grouping it settles from
     packing     how stored bytes are compressed
     runlock     one run at a time: the OS lock beside the journal file
+    history     its identity, whether it ever sent to a base URL, its history checks
+    failures    a SQLite or system error on the journal as one line: the file, the cause
+    backup      a consistent copy while a send runs (SQLite's online backup)
 
 What each state means and when it may change is not the journal's business but the
 lifecycle's (``invoicectl.lifecycle``).
@@ -27,7 +30,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from invoicectl.errors import JournalError
 from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.failures import explain_os, explain_sqlite
+from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.runlock import RunLock
@@ -37,7 +43,7 @@ from invoicectl.journal.sending import SendingRecords
 __all__ = ["Clock", "Journal", "locked_journal", "peek_known_sha256", "utc_now"]
 
 
-class Journal(InvoiceRecords, SendingRecords, ScanRecords):
+class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords):
     """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
 
     def __enter__(self) -> Journal:
@@ -46,9 +52,20 @@ class Journal(InvoiceRecords, SendingRecords, ScanRecords):
 
 @contextmanager
 def locked_journal(path: Path, command: str, clock: Clock = utc_now) -> Iterator[Journal]:
-    """The journal, for a command that writes it: one at a time (send, scan, reconcile)."""
-    with RunLock(path, command=command), Journal(path, clock) as journal:
-        yield journal
+    """The journal, for a command that writes it: one at a time (send, scan, reconcile).
+
+    A SQLite error while it is held, or a system error naming no other file (the run lock's
+    own writes name none), is the journal's: one ``JournalError`` line naming it and the
+    cause (``failures``). A closed stdout (``BrokenPipeError``) is not the journal's."""
+    try:
+        with RunLock(path, command=command), Journal(path, clock) as journal:
+            yield journal
+    except sqlite3.DatabaseError as error:
+        raise JournalError(explain_sqlite(error, path)) from None
+    except OSError as error:
+        if isinstance(error, BrokenPipeError) or error.filename:
+            raise
+        raise JournalError(explain_os(error, path)) from None
 
 
 def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:

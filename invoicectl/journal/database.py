@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.migrations import bring_up_to_date
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
@@ -97,14 +98,19 @@ class Database:
 
 
 def open_database(path: Path) -> Database:
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if not path.exists():
-        # Created 0600 before SQLite writes a byte: the journal holds invoices.
-        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    """The journal at ``path``, created if need be; a failure is one ``JournalError`` line
+    naming the file and its cause (``failures``)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        if not path.exists():
+            # Created 0600 before SQLite writes a byte: the journal holds invoices.
+            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    except OSError as error:
+        raise JournalError(explain_os(error, path)) from None
     try:
         conn = sqlite3.connect(path, isolation_level=None)
     except sqlite3.DatabaseError as error:
-        raise JournalError(f"cannot open the journal {path}: {error}") from None
+        raise JournalError(explain_sqlite(error, path)) from None
     try:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 10000")
@@ -115,7 +121,7 @@ def open_database(path: Path) -> Database:
         bring_up_to_date(conn)
     except sqlite3.DatabaseError as error:
         conn.close()
-        raise JournalError(f"cannot open the journal {path}: {error}") from None
+        raise JournalError(explain_sqlite(error, path)) from None
     except BaseException:
         conn.close()
         raise

@@ -241,6 +241,35 @@ def m007_validations(db: Database) -> None:
     )
 
 
+def m008_identity_and_history_checks(db: Database) -> None:
+    db.executescript(
+        """
+        -- Who this journal is: a random id made when the journal is created (or upgraded to
+        -- this migration). The marker a send leaves in its outbox names the journal and the
+        -- run that last sent from it; a journal that does not find itself and that run there
+        -- has lost history (send/history.py).
+        CREATE TABLE identity (
+            id INTEGER PRIMARY KEY CHECK (id = 1),
+            journal_id TEXT NOT NULL,
+            created_at TEXT NOT NULL
+        );
+        INSERT INTO identity (id, journal_id, created_at)
+            VALUES (1, lower(hex(randomblob(16))), strftime('%Y-%m-%dT%H:%M:%SZ', 'now'));
+        -- Each check of GoRoute's transactions a send made before sending from a journal
+        -- with no history there (or one that lost it); a journal checked for a base URL is
+        -- not checked again for it unless an outbox marker says it lost history since.
+        CREATE TABLE history_checks (
+            id INTEGER PRIMARY KEY,
+            base_url TEXT NOT NULL,
+            run_id INTEGER,
+            checked_at TEXT NOT NULL,
+            why TEXT NOT NULL,
+            outcome TEXT NOT NULL           -- JSON: what was found, held, not checked
+        );
+        """
+    )
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -249,6 +278,7 @@ MIGRATIONS = (
     m005_due_date,
     m006_receivers,
     m007_validations,
+    m008_identity_and_history_checks,
 )
 
 

@@ -172,6 +172,13 @@ class UnidentifiedFile(NamedTuple):
     updated_at: str
 
 
+class JournalIdentity(NamedTuple):
+    """Who a journal is: a random id made with it, and when (``identity``, m008)."""
+
+    journal_id: str
+    created_at: str
+
+
 class ReceiverCheck(NamedTuple):
     """What a participant lookup said of a receiver, and when."""
 

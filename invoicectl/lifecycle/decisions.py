@@ -106,6 +106,11 @@ def adopt(
             or invoice.idempotency_key != idempotency_key
             or invoice.hold is Hold.abandoned
             or not allowed(Transition.adopt, invoice.state)
+            or (
+                # Never sent from here: only the transaction a history check found for it.
+                invoice.state is InvoiceState.pending
+                and invoice.existing_transaction_id != transaction_id
+            )
         ):
             return False
         # The transaction found settles what a hold was waiting for.

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
@@ -31,16 +32,27 @@ class Decision:
 
 
 def hold(
-    journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
+    journal: JournalBackend,
+    invoice_id: str,
+    reason: str,
+    by: str,
+    *,
+    dry_run: bool = False,
+    existing_transaction_id: str | None = None,
 ) -> Decision:
-    """Keep ``invoice_id`` from being sent or replayed until it is released."""
+    """Keep ``invoice_id`` from being sent or replayed until it is released.
+
+    ``existing_transaction_id``: a transaction GoRoute already holds for this never-sent
+    invoice (a send's history check found it), kept for ``reconcile`` to judge and adopt.
+    """
     invoice = _known(journal, invoice_id)
     if invoice.hold is not None:
         return Decision(invoice_id, False, f"already {invoice.hold} ({invoice.hold_reason})")
     if not allowed(Transition.hold, invoice.state):
         return Decision(invoice_id, False, f"{invoice.state}: nothing left to hold")
+    found = {"existing_transaction_id": existing_transaction_id} if existing_transaction_id else {}
     if not dry_run:
-        _set_hold(journal, invoice, Transition.hold, Hold.held, reason, by)
+        _set_hold(journal, invoice, Transition.hold, Hold.held, reason, by, **found)
     return Decision(invoice_id, True, f"held ({invoice.state}): {reason}")
 
 
@@ -124,6 +136,7 @@ def _set_hold(
     kind: Hold,
     reason: str,
     by: str,
+    **found: Any,
 ) -> None:
     with journal.transaction():
         write(
@@ -134,6 +147,7 @@ def _set_hold(
             hold_reason=reason,
             held_at=journal.now(),
             held_by=by,
+            **found,
         )
         journal.add_event(invoice.invoice_id, str(transition), f"by {by}: {reason}")
 

@@ -62,7 +62,8 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.mark_unknown: frozenset({S.pending}),
     Transition.release_key: frozenset({S.pending, S.unknown}),
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
-    Transition.adopt: frozenset({S.key_reused, S.unknown}),
+    # pending: never sent from this journal, but held with the transaction GoRoute holds.
+    Transition.adopt: frozenset({S.key_reused, S.unknown, S.pending}),
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: frozenset(InvoiceState),
     Transition.hold: _NOT_ACCEPTED,

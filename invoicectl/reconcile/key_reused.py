@@ -4,10 +4,13 @@ GoRoute refused the key (422 ``IDEMPOTENCY_KEY_REUSED``) and named the transacti
 it (``existing_transaction_id``); reconcile GETs that transaction. GoRoute not knowing it is
 ``not_found``; an answer is judged by ``matching.matched``, and adopting it is
 ``already_sent``. A 422 that named no transaction is searched for like an unanswered send
-(``unanswered``).
+(``unanswered``). A never-sent invoice that a send's history check held, with the transaction
+it found (``send/history.py``), is judged here the same way.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
@@ -27,13 +30,37 @@ def judge_key_reused(
 ) -> Case:
     """The verdict on the transaction the 422 named, from what its GET answered."""
     if isinstance(outcome, NotFound):
+        named = "the 422" if side.state == "key_reused" else "the history check found"
         return build_case(
             invoice_id,
             Verdict.not_found,
             side,
             api=ApiSide(txn_id),
-            detail=f"the 422 named transaction {txn_id}; GoRoute answers 404 for it",
+            detail=f"{named} transaction {txn_id}; GoRoute answers 404 for it",
         )
     if not isinstance(outcome, Found):
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
-    return matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)
+    case = matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)
+    return _never_sent_here(case) if side.state == "pending" else case
+
+
+def _never_sent_here(case: Case) -> Case:
+    """The next step for an invoice this journal never sent (a history check held it): it
+    has no key of its own to replace, so releasing it is what sends it."""
+    invoice_id = case.invoice_id
+    if case.verdict is Verdict.sent_then_failed:
+        return replace(
+            case,
+            action=f"delivery failed: `invoicectl release {invoice_id}` sends it from this journal",
+        )
+    if case.verdict is Verdict.different_document:
+        txn = case.api.transaction_id if case.api and case.api.transaction_id else "it"
+        detail = case.detail.replace("the journal sent sha256", "this journal would send sha256")
+        return replace(
+            case,
+            action=f"investigate: GoRoute's {txn} is not this content of {invoice_id}; "
+            f"`invoicectl release {invoice_id}` sends this content too, `invoicectl abandon "
+            f"{invoice_id}` records it as settled",
+            detail=detail.replace(" under this key", ""),
+        )
+    return case

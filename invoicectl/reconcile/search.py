@@ -89,6 +89,22 @@ class Lookups:
                 "Check GOROUTE_API_KEY or --api-key-file"
             )
 
+    async def search_numbers(
+        self,
+        wanted: set[str],
+        *,
+        limit: int,
+        max_pages: int,
+        horizon: datetime | None,
+        out_of_time: Callable[[], bool] = lambda: False,
+    ) -> Search:
+        """The list search on its own, for invoice numbers no journal attempt dates (a send's
+        history check): back to ``horizon`` while newest first, at most ``max_pages``, and no
+        further page once ``out_of_time()``. A 401/403 is the search's ``failure``."""
+        await self._search_list(wanted, limit, _Paging(limit, max_pages, horizon, out_of_time))
+        assert self.search is not None
+        return self.search
+
     async def _run_bounded(self, jobs: list[Callable[[], Awaitable[None]]]) -> None:
         queue: Iterator[Callable[[], Awaitable[None]]] = iter(jobs)
 
@@ -138,9 +154,11 @@ class Lookups:
         return call
 
     async def _search(self, subjects: list[Subject], limit: int, max_pages: int) -> None:
-        """Page through the transactions list, keeping the wanted numbers, each id once."""
         wanted = {s.invoice_id for s in subjects}
-        paging = _Paging(limit, max_pages, _search_horizon(subjects))
+        await self._search_list(wanted, limit, _Paging(limit, max_pages, _search_horizon(subjects)))
+
+    async def _search_list(self, wanted: set[str], limit: int, paging: _Paging) -> None:
+        """Page through the transactions list, keeping the wanted numbers, each id once."""
         found: dict[str, dict[str, Transaction]] = {}
         cursor: str | None = None
         while True:
@@ -170,10 +188,17 @@ class _Paging:
     non-increasing. Otherwise the search pages on to the end or to its page bound.
     """
 
-    def __init__(self, limit: int, max_pages: int, horizon: datetime | None) -> None:
+    def __init__(
+        self,
+        limit: int,
+        max_pages: int,
+        horizon: datetime | None,
+        out_of_time: Callable[[], bool] = lambda: False,
+    ) -> None:
         self.limit = limit
         self.max_pages = max_pages
         self.horizon = horizon
+        self.out_of_time = out_of_time
         self.pages = 0
         self.fresh = 0  # new transactions on the last page
         self.ids: set[str] = set()
@@ -221,11 +246,17 @@ class _Paging:
             return False, "the API returned a cursor it had already given; stopped paging"
         if self.pages >= self.max_pages:
             return False, f"stopped after {self.pages} pages; older transactions were not searched"
+        if self.out_of_time():
+            return False, (
+                f"stopped at the time limit after {self.pages} pages; older transactions were "
+                "not searched"
+            )
         self.cursors.add(page.next_cursor)
         return None
 
     def summary(self, complete: bool, note: str) -> SearchSummary:
-        return SearchSummary(self.pages, len(self.ids), complete, note)
+        reached = self.oldest.isoformat() if self.newest_first and self.oldest else None
+        return SearchSummary(self.pages, len(self.ids), complete, note, reached)
 
 
 def _identity(txn: Transaction) -> str:

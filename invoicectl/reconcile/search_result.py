@@ -27,6 +27,9 @@ class SearchSummary:
     transactions: int = 0
     complete: bool = True
     note: str = ""
+    # The oldest creation time seen while the list was newest first: every transaction
+    # created since then was seen. None when nothing is known of the order.
+    reached: str | None = None
 
 
 @dataclass(frozen=True)

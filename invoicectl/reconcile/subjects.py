@@ -7,7 +7,7 @@ through the lifecycle and live in the package's facade, ``reconcile/__init__.py`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
@@ -34,6 +34,13 @@ def find_subjects(journal: JournalBackend) -> list[Subject]:
         existing = invoice.existing_transaction_id
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, get_id=existing, search=not existing))
+    for invoice in _open(journal, InvoiceState.pending):
+        # Never sent from this journal, held by a send's history check because GoRoute
+        # already holds a transaction for it: judged like a 422's, against what it would send.
+        existing = invoice.existing_transaction_id
+        if invoice.hold is Hold.held and existing:
+            side = replace(_journal_side(journal, invoice), sent_sha256=invoice.current_sha256)
+            subjects.append(Subject(invoice.invoice_id, side, get_id=existing))
     for invoice in _open(journal, InvoiceState.unknown):
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, search=True))

@@ -1,15 +1,25 @@
 """How a send runs: pace, concurrency, retries, deadline, and the operator's new versions.
 
-Settings build these (``Settings.send_options``); the sender reads them.
+Settings build these (``Settings.send_options``); the sender reads them, and the history
+check (``send/history.py``) reads the outbox, ``trust_new_journal`` and where to warn.
 """
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from invoicectl.defaults import DEFAULT_TIER, TIERS
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.records import SendOrder
+
+
+def _stderr(line: str) -> None:
+    """The history check's warnings, one line each, when the caller gives no ``warn``."""
+    sys.stderr.write(f"{line}\n")
+    sys.stderr.flush()
 
 
 @dataclass(frozen=True)
@@ -23,3 +33,6 @@ class SendOptions:
     check_receivers: bool = True  # a participant lookup before a receiver's first send
     refresh_receivers: bool = False  # look every receiver up again, however fresh
     validate: bool = False  # GoRoute's validation of each revision before its first send
+    outbox: Path | None = None  # where the history marker lives; None: no marker
+    trust_new_journal: bool = False  # send from a journal with no history without checking
+    warn: Callable[[str], None] = field(default=_stderr, compare=False, repr=False)

@@ -34,6 +34,7 @@ from invoicectl.runs import (
     recorded_run,
 )
 from invoicectl.scan.report import ScanReport
+from invoicectl.send.history import check_history
 from invoicectl.send.options import SendOptions
 from invoicectl.send.sender import Sender
 from invoicectl.send.summary import DryRun, Progress, SendSummary
@@ -75,6 +76,10 @@ def send(
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
+            # A journal with no history here, or one that lost it, asks GoRoute first.
+            options = check_history(
+                journal, settings, options, run_id, transport=transport, clocks=clocks
+            )
 
             def bind() -> None:
                 bind_environment(journal, settings.base_url, allow_change=allow_environment_change)

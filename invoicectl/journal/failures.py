@@ -1,0 +1,103 @@
+"""What went wrong with the journal, as one line naming the file and the cause (cron's view).
+
+A cron job's log gets one line per failure; "cannot use: No space left on device" names no
+file, and "free disk space" is wrong advice for a journal that is read-only or immutable. So
+every SQLite or system error on the journal is read here, by its kind, into one line: which
+file, what the system or SQLite said, and what a person does about it. SQLite's kind is its
+extended error name (``sqlite_errorname``, Python 3.11+); the system's is ``errno``. Pure:
+nothing here touches the journal.
+"""
+
+from __future__ import annotations
+
+import errno
+import sqlite3
+from pathlib import Path
+
+_KEPT = "everything committed before is kept"
+
+# The first that the error's SQLite name starts with decides.
+_SQLITE_ADVICE: tuple[tuple[str, str], ...] = (
+    (
+        "SQLITE_READONLY",
+        "it is read-only to this process: make the file and its directory writable by this "
+        "user (chmod/chown; if `lsattr` shows it immutable, `chattr -i`), or remount its file "
+        f"system read-write, then run again; {_KEPT}",
+    ),
+    (
+        "SQLITE_CANTOPEN",
+        "check that its directory exists and that this user may write and enter it (not "
+        "read-only, not immutable: `lsattr`), and that the file and its -wal and -shm beside "
+        "it are writable",
+    ),
+    (
+        "SQLITE_PERM",
+        "permission denied: check the owner and mode of the file and its directory, and "
+        "whether it is immutable (`lsattr`)",
+    ),
+    ("SQLITE_FULL", f"the disk is full: free space on its file system and run again; {_KEPT}"),
+    (
+        "SQLITE_IOERR",
+        "the system refused a read or write (a full disk, a file-size limit such as "
+        f"`ulimit -f`, or a failing disk: see `dmesg`); fix that and run again; {_KEPT}",
+    ),
+    (
+        "SQLITE_NOTADB",
+        "it is not an invoicectl journal: point --journal or INVOICECTL_JOURNAL at the "
+        "journal, or restore it from a backup (a new, empty journal would not know what was "
+        "sent)",
+    ),
+    (
+        "SQLITE_CORRUPT",
+        "it is damaged: keep the file for inspection and restore the journal from a backup "
+        "(`invoicectl backup`); the next send then checks GoRoute before sending",
+    ),
+    (
+        "SQLITE_BUSY",
+        "another process holds it locked (not an invoicectl run, which would be named): "
+        "close whatever has it open (an sqlite3 shell, a copy tool) and run again",
+    ),
+    (
+        "SQLITE_LOCKED",
+        "another connection holds it locked: close whatever has it open and run again",
+    ),
+)
+
+_OS_ADVICE: dict[int, str] = {
+    errno.ENOSPC: f"free space on its file system and run again; {_KEPT}",
+    errno.EDQUOT: f"the disk quota is used up: free space or raise the quota; {_KEPT}",
+    errno.EROFS: "its file system is mounted read-only: remount it read-write, or use "
+    "--journal on a writable one",
+    errno.EACCES: "check the owner and mode of the file and its directory",
+    errno.EPERM: "if `lsattr` shows it (or its directory) immutable, `chattr -i` it; else "
+    "check its owner and mode",
+    errno.EIO: f"the disk failed a read or write: see `dmesg`, then run again; {_KEPT}",
+    errno.EFBIG: f"a file-size limit (`ulimit -f`) or the file system's refused it; {_KEPT}",
+}
+
+
+def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
+    """One line for a SQLite error on ``journal``: the file, SQLite's words, the advice."""
+    where = f"the journal {journal}" if journal else "the journal"
+    name = getattr(error, "sqlite_errorname", "") or ""
+    for prefix, advice in _SQLITE_ADVICE:
+        if name.startswith(prefix):
+            return f"{where} could not be used ({error}): {advice}"
+    return (
+        f"{where} could not be written or read ({error}); {_KEPT}: run again, and if it "
+        "recurs, check the disk"
+    )
+
+
+def explain_os(error: OSError, journal: Path | None) -> str:
+    """One line for a system error: the file it names (else the journal, or a file beside
+    it), the system's words, and advice for the causes a person can act on."""
+    if error.filename:
+        where = f"{error.filename}"
+    elif journal is not None:
+        where = f"the journal {journal} (or a file beside it)"
+    else:
+        where = "a file"
+    line = f"cannot use {where}: {error.strerror or error}"
+    advice = _OS_ADVICE.get(error.errno or 0)
+    return f"{line}: {advice}" if advice else line

@@ -1,0 +1,53 @@
+"""What the journal knows of its own history: its identity, its sends, its history checks.
+
+A journal that was lost and made anew (its file truncated, its directory removed, its -wal
+deleted before a checkpoint) is an empty journal that does not know what it sent; one rolled
+back (an older backup restored, a -wal lost after a checkpoint) has forgotten its last runs.
+The send's history check (``send/history.py``) asks these questions before it trusts the
+journal's picture of what was never sent.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from invoicectl.journal.database import JournalBase
+from invoicectl.journal.records import JournalIdentity
+
+
+class HistoryRecords(JournalBase):
+    def identity(self) -> JournalIdentity:
+        """This journal's random id and when it was made (m008)."""
+        row = self.db.execute("SELECT journal_id, created_at FROM identity WHERE id = 1").fetchone()
+        return JournalIdentity(str(row[0]), str(row[1]))
+
+    def has_sent_to(self, base_url: str) -> bool:
+        """Whether any request was ever recorded here by a run against ``base_url``."""
+        row = self.db.execute(
+            "SELECT 1 FROM attempts JOIN runs ON runs.id = attempts.run_id"
+            " WHERE runs.base_url = ? LIMIT 1",
+            (base_url,),
+        ).fetchone()
+        return row is not None
+
+    def history_checked(self, base_url: str) -> bool:
+        """Whether a send already checked GoRoute's transactions from this journal."""
+        row = self.db.execute(
+            "SELECT 1 FROM history_checks WHERE base_url = ? LIMIT 1", (base_url,)
+        ).fetchone()
+        return row is not None
+
+    def record_history_check(
+        self, base_url: str, run_id: int | None, why: str, outcome: dict[str, Any]
+    ) -> None:
+        self.db.execute(
+            "INSERT INTO history_checks (base_url, run_id, checked_at, why, outcome)"
+            " VALUES (?, ?, ?, ?, ?)",
+            (base_url, run_id, self.now(), why, json.dumps(outcome, sort_keys=True)),
+        )
+
+    def run_started_at(self, run_id: int) -> str | None:
+        """When run ``run_id`` started; None when this journal holds no such run."""
+        row = self.db.execute("SELECT started_at FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return None if row is None else str(row[0])

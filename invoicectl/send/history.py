@@ -1,0 +1,346 @@
+"""A journal that lost its history never sends blind: what GoRoute holds is asked first.
+
+"None delivered twice" rests on the journal's memory of what it sent. A journal made anew
+(its file truncated, its directory removed, its -wal deleted before a checkpoint) or rolled
+back (an older backup restored, a -wal lost after one) takes invoices it sent for never sent;
+inside a key's 24 hours GoRoute would answer a replay, after them it delivers a second copy.
+
+So before the sender starts (``check_history``, called once by ``send/runner.py``), a send
+checks GoRoute's transactions list when either holds:
+
+- **no history**: the journal records no request by any run against this base URL and no
+  earlier history check for it (``Journal.has_sent_to``, ``Journal.history_checked``);
+- **lost history**: the outbox's marker (``send/marker.py``) names another journal, or this
+  journal and a run it no longer holds.
+
+The check asks only for the invoices about to be sent (the plan's new sends), through the list
+search ``reconcile`` uses (``Lookups.search_numbers``: paced, retried, newest first, cursor
+followed), back to the oldest issue date among them less ``LOOK_BACK`` (an invoice is not sent
+before it is issued; the week covers pre-dated ones and time zones), at most ``MAX_PAGES``
+pages and ``CHECK_SECONDS`` (or what ``--deadline`` leaves). Then, per invoice:
+
+- GoRoute holds a transaction with its number: it is held for ``reconcile``; when exactly one
+  is this invoice (receiver and document type match, reconcile's ``compare``) its id is kept
+  as the invoice's ``existing_transaction_id``, so ``reconcile`` judges it and ``reconcile
+  --apply`` adopts it;
+- the search did not reach back to its issue date (less ``LOOK_BACK``): held as not checked;
+- otherwise it is sent.
+
+The list unreadable (GoRoute down, the route refused, a time limit set by ``--deadline``):
+nothing is sent and ``HistoryUnchecked`` stops the run (exit 75 when GoRoute did not answer or
+time ran out, 1 when it refused the list, 5 for the credentials); ``--trust-new-journal`` sends
+without the check. A check made (or skipped on purpose) is recorded in ``history_checks``, so
+its cost does not follow the journal's history: never again for that base URL, unless a
+marker later says history was lost. Every finding is one loud line on stderr (``options.warn``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Protocol
+
+from invoicectl.errors import CredentialsRefused, ExitCode
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import (
+    AuthRefused,
+    Rejected,
+    WrongEndpoint,
+)
+from invoicectl.goroute.transactions import Transaction
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import Invoice, InvoiceState, JournalIdentity
+from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.plan import plan
+from invoicectl.reconcile.matching import compare, parse_time
+from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
+from invoicectl.reconcile.verdicts import JournalSide
+from invoicectl.send.history_texts import (
+    Finding,
+    HistoryUnchecked,
+    failure_code,
+    failure_text,
+    finding_text,
+    no_such_route,
+    not_checked_reason,
+    unchecked,
+)
+from invoicectl.send.marker import Marker, read_marker, write_marker
+from invoicectl.send.options import SendOptions
+from invoicectl.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
+
+# The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
+# 100 requests a minute, once in a journal's life.
+MAX_PAGES = 200
+PAGE_SIZE = 100
+CHECK_SECONDS = 180.0
+# Past the time limit, a request already in flight may finish within this much.
+_GRACE_SECONDS = 30.0
+HELD_BY = "history check"
+LOUD = "invoicectl: WARNING:"
+
+
+class RunClocks(Protocol):
+    """What the check reads time from (``runs.Clocks``)."""
+
+    @property
+    def monotonic(self) -> Callable[[], float]: ...
+    @property
+    def sleep(self) -> Callable[[float], Awaitable[None]]: ...
+
+
+def check_history(
+    journal: JournalBackend,
+    settings: Settings,
+    options: SendOptions,
+    run_id: int,
+    *,
+    transport: httpx.AsyncBaseTransport | None,
+    clocks: RunClocks,
+) -> SendOptions:
+    """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
+    marker naming this journal and run. Returns ``options`` with the deadline less the time
+    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed."""
+    started = clocks.monotonic()
+    base_url, warn = settings.base_url, options.warn
+    marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
+    if problem:
+        warn(f"invoicectl: warning: {problem}")
+    identity = journal.identity()
+    lost = history_lost(journal, identity, marker, base_url, options)
+    fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
+    # Planned only when it matters: a journal with its history pays two small queries.
+    to_send = plan(journal, journal.clock(), options.order).pending if lost or fresh else ()
+    if (lost or fresh) and to_send:
+        why = lost or f"the journal {journal.path} has never sent to {base_url}"
+        if options.trust_new_journal:
+            journal.record_history_check(base_url, run_id, why, {"trusted": list(to_send)})
+            warn(
+                f"{LOUD} {why}; --trust-new-journal: sending {len(to_send)} invoices without "
+                "checking what GoRoute already holds"
+            )
+        else:
+            finding = _check(
+                journal, settings, options, run_id, why, to_send, transport, clocks, lost
+            )
+            warn(f"{LOUD} {why}: {finding_text(finding)}")
+    elif lost:
+        warn(f"{LOUD} {lost}; nothing to send now")
+    if options.outbox is not None:
+        here = Marker(
+            journal_id=identity.journal_id,
+            journal=str(journal.path),
+            base_url=base_url,
+            run_id=run_id,
+            run_started_at=journal.run_started_at(run_id) or journal.now(),
+        )
+        if (problem := write_marker(options.outbox, here)) is not None:
+            warn(f"invoicectl: warning: {problem}")
+    if options.deadline is None:
+        return options
+    return replace(options, deadline=max(0.0, options.deadline - (clocks.monotonic() - started)))
+
+
+def history_lost(
+    journal: JournalBackend,
+    identity: JournalIdentity,
+    marker: Marker | None,
+    base_url: str,
+    options: SendOptions,
+) -> str | None:
+    """Why the outbox's marker says this journal lost history, or None when it does not."""
+    if marker is None:
+        return None
+    outbox = options.outbox
+    if marker.journal_id != identity.journal_id:
+        return (
+            f"the journal {journal.path} (created {identity.created_at}) is not the one "
+            f"{outbox} was last sent from ({marker.describe()}): the history of those sends "
+            "is not in this one"
+        )
+    if journal.run_started_at(marker.run_id) != marker.run_started_at:
+        return (
+            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
+            f"run {marker.run_id} ({marker.run_started_at}), which it no longer holds (an "
+            "older backup restored, or its -wal file lost?)"
+        )
+    return None
+
+
+def _check(
+    journal: JournalBackend,
+    settings: Settings,
+    options: SendOptions,
+    run_id: int,
+    why: str,
+    to_send: tuple[str, ...],
+    transport: httpx.AsyncBaseTransport | None,
+    clocks: RunClocks,
+    lost: str | None,
+) -> Finding:
+    wanted = set(to_send)
+    invoices = [i for i in journal.invoices(InvoiceState.pending) if i.invoice_id in wanted]
+    limit = CHECK_SECONDS
+    deadline_binds = options.deadline is not None and options.deadline < limit
+    if options.deadline is not None:
+        limit = min(limit, options.deadline)
+    end = clocks.monotonic() + limit
+    timed_out = False
+
+    def out_of_time() -> bool:
+        nonlocal timed_out
+        timed_out = timed_out or clocks.monotonic() >= end
+        return timed_out
+
+    try:
+        search = asyncio.run(
+            _search(settings, options, transport, clocks, invoices, out_of_time, limit)
+        )
+    except TimeoutError:
+        raise unchecked(
+            why, f"GoRoute's transactions list did not answer in {limit:.0f} s"
+        ) from None
+    if isinstance(search.failure, AuthRefused):
+        refused = search.failure
+        raise CredentialsRefused(
+            f"the API refused the credentials (HTTP {refused.http_status}"
+            f"{f' {refused.code}' if refused.code else ''}: {refused.message or 'no message'}) "
+            "when asked for its transactions list before a journal's first send; nothing "
+            "changed state. Check GOROUTE_API_KEY or --api-key-file"
+        )
+    if isinstance(search.failure, WrongEndpoint):
+        raise HistoryUnchecked(search.failure.message, ExitCode.COULD_NOT_RUN)
+    if not lost and isinstance(search.failure, Rejected) and no_such_route(search.failure):
+        # A new journal, no marker saying the outbox was sent from another, and an API (an
+        # emulator, a gateway) that has no transactions list: nothing could be found; the
+        # check is recorded as impossible there, loudly, rather than stopping every send.
+        unsupported = f"HTTP {search.failure.http_status}"
+        journal.record_history_check(settings.base_url, run_id, why, {"unsupported": unsupported})
+        return Finding((), (), to_send, unsupported=unsupported)
+    if search.failure is not None:
+        raise unchecked(why, failure_text(search.failure), failure_code(search.failure))
+    if deadline_binds and timed_out and not search.summary.complete:
+        raise unchecked(why, f"--deadline left {limit:.1f} s, not enough to finish the check")
+    finding = _judge(journal, invoices, search)
+    summary = search.summary
+    journal.record_history_check(
+        settings.base_url,
+        run_id,
+        why,
+        {
+            "found": list(finding.found),
+            "not_checked": list(finding.not_checked),
+            "to_send": len(finding.to_send),
+            "pages": summary.pages,
+            "transactions": summary.transactions,
+            "complete": summary.complete,
+            "note": summary.note,
+        },
+    )
+    return finding
+
+
+async def _search(
+    settings: Settings,
+    options: SendOptions,
+    transport: httpx.AsyncBaseTransport | None,
+    clocks: RunClocks,
+    invoices: list[Invoice],
+    out_of_time: Callable[[], bool],
+    limit: float,
+) -> Search:
+    # Imported here: a send whose journal has history never pays for them.
+    from invoicectl.goroute.client import GoRouteClient
+    from invoicectl.reconcile.search import Lookups
+
+    assert settings.api_key is not None
+    limiter = RateLimiter(options.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
+    async with GoRouteClient(settings.base_url, settings.api_key, transport=transport) as client:
+        lookups = Lookups(client, limiter, options.policy, 1)
+        async with asyncio.timeout(limit + _GRACE_SECONDS):
+            return await lookups.search_numbers(
+                {invoice.invoice_id for invoice in invoices},
+                limit=PAGE_SIZE,
+                max_pages=MAX_PAGES,
+                horizon=_horizon(invoices),
+                out_of_time=out_of_time,
+            )
+
+
+def _horizon(invoices: list[Invoice]) -> datetime | None:
+    """How far back a send of these invoices can be: the oldest issue date less LOOK_BACK;
+    None (search to the page bound) when one has no date."""
+    dates = [_issued(invoice) for invoice in invoices]
+    if not dates or any(date is None for date in dates):
+        return None
+    return min(date for date in dates if date is not None) - LOOK_BACK
+
+
+def _issued(invoice: Invoice) -> datetime | None:
+    if not invoice.issue_date:
+        return None
+    try:
+        return datetime.fromisoformat(invoice.issue_date[:10]).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _judge(journal: JournalBackend, invoices: list[Invoice], search: Search) -> Finding:
+    """Hold what GoRoute holds and what the search could not vouch for; the rest is sent."""
+    found: list[str] = []
+    not_checked: list[str] = []
+    to_send: list[str] = []
+    for invoice in invoices:
+        invoice_id = invoice.invoice_id
+        txns = search.by_number.get(invoice_id, ())
+        if txns:
+            reason, existing = _found_reason(invoice, txns)
+            if hold(journal, invoice_id, reason, HELD_BY, existing_transaction_id=existing).done:
+                found.append(invoice_id)
+        elif _covered(invoice, search.summary):
+            to_send.append(invoice_id)
+        elif hold(journal, invoice_id, not_checked_reason(invoice, search.summary), HELD_BY).done:
+            not_checked.append(invoice_id)
+    return Finding(tuple(found), tuple(not_checked), tuple(to_send))
+
+
+def _found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, str | None]:
+    """The hold's reason, and the transaction to keep when exactly one is this invoice."""
+    side = JournalSide(
+        state=str(invoice.state),
+        document_type=invoice.document_type,
+        receiver=invoice.receiver or invoice.receiver_id,
+    )
+    same = [txn for txn in txns if not compare(invoice.invoice_id, side, txn)]
+    listed = ", ".join(
+        f"{txn.transaction_id or 'no id'} ({txn.status or 'no status'}, created "
+        f"{txn.created_at or 'undated'})"
+        for txn in txns
+    )
+    if len(same) == 1 and len(txns) == 1 and same[0].transaction_id:
+        return (
+            f"GoRoute already holds transaction {listed} for this invoice, found by the "
+            "history check of a journal with no history there: `invoicectl reconcile` judges "
+            "it, `invoicectl reconcile --apply` adopts it",
+            same[0].transaction_id,
+        )
+    return (
+        f"GoRoute already holds {len(txns)} transaction(s) with this invoice number, found by "
+        f"the history check of a journal with no history there: {listed}; find out whether "
+        f"the receiver has it, then `invoicectl release {invoice.invoice_id}` sends it or "
+        f"`invoicectl abandon {invoice.invoice_id}` records that it was settled",
+        None,
+    )
+
+
+def _covered(invoice: Invoice, summary: SearchSummary) -> bool:
+    """Whether the search saw every transaction that could be a send of ``invoice``."""
+    if summary.complete:
+        return True
+    issued, reached = _issued(invoice), parse_time(summary.reached)
+    return issued is not None and reached is not None and reached <= issued - LOOK_BACK

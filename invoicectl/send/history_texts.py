@@ -1,0 +1,88 @@
+"""What the history check says: the reasons it holds invoices with, and its one-line messages."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from invoicectl.errors import ExitCode, InvoicectlError
+from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
+from invoicectl.journal.records import Invoice
+from invoicectl.reconcile.search_result import SearchSummary
+
+
+class HistoryUnchecked(InvoicectlError):
+    """The history check could not be made: nothing was sent."""
+
+    def __init__(self, message: str, exit_code: ExitCode) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code
+
+
+@dataclass(frozen=True)
+class Finding:
+    """What the check decided: invoices held as found, held as not checked, to be sent."""
+
+    found: tuple[str, ...]
+    not_checked: tuple[str, ...]
+    to_send: tuple[str, ...]
+    unsupported: str | None = None  # the API here has no transactions list: why we know
+
+
+def not_checked_reason(invoice: Invoice, summary: SearchSummary) -> str:
+    reached = f"back to {summary.reached}" if summary.reached else "in no known order"
+    return (
+        f"not checked: the history check of a journal with no history there searched "
+        f"GoRoute's transactions {reached} only ({summary.note}), and this invoice "
+        f"(issued {invoice.issue_date or 'undated'}) may have been sent before that: confirm "
+        f"with GoRoute, then `invoicectl release {invoice.invoice_id}`"
+    )
+
+
+def no_such_route(outcome: Rejected) -> bool:
+    return outcome.http_status in (404, 405, 501)
+
+
+def finding_text(finding: Finding) -> str:
+    if finding.unsupported is not None:
+        return (
+            f"GoRoute here has no transactions list ({finding.unsupported}), so what it "
+            f"already holds cannot be checked; sending {len(finding.to_send)} invoices (no "
+            "marker says this outbox was sent from another journal)"
+        )
+    total = len(finding.found) + len(finding.not_checked) + len(finding.to_send)
+    text = (
+        f"GoRoute's transactions were checked for the {total} invoices about to be sent: "
+        f"{len(finding.found)} already there, held for `invoicectl reconcile`"
+    )
+    if finding.not_checked:
+        text += f"; {len(finding.not_checked)} held as not checked (the search stopped short)"
+    return f"{text}; {len(finding.to_send)} to send"
+
+
+def unchecked(why: str, cause: str, code: ExitCode = ExitCode.INCOMPLETE) -> HistoryUnchecked:
+    after = (
+        "run again once GoRoute answers"
+        if code is ExitCode.INCOMPLETE
+        else "fix the cause, or send anyway with --trust-new-journal"
+    )
+    return HistoryUnchecked(
+        f"{why}, and the check failed: {cause}. Nothing was sent, so that nothing GoRoute "
+        f"already holds is sent twice; {after} (`--trust-new-journal` sends without the "
+        "check, only if no other journal ever sent these invoices)",
+        code,
+    )
+
+
+def failure_text(outcome: Outcome) -> str:
+    if isinstance(outcome, Transient):
+        return f"no usable answer after retries ({outcome.reason})"
+    if isinstance(outcome, RateLimited):
+        return "still rate limited (429) after waiting as long as --max-wait allows"
+    if isinstance(outcome, Rejected):
+        code = f" {outcome.code}" if outcome.code else ""
+        return f"GoRoute refused the transactions list (HTTP {outcome.http_status}{code})"
+    return f"unexpected answer {type(outcome).__name__}"
+
+
+def failure_code(outcome: Outcome) -> ExitCode:
+    return ExitCode.COULD_NOT_RUN if isinstance(outcome, Rejected) else ExitCode.INCOMPLETE

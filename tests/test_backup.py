@@ -1,0 +1,71 @@
+"""``invoicectl backup DEST``: one line, a whole copy or none, DEST never half written.
+
+The copy beside a running send is in ``test_history_processes.py``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+from sendkit import emulator, send, settings_for
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.journal import Journal
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def sent_journal(outbox: Path, tmp_path: Path) -> Path:
+    journal = tmp_path / "journal.db"
+    for number in range(3):
+        write_invoice(outbox, f"BK-{number}")
+    send(settings_for(journal), outbox, emulator().transport(), warn=lambda line: None)
+    return journal
+
+
+def test_backup_writes_a_checked_copy_and_says_so_in_one_line(outbox: Path, tmp_path: Path):
+    journal = sent_journal(outbox, tmp_path)
+    copy = tmp_path / "copy.db"
+    copy.write_bytes(b"an older copy")  # replaced whole
+
+    result = invoke("backup", str(copy), "--journal", str(journal))
+
+    assert result.exit_code == 0, result.output
+    assert result.stdout == (
+        f"backed up the journal {journal} to {copy}: {copy.stat().st_size} bytes, 3 invoices, "
+        "1 runs, integrity ok\n"
+    )
+    with Journal(copy) as restored, Journal(journal) as original:
+        assert restored.identity() == original.identity()
+        assert [i.state for i in restored.invoices()] == [i.state for i in original.invoices()]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def test_backup_refuses_what_it_cannot_do_in_one_line_and_leaves_dest_as_it_was(
+    outbox: Path, tmp_path: Path
+):
+    journal = sent_journal(outbox, tmp_path)
+    missing = tmp_path / "nowhere" / "copy.db"
+    not_sqlite = tmp_path / "not-a-journal.db"
+    not_sqlite.write_text("plain text")
+    cases = [
+        ((str(tmp_path), "--journal", str(journal)), f"{tmp_path} is a directory; name a file"),
+        ((str(missing), "--journal", str(journal)), f"directory {missing.parent} does not exist"),
+        ((str(tmp_path / "c.db"), "--journal", str(tmp_path / "no.db")), "no journal at"),
+        ((str(journal), "--journal", str(journal)), "is the journal itself"),
+        ((str(tmp_path / "d.db"), "--journal", str(not_sqlite)), "file is not a database"),
+    ]
+    for args, wanted in cases:
+        result = invoke("backup", *args)
+
+        assert result.exit_code == 1, (args, result.output)
+        (line,) = result.stderr.splitlines()
+        assert line.startswith("invoicectl: error: ") and wanted in line, line
+    assert not (tmp_path / "c.db").exists() and not (tmp_path / "d.db").exists()
+    with sqlite3.connect(journal) as conn:
+        assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -1,0 +1,436 @@
+"""A journal that lost its history never resends the outbox blind (issue 11, item 9).
+
+Each loss is reproduced as an operator would cause it (the journal truncated to 0 bytes, its
+directory removed, an older backup restored; the -wal deleted after a kill -9 is in
+``test_history_processes.py``), then the next send runs 25 hours later, when GoRoute's key
+window has closed and a resend would deliver a second copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import httpx
+import pytest
+from hostile import HostileServer, answer_json, routes
+from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl.errors import CredentialsRefused, ExitCode
+from invoicectl.journal import Journal
+from invoicectl.journal.backup import backup
+from invoicectl.journal.records import Hold, InvoiceState
+from invoicectl.reconcile.runner import reconcile
+from invoicectl.send.history import HELD_BY, HistoryUnchecked
+from invoicectl.send.marker import MARKER_NAME
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    return tmp_path / "journal.db"
+
+
+def outbox_of(outbox: Path, prefix: str, count: int, **kwargs: object) -> list[str]:
+    ids = [f"{prefix}-{number:03d}" for number in range(count)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id, **kwargs)
+    return ids
+
+
+class Counting(httpx.AsyncBaseTransport):
+    """The emulator's transport, noting each request's method and path on the way."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.requests: list[tuple[str, str]] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append((request.method, request.url.path))
+        return await self.inner.handle_async_request(request)
+
+    def lists(self) -> int:
+        return self.requests.count(("GET", "/api/v1/transactions"))
+
+
+def day_later():
+    return at(datetime.now(UTC) + timedelta(hours=25))
+
+
+def assert_held_as_found(journal_path: Path, ids: list[str], sandbox) -> None:
+    with Journal(journal_path) as journal:
+        for invoice_id in ids:
+            invoice = journal.invoice(invoice_id)
+            assert invoice is not None
+            assert (invoice.state, invoice.hold, invoice.held_by) == (
+                InvoiceState.pending,
+                Hold.held,
+                HELD_BY,
+            )
+            assert "GoRoute already holds transaction" in (invoice.hold_reason or "")
+            found = sandbox.transaction(invoice.existing_transaction_id)
+            assert found is not None and found.document_id == invoice_id
+
+
+def test_a_journal_truncated_to_0_bytes_holds_what_goroute_holds_and_sends_the_rest(
+    outbox: Path, journal_path: Path
+):
+    sent = outbox_of(outbox, "T", 30)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append)
+    assert len(warnings) == 1 and "has never sent to" in warnings[0]
+    assert "0 already there" in warnings[0] and "30 to send" in warnings[0]
+    new = outbox_of(outbox, "N", 5)
+
+    journal_path.write_bytes(b"")  # truncated: SQLite opens it as a new, empty database
+    sandbox.advance_clock(25 * 3600)
+    warnings.clear()
+    later = day_later()
+    _, summary = send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=later)
+
+    assert_each_delivered_once(sandbox.stats(), sent + new)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # the held ones ask for reconcile
+    assert_held_as_found(journal_path, sent, sandbox)
+    assert {states(journal_path)[i] for i in new} == {"accepted"}
+    (line,) = warnings
+    assert line.startswith("invoicectl: WARNING: the journal ")
+    assert f"is not the one {outbox} was last sent from" in line
+    assert "30 already there, held for `invoicectl reconcile`; 5 to send" in line
+
+    # reconcile judges each against the transaction found, and --apply adopts it.
+    fast = settings_for(journal_path, rate=60_000)
+    report = reconcile(fast, apply=True, transport=sandbox.transport(), clocks=later)
+    assert set(report.applied) == set(sent)
+    assert set(states(journal_path).values()) == {"accepted"}
+    assert_each_delivered_once(sandbox.stats(), sent + new)
+
+
+def test_a_removed_journal_directory_is_detected_and_checked(outbox: Path, tmp_path: Path):
+    journal_path = tmp_path / "var" / "invoicectl" / "journal.db"
+    sent = outbox_of(outbox, "D", 12)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+
+    shutil.rmtree(journal_path.parent)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    send(
+        settings,
+        outbox,
+        sandbox.transport(),
+        warn=warnings.append,
+        clocks=day_later(),
+    )
+
+    assert_each_delivered_once(sandbox.stats(), sent)
+    assert_held_as_found(journal_path, sent, sandbox)
+    assert "is not the one" in warnings[0] and "12 already there" in warnings[0]
+
+
+def test_a_restored_older_backup_checks_the_runs_it_lost(outbox: Path, journal_path: Path):
+    """The same journal, rolled back: its id matches the marker, the marker's run is gone."""
+    first = outbox_of(outbox, "B", 5)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    copy = journal_path.with_name("backup.db")
+    backup(journal_path, copy)
+    second = outbox_of(outbox, "C", 7)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+
+    shutil.copyfile(copy, journal_path)  # restored: the second run is not in it
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    send(
+        settings,
+        outbox,
+        sandbox.transport(),
+        warn=warnings.append,
+        clocks=day_later(),
+    )
+
+    assert_each_delivered_once(sandbox.stats(), first + second)
+    assert_held_as_found(journal_path, second, sandbox)
+    (line,) = warnings
+    assert "has lost history" in line and "which it no longer holds" in line
+    assert "7 already there" in line
+
+
+def test_the_check_is_made_once_and_never_on_a_journal_with_history(
+    outbox: Path, journal_path: Path
+):
+    outbox_of(outbox, "H", 3)
+    transport = Counting(emulator().transport())
+    settings = settings_for(journal_path)
+    warnings: list[str] = []
+    send(settings, outbox, transport, warn=warnings.append)
+    assert transport.lists() == 1 and len(warnings) == 1
+
+    for run in range(3):
+        outbox_of(outbox, f"M{run}", 2)
+        send(settings, outbox, transport, warn=warnings.append)
+
+    assert transport.lists() == 1
+    assert len(warnings) == 1
+    assert set(states(journal_path).values()) == {"accepted"}
+
+
+def test_a_checked_journal_that_held_everything_is_not_checked_again(
+    outbox: Path, journal_path: Path
+):
+    """No request recorded (everything was found and held), yet the check was made."""
+    ids = outbox_of(outbox, "A", 2)
+    sandbox = emulator()
+    for invoice_id in ids:
+        sandbox.add_transaction(invoice_id)
+    transport = Counting(sandbox.transport())
+    settings = settings_for(journal_path)
+    send(settings, outbox, transport, warn=lambda line: None)
+    send(settings, outbox, transport, warn=lambda line: None)
+
+    assert transport.lists() == 1
+    assert ("POST", "/api/v1/documents") not in transport.requests
+
+
+@pytest.mark.parametrize(
+    ("status", "code"), [(503, ExitCode.INCOMPLETE), (400, ExitCode.COULD_NOT_RUN)]
+)
+def test_when_goroute_cannot_be_asked_nothing_is_sent_unless_trusted(
+    outbox: Path, journal_path: Path, status: int, code: ExitCode
+):
+    (invoice_id,) = outbox_of(outbox, "U", 1)
+    error = {"error": {"code": "DOWN", "message": "no list today"}}
+    server = routes(
+        {
+            ("GET", "/api/v1/transactions"): answer_json(status, error),
+            ("POST", "/api/v1/documents"): answer_json(202, {"transaction_id": "tx-1"}),
+        }
+    )
+    with HostileServer(server) as hostile:
+        settings = settings_for(journal_path, base_url=hostile.base_url)
+        from sendkit import FAST_RETRY
+
+        quick = type(FAST_RETRY)(max_attempts=2, backoff_initial=0.01, backoff_max=0.02)
+        with pytest.raises(HistoryUnchecked) as refused:
+            send(settings, outbox, None, policy=quick, check_receivers=False)
+        assert refused.value.exit_code == code
+        message = str(refused.value)
+        assert "has never sent to" in message and "Nothing was sent" in message
+        assert "--trust-new-journal" in message and "\n" not in message
+        assert not any(r.method == "POST" for r in hostile.requests)
+        with Journal(journal_path) as journal:
+            invoice = journal.invoice(invoice_id)
+            assert invoice is not None and invoice.hold is None
+            assert invoice.state is InvoiceState.pending
+            assert not journal.history_checked(settings.base_url)
+
+        warnings: list[str] = []
+        _, summary = send(
+            settings,
+            outbox,
+            None,
+            policy=quick,
+            check_receivers=False,
+            trust_new_journal=True,
+            warn=warnings.append,
+        )
+
+    assert summary.exit_code == ExitCode.OK
+    assert states(journal_path) == {invoice_id: "accepted"}
+    assert "--trust-new-journal: sending 1 invoices without checking" in warnings[0]
+
+
+def api_without_a_list(accepted: list[str]) -> HostileServer:
+    """An API (an emulator, a gateway) with documents and a health check but no list."""
+    missing = {"error": {"code": "NOT_FOUND", "message": "no such route"}}
+
+    def accept(request, wire):  # type: ignore[no-untyped-def]
+        accepted.append(request.headers["idempotency-key"])
+        answer_json(202, {"transaction_id": f"tx-{len(accepted)}"})(request, wire)
+
+    return HostileServer(
+        routes(
+            {
+                ("GET", "/peppol/version"): answer_json(200, {"status": "ok"}),
+                ("GET", "/api/v1/transactions"): answer_json(404, missing),
+                ("POST", "/api/v1/documents"): accept,
+            }
+        )
+    )
+
+
+def test_a_new_journal_where_the_api_has_no_list_sends_and_says_so(
+    outbox: Path, journal_path: Path
+):
+    """No marker says the outbox was sent from another journal, and nothing can be asked:
+    the first use of invoicectl against such an API is not blocked forever."""
+    outbox_of(outbox, "N", 2)
+    accepted: list[str] = []
+    warnings: list[str] = []
+    with api_without_a_list(accepted) as api:
+        settings = settings_for(journal_path, base_url=api.base_url)
+        _, summary = send(settings, outbox, None, check_receivers=False, warn=warnings.append)
+    assert summary.exit_code == ExitCode.OK
+    assert len(accepted) == 2
+    assert "has no transactions list (HTTP 404)" in warnings[0]
+
+
+def test_a_lost_journal_where_the_api_has_no_list_sends_nothing(outbox: Path, journal_path: Path):
+    """The marker says this outbox was sent from a journal that is gone: without a list to
+    ask, nothing is sent."""
+    outbox_of(outbox, "L", 2)
+    accepted: list[str] = []
+    with api_without_a_list(accepted) as api:
+        settings = settings_for(journal_path, base_url=api.base_url)
+        send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
+        assert len(accepted) == 2
+        for path in journal_path.parent.glob(journal_path.name + "*"):
+            path.unlink()
+        with pytest.raises(HistoryUnchecked) as refused:
+            send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
+    assert refused.value.exit_code == ExitCode.COULD_NOT_RUN
+    assert "is not the one" in str(refused.value)
+    assert len(accepted) == 2
+
+
+def test_a_refused_key_at_the_check_changes_nothing(outbox: Path, journal_path: Path):
+    outbox_of(outbox, "K", 2)
+    sandbox = emulator()
+    settings = settings_for(journal_path, environ={"GOROUTE_API_KEY": "sk_test_wrong"})
+
+    with pytest.raises(CredentialsRefused, match="the API refused the credentials"):
+        send(settings, outbox, sandbox.transport())
+
+    assert sandbox.stats()["sends_received"] == 0
+    assert set(states(journal_path).values()) == {"pending"}
+
+
+def test_what_a_short_search_could_not_vouch_for_is_held_as_not_checked(
+    outbox: Path, journal_path: Path
+):
+    """A list that does not page: one full page says nothing of older transactions."""
+    sandbox = emulator(list_paging=False)
+    for number in range(120):
+        sandbox.add_transaction(f"OTHER-{number}")
+    sandbox.add_transaction("S-000")  # the newest: on the one page
+    ids = outbox_of(outbox, "S", 3, issue_date="2020-01-06")
+    settings = settings_for(journal_path)
+    warnings: list[str] = []
+
+    _, summary = send(settings, outbox, sandbox.transport(), warn=warnings.append)
+
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with Journal(journal_path) as journal:
+        found = journal.invoice(ids[0])
+        assert found is not None and found.existing_transaction_id is not None
+        for invoice_id in ids[1:]:
+            held = journal.invoice(invoice_id)
+            assert held is not None and held.hold is Hold.held
+            assert (held.hold_reason or "").startswith("not checked: ")
+            assert "full page and no cursor" in (held.hold_reason or "")
+            assert f"`invoicectl release {invoice_id}`" in (held.hold_reason or "")
+    assert "1 already there" in warnings[0] and "2 held as not checked" in warnings[0]
+
+
+def test_a_search_newest_first_vouches_for_what_was_issued_after_where_it_reached(
+    outbox: Path, journal_path: Path
+):
+    """Stopped by its page bound, the search still covers invoices issued after the oldest
+    transaction it saw (less a week): those are sent, the older ones held."""
+    sandbox = emulator(list_paging=False)
+    day = 86400.0
+    now = sandbox.now()
+    for number in range(100):  # one full page, created over the last 100 days
+        sandbox.add_transaction(f"OTHER-{number}", created_at=now - number * day)
+    recent = datetime.fromtimestamp(now, UTC).date().isoformat()
+    (fresh,) = outbox_of(outbox, "R", 1, issue_date=recent)
+    (old,) = outbox_of(outbox, "O", 1, issue_date="2020-01-06")
+
+    send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert states(journal_path) == {fresh: "accepted", old: "pending"}
+    assert_each_delivered_once(sandbox.stats(), [fresh])
+
+
+def test_the_marker_names_this_journal_and_run(outbox: Path, journal_path: Path):
+    outbox_of(outbox, "W", 1)
+    send(settings_for(journal_path), outbox, emulator().transport())
+
+    import json
+
+    settings = settings_for(journal_path)
+    marker = json.loads((outbox / MARKER_NAME).read_text())["sends"][settings.base_url]
+    with Journal(journal_path) as journal:
+        assert marker["journal_id"] == journal.identity().journal_id
+        assert journal.run_started_at(marker["run_id"]) == marker["run_started_at"]
+    assert marker["journal"] == str(journal_path)
+
+
+def test_each_base_url_keeps_its_own_marker_entry(outbox: Path, tmp_path: Path):
+    """A try of another environment from the same outbox does not hide a later loss."""
+    outbox_of(outbox, "E", 2)
+    sandbox = emulator()
+    production = settings_for(tmp_path / "prod.db", base_url="http://prod.test")
+    trial = settings_for(tmp_path / "trial.db", base_url="http://trial.test")
+    send(production, outbox, sandbox.transport(), warn=lambda line: None)
+    send(trial, outbox, sandbox.transport(), warn=lambda line: None)
+
+    (tmp_path / "prod.db").write_bytes(b"")
+    warnings: list[str] = []
+    send(production, outbox, sandbox.transport(), warn=warnings.append)
+
+    assert "is not the one" in warnings[0] and "2 already there" in warnings[0]
+
+
+def test_a_marker_that_is_not_ours_is_ignored_with_a_line_and_the_check_still_made(
+    outbox: Path, journal_path: Path
+):
+    outbox_of(outbox, "G", 1)
+    (outbox / MARKER_NAME).write_text("{not json")
+    warnings: list[str] = []
+
+    send(settings_for(journal_path), outbox, emulator().transport(), warn=warnings.append)
+
+    assert warnings[0] == (
+        f"invoicectl: warning: the outbox marker {outbox / MARKER_NAME} is not one invoicectl "
+        "wrote; it is ignored"
+    )
+    assert "has never sent to" in warnings[1]
+    assert '"sends"' in (outbox / MARKER_NAME).read_text()  # replaced by a good one
+
+
+def test_reconcile_judges_what_the_check_found_and_names_the_release_as_the_next_step(
+    outbox: Path, journal_path: Path
+):
+    from invoicectl.lifecycle.holds import release
+
+    write_invoice(outbox, "X-1")
+    write_invoice(outbox, "X-2")
+    sandbox = emulator()
+    other = {"invoice_id": "X-1", "sha256": "0" * 64}
+    sandbox.add_transaction("X-1", metadata=other, status="delivered")
+    sandbox.add_transaction("X-2", status="failed")
+    settings = settings_for(journal_path, rate=60_000)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+
+    report = reconcile(settings, apply=True, transport=sandbox.transport())
+
+    cases = {case.invoice_id: case for case in report.cases}
+    assert str(cases["X-1"].verdict) == "different_document"
+    assert "this journal would send sha256" in cases["X-1"].detail
+    assert "`invoicectl release X-1` sends this content too" in cases["X-1"].action
+    assert str(cases["X-2"].verdict) == "sent_then_failed"
+    assert (
+        cases["X-2"].action
+        == "delivery failed: `invoicectl release X-2` sends it from this journal"
+    )
+    assert report.applied == ()
+    with Journal(journal_path) as journal:
+        release(journal, "X-2", by="test")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    assert states(journal_path) == {"X-1": "pending", "X-2": "accepted"}

@@ -1,0 +1,214 @@
+"""Errors under cron: one line each, naming the file and the cause (issue 11, item 14).
+
+Each cause is produced for real where this machine allows it: a file that is not SQLite, a
+journal made read-only (``chattr +i`` when the tests run as root, who ignores modes; ``chmod``
+otherwise), a file-size limit (``RLIMIT_FSIZE``), a full disk (a tiny tmpfs in a mount
+namespace of the CLI's own, root only), a lock held by another connection.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from ublfactory import write_invoice
+
+from invoicectl.journal import Journal
+from invoicectl.journal.failures import explain_os, explain_sqlite
+
+ROOT = os.geteuid() == 0
+
+
+def cli(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*prefix, sys.executable, "-m", "invoicectl", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "1000"},
+        timeout=120,
+    )
+
+
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
+    assert result.returncode == 1, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("invoicectl: error: ")
+    return line
+
+
+@pytest.fixture
+def read_only() -> Iterator[object]:
+    """Makes a path read-only for this user, and writable again at the end."""
+    made: list[Path] = []
+
+    def make(path: Path) -> None:
+        if ROOT:
+            if shutil.which("chattr") is None:
+                pytest.skip("root ignores file modes, and chattr is not here")
+            done = subprocess.run(["chattr", "+i", str(path)], capture_output=True)
+            if done.returncode != 0:
+                pytest.skip(f"chattr +i is not supported here: {done.stderr!r}")
+        else:
+            path.chmod(0o500 if path.is_dir() else 0o400)
+        made.append(path)
+
+    yield make
+    for path in made:
+        if ROOT:
+            subprocess.run(["chattr", "-i", str(path)], check=True)
+        else:
+            path.chmod(0o700 if path.is_dir() else 0o600)
+
+
+def test_a_file_that_is_not_sqlite_is_named_and_not_mistaken_for_a_full_disk(tmp_path: Path):
+    journal = tmp_path / "journal.db"
+    journal.write_text("these are not the invoices you are looking for\n" * 10)
+
+    line = one_line(cli("status", "--journal", str(journal)))
+
+    assert f"the journal {journal} could not be used (file is not a database)" in line
+    assert "it is not an invoicectl journal" in line and "free space" not in line
+
+
+def test_a_read_only_journal_is_told_to_be_made_writable_not_to_free_disk_space(
+    outbox: Path, tmp_path: Path, read_only
+):
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "RO-1")
+    assert cli("scan", str(outbox), "--journal", str(journal)).returncode == 0
+    write_invoice(outbox, "RO-2")  # the next scan has something to write
+    read_only(journal)
+
+    line = one_line(cli("scan", str(outbox), "--journal", str(journal)))
+
+    assert f"the journal {journal} could not be used (attempt to write a readonly" in line
+    assert "it is read-only to this process" in line
+    assert "free space" not in line and "free disk space" not in line
+
+
+def test_a_journal_in_a_read_only_directory_names_the_directory_and_the_cause(
+    tmp_path: Path, read_only
+):
+    directory = tmp_path / "state"
+    directory.mkdir()
+    read_only(directory)
+    journal = directory / "journal.db"
+
+    line = one_line(cli("status", "--journal", str(journal)))
+
+    assert f"cannot use {journal}: " in line
+    cause = "Operation not permitted" if ROOT else "Permission denied"
+    assert cause in line and "free space" not in line
+    assert ("chattr -i" if ROOT else "owner and mode") in line
+
+
+def in_own_tmpfs(mount_point: Path, size: str, script: str) -> subprocess.CompletedProcess[str]:
+    """``script`` (sh) in a mount namespace of its own, over a tmpfs of ``size`` at
+    ``mount_point``; skips where that cannot be done (not root, no namespaces)."""
+    if not ROOT or shutil.which("unshare") is None:
+        pytest.skip("a tmpfs of our own needs root and unshare")
+    probe = subprocess.run(["unshare", "-m", "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"no mount namespaces here: {probe.stderr!r}")
+    mounted = f"mount -t tmpfs -o size={size} tmpfs {mount_point} && {script}"
+    return subprocess.run(
+        ["unshare", "-m", "sh", "-c", mounted],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "1000"},
+        timeout=120,
+    )
+
+
+INVOICECTL = f"{sys.executable} -m invoicectl"
+
+
+def test_a_full_disk_names_the_journal_and_says_to_free_space(outbox: Path, tmp_path: Path):
+    for number in range(30):
+        write_invoice(outbox, f"FULL-{number:02}", padding=4000)
+    small = tmp_path / "small"
+    small.mkdir()
+    journal = small / "journal.db"
+
+    done = in_own_tmpfs(small, "300k", f"exec {INVOICECTL} scan {outbox} --journal {journal}")
+
+    line = one_line(done)
+    assert f"the journal {journal} could not be used (database or disk is full)" in line
+    assert "the disk is full: free space on its file system" in line
+
+
+def test_no_space_for_the_run_lock_names_the_journal(outbox: Path, tmp_path: Path):
+    """The run lock's own write names no file: it was "cannot use: No space left on device"."""
+    write_invoice(outbox, "FULL-1")
+    small = tmp_path / "small"
+    small.mkdir()
+    journal = small / "journal.db"
+    script = (
+        f"{INVOICECTL} status --journal {journal} >/dev/null 2>&1; "
+        f"dd if=/dev/zero of={small}/filler bs=1k 2>/dev/null; "
+        f"exec {INVOICECTL} scan {outbox} --journal {journal}"
+    )
+
+    line = one_line(in_own_tmpfs(small, "64k", script))
+
+    assert line == (
+        f"invoicectl: error: cannot use the journal {journal} (or a file beside it): No space "
+        "left on device: free space on its file system and run again; everything committed "
+        "before is kept"
+    )
+
+
+def test_a_file_size_limit_names_the_journal_and_the_limit(outbox: Path, tmp_path: Path):
+    for number in range(30):
+        write_invoice(outbox, f"BIG-{number:02}", padding=4000)
+    journal = tmp_path / "journal.db"
+    Journal(journal).close()
+    limited = (
+        "import resource, signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_IGN);"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (65536, 65536));"
+        "from invoicectl.cli import main; main()"
+    )
+
+    done = subprocess.run(
+        [sys.executable, "-c", limited, "scan", str(outbox), "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+    )
+
+    line = one_line(done)
+    assert f"the journal {journal} could not be used (disk I/O error)" in line
+    assert "a file-size limit such as `ulimit -f`" in line
+
+
+def test_a_journal_locked_by_another_connection_says_who_to_look_for(tmp_path: Path):
+    path = tmp_path / "locked.db"
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("CREATE TABLE t (x)")
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        with pytest.raises(sqlite3.OperationalError) as locked:
+            sqlite3.connect(path, timeout=0).execute("SELECT * FROM t")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+    line = explain_sqlite(locked.value, path)
+
+    assert line.startswith(f"the journal {path} could not be used (database is locked): ")
+    assert "another process holds it locked" in line
+
+
+def test_a_system_error_naming_no_file_names_the_journal(tmp_path: Path):
+    journal = tmp_path / "journal.db"
+    error = OSError(28, "No space left on device")
+
+    assert explain_os(error, journal) == (
+        f"cannot use the journal {journal} (or a file beside it): No space left on device: "
+        "free space on its file system and run again; everything committed before is kept"
+    )
