@@ -136,6 +136,10 @@ def summary_line(summary: SendSummary) -> str:
         if summary.held_for_validation
         else "",
         f"{summary.validations} validations" if summary.validations else "",
+        f"{len(summary.held_for_damage)} held: stored copy damaged "
+        "(rescan the file or restore the journal)"
+        if summary.held_for_damage
+        else "",
         f"{summary.unvalidated} unvalidated (validation failed; sent anyway)"
         if summary.unvalidated
         else "",

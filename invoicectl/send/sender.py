@@ -22,14 +22,14 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import ExitCode, StoredCopyDamaged, worst
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Accepted, AuthRefused, Outcome, RateLimited, Transient
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import new_version
-from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.holds import hold, hold_damaged
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
@@ -109,6 +109,7 @@ class Sender:
         self._unanswered_in_a_row = 0
         self.held_for_receiver: list[str] = []
         self.held_for_validation: list[str] = []
+        self.held_for_damage: list[str] = []
 
     # ---- stopping -------------------------------------------------------------------------
 
@@ -180,6 +181,7 @@ class Sender:
             self.summary.receiver_lookups = self.receivers.lookups
             self.summary.receivers_unchecked = len(self.receivers.failed)
             self.summary.held_for_receiver = tuple(self.held_for_receiver)
+        self.summary.held_for_damage = tuple(self.held_for_damage)
         if self.validations is not None:
             self.summary.validations = self.validations.asked
             self.summary.unvalidated = len(self.validations.failed)
@@ -199,7 +201,16 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
-        # Before the key: an invoice its receiver cannot take spends neither.
+        # The key and the bytes it carries, checked against their sha256 before anything
+        # is asked or spent; nothing is written until the first request (begin_attempt).
+        item = claim_key(self.journal, invoice_id, replay=replay)
+        try:
+            body = self._body(item)
+        except StoredCopyDamaged as damage:  # this invoice only: the rest go on
+            if hold_damaged(self.journal, invoice_id, damage).done:
+                self.held_for_damage.append(invoice_id)
+            return None
+        # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers
         if receivers is not None:
             reason = await receivers.problem(current(self.journal, invoice_id))
@@ -216,8 +227,6 @@ class Sender:
                 if hold(self.journal, invoice_id, reason, by="validation").done:
                     self.held_for_validation.append(invoice_id)
                 return None
-        item = claim_key(self.journal, invoice_id, replay=replay)
-        body = self._body(item)
         body_sha256 = hashlib.sha256(body).hexdigest()
         requests = 0
 

@@ -52,13 +52,16 @@ class SendSummary:
     validations: int = 0  # GoRoute validations asked in this run (send --validate)
     unvalidated: int = 0  # invoices whose validation failed: sent unvalidated
     held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
+    held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
 
     @property
     def unsent(self) -> int:
-        held = len(self.held_for_receiver) + len(self.held_for_validation)
+        held = (
+            len(self.held_for_receiver) + len(self.held_for_validation) + len(self.held_for_damage)
+        )
         return self.planned - len(self.results) - held
 
     def to_dict(self) -> dict[str, Any]:
@@ -80,6 +83,7 @@ class SendSummary:
                 "unvalidated": self.unvalidated,
                 "held": list(self.held_for_validation),
             },
+            "held_as_damaged": list(self.held_for_damage),
             "stopped_by": self.stopped_by,
             "outage": self.outage_reason,
             "journal": self.journal_counts,
