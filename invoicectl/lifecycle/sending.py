@@ -120,6 +120,18 @@ def _check_same_key(invoice: Invoice, item: WorkItem) -> None:
         )
 
 
+def abandon_attempt(journal: JournalBackend, attempt_id: int, why: str | None) -> None:
+    """A request given up on before its answer came (the deadline, a signal): it may have
+    reached GoRoute, so its invoice is settled as unknown (``settle(..., None)``)."""
+    journal.finish_attempt(
+        attempt_id,
+        AttemptAnswer(
+            outcome="no_answer",
+            message=f"abandoned in flight ({why or 'the run stopped'}) before an answer came",
+        ),
+    )
+
+
 def record_answer(
     journal: JournalBackend, attempt_id: int, item: WorkItem, outcome: Outcome
 ) -> None:
