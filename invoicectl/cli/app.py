@@ -23,7 +23,7 @@ import typer.core
 from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
 
 from invoicectl import __version__
-from invoicectl.cli.consoles import say, say_error
+from invoicectl.cli.consoles import guard_stdout, say, say_error
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError
 from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name
 
@@ -68,7 +68,8 @@ class _Commands(typer.core.TyperGroup):
                 say(f"invoicectl: {message}")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except (InvoicectlError, sqlite3.DatabaseError, OSError) as error:
-            # A closed stdout (BrokenPipeError) is typer's to handle.
+            # A closed stdout never gets here (``guard_stdout``); where it is not guarded (a
+            # test's runner), it is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
             failure = _as_invoicectl_error(error)
@@ -148,6 +149,7 @@ def main() -> None:
     # SIGTERM and SIGHUP outside a send's loop (which holds them itself) end like Ctrl-C:
     # every journal write is its own transaction, so stopping between them loses nothing.
     raise_on_signals()
+    guard_stdout()  # a closed stdout stops the output, never the work
     try:
         app(prog_name="invoicectl")
     except KeyboardInterrupt as interrupted:  # between a command's end and the exit
