@@ -17,6 +17,7 @@ job) stays ignored.
 from __future__ import annotations
 
 import signal
+import threading
 from collections.abc import Callable, Coroutine, Iterator
 from contextlib import contextmanager
 from types import FrameType
@@ -70,6 +71,8 @@ class RunSignals:
         self._previous: dict[int, Any] = {}
 
     def __enter__(self) -> RunSignals:
+        if threading.current_thread() is not threading.main_thread():
+            return self  # only the main thread may set handlers; it hears the signals too
         for signum in STOP_SIGNALS:
             previous = signal.getsignal(signum)
             if previous is signal.SIG_IGN:

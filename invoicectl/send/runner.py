@@ -80,7 +80,7 @@ def send(
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             callbacks = {"on_start": on_start, "on_progress": on_progress}
-            stopping = Stopping(on_stopping=on_stopping)
+            stopping = Stopping(grace=options.stop_grace, on_stopping=on_stopping)
             run = _send(journal, settings, options, run_id, transport, clocks, callbacks, stopping)
             summary = asyncio.run(_listening(signals, stopping, run))
             summary.heard_late(signals.received)

@@ -106,7 +106,7 @@ class Sender:
             else None
         )
         self.summary = SendSummary(run_id=run_id)
-        self.stopping = stopping or Stopping()
+        self.stopping = stopping or Stopping(grace=options.stop_grace)
         self._started = 0.0
         self._unanswered_in_a_row = 0
         self.held_for_receiver: list[str] = []
