@@ -119,3 +119,35 @@ def test_a_signal_heard_after_the_loop_still_makes_the_exit_130():
     assert summary.stops == ("deadline", "SIGHUP") and summary.exit_code == ExitCode.INTERRUPTED
     summary.heard_late(["SIGHUP"])  # the same signal, not counted twice
     assert summary.stops == ("deadline", "SIGHUP")
+
+
+@pytest.mark.parametrize(
+    ("stops", "said"),
+    [
+        (("outage",), "GoRoute did not answer 3 invoices in a row"),
+        (("rate_limit",), "GoRoute kept answering 429"),
+        (("deadline",), "stopped at the deadline (240 s, scan included)"),
+        (("SIGINT",), "stopped by SIGINT"),
+    ],
+)
+def test_every_interrupted_summary_ends_with_the_command_that_continues(
+    stops: tuple[str, ...], said: str
+):
+    summary = SendSummary(run_id=7, stops=stops, outage_reason="connection refused")
+    summary.continue_with = "invoicectl send ./outbox --journal j.db"
+
+    line = stop_line(summary, deadline=240, outage_after=3) or ""
+
+    assert line.startswith(f"invoicectl: {said}")
+    assert line.endswith("state saved; continue with: invoicectl send ./outbox --journal j.db")
+    assert summary_line(summary).endswith("continue with: invoicectl send ./outbox --journal j.db")
+    assert summary.to_dict()["continue_with"] == summary.continue_with
+
+
+def test_a_run_that_was_not_interrupted_names_no_command():
+    summary = SendSummary(run_id=7, stops=("credentials",))
+    summary.continue_with = "invoicectl send ./outbox"
+
+    assert stop_line(summary, deadline=None, outage_after=3) is None
+    assert "continue with" not in summary_line(summary)
+    assert summary.to_dict()["continue_with"] is None

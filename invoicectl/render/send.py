@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import groupby
 
 from rich.console import Console
 from rich.progress import (
@@ -149,7 +150,7 @@ def summary_line(summary: SendSummary) -> str:
         f"{summary.unvalidated} unvalidated (validation failed; sent anyway)"
         if summary.unvalidated
         else "",
-        f"stopped by {' then '.join(summary.stops)}" if summary.stops else "",
+        f"stopped by {_stops(summary.stops)}" if summary.stops else "",
         f"{summary.requests} requests in {summary.elapsed:.1f} s",
         f"latency median {_s(latency['median'])} p95 {_s(latency['p95'])}",
         f"ingest-to-accept median {_s(to_accept['median'])} p95 {_s(to_accept['p95'])}",
@@ -164,6 +165,14 @@ def summary_line(summary: SendSummary) -> str:
 
 # What the summary, the table and the stop line call an invoice left ``unknown`` by this run.
 UNANSWERED = "unanswered, will be replayed"
+
+
+def _stops(stops: tuple[str, ...]) -> str:
+    """``deadline then SIGINT twice``: every reason, in order, repeats counted."""
+    counted = [(stop, len(list(repeats))) for stop, repeats in groupby(stops)]
+    return " then ".join(
+        stop + {1: "", 2: " twice"}.get(count, f" {count} times") for stop, count in counted
+    )
 
 
 def _continue(summary: SendSummary) -> str:
