@@ -8,10 +8,12 @@ installed by ``main``).
 A send holds the signals from its lock to its saved state (``RunSignals``): while it scans, a
 signal still raises; from the scan's end it is only recorded, and handed to the send loop
 (``listening``) once that runs, where it stops the run the orderly way (``send.stopping``);
-after the loop it is recorded again, for the exit code. Handlers are Python-level ones, put
-back as they were when the run ends, so at no moment does the default action (death, with
-nothing said) apply. A signal the process was started with ignored (``nohup``, a background
-job) stays ignored.
+after the loop it is recorded again, for the exit code. A reconcile or a validate holds them
+the same way, and a signal cancels its lookups where they wait (``run_cancelled_by_signals``):
+GETs change nothing remote. Handlers are Python-level ones, put back as they were when the run
+ends, so at no moment does the default action (death, with nothing said) apply; at the very
+end ``main`` ignores them (``ignore_stop_signals``). A signal the process was started with
+ignored (``nohup``, a background job) stays ignored.
 """
 
 from __future__ import annotations
