@@ -25,3 +25,6 @@ DEFAULT_TIER = "standard"
 DEFAULT_BATCH_SIZE = 50  # invoices per progress line
 DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
 DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
+# Seconds a request in flight gets to answer once the deadline passes or a first signal
+# comes; then it is abandoned (unknown, replayed by the next run). ``send.stopping``.
+STOP_GRACE = 3.0

@@ -3,7 +3,9 @@
     InvoicectlError                 exit 1: could not run
     ├── ConfigError                 exit 1: bad setting, missing key, unreadable key file
     ├── JournalError                exit 1: journal unreadable, newer schema, wrong environment
-    │   └── EnvironmentMismatch     exit 1: journal bound to another base URL
+    │   ├── EnvironmentMismatch     exit 1: journal bound to another base URL
+    │   └── StoredCopyDamaged       one content's stored bytes fail their sha256 (a send
+    │                               holds that invoice and goes on; exit 1 only elsewhere)
     ├── UsageError                  exit 2: options that contradict each other
     ├── CredentialsRefused          exit 5: the API refused the credentials (401/403)
     └── JournalLocked               exit 6: another run holds the journal
@@ -62,6 +64,15 @@ class JournalError(InvoicectlError):
 
 class EnvironmentMismatch(JournalError):
     pass
+
+
+class StoredCopyDamaged(JournalError):
+    """The bytes the journal stored for one content are gone or no longer hash to its
+    sha256: that content must not be sent, and nothing else is affected."""
+
+    def __init__(self, sha256: str, message: str) -> None:
+        super().__init__(message)
+        self.sha256 = sha256
 
 
 class UsageError(InvoicectlError):

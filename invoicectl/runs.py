@@ -18,8 +18,9 @@ from typing import Any
 
 import httpx
 
-from invoicectl.errors import InvoicectlError
+from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.client import GoRouteClient
+from invoicectl.interrupts import signal_name
 from invoicectl.journal.database import utc_now
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.scan.report import ScanReport
@@ -76,4 +77,8 @@ def recorded_run(
         yield run_id
     except InvoicectlError as error:
         journal.finish_run(run_id, int(error.exit_code), {"error": str(error)})
+        raise
+    except KeyboardInterrupt as interrupted:  # a stop signal (reconcile): nothing half-written
+        stopped = f"interrupted by {signal_name(interrupted)}"
+        journal.finish_run(run_id, int(ExitCode.INTERRUPTED), {"error": stopped})
         raise

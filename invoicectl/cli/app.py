@@ -4,14 +4,15 @@ code, ``--version``, and ``main()`` with its signal handling.
 Library errors (``errors.InvoicectlError``), SQLite errors and system errors reach the user
 at one point, ``_Commands.invoke``: one line on stderr and the error's exit code; with
 ``--json`` or ``--format json``, one JSON document on stdout instead. ``INVOICECTL_DEBUG=1``
-re-raises them with a traceback. The commands themselves live in ``journal_commands``,
-``send_commands`` and ``sandbox_command``, and register on ``app`` when imported.
+re-raises them with a traceback. A stop signal outside a send's loop (``interrupts``) is
+said there too: ``interrupted by SIGTERM; state saved``, exit 130. The commands themselves
+live in ``journal_commands``, ``send_commands`` and ``sandbox_command``, and register on
+``app`` when imported.
 """
 
 from __future__ import annotations
 
 import os
-import signal
 import sqlite3
 import sys
 from itertools import pairwise
@@ -23,8 +24,9 @@ import typer.core
 from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
 
 from invoicectl import __version__
-from invoicectl.cli.consoles import say, say_error
+from invoicectl.cli.consoles import guard_stdout, say, say_error
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError
+from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name
 
 EXIT_CODES_HELP = """
 
@@ -62,8 +64,14 @@ class _Commands(typer.core.TyperGroup):
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 raise  # typer prints the usage and the message on stderr, and exits 2
             raise typer.Exit(int(ExitCode.USAGE)) from None
+        except KeyboardInterrupt as interrupted:  # a stop signal outside a send's loop
+            message = f"interrupted by {signal_name(interrupted)}; state saved"
+            if not _json_error(ctx, message, ExitCode.INTERRUPTED):
+                say(f"invoicectl: {message}")
+            raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except (InvoicectlError, sqlite3.DatabaseError, OSError) as error:
-            # A closed stdout (BrokenPipeError) is typer's to handle.
+            # A closed stdout never gets here (``guard_stdout``); where it is not guarded (a
+            # test's runner), it is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
             failure = _as_invoicectl_error(error, ctx.meta.get("args", []))
@@ -155,15 +163,16 @@ def _root(
 
 
 def main() -> None:
-    # SIGTERM outside the send loop (which handles both signals itself) ends like Ctrl-C:
+    # SIGTERM and SIGHUP outside a send's loop (which holds them itself) end like Ctrl-C:
     # every journal write is its own transaction, so stopping between them loses nothing.
-    signal.signal(signal.SIGTERM, _interrupt)
+    raise_on_signals()
+    guard_stdout()  # a closed stdout stops the output, never the work
     try:
         app(prog_name="invoicectl")
-    except KeyboardInterrupt:
-        say("invoicectl: interrupted; state saved")
+    except KeyboardInterrupt as interrupted:  # between a command's end and the exit
+        say(f"invoicectl: interrupted by {signal_name(interrupted)}; state saved")
         sys.exit(int(ExitCode.INTERRUPTED))
-
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+    finally:
+        # State is saved and the exit code chosen: a signal now changes nothing, and must not
+        # kill the process while Python shuts down (which puts back the default handlers).
+        ignore_stop_signals()

@@ -5,12 +5,17 @@ writes on stderr (errors, "interrupted; state saved", the credentials and outage
 ``send``, "report written to") goes through ``say``: on a terminal rich wraps it at the
 terminal's width; anywhere else (a log file, a pipe, a test) it is written as it is, one line,
 so that a log keeps one line per message however long it is.
+
+A closed stdout (``invoicectl send | head -1``) stops the output, never the work
+(``guard_stdout``): once its reader has gone, what is written to stdout is dropped, the run
+goes on to its end and exits with its own code; stderr still says what it has to.
 """
 
 from __future__ import annotations
 
+import os
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -22,6 +27,57 @@ def stdout_console() -> Console:
     from rich.console import Console  # here: scan prints plain lines and never needs rich
 
     return Console(soft_wrap=not sys.stdout.isatty(), markup=False, emoji=False)
+
+
+class ClosedPipeGuard:
+    """A text stream that drops its writes once its reader has gone (EPIPE), instead of
+    raising inside whatever was writing: rich, at the first progress line after ``head``
+    exits, raised SystemExit from inside the send loop."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.reader_gone = False
+
+    def write(self, text: str) -> int:
+        if not self.reader_gone:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:
+        if not self.reader_gone:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
+        return getattr(self._stream, name)
+
+    def _gone(self) -> None:
+        """The reader has gone: what is still buffered, and every flush from now on
+        (Python's own at exit included), goes to /dev/null rather than failing again."""
+        self.reader_gone = True
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, self._stream.fileno())
+            finally:
+                os.close(devnull)
+        except (OSError, ValueError):  # no file descriptor to redirect: writes are dropped
+            pass
+
+
+def guard_stdout() -> None:
+    """Make the process's stdout a ``ClosedPipeGuard`` (once, for the whole process)."""
+    if not isinstance(sys.stdout, ClosedPipeGuard):
+        sys.stdout = ClosedPipeGuard(sys.stdout)
 
 
 def say(message: str) -> None:

@@ -73,7 +73,7 @@ def status(
     unanswered send waits for the next run's replay."""
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
-    from invoicectl.lifecycle.plan import attention
+    from invoicectl.lifecycle.plan import attention, plan
     from invoicectl.render.formats import to_csv, to_json
     from invoicectl.render.status import (
         STATUS_FIELDS,
@@ -93,13 +93,14 @@ def status(
         holds = opened.hold_counts()
         records = status_records(opened, state, verdict)
         attention_code = attention(opened, opened.clock())
+        unanswered = len(plan(opened, opened.clock()).replays)
     if output_format is OutputFormat.json:
         print(to_json(records))
     elif output_format is OutputFormat.csv:
         sys.stdout.write(to_csv(records, STATUS_FIELDS))
     else:
         console = stdout_console()
-        print_state_counts(console, counts, holds)
+        print_state_counts(console, counts, holds, unanswered)
         if records and sys.stdout.isatty():
             print_status_table(console, records)
         elif records:

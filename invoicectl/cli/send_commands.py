@@ -29,7 +29,7 @@ from invoicectl.cli.options import (
     SandboxOption,
     TierOption,
 )
-from invoicectl.defaults import DEFAULT_BATCH_SIZE
+from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 
 
 class SendOrderChoice(StrEnum):
@@ -61,7 +61,12 @@ def send(
     max_wait: MaxWaitOption = None,
     deadline: Annotated[
         float | None,
-        typer.Option(min=0, help="Stop taking new work after this many seconds (exit 75)."),
+        typer.Option(
+            min=0,
+            help=f"Stop after this many seconds, scan included: no new work, and requests "
+            f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
+            "by the next run under the same key). Exit 75.",
+        ),
     ] = None,
     new_version: Annotated[
         list[str] | None,
@@ -129,7 +134,7 @@ def send(
     """
     from invoicectl.journal.records import SendOrder
     from invoicectl.render.formats import to_json
-    from invoicectl.render.send import SendOutput
+    from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner
     from invoicectl.send.sender import OUTAGE_AFTER
@@ -181,8 +186,10 @@ def send(
         on_scanned=output.scanned,
         on_start=output.started,
         on_progress=output.progressed,
+        on_stopping=_say_stopping,
         session=_session(settings),
     )
+    summary.continue_with = _continue_command(directory, recursive, journal, sandbox, api_key_file)
     output.finished(summary)
     if summary.stopped_by == "credentials":
         say_error(
@@ -190,12 +197,9 @@ def send(
         )
     if summary.stopped_by == "wrong_url":
         say_error(str(summary.endpoint_message))
-    if summary.stopped_by == "outage":
-        say(
-            f"invoicectl: GoRoute did not answer {OUTAGE_AFTER} invoices in a row, even after "
-            f"retries ({summary.outage_reason}); stopped. The next run continues, replaying "
-            "unanswered sends under the same keys"
-        )
+    stopped = stop_line(summary, deadline=deadline, outage_after=OUTAGE_AFTER)
+    if stopped is not None:
+        say(stopped)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
     raise typer.Exit(summary.exit_code)
@@ -307,6 +311,33 @@ def validate(
             print(checked.line())
         print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")
     raise typer.Exit(summary.exit_code)
+
+
+def _say_stopping(signal_name: str, in_flight: int) -> None:
+    """At a first signal, at once: what is left, and how to stop sooner."""
+    say(f"invoicectl: {signal_name}: stopping: {in_flight} in flight; Ctrl-C again to abandon them")
+
+
+def _continue_command(
+    directory: Path,
+    recursive: bool,
+    journal: Path | None,
+    sandbox: bool,
+    api_key_file: Path | None,
+) -> str:
+    """The ``send`` that continues this one: the same outbox, journal and key file."""
+    import shlex
+
+    words = ["invoicectl", "send", str(directory)]
+    if recursive:
+        words.append("--recursive")
+    if journal is not None:
+        words += ["--journal", str(journal)]
+    if sandbox:
+        words.append("--sandbox")
+    if api_key_file is not None:
+        words += ["--api-key-file", str(api_key_file)]
+    return shlex.join(words)
 
 
 def _session(settings: Settings) -> Session:

@@ -13,7 +13,7 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from invoicectl.errors import JournalError
+from invoicectl.errors import StoredCopyDamaged
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
@@ -142,25 +142,38 @@ class InvoiceRecords(JournalBase):
         return dict(json.loads(row[0]))
 
     def content(self, sha256: str) -> bytes:
-        """The exact bytes stored for one revision, checked against their sha256."""
+        """The exact bytes stored for one revision, checked against their sha256;
+        ``StoredCopyDamaged`` when they are missing, unreadable or no longer match."""
         row = self.db.execute(
             "SELECT codec, data FROM blobs WHERE sha256 = ?", (sha256,)
         ).fetchone()
         if row is None:
-            raise JournalError(f"the journal has no stored bytes for content {sha256[:12]}")
+            raise StoredCopyDamaged(
+                sha256, f"the journal has no stored bytes for content {sha256[:12]}"
+            )
         try:
             data = unpack(row[0], bytes(row[1]))
         except (ValueError, RuntimeError) as error:  # lz4 reports a broken frame as either
-            raise JournalError(
+            raise StoredCopyDamaged(
+                sha256,
                 f"the journal's stored bytes for content {sha256[:12]} cannot be read back "
-                f"({error}); the journal file is damaged"
+                f"({error}); the journal file is damaged",
             ) from None
         if hashlib.sha256(data).hexdigest() != sha256:
-            raise JournalError(
+            raise StoredCopyDamaged(
+                sha256,
                 f"the journal's stored bytes for content {sha256[:12]} no longer match their "
-                "sha256; the journal file is damaged"
+                "sha256; the journal file is damaged",
             )
         return data
+
+    def held_by(self, by: str) -> list[Invoice]:
+        """Every invoice on hold (not abandoned) whose hold ``by`` set."""
+        rows = self.db.execute(
+            "SELECT * FROM invoices WHERE hold = ? AND held_by = ? ORDER BY invoice_id",
+            (Hold.held, by),
+        )
+        return [Invoice.from_row(row) for row in rows]
 
     # ---- writing (the lifecycle's) --------------------------------------------------------
 

@@ -92,8 +92,13 @@ class ScanRecords(JournalBase):
     def store_found(self, batch: Sequence[FoundFile], now: str) -> None:
         """New bytes and revisions, the stats of files read, and every file in temp.scan."""
         new = [item for item in batch if item.stored is not None]
+        # Bytes just read and hashed replace a stored copy that differs from them: that copy
+        # was damaged (a rescan of the file is how it is repaired).
         self.db.conn.executemany(
-            "INSERT OR IGNORE INTO blobs (sha256, size, codec, data) VALUES (?, ?, ?, ?)",
+            "INSERT INTO blobs (sha256, size, codec, data) VALUES (?, ?, ?, ?)"
+            " ON CONFLICT(sha256) DO UPDATE SET size = excluded.size, codec = excluded.codec,"
+            " data = excluded.data"
+            " WHERE blobs.data IS NOT excluded.data OR blobs.codec IS NOT excluded.codec",
             [(item.sha256, item.size, item.codec, item.stored) for item in new],
         )
         self.db.conn.executemany(

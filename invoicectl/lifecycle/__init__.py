@@ -6,6 +6,7 @@ The only place an invoice changes state. Its parts:
     scanning     what a scan decides: admit, revise, correct, amend, restore, hold a duplicate
     sending      what a send decides: claim_key, begin_attempt, record_answer, mark_unknown
     decisions    what an operator or reconcile decides: new_version, adopt, record_delivery
+    holds        the holds (hold, release, abandon; a damaged stored copy) and verdicts
     window       the 24-hour window of an idempotency key
     keys         the idempotency key of each invoice and version
     plan         the plan of a run, and the exit-code policy (``attention``)

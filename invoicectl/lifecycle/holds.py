@@ -7,6 +7,11 @@ an ``unknown`` one is replayed under its key while the window is open and left f
 after it. A release can never turn an unknown send into a new one. ``abandoned`` is final:
 the operator settled the invoice outside invoicectl; it stays in the journal and the reports
 and is never sent again. Each decision is an event naming who, and why.
+
+A send holds an invoice itself when the bytes the journal stored for it no longer match their
+sha256 (``hold_damaged``, by ``STORED_COPY_CHECK``): those bytes are never sent, and the rest of
+the outbox goes on. A rescan of a file whose bytes match rewrites the stored copy
+(``journal.scans``), and ``lift_repaired`` lifts the hold.
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from invoicectl.errors import UsageError
+from invoicectl.errors import StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.transitions import Transition, allowed, write
@@ -188,3 +193,41 @@ def candidates(
         for invoice in matching
         if invoice.state is not InvoiceState.accepted and invoice.hold not in (kept, Hold.abandoned)
     ]
+
+
+# ---- a damaged stored copy ----------------------------------------------------------------
+
+# Who holds an invoice whose stored copy is damaged (the hold's ``held_by``).
+STORED_COPY_CHECK = "stored copy check"
+
+
+def hold_damaged(journal: JournalBackend, invoice_id: str, damage: StoredCopyDamaged) -> Decision:
+    """Keep ``invoice_id`` from being sent until its stored copy is whole again."""
+    reason = (
+        f"invoice {invoice_id}: stored copy of content {damage.sha256[:12]} damaged (it no "
+        "longer matches its sha256); rescan the file or restore the journal"
+    )
+    return hold(journal, invoice_id, reason, by=STORED_COPY_CHECK)
+
+
+def content_to_send(invoice: Invoice) -> str:
+    """The sha256 of the bytes a send of ``invoice`` carries: the key's, else the file's."""
+    return invoice.key_sha256 or invoice.current_sha256
+
+
+def damaged_content(journal: JournalBackend) -> set[str]:
+    """The sha256 of every stored copy a send found damaged: what a rescan reads again."""
+    return {content_to_send(invoice) for invoice in journal.held_by(STORED_COPY_CHECK)}
+
+
+def lift_repaired(journal: JournalBackend) -> list[str]:
+    """Release every invoice held for a damaged copy whose content now reads back whole."""
+    lifted = []
+    for invoice in journal.held_by(STORED_COPY_CHECK):
+        try:
+            journal.content(content_to_send(invoice))
+        except StoredCopyDamaged:
+            continue
+        if release(journal, invoice.invoice_id, by="scan (stored copy repaired)").done:
+            lifted.append(invoice.invoice_id)
+    return lifted

@@ -50,6 +50,22 @@ def settle_seen(journal: JournalBackend, found: ScannedCopy) -> Seen:
     return _change(journal, invoice, found)
 
 
+# A key committed without a request (only older journals have one) is given up with it.
+_NO_KEY: dict[str, Any] = {"idempotency_key": None, "key_sha256": None}
+
+
+def was_sent(invoice: Invoice) -> bool:
+    """Whether a request under the invoice's key may have reached GoRoute: its first
+    attempt row was committed (``key_first_used_at`` is written with it), and the key was
+    not given back since. A key chosen but never carried by a request is not a send: only a
+    ``pending`` invoice (or one a duplicate holds ``invalid``) can have one, left by a run of
+    an older invoicectl stopped before its first request."""
+    if invoice.idempotency_key is None:
+        return False
+    beneath = _settled_state(invoice)
+    return invoice.key_first_used_at is not None or beneath not in (S.pending, S.invalid)
+
+
 def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: str) -> Seen:
     """One ID in several files with different content: invalid for ``reason`` until one
     file is left; a sent invoice keeps the state to return to."""
@@ -58,8 +74,15 @@ def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: s
     if invoice is None:
         _admit(journal, first, S.invalid, reason)
         return Seen(new=True, problem=reason)
-    if invoice.idempotency_key is None:
-        write(journal, Transition.hold_duplicate, invoice, state=S.invalid, reason=reason)
+    if not was_sent(invoice):
+        write(
+            journal,
+            Transition.hold_duplicate,
+            invoice,
+            state=S.invalid,
+            reason=reason,
+            **_NO_KEY,
+        )
     elif invoice.state is not S.invalid:
         # Already sent: held until the clash is resolved, then restored.
         write(
@@ -77,7 +100,7 @@ def _recheck(journal: JournalBackend, invoice: Invoice) -> str | None:
     """An unchanged file may stop being invalid: the duplicate it clashed with is gone."""
     if invoice.state is not S.invalid:
         return None
-    if invoice.idempotency_key is not None:
+    if was_sent(invoice):
         _restore(journal, invoice, invoice.state_before_amend or S.pending)
         return None
     state, reason = _verdict(journal.facts(invoice.invoice_id, invoice.current_sha256))
@@ -89,8 +112,9 @@ def _recheck(journal: JournalBackend, invoice: Invoice) -> str | None:
 def _change(journal: JournalBackend, invoice: Invoice, found: ScannedCopy) -> Seen:
     facts = journal.facts(invoice.invoice_id, found.sha256)
     content = _content(found, facts)
-    if invoice.idempotency_key is None:
-        # Never sent: the new content simply replaces the old as the one to send.
+    if not was_sent(invoice):
+        # Never sent: the new content simply replaces the old as the one to send, and a key
+        # no request carried (left by a run stopped before its first request) is no key.
         state, reason = _verdict(facts)
         write(
             journal,
@@ -100,6 +124,7 @@ def _change(journal: JournalBackend, invoice: Invoice, found: ScannedCopy) -> Se
             reason=reason,
             ingested_at=journal.now(),
             **content,
+            **_NO_KEY,
         )
         return Seen(changed=True, problem=reason)
     if invoice.state is S.rejected:

@@ -1,8 +1,11 @@
 """The transitions a send drives, in the order of writes that is the whole point
 (design.md, "Idempotency"):
 
-1. the key and the content it carries are committed before the first request that uses it
-   (``claim_key``);
+1. the key and the content it carries are chosen (``claim_key``) and committed together with
+   the first attempt row that carries them, before that request leaves (``begin_attempt``): a
+   run stopped while it waits for the rate limiter has used no key, and a key in the journal
+   always means a request under it went out ("was sent" is "an attempt row exists", which
+   ``key_first_used_at`` records in the same transaction);
 2. an attempt row is committed before its request leaves (``begin_attempt``);
 3. the answer is committed as soon as it arrives, together with the invoice's new state
    (``record_answer``).
@@ -27,9 +30,9 @@ from invoicectl.goroute.outcomes import (
     WrongEndpoint,
 )
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import AttemptAnswer, InvoiceState
+from invoicectl.journal.records import AttemptAnswer, Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key
-from invoicectl.lifecycle.transitions import Transition, check, current, write
+from invoicectl.lifecycle.transitions import Transition, TransitionRefused, check, current, write
 from invoicectl.lifecycle.window import window_open
 
 # Attempts whose request the API refused unread, or that never left: they use no key.
@@ -48,16 +51,15 @@ class WorkItem:
 
 
 def claim_key(journal: JournalBackend, invoice_id: str, *, replay: bool) -> WorkItem:
-    """The key and content to send, committing the key first if this is its first use."""
+    """The key and content to send: the key in use, else the next one for the current
+    content. Nothing is written: a new key is committed by the first request that carries
+    it (``begin_attempt``), so a run stopped before that request has used no key."""
     invoice = current(journal, invoice_id)
     check(Transition.claim_key, invoice)
     key, sha256 = invoice.idempotency_key, invoice.key_sha256
     if key is None:
         key = idempotency_key(invoice_id, invoice.key_version)
         sha256 = invoice.current_sha256
-        invoice = write(
-            journal, Transition.claim_key, invoice, idempotency_key=key, key_sha256=sha256
-        )
     assert sha256 is not None  # a key is committed with the content it carries
     # The receiver of the content the key carries, not of whatever the file says now.
     receiver = journal.facts(invoice_id, sha256)["customer_endpoint"]
@@ -79,17 +81,56 @@ def key_window_open(journal: JournalBackend, item: WorkItem) -> bool:
 
 def begin_attempt(journal: JournalBackend, run_id: int, item: WorkItem, body_sha256: str) -> int:
     """The write-ahead row, committed before the request leaves; the first one under a key
-    starts the key's 24-hour window."""
+    commits the key and the content it carries, and starts the key's 24-hour window, in the
+    same transaction."""
     now = journal.now()
     with journal.transaction():
         invoice = current(journal, item.invoice_id)
         check(Transition.use_key, invoice)
+        _check_same_key(invoice, item)
         attempt_id = journal.begin_attempt(
             run_id, item.invoice_id, item.sha256, item.key, body_sha256, started_at=now
         )
         if invoice.key_first_used_at is None:
-            write(journal, Transition.use_key, invoice, touch=False, key_first_used_at=now)
+            write(
+                journal,
+                Transition.use_key,
+                invoice,
+                touch=False,
+                idempotency_key=item.key,
+                key_sha256=item.sha256,
+                key_first_used_at=now,
+            )
     return attempt_id
+
+
+def _check_same_key(invoice: Invoice, item: WorkItem) -> None:
+    """The request carries the key and content the journal holds for the invoice (or, for a
+    first use, the content it would send now): anything else is a bug, never sent."""
+    if invoice.idempotency_key is None:
+        expected = (
+            idempotency_key(invoice.invoice_id, invoice.key_version),
+            invoice.current_sha256,
+        )
+    else:
+        expected = (invoice.idempotency_key, invoice.key_sha256 or "")
+    if (item.key, item.sha256) != expected:
+        raise TransitionRefused(
+            f"invoice {invoice.invoice_id} changed since its send was prepared "
+            f"(key {item.key}); nothing was sent"
+        )
+
+
+def abandon_attempt(journal: JournalBackend, attempt_id: int, why: str | None) -> None:
+    """A request given up on before its answer came (the deadline, a signal): it may have
+    reached GoRoute, so its invoice is settled as unknown (``settle(..., None)``)."""
+    journal.finish_attempt(
+        attempt_id,
+        AttemptAnswer(
+            outcome="no_answer",
+            message=f"abandoned in flight ({why or 'the run stopped'}) before an answer came",
+        ),
+    )
 
 
 def record_answer(
@@ -158,6 +199,8 @@ def _settle_unanswered(
     used: give it back. If one may have, the outcome is unknown, whatever came after."""
     reached = journal.count_attempts(item.invoice_id, item.key, except_outcomes=_NOT_PROCESSED)
     invoice = current(journal, item.invoice_id)
+    if reached == 0 and invoice.idempotency_key is None:  # no request ever carried it
+        return invoice.state
     if reached == 0:
         write(
             journal,

@@ -30,8 +30,8 @@ class Transition(StrEnum):
     restore = "restore"  # ...back to what its key carries, or its duplicate gone
     hold_duplicate = "hold_duplicate"  # ...in several files with different content
     # A send...
-    claim_key = "claim_key"  # commits the key and the content it carries
-    use_key = "use_key"  # starts the key's 24-hour window with its first request
+    claim_key = "claim_key"  # chooses the key and the content it carries (nothing written)
+    use_key = "use_key"  # the first request: commits the key, starts its 24-hour window
     record_answer = "record_answer"  # 202, 422 IDEMPOTENCY_KEY_REUSED, or a refusal
     mark_unknown = "mark_unknown"  # a request may have reached GoRoute; no final answer
     release_key = "release_key"  # no request under the key reached GoRoute: give it back

@@ -1,16 +1,17 @@
 """One ``invoicectl reconcile`` from start to end: lock, check the environment, judge, record.
 
-The CLI calls ``reconcile`` and renders the ``ReconcileReport`` that comes back.
+The CLI calls ``reconcile`` and renders the ``ReconcileReport`` that comes back. A stop signal
+during the lookups cancels them (GETs change nothing remote, and nothing is written before
+every lookup has finished) and ends the run as ``Interrupted``: exit 130, the run recorded.
 """
 
 from __future__ import annotations
-
-import asyncio
 
 import httpx
 
 from invoicectl.environment import check_environment
 from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
@@ -29,7 +30,7 @@ def reconcile(
 ) -> ReconcileReport:
     """What really happened to every send that needs a look; nothing is ever resent."""
     journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall)
-    with journal_lock as journal, session() as emulated:
+    with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
         check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
@@ -49,7 +50,7 @@ def reconcile(
                         run_id=run_id,
                     )
 
-            report = asyncio.run(run())
+            report = run_cancelled_by_signals(signals, run())
             summary = {"counts": report.counts, "apply": apply}
             journal.finish_run(run_id, int(report.exit_code), summary)
     return report

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from itertools import groupby
 
 from rich.console import Console
 from rich.progress import (
@@ -22,6 +23,7 @@ from rich.progress import (
 )
 from rich.table import Table
 
+from invoicectl.journal.records import InvoiceState
 from invoicectl.render.status import print_scan_report
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
@@ -116,13 +118,18 @@ class SendOutput:
 
 
 def summary_line(summary: SendSummary) -> str:
+    """One line for the whole run; an interrupted run's ends with the command that goes on."""
     counts = summary.counts()
-    shown = ", ".join(f"{state} {n}" for state, n in sorted(counts.items())) or "nothing sent"
+    # What went out without a final answer is no outcome yet: the next run replays it.
+    counts.pop(InvoiceState.unknown, None)
+    shown = ", ".join(f"{state} {n}" for state, n in sorted(counts.items()))
+    if summary.unanswered:
+        shown += (", " if shown else "") + f"{summary.unanswered} {UNANSWERED}"
     timing = summary.to_dict()["timing"]
     latency = timing["request_latency"]
     to_accept = timing["ingest_to_accept"]
     parts = [
-        f"run {summary.run_id}: {shown}",
+        f"run {summary.run_id}: {shown or 'nothing sent'}",
         f"{summary.unsent} not started" if summary.unsent else "",
         f"{len(summary.held)} held for reconcile" if summary.held else "",
         f"{len(summary.held_for_receiver)} held for their receiver"
@@ -136,10 +143,14 @@ def summary_line(summary: SendSummary) -> str:
         if summary.held_for_validation
         else "",
         f"{summary.validations} validations" if summary.validations else "",
+        f"{len(summary.held_for_damage)} held: stored copy damaged "
+        "(rescan the file or restore the journal)"
+        if summary.held_for_damage
+        else "",
         f"{summary.unvalidated} unvalidated (validation failed; sent anyway)"
         if summary.unvalidated
         else "",
-        f"stopped by {summary.stopped_by}" if summary.stopped_by else "",
+        f"stopped by {_stops(summary.stops)}" if summary.stops else "",
         f"{summary.requests} requests in {summary.elapsed:.1f} s",
         f"latency median {_s(latency['median'])} p95 {_s(latency['p95'])}",
         f"ingest-to-accept median {_s(to_accept['median'])} p95 {_s(to_accept['p95'])}",
@@ -147,7 +158,61 @@ def summary_line(summary: SendSummary) -> str:
         f"{summary.waited_for_retry_after:.1f} s on Retry-After "
         f"({summary.rate_limited_answers} answers 429)",
         f"exit {int(summary.exit_code)}",
+        _continue(summary),
     ]
+    return "; ".join(part for part in parts if part)
+
+
+# What the summary, the table and the stop line call an invoice left ``unknown`` by this run.
+UNANSWERED = "unanswered, will be replayed"
+
+
+def _stops(stops: tuple[str, ...]) -> str:
+    """``deadline then SIGINT twice``: every reason, in order, repeats counted."""
+    counted = [(stop, len(list(repeats))) for stop, repeats in groupby(stops)]
+    return " then ".join(
+        stop + {1: "", 2: " twice"}.get(count, f" {count} times") for stop, count in counted
+    )
+
+
+def _continue(summary: SendSummary) -> str:
+    if summary.interrupted and summary.continue_with:
+        return f"continue with: {summary.continue_with}"
+    return ""
+
+
+def stop_line(summary: SendSummary, *, deadline: float | None, outage_after: int) -> str | None:
+    """The one stderr line that says what stopped an interrupted run (None if nothing did,
+    or refused credentials did: the CLI reports those as an error)."""
+    stops = summary.stops
+    signals = summary.signals
+    if signals:
+        errors = ("credentials", "wrong_url")  # the CLI reports those as errors
+        after = [stop for stop in stops[: stops.index(signals[0])] if stop not in errors]
+        what = f"stopped by {signals[0]}" + (f" (after the {' and '.join(after)})" if after else "")
+    elif "deadline" in stops:
+        what = f"stopped at the deadline ({deadline or 0:g} s, scan included)"
+    elif "outage" in stops:
+        what = (
+            f"GoRoute did not answer {outage_after} invoices in a row, even after retries "
+            f"({summary.outage_reason}); stopped"
+        )
+    elif "rate_limit" in stops:
+        what = "GoRoute kept answering 429 (rate limited) beyond --max-wait; stopped"
+    else:
+        return None
+    parts = [f"invoicectl: {what}"]
+    if summary.abandoned:
+        by = (
+            "the deadline's grace ran out"
+            if summary.abandoned_by == "deadline"
+            else (f"a second {summary.abandoned_by}")
+        )
+        parts.append(f"{summary.abandoned} requests in flight abandoned ({by})")
+    if summary.unanswered:
+        parts.append(f"{summary.unanswered} {UNANSWERED} under the same keys")
+    parts.append("state saved")
+    parts.append(_continue(summary))
     return "; ".join(part for part in parts if part)
 
 
@@ -160,7 +225,10 @@ def summary_table(summary: SendSummary) -> Table:
     table.add_column("outcome")
     table.add_column("invoices", justify="right")
     for state, count in sorted(summary.counts().items()):
-        table.add_row(state, str(count))
+        if state != InvoiceState.unknown:
+            table.add_row(state, str(count))
+    if summary.unanswered:
+        table.add_row(UNANSWERED, str(summary.unanswered))
     if summary.unsent:
         table.add_row("not started", str(summary.unsent))
     if summary.held:

@@ -111,11 +111,18 @@ def to_tsv(records: Sequence[dict[str, Any]]) -> str:
 
 
 def print_state_counts(
-    console: Console, counts: Mapping[InvoiceState, int], holds: Mapping[Hold, int]
+    console: Console,
+    counts: Mapping[InvoiceState, int],
+    holds: Mapping[Hold, int],
+    unanswered: int = 0,
 ) -> None:
+    """The counts per state; ``unanswered``: sends that went out without a final answer and
+    that the next send replays (inside their key's window), said as such."""
     shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in InvoiceState)
     if any(holds.values()):  # holds sit beside the states: counted apart
         shown += "; " + ", ".join(f"{hold} {holds.get(hold, 0)}" for hold in Hold)
+    if unanswered:
+        shown += f"; {unanswered} unanswered, will be replayed by the next send"
     console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
 
 

@@ -115,6 +115,7 @@ def _serve(
 ) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent decides what Ctrl-C stops
     signal.signal(signal.SIGTERM, signal.SIG_DFL)  # the parent's handler raises in Python
+    signal.signal(signal.SIGHUP, signal.SIG_DFL)  # so does its SIGHUP handler
     for parents_end in inherited:
         parents_end.close()
     setup()

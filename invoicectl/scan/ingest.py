@@ -13,13 +13,14 @@ from collections.abc import Callable, Iterable
 from itertools import chain
 from pathlib import Path
 
-from invoicectl.errors import ConfigError
+from invoicectl.errors import ConfigError, StoredCopyDamaged
 from invoicectl.journal import peek_known_sha256
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import InvoiceState, ScannedCopy, fact_columns
+from invoicectl.journal.records import CachedStat, InvoiceState, ScannedCopy, fact_columns
+from invoicectl.lifecycle.holds import damaged_content, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.scan.candidates import find_candidates
-from invoicectl.scan.reader import HeadStart, scan_files, start_reading
+from invoicectl.scan.reader import CachedStats, HeadStart, KnownSha256, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import ScannedFile, as_text
 from invoicectl.ubl.errors import InvalidDocument
@@ -88,15 +89,32 @@ class OpenScan:
         # A directory never scanned into this journal has no stats to look up (a first scan).
         has_stats = journal.has_stats_under(as_text(str(self.root)))
         head, self.head = self.head, None  # scan_files closes its reader
-        scanned = scan_files(
-            self.names,
-            self.root,
-            journal.known_sha256,
-            journal.cached_stats if has_stats else None,
-            workers=self.workers,
-            head=head,
-        )
+        known, cached = _reading_again(journal, damaged_content(journal), has_stats)
+        scanned = scan_files(self.names, self.root, known, cached, workers=self.workers, head=head)
         return Ingest(journal, self.root).run(chain(self.unlisted, scanned))
+
+
+def _reading_again(
+    journal: JournalBackend, damaged: set[str], has_stats: bool
+) -> tuple[KnownSha256, CachedStats | None]:
+    """What the journal knows, less the contents whose stored copy a send found damaged:
+    a file holding one of those is read again, whatever its stats say, so that its bytes
+    (checked against the sha256) can replace the damaged copy."""
+    cached = journal.cached_stats if has_stats else None
+    if not damaged:
+        return journal.known_sha256, cached
+
+    def known() -> set[str]:
+        return journal.known_sha256() - damaged
+
+    def undamaged_stats(paths: list[str]) -> dict[str, CachedStat]:
+        return {
+            path: hit
+            for path, hit in journal.cached_stats(paths).items()
+            if hit.sha256 not in damaged
+        }
+
+    return known, undamaged_stats if has_stats else None
 
 
 class Ingest:
@@ -120,6 +138,7 @@ class Ingest:
             self._settle_the_rest()
             self._record_unidentified()
             self._date_the_undated()
+        self.report.repaired = lift_repaired(journal)
         journal.end_scan()
         return self.report
 
@@ -190,6 +209,8 @@ class Ingest:
                 due_date = parse_document(self.journal.content(sha256)).due_date
             except InvalidDocument:  # it parsed when it was stored; keep it undated
                 due_date = None
+            except StoredCopyDamaged:  # a send holds it until a rescan repairs the copy
+                continue
             self.journal.record_due_date(invoice_id, sha256, due_date)
 
     def _record_unidentified(self) -> None:

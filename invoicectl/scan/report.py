@@ -19,6 +19,7 @@ class ScanReport:
     changed: list[str] = field(default_factory=list)
     amended: list[str] = field(default_factory=list)
     invalid: list[Problem] = field(default_factory=list)
+    repaired: list[str] = field(default_factory=list)  # damaged stored copies rewritten
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -35,5 +36,10 @@ class ScanReport:
             f"  amended  {invoice_id}: changed after it was sent; "
             f"see `invoicectl show {invoice_id}`"
             for invoice_id in self.amended
+        ]
+        lines += [
+            f"  repaired {invoice_id}: its damaged stored copy was rewritten from the file; "
+            "no longer held"
+            for invoice_id in self.repaired
         ]
         return lines

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from invoicectl.defaults import DEFAULT_TIER, TIERS
+from invoicectl.defaults import DEFAULT_TIER, STOP_GRACE, TIERS
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.records import SendOrder
 
@@ -28,6 +28,7 @@ class SendOptions:
     concurrency: int = TIERS[DEFAULT_TIER].concurrency
     policy: RetryPolicy = field(default_factory=RetryPolicy)
     deadline: float | None = None  # seconds from the start of sending
+    stop_grace: float = STOP_GRACE  # seconds in flight get after the deadline or a signal
     new_versions: tuple[str, ...] = ()
     order: SendOrder = SendOrder.due  # of new sends; replays always first
     check_receivers: bool = True  # a participant lookup before a receiver's first send

@@ -1,15 +1,15 @@
 """One ``invoicectl send`` from start to end: lock, scan, bind, send, record the run.
 
-The CLI calls ``send`` (or ``dry_run``) and renders what comes back; signals reach the run
-through ``Sender.request_stop``.
+The CLI calls ``send`` (or ``dry_run``) and renders what comes back. Stop signals are held
+from before the lock until the run's state is saved (``interrupts.RunSignals``): during the
+scan they interrupt it, after it they reach the send loop through ``Sender.request_stop``,
+and one that comes after the loop still makes the run's exit code 130.
 """
 
 from __future__ import annotations
 
 import asyncio
-import signal
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -18,6 +18,7 @@ import httpx
 
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode
+from invoicectl.interrupts import RunSignals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
@@ -37,6 +38,7 @@ from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
 from invoicectl.send.options import SendOptions
 from invoicectl.send.sender import Sender
+from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
 
@@ -51,6 +53,7 @@ def send(
     on_scanned: Callable[[ScanReport], None] = lambda report: None,
     on_start: Callable[[SendSummary], None] = lambda summary: None,
     on_progress: Progress = lambda result, summary: None,
+    on_stopping: Callable[[str, int], None] = lambda signal_name, in_flight: None,
     transport: httpx.AsyncBaseTransport | None = None,
     session: Session = no_session,
     clocks: Clocks = REAL_CLOCKS,
@@ -59,15 +62,17 @@ def send(
     records every step.
 
     ``options.deadline`` counts from here, scan included, so a cron run ends in time.
+    ``on_stopping(signal name, requests in flight)`` is called at once for a first signal.
     """
     started = clocks.monotonic()
     journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
-    with journal_lock as journal, session() as emulated:
+    with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
         close_unanswered(journal)
         report = scan(journal)
         on_scanned(report)
+        signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).
         check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
@@ -85,10 +90,20 @@ def send(
                 bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
 
             callbacks = {"on_start": on_start, "on_progress": on_progress, "bind": bind}
-            run = _send(journal, settings, options, run_id, transport, clocks, callbacks)
-            summary = asyncio.run(run)
+            stopping = Stopping(grace=options.stop_grace, on_stopping=on_stopping)
+            run = _send(journal, settings, options, run_id, transport, clocks, callbacks, stopping)
+            summary = asyncio.run(_listening(signals, stopping, run))
+            summary.heard_late(signals.received)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
+    summary.heard_late(signals.received)
     return report, summary
+
+
+async def _listening(
+    signals: RunSignals, stopping: Stopping, run: Coroutine[Any, Any, SendSummary]
+) -> SendSummary:
+    with signals.listening(stopping.stop):
+        return await run
 
 
 async def _send(
@@ -99,6 +114,7 @@ async def _send(
     transport: httpx.AsyncBaseTransport | None,
     clocks: Clocks,
     callbacks: dict[str, Any],
+    stopping: Stopping,
 ) -> SendSummary:
     async with make_client(settings, transport) as client:
         sender = Sender(
@@ -109,28 +125,10 @@ async def _send(
             monotonic=clocks.monotonic,
             sleep=clocks.sleep,
             rng=clocks.rng,
+            stopping=stopping,
             **callbacks,
         )
-        with _stop_on_signals(sender):
-            return await sender.run()
-
-
-@contextmanager
-def _stop_on_signals(sender: Sender) -> Iterator[None]:
-    """SIGINT/SIGTERM: take no new work, let requests in flight finish, exit 130."""
-    loop = asyncio.get_running_loop()
-    installed = []
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        try:
-            loop.add_signal_handler(signum, sender.request_stop, "signal")
-            installed.append(signum)
-        except (NotImplementedError, RuntimeError):  # pragma: no cover - not the main thread
-            pass
-    try:
-        yield
-    finally:
-        for signum in installed:
-            loop.remove_signal_handler(signum)
+        return await sender.run()
 
 
 def dry_run(

@@ -6,8 +6,8 @@
 2. applies the operator's ``--new-version`` decisions;
 3. replays ``unknown`` invoices whose key window is open, then sends ``pending`` ones, with
    ``concurrency`` requests at most in flight and starts paced by the ``RateLimiter``;
-4. stops taking work on a stop request (signal, deadline, refused credentials) and lets what
-   is in flight finish.
+4. stops taking work on a stop request (signal, deadline, refused credentials, outage); what
+   is in flight finishes, or after a deadline or a signal is abandoned (``send.stopping``).
 
 It never prints: progress goes to an ``on_progress`` callback, the result is a ``SendSummary``.
 """
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import ExitCode, StoredCopyDamaged, worst
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import (
@@ -37,11 +37,13 @@ from invoicectl.goroute.outcomes import (
 )
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import InvoiceState
 from invoicectl.lifecycle.decisions import new_version
-from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.holds import hold, hold_damaged
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
+    abandon_attempt,
     begin_attempt,
     claim_key,
     key_window_open,
@@ -51,6 +53,7 @@ from invoicectl.lifecycle.sending import (
 from invoicectl.lifecycle.transitions import current
 from invoicectl.send.options import SendOptions
 from invoicectl.send.receivers import ReceiverChecks
+from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
 from invoicectl.send.validations import Validations
 from invoicectl.ubl.encoding import document_text
@@ -77,6 +80,7 @@ class Sender:
         on_start: Callable[[SendSummary], None] = lambda summary: None,
         on_progress: Progress = lambda result, summary: None,
         bind: Callable[[], None] = lambda: None,
+        stopping: Stopping | None = None,
     ) -> None:
         self.journal = journal
         self._bind: Callable[[], None] | None = bind
@@ -113,39 +117,25 @@ class Sender:
             else None
         )
         self.summary = SendSummary(run_id=run_id)
-        self._stop_reason: str | None = None
-        self._workers: list[asyncio.Task[None]] = []
-        self._in_flight: set[asyncio.Task[Any]] = set()
+        self.stopping = stopping or Stopping(grace=options.stop_grace)
         self._started = 0.0
         self._unanswered_in_a_row = 0
         self.held_for_receiver: list[str] = []
         self.held_for_validation: list[str] = []
+        self.held_for_damage: list[str] = []
 
     # ---- stopping -------------------------------------------------------------------------
 
     def request_stop(self, reason: str) -> None:
-        """Take no new work; what is in flight finishes. The first reason given is kept.
-
-        Workers waiting for a start slot or a backoff are cancelled at once (nothing of theirs
-        is outstanding); a worker with a request in flight is left to record its answer.
-        """
-        if self._stop_reason is not None:
-            if reason == "signal" and self._stop_reason == "signal":
-                # A second signal: stop now. Requests still in flight keep their write-ahead
-                # rows without an answer; the next run treats them as unknown and replays.
-                for worker in self._workers:
-                    worker.cancel()
-            return
-        self._stop_reason = reason
-        for worker in self._workers:
-            if worker not in self._in_flight:
-                worker.cancel()
+        """Take no new work (a signal by name, ``deadline``, ``credentials``, ``outage``,
+        ``rate_limit``); ``send.stopping`` says what becomes of the requests in flight."""
+        self.stopping.stop(reason)
 
     def should_stop(self) -> bool:
         deadline = self.options.deadline
         if deadline is not None and self.monotonic() - self._started >= deadline:
             self.request_stop("deadline")
-        return self._stop_reason is not None
+        return self.stopping.stopped
 
     # ---- the run --------------------------------------------------------------------------
 
@@ -166,23 +156,30 @@ class Sender:
         queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
         for item in work:
             queue.put_nowait(item)
-        self._workers = [
+        self.stopping.workers = [
             asyncio.create_task(self._worker(queue))
             for _ in range(max(1, min(self.options.concurrency, len(work))))
         ]
+        if self.stopping.stopped:  # a signal came before the first worker started
+            for worker in self.stopping.workers:
+                worker.cancel()
         deadline = None
         if self.options.deadline is not None:
             deadline = asyncio.get_running_loop().call_later(
                 self.options.deadline, self.request_stop, "deadline"
             )
-        results = await asyncio.gather(*self._workers, return_exceptions=True)
+        results = await asyncio.gather(*self.stopping.workers, return_exceptions=True)
         if deadline is not None:
             deadline.cancel()
+        self.stopping.close()
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
 
-        self.summary.stopped_by = self._stop_reason
+        self.summary.stopped_by = self.stopping.first
+        self.summary.stops = tuple(self.stopping.reasons)
+        self.summary.abandoned_by = self.stopping.abandoned_by
+        self.summary.abandoned = self.stopping.abandoned
         self.summary.elapsed = self.monotonic() - self._started
         self.summary.waited_for_rate = self.limiter.waited_for_rate
         self.summary.waited_for_retry_after = self.limiter.waited_for_retry_after
@@ -191,6 +188,7 @@ class Sender:
             self.summary.receiver_lookups = self.receivers.lookups
             self.summary.receivers_unchecked = len(self.receivers.failed)
             self.summary.held_for_receiver = tuple(self.held_for_receiver)
+        self.summary.held_for_damage = tuple(self.held_for_damage)
         if self.validations is not None:
             self.summary.validations = self.validations.asked
             self.summary.unvalidated = len(self.validations.failed)
@@ -210,7 +208,16 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
-        # Before the key: an invoice its receiver cannot take spends neither.
+        # The key and the bytes it carries, checked against their sha256 before anything
+        # is asked or spent; nothing is written until the first request (begin_attempt).
+        item = claim_key(self.journal, invoice_id, replay=replay)
+        try:
+            body = self._body(item)
+        except StoredCopyDamaged as damage:  # this invoice only: the rest go on
+            if hold_damaged(self.journal, invoice_id, damage).done:
+                self.held_for_damage.append(invoice_id)
+            return None
+        # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers
         if receivers is not None:
             reason = await receivers.problem(current(self.journal, invoice_id))
@@ -227,8 +234,6 @@ class Sender:
                 if hold(self.journal, invoice_id, reason, by="validation").done:
                     self.held_for_validation.append(invoice_id)
                 return None
-        item = claim_key(self.journal, invoice_id, replay=replay)
-        body = self._body(item)
         body_sha256 = hashlib.sha256(body).hexdigest()
         requests = 0
 
@@ -239,15 +244,20 @@ class Sender:
             assert task is not None
             if not key_window_open(self.journal, item):
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
-            self._in_flight.add(task)  # from the write-ahead row to the recorded answer
+            self.stopping.in_flight.add(task)  # from the write-ahead row to the answer
             try:
                 attempt_id = begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
-                outcome = await self.client.send_document(item.key, body)
+                try:
+                    outcome = await self.client.send_document(item.key, body)
+                except asyncio.CancelledError:  # abandoned: the row says so, the rest unknown
+                    abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
+                    self.summary.requests += 1
+                    raise
                 with self.journal.transaction():
                     record_answer(self.journal, attempt_id, item, outcome)
                     self._bind_on_api_answer(outcome)
             finally:
-                self._in_flight.discard(task)
+                self.stopping.in_flight.discard(task)
             self._observe(outcome)
             return outcome
 
@@ -260,7 +270,9 @@ class Sender:
                 rng=self.rng,
             )
         except asyncio.CancelledError:
-            settle(self.journal, item, None)  # unused key back, or unknown
+            # Unused key back, or unknown: then it counts as unanswered, to be replayed.
+            if settle(self.journal, item, None) is InvoiceState.unknown:
+                self._unanswered(item, replay, requests)
             raise
         except _WindowClosed:
             outcome = None
@@ -296,6 +308,19 @@ class Sender:
             replay=replay,
             requests=requests,
         )
+
+    def _unanswered(self, item: WorkItem, replay: bool, requests: int) -> None:
+        invoice = current(self.journal, item.invoice_id)
+        result = InvoiceResult(
+            invoice_id=item.invoice_id,
+            state=invoice.state,
+            key=item.key,
+            reason=invoice.reason,
+            replay=replay,
+            requests=requests,
+        )
+        self.summary.results.append(result)
+        self.on_progress(result, self.summary)
 
     def _watch_for_outage(self, outcome: Outcome) -> None:
         """Invoices that each used up their retries, one after another: GoRoute is down.
@@ -351,8 +376,10 @@ def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
         codes.append(ExitCode.AUTH_REFUSED)
     if summary.stopped_by == "wrong_url":
         codes.append(ExitCode.COULD_NOT_RUN)
-    if summary.stopped_by == "signal":
+    if summary.signals:  # also when the deadline or an outage stopped it first
         codes.append(ExitCode.INTERRUPTED)
+    if "deadline" in summary.stops:
+        codes.append(ExitCode.INCOMPLETE)
     return worst(*codes)
 
 

@@ -11,8 +11,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from invoicectl.errors import ExitCode
+from invoicectl.errors import ExitCode, worst
 from invoicectl.journal.records import InvoiceState
+from invoicectl.send.stopping import SIGNAL_NAMES
+
+# Stops the next run gets past on its own: it continues where this one ended.
+_INTERRUPTIONS = SIGNAL_NAMES | {"deadline", "outage", "rate_limit"}
 
 
 @dataclass(frozen=True)
@@ -34,7 +38,12 @@ class SendSummary:
     replays: int = 0
     held: tuple[str, ...] = ()
     results: list[InvoiceResult] = field(default_factory=list)
-    stopped_by: str | None = None  # "signal", "deadline", "credentials", "wrong_url", "rate_limit"
+    # The first stop: signal, deadline, credentials, wrong_url, outage, rate_limit.
+    stopped_by: str | None = None
+    stops: tuple[str, ...] = ()  # every stop, in order; signals by name ("SIGTERM")
+    abandoned_by: str | None = None  # what abandoned requests in flight (they are unknown)
+    abandoned: int = 0  # requests abandoned in flight
+    continue_with: str | None = None  # the command that continues an interrupted run (CLI's)
     auth_message: str | None = None
     endpoint_message: str | None = None  # stopped_by "wrong_url": which URL answered what
     outage_reason: str | None = None
@@ -53,13 +62,39 @@ class SendSummary:
     validations: int = 0  # GoRoute validations asked in this run (send --validate)
     unvalidated: int = 0  # invoices whose validation failed: sent unvalidated
     held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
+    held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
 
     @property
+    def signals(self) -> tuple[str, ...]:
+        return tuple(stop for stop in self.stops if stop in SIGNAL_NAMES)
+
+    @property
+    def unanswered(self) -> int:
+        """Invoices whose request went out with no final answer: the next run replays them."""
+        return sum(1 for result in self.results if result.state is InvoiceState.unknown)
+
+    @property
+    def interrupted(self) -> bool:
+        """Stopped before its work was done, for a reason the next run gets past."""
+        return any(stop in _INTERRUPTIONS for stop in self.stops)
+
+    def heard_late(self, signals: list[str]) -> None:
+        """Signals that came after the loop ended, before the run's state was saved: the
+        work is done, yet the run was interrupted, as its exit code says."""
+        late = signals[len(self.signals) :]
+        if late:
+            self.stops += tuple(late)
+            self.stopped_by = self.stopped_by or "signal"
+            self.exit_code = worst(self.exit_code, ExitCode.INTERRUPTED)
+
+    @property
     def unsent(self) -> int:
-        held = len(self.held_for_receiver) + len(self.held_for_validation)
+        held = (
+            len(self.held_for_receiver) + len(self.held_for_validation) + len(self.held_for_damage)
+        )
         return self.planned - len(self.results) - held
 
     def to_dict(self) -> dict[str, Any]:
@@ -81,7 +116,13 @@ class SendSummary:
                 "unvalidated": self.unvalidated,
                 "held": list(self.held_for_validation),
             },
+            "held_as_damaged": list(self.held_for_damage),
             "stopped_by": self.stopped_by,
+            "stops": list(self.stops),
+            "signal": self.signals[0] if self.signals else None,
+            "unanswered": self.unanswered,
+            "abandoned": {"requests": self.abandoned, "by": self.abandoned_by},
+            "continue_with": self.continue_with if self.interrupted else None,
             "outage": self.outage_reason,
             "wrong_url": self.endpoint_message,
             "journal": self.journal_counts,

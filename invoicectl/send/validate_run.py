@@ -17,6 +17,7 @@ import httpx
 from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome
+from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.holds import hold
@@ -74,10 +75,11 @@ def validate(
 ) -> tuple[ScanReport, ValidateSummary]:
     """Scan, then validate every pending invoice not held; hold the invalid."""
     journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall)
-    with journal_lock as journal, session() as emulated:
+    with RunSignals() as signals, journal_lock as journal, session() as emulated:
         close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
         report = scan(journal)
-        summary = asyncio.run(_validate(journal, settings, transport or emulated, clocks))
+        run = _validate(journal, settings, transport or emulated, clocks)
+        summary = run_cancelled_by_signals(signals, run)
     return report, summary
 
 

@@ -1,0 +1,66 @@
+"""The real CLI in a subprocess: where a process boundary matters (signals, kills, pipes)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from invoicectl.journal import Journal
+from invoicectl.sandbox import DEFAULT_API_KEY
+
+
+def cli_env(journal: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dict[str, str]:
+    return {
+        **os.environ,
+        "GOROUTE_BASE_URL": base_url,
+        "GOROUTE_API_KEY": api_key,
+        "INVOICECTL_JOURNAL": str(journal),
+    }
+
+
+def cli_process(journal: Path, base_url: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
+    """``invoicectl ARGS`` with the journal and the server given; stdout and stderr piped."""
+    popen.setdefault("stdout", subprocess.PIPE)
+    popen.setdefault("stderr", subprocess.PIPE)
+    return subprocess.Popen(
+        [sys.executable, "-m", "invoicectl", *args],
+        env=cli_env(journal, base_url),
+        text=True,
+        **popen,
+    )
+
+
+def run_cli(journal: Path, base_url: str, *args: str, timeout: float = 120) -> tuple[int, str, str]:
+    process = cli_process(journal, base_url, *args)
+    stdout, stderr = process.communicate(timeout=timeout)
+    return process.returncode, stdout, stderr
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError("condition not reached")
+        time.sleep(0.01)
+
+
+def journal_states(journal: Path) -> dict[str, str]:
+    """Each invoice's state, or {} while the journal does not exist yet."""
+    if not journal.exists():
+        return {}
+    with Journal(journal) as opened:
+        return {row.invoice_id: str(row.state) for row in opened.invoices()}
+
+
+def open_attempts(journal: Path) -> int:
+    """Attempt rows left without an outcome."""
+    with Journal(journal) as opened:
+        (count,) = opened.db.execute(
+            "SELECT count(*) FROM attempts WHERE outcome IS NULL"
+        ).fetchone()
+    return int(count)

@@ -1,0 +1,118 @@
+"""A key no request carried is not a send (issue 11, item 11).
+
+The key used to be committed before the rate limiter's wait: a run killed during that wait
+left a key behind, and a later edit of the file made the invoice ``amended`` ("changed after
+it was sent") with advice that would have sent the uncorrected version. Now a key is
+committed with the first attempt row that carries it, and "was sent" means exactly that.
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from pathlib import Path
+
+import pytest
+from journalkit import force
+from processkit import cli_process, journal_states, run_cli, wait_for
+from sendkit import emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl.journal import Journal
+from invoicectl.lifecycle.sending import begin_attempt, claim_key, settle
+from invoicectl.sandbox import BackgroundServer
+from invoicectl.scan.ingest import scan_directory
+
+
+@pytest.fixture
+def journal_path(tmp_path: Path) -> Path:
+    return tmp_path / "journal.db"
+
+
+def test_claiming_a_key_writes_nothing_until_its_first_request(outbox: Path, journal_path: Path):
+    write_invoice(outbox, "INV-1", amount="100.00")
+    with Journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        item = claim_key(journal, "INV-1", replay=False)
+        assert item.key == "invoice-INV-1"
+        unsent = journal.invoice("INV-1")
+        assert (unsent.idempotency_key, unsent.key_sha256) == (None, None)
+
+        # Stopped here (a signal, a kill, the deadline): nothing to give back.
+        assert settle(journal, item, None) == "pending"
+
+        begin_attempt(journal, 1, item, "body-sha")
+        sent = journal.invoice("INV-1")
+        assert sent.idempotency_key == "invoice-INV-1"
+        assert sent.key_sha256 == item.sha256 and sent.key_first_used_at is not None
+
+
+def test_an_edit_after_a_claim_without_a_request_is_a_new_revision(
+    outbox: Path, journal_path: Path
+):
+    write_invoice(outbox, "INV-1", amount="100.00")
+    with Journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        claim_key(journal, "INV-1", replay=False)  # the run dies in the limiter's wait
+        write_invoice(outbox, "INV-1", amount="101.00")
+        report = scan_directory(journal, outbox)
+        row = journal.invoice("INV-1")
+
+    assert report.amended == [] and report.changed == ["INV-1"]
+    assert row.state == "pending" and row.reason is None
+    assert row.idempotency_key is None and row.key_sha256 is None
+
+
+def test_a_key_an_older_run_committed_without_a_request_is_given_up(
+    outbox: Path, journal_path: Path
+):
+    """Journals written before the fix can hold such a key: it is no send either, and the
+    corrected content goes out under it, not the content the key was chosen for."""
+    write_invoice(outbox, "INV-1", amount="100.00")
+    settings = settings_for(journal_path)
+    with Journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        old = journal.invoice("INV-1").current_sha256
+        force(journal, "INV-1", idempotency_key="invoice-INV-1", key_sha256=old)
+    write_invoice(outbox, "INV-1", amount="101.00")
+    sandbox = emulator()
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert states(journal_path) == {"INV-1": "accepted"}
+    with Journal(journal_path) as journal:
+        row = journal.invoice("INV-1")
+        (sent,) = journal.attempts("INV-1")
+    assert row.key_sha256 == row.current_sha256 != old
+    assert sent.revision_sha256 == row.current_sha256
+    assert summary.exit_code == 0
+
+
+@pytest.mark.slow
+def test_killed_in_the_limiters_wait_then_edited_is_pending_not_amended(
+    outbox: Path, journal_path: Path
+):
+    write_invoice(outbox, "A-1")
+    write_invoice(outbox, "B-2", amount="100.00")
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        # One a minute: the second invoice waits about a minute for its start.
+        args = ("send", str(outbox), "--rate", "1", "--concurrency", "1", "--order", "scan")
+        process = cli_process(journal_path, server.base_url, *args, "--no-receiver-check")
+        wait_for(lambda: "accepted" in journal_states(journal_path).values())
+        time.sleep(0.5)  # B-2 is in the limiter's wait now
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=30)
+        assert process.returncode == -signal.SIGKILL
+        assert sandbox.stats()["sends_received"] == 1
+
+        write_invoice(outbox, "B-2", amount="101.00")
+        code, stdout, stderr = run_cli(journal_path, server.base_url, "scan", str(outbox))
+
+    assert code == 0, stdout + stderr
+    assert "1 changed, 0 amended" in stdout
+    assert journal_states(journal_path) == {"A-1": "accepted", "B-2": "pending"}
+    with Journal(journal_path) as journal:
+        row = journal.invoice("B-2")
+        assert row.idempotency_key is None and row.reason is None
+        assert journal.attempts("B-2") == []
