@@ -25,3 +25,6 @@ DEFAULT_TIER = "standard"
 DEFAULT_BATCH_SIZE = 50  # invoices per progress line
 DEFAULT_MAX_ATTEMPTS = 5  # transient answers per request per run
 DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
+# Wall-clock seconds for one whole request, answer included: a 15 MB document goes out in
+# well under this on any working link, and a trickling answer cannot hold a run past it.
+DEFAULT_REQUEST_TIMEOUT = 60.0
