@@ -195,9 +195,24 @@ async def test_a_trickling_or_silent_answer_ends_at_the_request_limit(
     assert isinstance(outcome, Transient), outcome
     assert outcome.sent  # it may have left: a POST's outcome is unknown, replayed
     assert outcome.reason == (
-        "no complete answer within 1 s, the limit for one request; the outcome is unknown"
+        "no complete answer within 1 s, the limit for this request; the outcome is unknown"
     )
     assert took < 10  # generous: "does not hang", not a timing target
+
+
+@pytest.mark.anyio
+async def test_the_limit_grows_with_what_the_request_carries() -> None:
+    def late(request: Any, wire: Any) -> None:  # answers after 1.5 s
+        if wire.wait(1.5):
+            answer_json(202, {"transaction_id": "tx_big"})(request, wire)
+
+    big = b'{"document": "' + b"x" * 512 * 1024 + b'"}'  # 2 s more than the 0.5 s limit
+    with HostileServer(late) as server:
+        async with GoRouteClient(server.base_url, KEY, request_timeout=0.5) as goroute:
+            sent = await goroute.send_document(IDEMPOTENCY_KEY, big)
+            small = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(sent, Accepted)
+    assert isinstance(small, Transient) and "within 0.5 s" in small.reason
 
 
 def test_the_request_limit_must_be_positive() -> None:

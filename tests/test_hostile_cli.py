@@ -185,7 +185,7 @@ def test_a_trickling_answer_leaves_the_invoice_unknown_and_the_run_ends(
         with Journal(journal) as opened:
             (attempt,) = opened.attempts("SLOW-1")
         assert attempt.message == (
-            "no complete answer within 1 s, the limit for one request; the outcome is unknown"
+            "no complete answer within 1 s, the limit for this request; the outcome is unknown"
         )
         # The lock was let go: the next run replays under the same key and bytes.
         code, _, stdout, stderr = run_cli(send, env, tmp_path)
@@ -426,3 +426,56 @@ def test_unusable_ids_in_an_old_journal_do_not_stop_reconcile(tmp_path: Path, ou
         assert accepted.detail.startswith("not looked up: the transaction id is unusable")
     paths = {request.path.split("?")[0] for request in server.requests}
     assert paths == {"/api/v1/transactions", "/api/v1/transactions/tx_good"}
+
+
+def _echoing_checks(form: str) -> Any:
+    """Lookups and validation whose every string echoes the key, beside a plain 202."""
+    raw = _raw(form)
+    header = form if form.isascii() else ""
+    headers = {**JSON, "X-Request-Id": header}
+    lookup = (
+        '{"found": true, "participant_id": "9915:phase4-test-receiver", "name": "' + raw
+        + '", "capabilities": [{"document_type": "urn:oasis:names:specification:ubl:schema:'
+        + 'xsd:CreditNote-2::CreditNote##' + raw + '", "process_id": "' + raw
+        + '"}], "smp_endpoint": "' + raw + '"}'
+    )  # fmt: skip
+    validation = (
+        '{"valid": false, "errors": [{"rule": "' + raw + '", "location": "' + raw
+        + '", "message": "' + raw + '"}], "request_id": "' + raw + '"}'
+    )  # fmt: skip
+    return routes(
+        {
+            ("GET", "/api/v1/participants/lookup"): answer(200, lookup.encode(), headers),
+            ("POST", "/api/v1/validate"): answer(200, validation.encode(), headers),
+            ("POST", "/api/v1/documents"): answer_json(202, {"transaction_id": "tx_1"}),
+        }
+    )
+
+
+@pytest.mark.parametrize("name", ["plain", "json slash", "json mixed", "url twice", "html"])
+@pytest.mark.parametrize("check", ["receiver", "validation"])
+def test_an_echoed_key_in_a_lookup_or_validation_reaches_nothing(
+    name: str,
+    check: str,
+    outbox: Path,
+    isolated_environment: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    write_invoice(outbox, "C-1")
+    args = ["send", str(outbox), "--max-attempts", "1"]
+    args += ["--validate", "--no-receiver-check"] if check == "validation" else []
+    runner = CliRunner()
+    with HostileServer(api(_echoing_checks(FORMS[name]))) as server:
+        monkeypatch.setenv("GOROUTE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GOROUTE_API_KEY", SECRET)
+        results = [runner.invoke(app, args), runner.invoke(app, ["show", "C-1"])]
+        results.append(runner.invoke(app, ["status", "--format", "json"]))
+    asked = {request.path.split("?")[0] for request in server.requests}
+    assert ("/api/v1/validate" if check == "validation" else "/api/v1/participants/lookup") in asked
+    for result in results:
+        assert result.exception is None or isinstance(result.exception, SystemExit)
+    # Neither check found this invoice acceptable: it was held, not sent.
+    assert journal_states(isolated_environment) == {"C-1": "pending"}
+    assert_key_nowhere(
+        isolated_environment, *(text for r in results for text in (r.stdout, r.stderr))
+    )

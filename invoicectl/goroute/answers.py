@@ -203,7 +203,7 @@ def failure(
     # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
     # the request, so it stays replayable under the same key.
     location = answer.headers.get("Location")
-    where = f" to {redact(location)}" if location else ""
+    where = f" to {one_line(redact(location))[:_MAX_MESSAGE]}" if location else ""
     return Transient(
         reason=f"GoRoute answered {status}{where}; check the base URL ({base_url})",
         **common,

@@ -92,6 +92,9 @@ _DOCUMENT_ANSWER_BYTES = 512 * 1024
 _TRANSACTION_BYTES = 256 * 1024
 _PAGE_BYTES = 2 * 1024 * 1024
 _VERSION_BYTES = 64 * 1024
+# A request's time limit grows by a second for every this many bytes it sends, so a 15 MB
+# document on a slow uplink is not cut off (and left unknown) run after run.
+_SLOW_UPLINK_BYTES_PER_SECOND = 256 * 1024
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 
@@ -123,7 +126,8 @@ class GoRouteClient:
     ``transport`` replaces the network (respx in tests, the in-process emulator for
     ``--sandbox``); ``now`` and ``monotonic`` are the clocks for Retry-After dates and durations.
     ``request_timeout`` bounds each whole request, sending it and reading its answer, in
-    wall-clock seconds (the other timeouts restart with every byte).
+    wall-clock seconds (the other timeouts restart with every byte), plus a second for every
+    256 KB the request carries.
     """
 
     def __init__(
@@ -320,7 +324,7 @@ class GoRouteClient:
             lambda: self._http.build_request(
                 method, path, content=content, params=params, headers=headers
             ),
-            Bounds(max_bytes, self._request_timeout, self._timeout),
+            Bounds(max_bytes, self._time_limit(content), self._timeout),
             monotonic=self._monotonic,
             redact=self._redact,
         )
@@ -329,6 +333,9 @@ class GoRouteClient:
         else:
             logger.debug("%s %s: %s", method, path, answer.reason)
         return answer
+
+    def _time_limit(self, content: bytes | None) -> float:
+        return self._request_timeout + len(content or b"") / _SLOW_UPLINK_BYTES_PER_SECOND
 
     def _failure(self, answer: Answer, *, key_reuse_possible: bool) -> Outcome:
         return failure(

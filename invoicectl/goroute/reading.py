@@ -119,7 +119,7 @@ def too_large(response: httpx.Response, why: str, duration: float) -> Transient:
 
 def over_time(seconds: float, duration: float) -> Transient:
     return Transient(
-        reason=f"no complete answer within {seconds:g} s, the limit for one request; "
+        reason=f"no complete answer within {round(seconds, 1):g} s, the limit for this request; "
         "the outcome is unknown",
         duration=duration,
     )
