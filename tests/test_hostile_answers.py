@@ -325,6 +325,20 @@ def test_an_encoding_the_pattern_does_not_spell_out_withholds_the_whole_text() -
     assert KEY.redact(f"x {nested} y") == WITHHELD
 
 
+@pytest.mark.anyio
+async def test_a_key_quoted_in_a_protocol_error_is_redacted_before_it_is_cut_short() -> None:
+    # h11 quotes the bad header line; the reason keeps 200 characters of it, and the key
+    # straddles that cut: cutting first would leave its first characters in the journal.
+    def behave(request: Any, wire: Any) -> None:
+        line = b"x" * 160 + SECRET.encode()
+        wire.write(b"HTTP/1.1 202 Accepted\r\n" + line + b"\r\nContent-Length: 2\r\n\r\n{}")
+
+    outcome = await against(behave, post)
+    assert isinstance(outcome, Transient) and outcome.sent
+    assert "illegal header line" in outcome.reason
+    assert SECRET[:6] not in outcome.reason
+
+
 def echoing(status: int, form: str, *, reason: str | None = None) -> Any:
     """An answer with the key in the reason phrase, X-Request-Id and every body field."""
     raw = form if "\\u" in form else json.dumps(form)[1:-1]

@@ -266,10 +266,14 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def transport_reason(exc: httpx.RequestError, timeout: httpx.Timeout) -> str:
+def transport_reason(
+    exc: httpx.RequestError, timeout: httpx.Timeout, redact: Callable[[str], str]
+) -> str:
     """A one-line reason for a request that got no answer; built from the exception's message
-    only (httpx messages name no headers), never from the request it carries."""
-    detail = one_line(str(exc))[:_MAX_MESSAGE]
+    only (httpx messages name no headers), never from the request it carries. The message may
+    quote what the server sent (a malformed header line): redacted before it is cut short, so
+    no cut can leave half a key."""
+    detail = one_line(redact(str(exc)))[:_MAX_MESSAGE]
     if isinstance(exc, httpx.ConnectTimeout):
         return f"could not connect within {timeout.connect:g} s (the request was not sent)"
     if isinstance(exc, httpx.ReadTimeout):

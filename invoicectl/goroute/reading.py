@@ -64,14 +64,14 @@ async def exchange(
     except BodyUnreadable as unread:
         return too_large(response, redact(unread.why), monotonic() - started)
     except httpx.InvalidURL as exc:  # nothing left: the URL could not even be built
-        reason = redact(one_line(str(exc))[:200])
+        reason = one_line(redact(str(exc)))[:200]
         return Transient(reason=f"the request could not be built ({reason})", sent=False)
     except httpx.RequestError as exc:
         # No chaining and no exception object kept: httpx errors hold the request, headers
         # included, and an outcome must be safe to log and store whole.
         never_left = isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout)
         return Transient(
-            reason=redact(transport_reason(exc, bounds.timeout)),
+            reason=transport_reason(exc, bounds.timeout, redact),
             duration=monotonic() - started,
             sent=not never_left,
         )
