@@ -216,7 +216,7 @@ async def test_the_limit_grows_with_what_the_request_carries() -> None:
 
 
 def test_the_request_limit_must_be_positive() -> None:
-    for bad in (0, -1, float("nan")):
+    for bad in (0, -1, float("nan"), float("inf")):
         with pytest.raises(ValueError, match="request_timeout"):
             GoRouteClient("https://goroute.test", KEY, request_timeout=bad)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
@@ -36,6 +37,7 @@ from urllib.parse import quote
 import httpx
 
 from invoicectl import __version__
+from invoicectl.defaults import DEFAULT_REQUEST_TIMEOUT
 from invoicectl.errors import ConfigError
 from invoicectl.goroute.answers import (
     MAX_RAW_BODY,
@@ -140,13 +142,13 @@ class GoRouteClient:
         read_timeout: float = 30.0,
         write_timeout: float = 30.0,
         pool_timeout: float = 30.0,
-        request_timeout: float = 60.0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_connections: int = 100,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = _checked_base_url(base_url, over_network=transport is None)
-        if not request_timeout > 0:
+        if not 0 < request_timeout < math.inf:
             raise ValueError("request_timeout must be a positive number of seconds")
         self._api_key = api_key
         self._request_timeout = request_timeout
