@@ -43,6 +43,7 @@ WHOLE_SETTINGS = {
 SECONDS_SETTINGS = {
     "max_wait": Seconds(0.0, 86_400.0),
     "deadline": Seconds(0.0, 31 * 86_400.0),
+    "request_timeout": Seconds(0.1, 3_600.0),
 }
 # A DNS name, an IPv4 address or an IPv6 literal (urlsplit drops the brackets); anything else
 # in the host ("exa mple", "exa%41mple") can only be a typo.

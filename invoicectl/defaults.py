@@ -28,3 +28,6 @@ DEFAULT_MAX_WAIT = 300.0  # seconds of Retry-After waiting per request
 # Seconds a request in flight gets to answer once the deadline passes or a first signal
 # comes; then it is abandoned (unknown, replayed by the next run). ``send.stopping``.
 STOP_GRACE = 3.0
+# Wall-clock seconds for one whole request, answer included: a 15 MB document goes out in
+# well under this on any working link, and a trickling answer cannot hold a run past it.
+DEFAULT_REQUEST_TIMEOUT = 60.0

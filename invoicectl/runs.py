@@ -57,6 +57,7 @@ def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) 
         settings.base_url,
         settings.api_key,
         transport=transport,
+        request_timeout=settings.request_timeout,
         max_connections=max(10, settings.concurrency),
     )
 

@@ -2,7 +2,8 @@
 
 The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoicectl/config.toml``
 (``~/.config/invoicectl/config.toml``). Keys: ``journal``, ``base_url``, ``api_key_file``,
-``tier``, ``rate``, ``concurrency``, ``batch_size``, ``max_attempts``, ``max_wait``. The API key
+``tier``, ``rate``, ``concurrency``, ``batch_size``, ``max_attempts``, ``max_wait``,
+``request_timeout`` (also ``$INVOICECTL_REQUEST_TIMEOUT``). The API key
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
 ``api_key_file``.
 
@@ -24,6 +25,7 @@ from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_WAIT,
+    DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_TIER,
     TIERS,
 )
@@ -38,7 +40,7 @@ if TYPE_CHECKING:
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
-    "max_attempts", "max_wait",
+    "max_attempts", "max_wait", "request_timeout",
 }  # fmt: skip
 
 
@@ -63,6 +65,7 @@ class Settings:
     max_attempts: int
     max_wait: float
     sources: Mapping[str, str]  # setting -> where its value came from
+    request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds for one whole request
 
     def __repr__(self) -> str:
         # The key's own repr shows only its fingerprint; say so explicitly anyway.
@@ -221,6 +224,10 @@ def resolve(
             "max_wait", *pick("max_wait", max_wait, None, DEFAULT_MAX_WAIT)
         ),
         sources=sources,
+        request_timeout=config_values.seconds(
+            "request_timeout",
+            *pick("request_timeout", None, "INVOICECTL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT),
+        ),
     )
 
 

@@ -10,7 +10,8 @@ process (or, for the real CLI in a subprocess, beside it) and records every requ
         assert server.requests[0].path == "/api/v1/documents"
 
 A behaviour is a function ``(request, wire) -> None`` that writes the answer on ``wire``;
-``routes`` picks one by method and path prefix.
+``routes`` picks one by method and path prefix, ``in_turn`` by the order requests come in,
+``per_request`` by anything in the request itself.
 """
 
 from __future__ import annotations
@@ -147,6 +148,16 @@ def routes(
                 behaviour(request, wire)
                 return
         fallback(request, wire)
+
+    return behave
+
+
+def per_request(choose: Callable[[Request], Behaviour]) -> Behaviour:
+    """The behaviour ``choose`` picks for each request (by its body, its headers, ...): how a
+    server echoes what it was sent."""
+
+    def behave(request: Request, wire: Wire) -> None:
+        choose(request)(request, wire)
 
     return behave
 

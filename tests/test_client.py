@@ -936,10 +936,32 @@ async def test_get_transaction_failures(
 @pytest.mark.anyio
 async def test_get_transaction_quotes_the_id(api: respx.MockRouter, client: GoRouteClient) -> None:
     route = api.route(method="GET").mock(return_value=answer(404))
-    await client.get_transaction("../documents?x=1")
-    assert route.calls[0].request.url.raw_path == (
-        b"/peppol-api/api/v1/transactions/..%2Fdocuments%3Fx%3D1"
-    )
+    await client.get_transaction("txn:1.a~b")
+    assert route.calls[0].request.url.raw_path == b"/peppol-api/api/v1/transactions/txn%3A1.a~b"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("txn_id", "why"),
+    [
+        ("../documents?x=1", "has characters other than"),
+        (".", "names a path"),
+        ("..", "names a path"),
+        ("a/b", "has characters other than"),
+        ("tx\n1", "has characters other than"),
+        ("t" * 70_000, "70000 characters long"),
+        ("tx-[redacted]", "echoed the API key"),
+    ],
+)
+async def test_get_transaction_refuses_an_unusable_id_without_asking(
+    api: respx.MockRouter, client: GoRouteClient, txn_id: str, why: str
+) -> None:
+    route = api.route().mock(return_value=answer(200, SINGLE))
+    outcome = await client.get_transaction(txn_id)
+    assert isinstance(outcome, Rejected) and outcome.http_status is None
+    assert why in outcome.message and "GoRoute was not asked" in outcome.message
+    assert outcome.message.isprintable() and len(outcome.message) < 300
+    assert not route.calls
 
 
 @pytest.mark.anyio

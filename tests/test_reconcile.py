@@ -432,7 +432,7 @@ def test_key_reused_without_an_id_is_searched_for(
 
     assert verdicts(report) == {"INV-1": Verdict.already_sent, "INV-2": Verdict.not_found}
     assert report.applied == ("INV-1",)
-    assert "no existing_transaction_id" in report.cases[0].detail
+    assert "no usable existing_transaction_id" in report.cases[0].detail
 
 
 def test_apply_skips_an_invoice_that_moved_on(

@@ -2,11 +2,13 @@
 
 This module owns what ``goroute-api.md`` sections A and C say an answer means: the status
 mapped to an ``Outcome``, error bodies read tolerantly from either documented shape (and from
-the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, a one-line
-reason for a request that got no answer at all, and a size cap for answers read streamed.
+the HTML page a proxy may send instead), Retry-After in both RFC 9110 forms, and a one-line
+reason for a request that got no answer at all. How much of a body is read, and for how
+long, is ``reading``'s.
 
-Everything the server or a network error says is scrubbed of the API key (``ApiKey.redact``) before
-it is kept, in case a proxy echoes request headers into an error page.
+Everything the server or a network error says is scrubbed of the API key (``ApiKey.redact``,
+every encoded form too) before it is kept, in case a proxy echoes request headers into an
+error page; ids it hands out are kept only if usable (``identifiers``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,10 @@ from typing import Any
 
 import httpx
 
+from invoicectl.goroute.identifiers import checked_id, usable_id, why_unusable
 from invoicectl.goroute.jsontext import first_text, one_line, text_of
 from invoicectl.goroute.outcomes import (
+    Accepted,
     AuthRefused,
     KeyReused,
     Outcome,
@@ -33,6 +37,7 @@ from invoicectl.goroute.outcomes import (
     Rejected,
     Transient,
 )
+from invoicectl.goroute.redaction import redact_data
 
 KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
 
@@ -72,24 +77,36 @@ class Answer:
     text: str
     data: Any
     duration: float
+    request_id: str | None = None  # usable (``identifiers``) or None
 
     @classmethod
     def read(
         cls,
         response: httpx.Response,
+        body: bytes,
         duration: float,
         redact: Callable[[str], str],
-        body: bytes | None = None,
     ) -> Answer:
-        """``body``: the content of a streamed response, already read (``read_capped``)."""
-        text = redact(response.text if body is None else _decoded(body, response))
+        """``body``: the response's content, already read within its cap (``reading``).
+
+        Everything from the server is redacted here, once: the body as text, every string in
+        its JSON (decoded escapes included), the reason phrase and the request id.
+        """
+        # Parsed before the text is redacted, then every decoded string on its own: a marker
+        # put into raw JSON text could land after a backslash and break the document.
+        unredacted = _decoded(body, response)
+        data = redact_data(_json_or_none(unredacted), redact)
+        text = redact(unredacted)
+        header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
             status=response.status_code,
-            reason_phrase=response.reason_phrase or _standard_phrase(response.status_code),
+            reason_phrase=redact(response.reason_phrase or _standard_phrase(response.status_code)),
             headers=response.headers,
             text=text,
-            data=_json_or_none(text),
+            data=data,
             duration=duration,
+            request_id=checked_id(_request_id_of(data))
+            or (checked_id(redact(header_id)) if header_id else None),
         )
 
     @property
@@ -101,17 +118,6 @@ class Answer:
         if len(self.text) <= MAX_RAW_BODY:
             return self.text
         return self.text[:MAX_RAW_BODY] + _TRUNCATED
-
-    @property
-    def request_id(self) -> str | None:
-        body = self.data if isinstance(self.data, dict) else {}
-        error = body.get("error")
-        from_error = text_of(error.get("request_id")) if isinstance(error, dict) else None
-        return (
-            from_error
-            or text_of(body.get("request_id"))
-            or text_of(self.headers.get("X-Request-Id"))
-        )
 
     def common(self) -> dict[str, Any]:
         """The Outcome fields every answer fills."""
@@ -161,30 +167,6 @@ class Answer:
         return self.reason_phrase or f"HTTP {self.status}"
 
 
-async def read_capped(response: httpx.Response, limit: int) -> bytes | None:
-    """The body of a streamed response, or None (and the rest unread) past ``limit`` bytes."""
-    declared = response.headers.get("Content-Length", "")
-    if declared.isdigit() and int(declared) > limit:
-        return None
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in response.aiter_bytes():
-        size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def too_large(response: httpx.Response, limit: int, duration: float) -> Transient:
-    return Transient(
-        reason=f"GoRoute answered {response.status_code} with more than {limit} bytes; "
-        "the answer was not read",
-        http_status=response.status_code,
-        duration=duration,
-    )
-
-
 def failure(
     answer: Answer,
     *,
@@ -202,11 +184,17 @@ def failure(
     if status in (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN):
         return AuthRefused(code=error.code, message=error.message, **common)
     if status == HTTPStatus.UNPROCESSABLE_ENTITY and key_reuse_possible and error.is_key_reuse:
+        existing, message = error.existing_transaction_id, error.message
+        if existing is not None and not usable_id(existing):
+            # Still a refused key; the id is dropped so reconcile searches for the send
+            # (a key_reused invoice without an id) instead of asking for a broken URL.
+            message = (
+                f"{message}; the server's existing_transaction_id was unusable "
+                f"({why_unusable(existing)}) and was not kept"
+            )
+            existing = None
         return KeyReused(
-            existing_transaction_id=error.existing_transaction_id,
-            code=error.code,
-            message=error.message,
-            **common,
+            existing_transaction_id=existing, code=error.code, message=message, **common
         )
     if 400 <= status < 500:
         return Rejected(code=error.code, message=error.message, details=error.details, **common)
@@ -215,10 +203,34 @@ def failure(
     # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
     # the request, so it stays replayable under the same key.
     location = answer.headers.get("Location")
-    where = f" to {redact(location)}" if location else ""
+    where = f" to {one_line(redact(location))[:_MAX_MESSAGE]}" if location else ""
     return Transient(
         reason=f"GoRoute answered {status}{where}; check the base URL ({base_url})",
         **common,
+    )
+
+
+def accepted(answer: Answer) -> Accepted | Transient:
+    """A 2xx to the documents POST: ``Accepted`` only with a usable transaction id.
+
+    Without one nothing proves the document was queued, and nothing would let reconcile find
+    it; an id that cannot be stored or asked for confirms nothing either. Transient keeps the
+    invoice replayable under the same key and bytes, which the API answers with the original
+    id if it was in fact sent.
+    """
+    data = answer.data
+    transaction_id = first_text(data, "transaction_id", "id") if isinstance(data, dict) else None
+    if transaction_id is None:
+        why = "without a transaction id"
+    elif not usable_id(transaction_id):
+        why = f"with an unusable transaction id ({why_unusable(transaction_id)})"
+    else:
+        return Accepted(transaction_id=transaction_id, **answer.common())
+    return Transient(
+        reason=f"GoRoute answered {answer.status} {why}; "
+        "the send is unconfirmed and will be replayed under the same key",
+        raw_body=answer.raw_body,
+        **answer.common(),
     )
 
 
@@ -254,10 +266,14 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds())
 
 
-def transport_reason(exc: httpx.RequestError, timeout: httpx.Timeout) -> str:
+def transport_reason(
+    exc: httpx.RequestError, timeout: httpx.Timeout, redact: Callable[[str], str]
+) -> str:
     """A one-line reason for a request that got no answer; built from the exception's message
-    only (httpx messages name no headers), never from the request it carries."""
-    detail = one_line(str(exc))[:_MAX_MESSAGE]
+    only (httpx messages name no headers), never from the request it carries. The message may
+    quote what the server sent (a malformed header line): redacted before it is cut short, so
+    no cut can leave half a key."""
+    detail = one_line(redact(str(exc)))[:_MAX_MESSAGE]
     if isinstance(exc, httpx.ConnectTimeout):
         return f"could not connect within {timeout.connect:g} s (the request was not sent)"
     if isinstance(exc, httpx.ReadTimeout):
@@ -331,6 +347,13 @@ def _detail_line(item: Any) -> str:
     if isinstance(item, str):
         return one_line(item)
     return one_line(json.dumps(item, ensure_ascii=False))
+
+
+def _request_id_of(data: Any) -> str | None:
+    body = data if isinstance(data, dict) else {}
+    error = body.get("error")
+    from_error = text_of(error.get("request_id")) if isinstance(error, dict) else None
+    return from_error or text_of(body.get("request_id"))
 
 
 def _decoded(body: bytes, response: httpx.Response) -> str:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import re
 import stat
 from collections.abc import Mapping
 from typing import Any, NoReturn
 
 from invoicectl.errors import ConfigError
+from invoicectl.goroute import redaction
 
 ENV_VAR = "GOROUTE_API_KEY"
 
@@ -30,16 +32,18 @@ _MAX_FILE_BYTES = 4096
 class ApiKey:
     """An API key whose text never shows up in a repr, a log line or a pickle."""
 
-    __slots__ = ("_secret", "_fingerprint")
+    __slots__ = ("_secret", "_fingerprint", "_pattern")
 
     _secret: str
     _fingerprint: str
+    _pattern: re.Pattern[str]  # spells the key out: never handed out either
 
     def __init__(self, secret: str) -> None:
         secret = secret.strip()
         _check_secret(secret)
         object.__setattr__(self, "_secret", secret)
         object.__setattr__(self, "_fingerprint", _fingerprint_of(secret))
+        object.__setattr__(self, "_pattern", redaction.key_pattern(secret))
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], name: str = ENV_VAR) -> ApiKey:
@@ -82,8 +86,9 @@ class ApiKey:
         return self._secret
 
     def redact(self, text: str) -> str:
-        """``text`` with every occurrence of the key replaced by a marker."""
-        return text.replace(self._secret, "[redacted]")
+        """``text`` with every echo of the key, plain or encoded, replaced by a marker
+        (``redaction``: JSON escapes, percent-encoding, HTML references, mixed)."""
+        return redaction.redact(text, self._secret, self._pattern)
 
     @property
     def fingerprint(self) -> str:

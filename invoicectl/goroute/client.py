@@ -12,7 +12,9 @@ a network failure either: a caller only sees exceptions for programming errors (
     list_transactions, version: the parsed answer, or one of the failure outcomes above
 
 What an answer means lives in ``answers`` (and ``endpoint``: is this the API at all?); the
-shapes in ``transactions``, ``lookups`` and ``validation``.
+shapes in ``transactions`` (a list answer is read into its ``TransactionPage`` by ``pages``),
+``lookups`` and ``validation``; how much of an answer is read, and for how long, in
+``reading``; which ids from the server are usable in ``identifiers``.
 
 The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
 Any text from the server or a network error is scrubbed of the key before it reaches an outcome.
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from collections.abc import Callable, Generator, Mapping
 from datetime import UTC, datetime
@@ -33,20 +36,19 @@ from urllib.parse import quote
 import httpx
 
 from invoicectl import __version__, config_values
+from invoicectl.defaults import DEFAULT_REQUEST_TIMEOUT
 from invoicectl.errors import ConfigError
 from invoicectl.goroute.answers import (
     MAX_RAW_BODY,
     Answer,
+    accepted,
     failure,
     parse_retry_after,
-    read_capped,
-    too_large,
-    transport_reason,
     unexpected_shape,
 )
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
-from invoicectl.goroute.jsontext import first_text, text_of
+from invoicectl.goroute.identifiers import usable_id, why_unusable
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
     checked_peppol_id,
@@ -54,8 +56,10 @@ from invoicectl.goroute.lookups import (
     lookup_outcome,
     route_missing,
 )
-from invoicectl.goroute.outcomes import Accepted, Outcome, Rejected, Transient
+from invoicectl.goroute.outcomes import Outcome, Rejected, Transient
+from invoicectl.goroute.pages import page_of
 from invoicectl.goroute.participants import Participant
+from invoicectl.goroute.reading import ACCEPT_ENCODING, Bounds, exchange
 from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
 from invoicectl.goroute.validation import MAX_VALIDATION_BYTES, Validation, validation_outcome
 
@@ -83,6 +87,16 @@ _VERSION_PATH = "/peppol/version"
 _LOOKUP_PATH = "/api/v1/participants/lookup"
 _PLAIN_LOOKUP_PATH = "/participants/lookup"
 _VALIDATE_PATH = "/api/v1/validate"
+
+# The most each answer may be (``reading``): a 202 or an error is a few KB, a transaction one,
+# a page of 100 transactions some tens of KB; the lookup and validation caps are their modules'.
+_DOCUMENT_ANSWER_BYTES = 512 * 1024
+_TRANSACTION_BYTES = 256 * 1024
+_PAGE_BYTES = 2 * 1024 * 1024
+_VERSION_BYTES = 64 * 1024
+# A request's time limit grows by a second for every this many bytes it sends, so a 15 MB
+# document on a slow uplink is not cut off (and left unknown) run after run.
+_SLOW_UPLINK_BYTES_PER_SECOND = 256 * 1024
 
 _LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 logger = logging.getLogger(__name__)
@@ -112,6 +126,9 @@ class GoRouteClient:
 
     ``transport`` replaces the network (respx in tests, the in-process emulator for
     ``--sandbox``); ``now`` and ``monotonic`` are the clocks for Retry-After dates and durations.
+    ``request_timeout`` bounds each whole request, sending it and reading its answer, in
+    wall-clock seconds (the other timeouts restart with every byte), plus a second for every
+    256 KB the request carries.
     """
 
     def __init__(
@@ -124,12 +141,16 @@ class GoRouteClient:
         read_timeout: float = 30.0,
         write_timeout: float = 30.0,
         pool_timeout: float = 30.0,
+        request_timeout: float = DEFAULT_REQUEST_TIMEOUT,
         max_connections: int = 100,
         now: Callable[[], datetime] = lambda: datetime.now(UTC),
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.base_url = _checked_base_url(base_url, over_network=transport is None)
+        if not 0 < request_timeout < math.inf:
+            raise ValueError("request_timeout must be a positive number of seconds")
         self._api_key = api_key
+        self._request_timeout = request_timeout
         self._now = now
         self._monotonic = monotonic
         # Set once a lookup route proved missing: a run pays that request once, not per receiver.
@@ -142,7 +163,11 @@ class GoRouteClient:
         self._http = httpx.AsyncClient(
             base_url=self.base_url,
             auth=_ApiKeyAuth(api_key),
-            headers={"User-Agent": f"invoicectl/{__version__}", "Accept": "application/json"},
+            headers={
+                "User-Agent": f"invoicectl/{__version__}",
+                "Accept": "application/json",
+                "Accept-Encoding": ACCEPT_ENCODING,
+            },
             timeout=self._timeout,
             limits=httpx.Limits(
                 max_connections=max_connections, max_keepalive_connections=max_connections
@@ -179,6 +204,7 @@ class GoRouteClient:
             _DOCUMENTS_PATH,
             content=body,
             headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
+            max_bytes=_DOCUMENT_ANSWER_BYTES,
         )
         if isinstance(answer, Transient):
             return answer
@@ -186,26 +212,25 @@ class GoRouteClient:
             return wrong_endpoint(answer, self.base_url + _DOCUMENTS_PATH)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=True)
-        transaction_id = _transaction_id_of(answer.data)
-        if transaction_id is None:
-            # Without an id nothing proves the document was queued, and nothing would let
-            # reconcile find it. Transient keeps the invoice replayable under the same key
-            # and bytes, which the API answers with the original id if it was in fact sent.
-            return Transient(
-                reason=f"GoRoute answered {answer.status} without a transaction id; "
-                "the send is unconfirmed and will be replayed under the same key",
-                raw_body=answer.raw_body,
-                **answer.common(),
-            )
-        return Accepted(transaction_id=transaction_id, **answer.common())
+        return accepted(answer)
 
     async def get_transaction(self, transaction_id: str) -> Outcome:
-        """GET one transaction: Found, NotFound (404), or the failure outcome."""
+        """GET one transaction: Found, NotFound (404), or the failure outcome.
+
+        An id that is not usable (``identifiers``; one an older invoicectl stored) is not
+        asked for: the answer is a ``Rejected`` with no HTTP status, which is never retried.
+        """
         if not transaction_id:
             raise ValueError("transaction_id must not be empty")
-        # The id comes from a server answer: quote it whole so it cannot change the path.
+        if not usable_id(transaction_id):
+            return Rejected(
+                message="the transaction id is unusable "
+                f"({why_unusable(self._redact(transaction_id))}); "
+                "GoRoute was not asked"
+            )
+        # Quoted whole all the same, so no id can change the path.
         path = f"{_TRANSACTIONS_PATH}/{quote(transaction_id, safe='')}"
-        answer = await self._request("GET", path)
+        answer = await self._request("GET", path, max_bytes=_TRANSACTION_BYTES)
         if isinstance(answer, Transient):
             return answer
         if suspicious(answer) and not await self._api.api_answers():
@@ -227,18 +252,20 @@ class GoRouteClient:
         params: dict[str, str | int] = {"limit": limit}
         if cursor is not None:
             params["cursor"] = cursor
-        answer = await self._request("GET", _TRANSACTIONS_PATH, params=params)
+        answer = await self._request(
+            "GET", _TRANSACTIONS_PATH, params=params, max_bytes=_PAGE_BYTES
+        )
         if isinstance(answer, Transient):
             return answer
         if suspicious(answer) and not await self._api.api_answers():
             return wrong_endpoint(answer, self.base_url + _TRANSACTIONS_PATH)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=False)
-        return _page_of(answer)
+        return page_of(answer)
 
     async def version(self) -> dict[str, Any] | Outcome:
         """GET /peppol/version: ``{"version", "environment", "status"}`` or the failure outcome."""
-        answer = await self._request("GET", _VERSION_PATH)
+        answer = await self._request("GET", _VERSION_PATH, max_bytes=_VERSION_BYTES)
         if isinstance(answer, Transient):
             return answer
         if not answer.ok:
@@ -294,40 +321,29 @@ class GoRouteClient:
         method: str,
         path: str,
         *,
+        max_bytes: int,
         content: bytes | None = None,
         params: Mapping[str, str | int] | None = None,
         headers: Mapping[str, str] | None = None,
-        max_bytes: int | None = None,
     ) -> Answer | Transient:
-        """One request; ``max_bytes`` streams the answer and stops reading past that size."""
-        started = self._monotonic()
-        body: bytes | None = None
-        try:
-            request = self._http.build_request(
+        """One request, its answer read within ``max_bytes`` and ``request_timeout``."""
+        answer = await exchange(
+            self._http,
+            lambda: self._http.build_request(
                 method, path, content=content, params=params, headers=headers
-            )
-            response = await self._http.send(request, stream=max_bytes is not None)
-            if max_bytes is not None:
-                try:
-                    body = await read_capped(response, max_bytes)
-                finally:
-                    await response.aclose()
-                if body is None:
-                    return too_large(response, max_bytes, self._monotonic() - started)
-        except httpx.RequestError as exc:
-            duration = self._monotonic() - started
-            reason = self._redact(transport_reason(exc, self._timeout))
-            logger.debug("%s %s failed after %.3f s: %s", method, path, duration, reason)
-            # No chaining and no exception object kept: httpx errors hold the request, headers
-            # included, and an outcome must be safe to log and store whole.
-            never_left = isinstance(
-                exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout
-            )
-            return Transient(reason=reason, duration=duration, sent=not never_left)
-        duration = self._monotonic() - started
-        answer = Answer.read(response, duration, self._redact, body)
-        logger.debug("%s %s -> %d in %.3f s", method, path, answer.status, duration)
+            ),
+            Bounds(max_bytes, self._time_limit(content), self._timeout),
+            monotonic=self._monotonic,
+            redact=self._redact,
+        )
+        if isinstance(answer, Answer):
+            logger.debug("%s %s -> %d in %.3f s", method, path, answer.status, answer.duration)
+        else:
+            logger.debug("%s %s: %s", method, path, answer.reason)
         return answer
+
+    def _time_limit(self, content: bytes | None) -> float:
+        return self._request_timeout + len(content or b"") / _SLOW_UPLINK_BYTES_PER_SECOND
 
     def _failure(self, answer: Answer, *, key_reuse_possible: bool) -> Outcome:
         return failure(
@@ -372,28 +388,3 @@ def _check_idempotency_key(key: str) -> None:
     # what would corrupt the header itself, which is a bug, not an answer to record.
     if not key or not all("\x21" <= char <= "\x7e" for char in key):
         raise ValueError("idempotency key must be non-empty visible ASCII")
-
-
-def _transaction_id_of(data: Any) -> str | None:
-    if not isinstance(data, dict):
-        return None
-    return first_text(data, "transaction_id", "id")
-
-
-def _page_of(answer: Answer) -> TransactionPage | Outcome:
-    """Accept ``{"transactions": [...], "next_cursor", "has_more"}`` or a bare list."""
-    data = answer.data
-    if isinstance(data, list):
-        items, next_cursor, has_more = data, None, False
-    elif isinstance(data, dict) and isinstance(data.get("transactions"), list):
-        items = data["transactions"]
-        next_cursor = text_of(data.get("next_cursor"))
-        more = data.get("has_more")
-        has_more = more if isinstance(more, bool) else next_cursor is not None
-    else:
-        return unexpected_shape(answer, "a transactions list")
-    if not all(isinstance(item, dict) for item in items):
-        # Skipping entries would let reconcile report "not found" for a send that exists.
-        return unexpected_shape(answer, "a list of transaction objects")
-    transactions = tuple(Transaction.from_json(item) for item in items)
-    return TransactionPage(transactions=transactions, next_cursor=next_cursor, has_more=has_more)

@@ -4,6 +4,7 @@
 ``invoice_number``, flat ``receiver_id``) and the single shape (``id``, ``document_id``, nested
 ``receiver``). This module owns reading both (and mixes of them) into one ``Transaction``, the
 ``TransactionPage`` a list answer is read into, and the two outcomes of looking one up by id.
+Fields are kept only when usable: an id by ``identifiers``' rules, text as one printable line.
 Plain data below the client: reading an HTTP answer into a page is ``goroute.client``'s.
 """
 
@@ -13,11 +14,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from invoicectl.goroute.identifiers import checked_id
 from invoicectl.goroute.jsontext import first_text, text_of
 from invoicectl.goroute.outcomes import Outcome
 
 FINAL_STATUSES = frozenset({"delivered", "failed"})
 _PARTICIPANT_PREFIX = "iso6523-actorid-upis::"
+_MAX_FIELD = 256
 
 
 @dataclass(frozen=True)
@@ -48,21 +51,24 @@ class Transaction:
         """Read the list shape (``transaction_id``, ``invoice_number``, flat ``receiver_id``)
         or the single shape (``id``, ``document_id``, nested ``receiver``), or a mix."""
         scheme, identifier = _receiver_of(data)
+        scheme, identifier = _short(scheme), _short(identifier)
         metadata = data.get("metadata")
-        status = text_of(data.get("status"))
+        status = _short(text_of(data.get("status")))
         return cls(
-            transaction_id=first_text(data, "transaction_id", "id"),
-            invoice_number=first_text(data, "invoice_number", "document_id"),
-            document_type=text_of(data.get("document_type")),
+            # An unusable id is not kept (``identifiers``): such a transaction can be matched
+            # and reported, never asked for or adopted by its id.
+            transaction_id=checked_id(first_text(data, "transaction_id", "id")),
+            invoice_number=_short(first_text(data, "invoice_number", "document_id")),
+            document_type=_short(text_of(data.get("document_type"))),
             receiver=f"{scheme}:{identifier}" if scheme and identifier else None,
             receiver_scheme=scheme,
             receiver_id=identifier,
-            sender_id=_sender_of(data),
+            sender_id=_short(_sender_of(data)),
             # Status words are compared against the documented lower-case set.
             status=status.lower() if status else None,
-            created_at=text_of(data.get("created_at")),
-            updated_at=text_of(data.get("updated_at")),
-            delivered_at=text_of(data.get("delivered_at")),
+            created_at=_short(text_of(data.get("created_at"))),
+            updated_at=_short(text_of(data.get("updated_at"))),
+            delivered_at=_short(text_of(data.get("delivered_at"))),
             metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
             raw=dict(data),
         )
@@ -87,6 +93,14 @@ class Found(Outcome):
 @dataclass(frozen=True)
 class NotFound(Outcome):
     """GET /api/v1/transactions/{id} answered 404: GoRoute does not know the id."""
+
+
+def _short(value: str | None) -> str | None:
+    """A field kept only as one printable line of sensible length: these reach the journal
+    (the remote status), the report and the terminal."""
+    if value is None or len(value) > _MAX_FIELD or not value.isprintable():
+        return None
+    return value
 
 
 def _receiver_of(data: Mapping[str, Any]) -> tuple[str | None, str | None]:

@@ -59,6 +59,18 @@ def matched(
         verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
     elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
         verdict, detail = Verdict.in_progress, [f"transaction {api.transaction_id} is {txn.status}"]
+    elif api.transaction_id is None:
+        return build_case(
+            invoice_id,
+            adopt,
+            side,
+            api=api,
+            needs_person=True,  # nothing to adopt: --apply cannot record it
+            action="investigate: GoRoute holds this invoice under a transaction id invoicectl "
+            "cannot use; ask GoRoute support which transaction it is",
+            detail="; ".join(["the transaction is this invoice, but its id is unusable", *notes]),
+            window=window,
+        )
     else:
         status = txn.status or "no status given"
         return build_case(

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from invoicectl.goroute.identifiers import checked_id
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.reconcile.verdicts import JournalSide
@@ -31,7 +32,9 @@ def find_subjects(journal: JournalBackend) -> list[Subject]:
     """The invoices to judge; an abandoned one was settled outside invoicectl and is not."""
     subjects: list[Subject] = []
     for invoice in _open(journal, InvoiceState.key_reused):
-        existing = invoice.existing_transaction_id
+        # An id an older invoicectl stored unchecked (64 KB, "..", a newline) is searched for
+        # like a 422 that named none, rather than asked for by a broken URL.
+        existing = checked_id(invoice.existing_transaction_id)
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, get_id=existing, search=not existing))
     for invoice in _open(journal, InvoiceState.pending):

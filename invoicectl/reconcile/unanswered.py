@@ -165,7 +165,7 @@ def _not_found_in_list(
             invoice_id,
             Verdict.not_found,
             side,
-            detail=f"the 422 carried no existing_transaction_id; {searched}",
+            detail=f"the 422 named no usable existing_transaction_id; {searched}",
             window=window,
         )
     if open_:

@@ -388,6 +388,8 @@ def _failure_text(outcome: Outcome | None) -> str:
         return f"no usable answer after retries: {outcome.reason}"
     if isinstance(outcome, RateLimited):
         return "still rate limited (429) after waiting as long as --max-wait allows"
+    if isinstance(outcome, Rejected) and outcome.http_status is None:
+        return f"not looked up: {outcome.message}"  # the client refused to ask (a bad id)
     if isinstance(outcome, Rejected):
         code = f" {outcome.code}" if outcome.code else ""
         return f"the API refused the lookup (HTTP {outcome.http_status}{code}: {outcome.message})"

@@ -1,0 +1,108 @@
+"""Finding the API key in server text, in whatever form the server wrote it back.
+
+A server, or a proxy in front of it, may echo the ``X-API-Key`` header into its answer, and
+not always as it was sent: JSON escapes it (``\\/``, ``\\u0073`` for any character, upper or
+lower hex), a URL or a form percent-encodes it (``%73``, ``%2F``, ``%252F`` twice over), HTML
+writes character references (``&#115;``, ``&#x73;``). ``key_pattern`` matches the key with
+each of its characters in any of those forms, mixed freely, so one pass replaces every echo
+``redact`` can see; ``redact`` then decodes the text the common ways, alone and in pairs, and
+if the key still shows in any decoding (an encoding nested past what the pattern spells out),
+the whole text is withheld rather than kept. ``redact_data`` does the same for every string in
+parsed JSON, keys included.
+
+Keys are visible ASCII without spaces (``apikey._check_secret``), so a space in an echo can
+only be a ``+`` of the key that a form decoder turned into one; the pattern takes it as such.
+The compiled pattern spells the key out: it lives only inside ``ApiKey``.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from collections.abc import Callable, Iterator
+from typing import Any
+from urllib.parse import unquote
+
+MARKER = "[redacted]"
+WITHHELD = "[withheld: the answer echoed the API key in an encoded form]"
+
+_JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
+_JSON_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def key_pattern(secret: str) -> re.Pattern[str]:
+    """The key, each character written plainly or in any of the encodings named above."""
+    return re.compile("".join(_char_forms(char) for char in secret))
+
+
+def redact(text: str, secret: str, pattern: re.Pattern[str]) -> str:
+    """``text`` with every echo of the key replaced by ``MARKER``; ``WITHHELD`` if one hides."""
+    if not text:
+        return text
+    cleaned = pattern.sub(MARKER, text)
+    if any(secret in view for view in _decodings(cleaned)):
+        return WITHHELD
+    return cleaned
+
+
+def redact_data(data: Any, redact_text: Callable[[str], str]) -> Any:
+    """Parsed JSON with ``redact_text`` applied to every string in it, keys included."""
+    if isinstance(data, str):
+        return redact_text(data)
+    if isinstance(data, list):
+        return [redact_data(item, redact_text) for item in data]
+    if isinstance(data, dict):
+        return {redact_text(key): redact_data(value, redact_text) for key, value in data.items()}
+    return data
+
+
+def _char_forms(char: str) -> str:
+    code = ord(char)
+    hex2 = "".join(_hex_digit(digit) for digit in f"{code:02x}")
+    forms = [
+        re.escape(char),
+        r"\\" + re.escape(char),  # JSON's \/ \" \\, and any needless backslash
+        r"\\u00" + hex2,  # JSON and JavaScript
+        r"\\x" + hex2,  # Python and C
+        "%" + hex2,  # URLs and forms
+        "%25" + hex2,  # percent-encoded twice
+        "%u00" + hex2,  # old JavaScript escape()
+        f"&#0*{code};",  # HTML, decimal
+        "&#[xX]0*" + "".join(_hex_digit(digit) for digit in f"{code:x}") + ";",  # HTML, hex
+    ]
+    if char == "+":
+        forms.append(" ")  # a "+" in the key, form-decoded into a space on the way back
+    return "(?:" + "|".join(forms) + ")"
+
+
+def _hex_digit(digit: str) -> str:
+    return f"[{digit.lower()}{digit.upper()}]" if digit.isalpha() else digit
+
+
+def _decodings(text: str, depth: int = 2) -> Iterator[str]:
+    """The text decoded each common way, once and twice over (lazily: the views of a large
+    answer are not all held at once). A decoding that cannot change the text is skipped; ``+``
+    for a space is not one of them, since it can only break a key apart, never make one."""
+    for trigger, decode in _DECODERS:
+        if trigger in text:
+            view = decode(text)
+            yield view
+            if depth > 1:
+                yield from _decodings(view, depth - 1)
+
+
+def _json_unescaped(text: str) -> str:
+    def one(match: re.Match[str]) -> str:
+        if match.group(1) is not None:
+            return chr(int(match.group(1), 16))
+        escaped = match.group(2)
+        return _JSON_SIMPLE.get(escaped, escaped)
+
+    return _JSON_ESCAPE.sub(one, text)
+
+
+_DECODERS: tuple[tuple[str, Callable[[str], str]], ...] = (
+    ("%", unquote),
+    ("\\", _json_unescaped),
+    ("&", html.unescape),
+)
