@@ -19,7 +19,7 @@ from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked
-from invoicectl.journal import Journal, locked_journal, peek_known_sha256
+from invoicectl.journal import Journal, locked_journal, peek_stored
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock
 from invoicectl.scan.ingest import OpenScan, scan_directory
@@ -89,7 +89,8 @@ def test_a_scan_stopped_before_settling_is_settled_by_the_next(
         patch.setattr(Journal, "name_known_content", stop)
         with pytest.raises(KeyboardInterrupt):
             scan_directory(journal, outbox)
-    assert journal.invoices() == [] and len(journal.known_sha256()) == 2
+    revisions = journal.db.execute("SELECT * FROM revisions").fetchall()
+    assert journal.invoices() == [] and len(revisions) == 2
 
     report = scan_directory(journal, outbox)  # the files' stats prove them unchanged
 
@@ -525,21 +526,22 @@ def test_peek_reads_what_a_journal_holds_without_creating_or_locking_it(
     tmp_path: Path, outbox: Path
 ):
     missing = tmp_path / "none" / "journal.db"
-    assert peek_known_sha256(missing, str(outbox)) == frozenset()
+    assert peek_stored(missing, str(outbox)) == frozenset()
     assert not missing.parent.exists()
 
     path = tmp_path / "journal.db"
     write_invoice(outbox, "INV-1")
     with Journal(path) as journal:
         scan_directory(journal, outbox)
-        held = journal.known_sha256()
-        assert peek_known_sha256(path, str(outbox)) is None  # stats decide a re-scan
-        assert peek_known_sha256(path, str(outbox) + "2") == held  # a sibling, never scanned
-        assert peek_known_sha256(path, str(tmp_path / "elsewhere")) == held
+        (held,) = journal.db.execute("SELECT sha256 FROM revisions").fetchone()
+        assert peek_stored(path, str(outbox)) is None  # stats decide a re-scan
+        for directory in (str(outbox) + "2", str(tmp_path / "elsewhere")):  # never scanned
+            stored = peek_stored(path, directory)
+            assert stored is not None and held in stored and "0" * 64 not in stored
 
     not_a_journal = tmp_path / "notes.db"
     not_a_journal.write_text("just text")
-    assert peek_known_sha256(not_a_journal, str(outbox)) is None
+    assert peek_stored(not_a_journal, str(outbox)) is None
 
 
 def test_a_large_first_scan_starts_reading_before_the_journal_opens(tmp_path: Path, outbox: Path):

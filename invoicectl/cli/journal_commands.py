@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -18,6 +17,7 @@ from invoicectl.cli.options import (
     OutputFormat,
     RecursiveOption,
     SandboxOption,
+    StatusFormat,
     check_verdict,
     journal_path,
 )
@@ -63,7 +63,22 @@ def status(
         str | None,
         typer.Option("--verdict", help="Only invoices whose last reconcile verdict is this."),
     ] = None,
-    output_format: FormatOption = OutputFormat.table,
+    output_format: Annotated[
+        StatusFormat,
+        typer.Option("--format", help="table, json, jsonl (one invoice a line) or csv."),
+    ] = StatusFormat.table,
+    limit: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="List at most N invoices (0: the counts alone). Default on a terminal: a "
+            "screenful, those that need a person first; otherwise every one.",
+            show_default=False,
+        ),
+    ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="List every invoice (through a pager on a terminal).")
+    ] = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
@@ -71,40 +86,27 @@ def status(
 
     Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, 75 if an
     unanswered send waits for the next run's replay."""
+    from invoicectl.cli.status_output import write_status
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
     from invoicectl.lifecycle.plan import attention, plan
-    from invoicectl.render.formats import to_csv, to_json
-    from invoicectl.render.status import (
-        STATUS_FIELDS,
-        print_state_counts,
-        print_status_table,
-        status_records,
-        to_tsv,
-    )
 
     states = [str(known) for known in InvoiceState]
     if state is not None and state not in states:
         raise UsageError(f"unknown state {state!r}; choose from {', '.join(states)}")
     if verdict is not None:
         check_verdict(verdict)
+    if every and limit is not None:
+        raise UsageError("--all lists every invoice; give it or --limit, not both")
     with Journal(journal_path(journal, sandbox)) as opened:
         counts = opened.state_counts()
         holds = opened.hold_counts()
-        records = status_records(opened, state, verdict)
         attention_code = attention(opened, opened.clock())
         unanswered = len(plan(opened, opened.clock()).replays)
-    if output_format is OutputFormat.json:
-        print(to_json(records))
-    elif output_format is OutputFormat.csv:
-        sys.stdout.write(to_csv(records, STATUS_FIELDS))
-    else:
-        console = stdout_console()
-        print_state_counts(console, counts, holds, unanswered)
-        if records and sys.stdout.isatty():
-            print_status_table(console, records)
-        elif records:
-            sys.stdout.write(to_tsv(records))
+        # Written while the journal is open: read row by row as they are written out.
+        write_status(
+            opened, output_format, (counts, holds, unanswered), state, verdict, limit, every
+        )
     raise typer.Exit(attention_code)
 
 

@@ -24,6 +24,15 @@ class OutputFormat(StrEnum):
     csv = "csv"
 
 
+class StatusFormat(StrEnum):
+    """``status``'s: OutputFormat's, and JSON Lines for a journal too large for one array."""
+
+    table = "table"
+    json = "json"
+    jsonl = "jsonl"
+    csv = "csv"
+
+
 # The tiers' names, from the one table of tiers.
 Tier = StrEnum("Tier", {name: name for name in TIERS})  # type: ignore[misc]
 

@@ -25,7 +25,7 @@ lifecycle's (``invoicectl.lifecycle``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Container, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -37,10 +37,10 @@ from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.runlock import RunLock
-from invoicectl.journal.scans import ScanRecords, has_stats_under, known_sha256
+from invoicectl.journal.scans import ScanRecords, StoredContents, has_stats_under
 from invoicectl.journal.sending import SendingRecords
 
-__all__ = ["Clock", "Journal", "locked_journal", "peek_known_sha256", "utc_now"]
+__all__ = ["Clock", "Journal", "StoredContents", "locked_journal", "peek_stored", "utc_now"]
 
 
 class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords):
@@ -68,11 +68,12 @@ def locked_journal(path: Path, command: str, clock: Clock = utc_now) -> Iterator
         raise JournalError(explain_os(error, path)) from None
 
 
-def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:
-    """For a scan of ``directory`` that has not opened the journal yet: every content the
-    journal at ``path`` holds, or None when it holds stats for files under ``directory`` (a
-    re-scan, where those decide which files to read) or cannot be read this way. Read-only:
-    nothing is created, locked or migrated; a journal that does not exist holds nothing."""
+def peek_stored(path: Path, directory: str) -> Container[str] | None:
+    """For a scan of ``directory`` that has not opened the journal yet: the contents the
+    journal at ``path`` holds (``StoredContents``, asked one sha256 at a time), or None when
+    it holds stats for files under ``directory`` (a re-scan, where those decide which files
+    to read) or cannot be read this way. Read-only: nothing is created, locked or migrated;
+    a journal that does not exist holds nothing."""
     if not path.exists():
         return frozenset()
     try:
@@ -80,11 +81,15 @@ def peek_known_sha256(path: Path, directory: str) -> frozenset[str] | None:
     except sqlite3.Error:
         return None
     try:
-        return None if has_stats_under(conn, directory) else frozenset(known_sha256(conn))
+        if has_stats_under(conn, directory):
+            return None
+        conn.execute("SELECT 1 FROM revisions LIMIT 1").fetchall()
     except sqlite3.Error:  # not a journal, or one of another schema
         return None
     finally:
         conn.close()
+    # Its connection opens at its first question, in the worker that asks (not this process).
+    return StoredContents(path)
 
 
 if TYPE_CHECKING:  # the SQLite journal is a JournalBackend; mypy checks it here

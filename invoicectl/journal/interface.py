@@ -10,7 +10,7 @@ implementation's docstrings (``invoices``, ``sending``, ``scans``) say what each
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Sequence
+from collections.abc import Callable, Collection, Container, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import datetime
 from pathlib import Path
@@ -26,6 +26,7 @@ from invoicectl.journal.records import (
     Invoice,
     InvoiceState,
     JournalIdentity,
+    Listed,
     ReceiverCheck,
     Revision,
     ScannedCopy,
@@ -50,6 +51,13 @@ class JournalBackend(Protocol):
     # ---- invoices and their history -------------------------------------------------------
     def invoice(self, invoice_id: str) -> Invoice | None: ...
     def invoices(self, *states: InvoiceState, verdict: str | None = None) -> list[Invoice]: ...
+    def listed(
+        self,
+        state: InvoiceState | None = None,
+        verdict: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Listed]: ...
+    def in_delivery(self) -> list[Invoice]: ...
     def hold_counts(self) -> dict[Hold, int]: ...
     def state_counts(self, *, on_hold: bool = True) -> dict[InvoiceState, int]: ...
     def sent_without_answer(self) -> list[tuple[str, str | None]]: ...
@@ -109,7 +117,7 @@ class JournalBackend(Protocol):
     def run_started_at(self, run_id: int) -> str | None: ...
 
     # ---- scanning -------------------------------------------------------------------------
-    def known_sha256(self) -> set[str]: ...
+    def stored_contents(self, unless: Collection[str] = ...) -> Container[str]: ...
     def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]: ...
     def has_stats_under(self, directory: str) -> bool: ...
     def remember_stats(

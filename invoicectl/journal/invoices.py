@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterator
 from dataclasses import fields
 from functools import cache
 from typing import Any
@@ -22,6 +23,7 @@ from invoicectl.journal.records import (
     Hold,
     Invoice,
     InvoiceState,
+    Listed,
     Revision,
     SendOrder,
     UnidentifiedFile,
@@ -36,6 +38,18 @@ _ORDER_BY = {
     SendOrder.issue: "issue_date IS NULL, issue_date, ",
     SendOrder.scan: "",
 }
+# Accepted is nearly every invoice of an old journal: it is counted as the rest (the total, a
+# count SQLite keeps cheap, less the others), so the counts cost what the other states hold,
+# one index range each, not what the journal has seen over the years.
+_COUNTED = tuple(state for state in InvoiceState if state is not InvoiceState.accepted)
+_COUNT_SQL = (
+    f"SELECT state, count(*) FROM invoices WHERE state IN ({', '.join('?' * len(_COUNTED))})"
+)
+# What reconcile follows of the accepted: delivery not known to be final. Exactly the WHERE of
+# the partial index invoices_in_delivery (m010), so that SQLite uses it.
+IN_DELIVERY = "state = 'accepted' AND remote_status IS NOT 'delivered'"
+assert InvoiceState.accepted == "accepted"
+_LISTED = ", ".join(Listed._fields)
 _WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
 _STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
 
@@ -67,6 +81,43 @@ class InvoiceRecords(JournalBase):
         rows = self.db.execute(f"SELECT * FROM invoices{where} ORDER BY invoice_id", params)
         return [Invoice.from_row(row) for row in rows]
 
+    def listed(
+        self,
+        state: InvoiceState | None = None,
+        verdict: str | None = None,
+        limit: int | None = None,
+    ) -> Iterator[Listed]:
+        """What ``status`` lists of each invoice (in ``state``, with last ``verdict``), by ID,
+        at most ``limit`` (None: all), read as they are written out: memory stays flat for a
+        journal of any size, and a page of one state reads only that page (invoices_state_id).
+        """
+        conditions: list[str] = []
+        params: list[Any] = []
+        if state is not None:
+            conditions.append("state = ?")
+            params.append(state)
+        if verdict is not None:
+            conditions.append("verdict = ?")
+            params.append(verdict)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        if limit is not None:
+            where += " ORDER BY invoice_id LIMIT ?"
+            params.append(limit)
+        else:
+            where += " ORDER BY invoice_id"
+        # A cursor of its own: the caller may read other things between two rows.
+        cursor = self.db.conn.cursor()
+        cursor.row_factory = None
+        cursor.execute(f"SELECT {_LISTED} FROM invoices{where}", params)
+        for row in cursor:
+            yield Listed._make(row)
+
+    def in_delivery(self) -> list[Invoice]:
+        """Accepted invoices whose delivery is not known to be final (not ``delivered``), by
+        ID: what reconcile follows. One found delivered needs nothing more, and is not read."""
+        rows = self.db.execute(f"SELECT * FROM invoices WHERE {IN_DELIVERY} ORDER BY invoice_id")
+        return [Invoice.from_row(row) for row in rows]
+
     def hold_counts(self) -> dict[Hold, int]:
         """Invoices per kind of hold."""
         counts = dict.fromkeys(Hold, 0)
@@ -79,12 +130,19 @@ class InvoiceRecords(JournalBase):
     def state_counts(self, *, on_hold: bool = True) -> dict[InvoiceState, int]:
         """Invoices per state (``on_hold=False``: but those on hold); a file that yields no
         invoice ID counts as invalid."""
-        where = "" if on_hold else " WHERE hold IS NULL"
         counts = dict.fromkeys(InvoiceState, 0)
+        unheld = "" if on_hold else " AND hold IS NULL"
         for state, count in self.db.execute(
-            f"SELECT state, count(*) FROM invoices{where} GROUP BY state"
+            f"{_COUNT_SQL}{unheld} GROUP BY state", _COUNTED
         ).fetchall():
             counts[InvoiceState(state)] = count
+        (rest,) = self.db.execute("SELECT count(*) FROM invoices").fetchone()
+        if not on_hold:  # invoices_held
+            (held,) = self.db.execute(
+                "SELECT count(*) FROM invoices WHERE hold IS NOT NULL"
+            ).fetchone()
+            rest -= held
+        counts[InvoiceState.accepted] = rest - sum(counts.values())
         (unidentified,) = self.db.execute("SELECT count(*) FROM unidentified_files").fetchone()
         counts[InvoiceState.invalid] += unidentified
         return counts

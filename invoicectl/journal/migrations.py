@@ -270,6 +270,32 @@ def m008_identity_and_history_checks(db: Database) -> None:
     )
 
 
+def m010_indexes_for_large_journals(db: Database) -> None:
+    db.executescript(
+        """
+        -- A journal of years holds a million invoices, nearly all accepted and delivered; a
+        -- command costs what its own work costs only if it finds that work by an index.
+        -- Invoices of one state in ID order: a page of them, or all of them streamed,
+        -- without sorting the rest (status, reconcile). It replaces invoices_state, a prefix.
+        CREATE INDEX invoices_state_id ON invoices(state, invoice_id);
+        DROP INDEX invoices_state;
+        -- Invoices on hold, counted and found (a scan's damaged copies) without the rest.
+        CREATE INDEX invoices_held ON invoices(hold, held_by) WHERE hold IS NOT NULL;
+        -- Accepted invoices whose delivery is not known to be final: what reconcile follows.
+        -- The query repeats this WHERE exactly (journal/invoices.py, IN_DELIVERY). Its columns
+        -- are invoices_state_id's, and made after it: SQLite then prefers it for that query
+        -- even before ANALYZE (tests/test_journal_size.py checks the plan).
+        CREATE INDEX invoices_in_delivery ON invoices(state, invoice_id)
+            WHERE state = 'accepted' AND remote_status IS NOT 'delivered';
+        -- Requests by start: the rate limiter's last minute.
+        CREATE INDEX attempts_started ON attempts(started_at);
+        -- Whether the journal ever sent to a base URL (the history check's question).
+        CREATE INDEX attempts_run ON attempts(run_id);
+        CREATE INDEX runs_base_url ON runs(base_url);
+        """
+    )
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -279,6 +305,7 @@ MIGRATIONS = (
     m006_receivers,
     m007_validations,
     m008_identity_and_history_checks,
+    m010_indexes_for_large_journals,
 )
 
 

@@ -101,6 +101,30 @@ def peppol_id(scheme: str | None, identifier: str | None) -> str | None:
     return f"{scheme}:{identifier}" if scheme and identifier else None
 
 
+class Listed(NamedTuple):
+    """What ``status`` lists of an invoice: the columns of its listing, as stored."""
+
+    invoice_id: str
+    document_type: str
+    state: str
+    reason: str | None
+    current_sha256: str
+    receiver_scheme: str | None
+    receiver_id: str | None
+    idempotency_key: str | None
+    transaction_id: str | None
+    existing_transaction_id: str | None
+    remote_status: str | None
+    issue_date: str | None
+    currency: str | None
+    payable_amount: str | None
+    source_path: str
+    updated_at: str
+    hold: str | None
+    hold_reason: str | None
+    verdict: str | None
+
+
 class Revision(NamedTuple):
     """One distinct content ever seen under an invoice ID."""
 

@@ -11,9 +11,11 @@ and a re-scan stays cheap; the rest come back one ID at a time (``unsettled_file
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from pathlib import Path
 
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import (
@@ -30,9 +32,10 @@ _COLUMNS = ", ".join(FACT_COLUMNS)
 class ScanRecords(JournalBase):
     # ---- what the journal already knows ---------------------------------------------------
 
-    def known_sha256(self) -> set[str]:
-        """Every content the journal holds a revision of."""
-        return known_sha256(self.db.conn)
+    def stored_contents(self, unless: Collection[str] = frozenset()) -> StoredContents:
+        """Whether the journal holds a revision of a content (``sha256 in ...``), but for
+        the contents ``unless``: asked of each file a scan hashes, one lookup each."""
+        return StoredContents(self.path, self.db.conn, unless)
 
     def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]:
         """For each of ``paths`` hashed before, the stat and content recorded then."""
@@ -311,8 +314,44 @@ class ScanRecords(JournalBase):
         )
 
 
-def known_sha256(conn: sqlite3.Connection) -> set[str]:
-    return {row[0] for row in conn.execute("SELECT sha256 FROM revisions")}
+class StoredContents:
+    """``sha256 in contents``: whether the journal holds a revision of that content.
+
+    One indexed lookup per question (revisions_sha256), never a load of every hash: a scan of
+    ten new files into a journal of a million asks ten questions. It is asked in the scan's
+    forked workers too, and a SQLite connection must not cross a fork: in the process that
+    made it, it asks ``conn`` (the journal's, when given); in any other, a read-only
+    connection of its own, opened at its first question. A journal it cannot read (being
+    made, say) holds nothing as far as it knows: the file is then parsed, which is only the
+    cost a known content would have saved.
+    """
+
+    def __init__(
+        self, path: Path, conn: sqlite3.Connection | None = None, unless: Collection[str] = ()
+    ) -> None:
+        self.path = path
+        self.unless = frozenset(unless)
+        self._conn = conn
+        self._pid = os.getpid()
+
+    def __contains__(self, sha256: object) -> bool:
+        if sha256 in self.unless:
+            return False
+        try:
+            row = (
+                self._connection()
+                .execute("SELECT 1 FROM revisions WHERE sha256 = ? LIMIT 1", (sha256,))
+                .fetchone()
+            )
+        except sqlite3.Error:
+            return False
+        return row is not None
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is None or self._pid != os.getpid():
+            self._pid = os.getpid()
+            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
+        return self._conn
 
 
 def has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:

@@ -1,12 +1,14 @@
-"""The machine-readable forms every command writes: one JSON document, or CSV rows."""
+"""The machine-readable forms every command writes: one JSON document, JSON Lines, or CSV rows;
+written at once (``to_json``, ``to_csv``) or streamed as the records come (``write_*``)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import json
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import islice
+from typing import IO, Any
 
 
 def to_json(data: Any) -> str:
@@ -21,3 +23,53 @@ def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
     for record in records:
         writer.writerow({key: "" if record.get(key) is None else record[key] for key in fields})
     return buffer.getvalue()
+
+
+# Records written out at once: one write per batch, not per record, however many there are.
+_BATCH = 1000
+
+
+def write_json_array(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
+    """``records`` as one JSON array, written as they come: one record a line, encoded by
+    the C encoder (``to_json``'s indent would need the pure-Python one, 40 times slower), so
+    memory stays flat however many there are. The same document as ``to_json`` of the list,
+    but for its white space. Returns how many were written."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    count = 0
+    stream.write("[")
+    for batch in _batches(records):
+        separator = "\n" if count == 0 else ",\n"
+        stream.write(separator + ",\n".join(map(encode, batch)))
+        count += len(batch)
+    stream.write("\n]\n" if count else "]\n")
+    return count
+
+
+def write_json_lines(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
+    """``records`` as JSON Lines: one JSON object a line, nothing around them."""
+    encode = json.JSONEncoder(ensure_ascii=False).encode
+    count = 0
+    for batch in _batches(records):
+        stream.write("".join(encode(record) + "\n" for record in batch))
+        count += len(batch)
+    return count
+
+
+def write_csv(stream: IO[str], records: Iterable[dict[str, Any]], fields: Sequence[str]) -> int:
+    """``to_csv``, written as the records come."""
+    writer = csv.writer(stream)
+    writer.writerow(fields)
+    count = 0
+    for batch in _batches(records):
+        writer.writerows(
+            ["" if (value := record.get(key)) is None else value for key in fields]
+            for record in batch
+        )
+        count += len(batch)
+    return count
+
+
+def _batches(records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    iterator = iter(records)
+    while batch := list(islice(iterator, _BATCH)):
+        yield batch

@@ -1,18 +1,18 @@
 """Turning results into what people and machines read: rich tables, plain lines, JSON, CSV.
+(What ``status`` lists of every invoice is ``listing``'s.)
 
 Nothing here decides anything; it takes plain data and writes it to a console or a string.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import (
     Attempt,
     Event,
@@ -21,42 +21,8 @@ from invoicectl.journal.records import (
     InvoiceState,
     ReceiverCheck,
     Revision,
-    UnidentifiedFile,
 )
 from invoicectl.scan.report import ScanReport
-
-STATUS_FIELDS = (
-    "invoice_id",
-    "document_type",
-    "state",
-    "reason",
-    "sha256",
-    "receiver",
-    "idempotency_key",
-    "transaction_id",
-    "existing_transaction_id",
-    "remote_status",
-    "issue_date",
-    "currency",
-    "payable_amount",
-    "path",
-    "updated_at",
-    "hold",
-    "hold_reason",
-    "verdict",
-)
-
-
-def status_records(
-    journal: JournalBackend, state: str | None = None, verdict: str | None = None
-) -> list[dict[str, Any]]:
-    """One plain record per invoice (in ``state``, with last ``verdict``), plus one per file
-    that yields no invoice ID."""
-    states = () if state is None else (InvoiceState(state),)
-    records = [invoice_record(i) for i in journal.invoices(*states, verdict=verdict)]
-    if state in (None, InvoiceState.invalid) and verdict is None:
-        records.extend(_unidentified_record(file) for file in journal.unidentified_files())
-    return records
 
 
 def invoice_record(invoice: Invoice) -> dict[str, Any]:
@@ -82,34 +48,6 @@ def invoice_record(invoice: Invoice) -> dict[str, Any]:
     }
 
 
-def _unidentified_record(file: UnidentifiedFile) -> dict[str, Any]:
-    record: dict[str, Any] = dict.fromkeys(STATUS_FIELDS)
-    record.update(
-        state=InvoiceState.invalid,
-        reason=file.reason,
-        sha256=file.sha256,
-        path=file.path,
-        updated_at=file.updated_at,
-    )
-    return record
-
-
-def to_tsv(records: Sequence[dict[str, Any]]) -> str:
-    """One plain line per invoice, for a pipe or a log: id, state, receiver, transaction,
-    reason (or the path of a file without an ID)."""
-    lines = []
-    for record in records:
-        fields = (
-            record["invoice_id"] or record["path"],
-            record["state"],
-            record["receiver"] or "-",
-            record["transaction_id"] or record["existing_transaction_id"] or "-",
-            (record["reason"] or "").replace("\t", " ").replace("\n", " "),
-        )
-        lines.append("\t".join(fields) + "\n")
-    return "".join(lines)
-
-
 def print_state_counts(
     console: Console,
     counts: Mapping[InvoiceState, int],
@@ -124,26 +62,6 @@ def print_state_counts(
     if unanswered:
         shown += f"; {unanswered} unanswered, will be replayed by the next send"
     console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
-
-
-def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> None:
-    table = Table(show_lines=False)
-    for column in ("invoice", "type", "state", "receiver", "amount", "transaction", "reason"):
-        table.add_column(column, overflow="fold")
-    for record in records:
-        amount = " ".join(
-            value for value in (record["payable_amount"], record["currency"]) if value
-        )
-        table.add_row(
-            record["invoice_id"] or f"(file) {record['path']}",
-            record["document_type"] or "",
-            record["state"],
-            record["receiver"] or "",
-            amount,
-            record["transaction_id"] or record["existing_transaction_id"] or "",
-            record["reason"] or "",
-        )
-    console.print(table)
 
 
 def print_scan_report(console: Console, report: ScanReport) -> None:

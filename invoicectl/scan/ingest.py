@@ -9,12 +9,12 @@ each of the rest becomes is the lifecycle's decision (``lifecycle.scanning``), o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from itertools import chain
 from pathlib import Path
 
 from invoicectl.errors import ConfigError, StoredCopyDamaged
-from invoicectl.journal import peek_known_sha256
+from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import CachedStat, InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.holds import damaged_content, lift_repaired
@@ -54,7 +54,7 @@ class OpenScan:
     large directory (the journal holds no stats under it) hands its first files to the worker
     processes at once, and they read and parse while the journal's libraries load and the run
     lock is taken: most of a scan's start-up is imports, with one core idle. What the journal
-    holds is read for that without the lock, read-only (``peek_known_sha256``); content
+    holds is read for that without the lock, read-only (``peek_stored``); content
     stored since is recognised when settling, as for any file.
     """
 
@@ -74,7 +74,7 @@ class OpenScan:
         self.names = find_candidates(self.root, recursive, self.unlisted)
         self.head: HeadStart | None = None
         if journal_path is not None and len(self.names) >= _HEAD_START_FILES:
-            known = peek_known_sha256(journal_path, as_text(str(self.root)))
+            known = peek_stored(journal_path, as_text(str(self.root)))
             if known is not None:
                 self.head = start_reading(self.names, self.root, known, workers)
 
@@ -102,10 +102,10 @@ def _reading_again(
     (checked against the sha256) can replace the damaged copy."""
     cached = journal.cached_stats if has_stats else None
     if not damaged:
-        return journal.known_sha256, cached
+        return journal.stored_contents, cached
 
-    def known() -> set[str]:
-        return journal.known_sha256() - damaged
+    def known() -> Container[str]:
+        return journal.stored_contents(unless=damaged)
 
     def undamaged_stats(paths: list[str]) -> dict[str, CachedStat]:
         return {

@@ -11,7 +11,7 @@ so that memory stays flat however many files there are.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
@@ -41,8 +41,9 @@ _CHUNKS_IN_FLIGHT_PER_WORKER = 8
 CachedStats = Callable[[list[str]], dict[str, CachedStat]]
 
 
-# the sha256 of every content the journal holds; asked only if some file must be read
-KnownSha256 = Callable[[], Collection[str]]
+# whether the journal holds a content (``sha256 in ...``, one lookup each); made only if some
+# file must be read
+KnownSha256 = Callable[[], Container[str]]
 
 
 class HeadStart(NamedTuple):
@@ -54,7 +55,7 @@ class HeadStart(NamedTuple):
 
 
 def start_reading(
-    names: Sequence[str], root: Path, known_sha256: Collection[str], workers: int | None = None
+    names: Sequence[str], root: Path, known_sha256: Container[str], workers: int | None = None
 ) -> HeadStart | None:
     """Hand the first files to workers now, as many as they queue: None when there are too
     few files for a pool. Every file is read (no stats are looked up): for a directory the
@@ -128,7 +129,7 @@ class _Reader:
         self.root = root
         self.known_sha256 = known_sha256
         self.workers = workers
-        self.known: Collection[str] | None = None
+        self.known: Container[str] | None = None
         self.pool: ForkPool[tuple[str, StatKey | None], ScannedFile] | None = None
         # Files not handed out yet: until the pool starts, and for the next chunk.
         self.waiting: list[tuple[str, StatKey | None]] = []
@@ -199,7 +200,7 @@ class _Reader:
         for answers in self.pool.submit(chunk):
             yield from answers
 
-    def _known(self) -> Collection[str]:
+    def _known(self) -> Container[str]:
         if self.known is None:
             self.known = self.known_sha256()
         return self.known

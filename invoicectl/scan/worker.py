@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Collection
+from collections.abc import Container
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -31,7 +31,7 @@ class Place(NamedTuple):
 
 
 def scan_one(
-    name: str, key: StatKey | None, place: Place, known_sha256: Collection[str]
+    name: str, key: StatKey | None, place: Place, known_sha256: Container[str]
 ) -> ScannedFile:
     data_path = os.path.join(place.read_root, name)
     path, name = as_text(os.path.join(place.directory, name)), as_text(name)
@@ -65,7 +65,7 @@ def scan_one(
 _worker_state: dict[str, Any] = {}
 
 
-def init_worker(root: Path, known_sha256: Collection[str]) -> None:
+def init_worker(root: Path, known_sha256: Container[str]) -> None:
     # A worker runs inside the scanned directory: ubl.read_document then resolves a name
     # with one lstat instead of one per component of the directory's path, and the answer
     # is the same, since "." resolves to the directory's real path. The worker is a process

@@ -183,8 +183,9 @@ def _check(
     clocks: RunClocks,
     lost: str | None,
 ) -> Finding:
-    wanted = set(to_send)
-    invoices = [i for i in journal.invoices(InvoiceState.pending) if i.invoice_id in wanted]
+    # The invoices about to be sent, one lookup each: not every pending one in the journal.
+    found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_send)))
+    invoices = [i for i in found if i is not None and i.state is InvoiceState.pending]
     limit = CHECK_SECONDS
     deadline_binds = options.deadline is not None and options.deadline < limit
     if options.deadline is not None:

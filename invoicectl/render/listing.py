@@ -1,0 +1,169 @@
+"""What ``status`` lists: one plain record per invoice, streamed from the journal as it is
+written out, so that a journal of a million invoices lists in flat memory.
+
+``status_records`` gives them by invoice ID (JSON, JSON Lines, CSV, the plain lines of a pipe),
+then the files that yield no invoice ID; ``attention_first`` gives a terminal's bounded page:
+the invoices that need a person first (key reused, amended, unknown, rejected, invalid), then
+the pending, then the accepted, each by ID, reading no more rows than it shows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from itertools import islice
+from typing import IO, Any
+
+from rich.console import Console
+from rich.table import Table
+
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
+
+STATUS_FIELDS = (
+    "invoice_id",
+    "document_type",
+    "state",
+    "reason",
+    "sha256",
+    "receiver",
+    "idempotency_key",
+    "transaction_id",
+    "existing_transaction_id",
+    "remote_status",
+    "issue_date",
+    "currency",
+    "payable_amount",
+    "path",
+    "updated_at",
+    "hold",
+    "hold_reason",
+    "verdict",
+)
+
+# A terminal's page, in this order: what a person must act on, then what a send will do.
+ATTENTION_ORDER = (
+    InvoiceState.key_reused,
+    InvoiceState.amended,
+    InvoiceState.unknown,
+    InvoiceState.rejected,
+    InvoiceState.invalid,
+    InvoiceState.pending,
+    InvoiceState.accepted,
+)
+
+
+def status_records(
+    journal: JournalBackend,
+    state: str | None = None,
+    verdict: str | None = None,
+    limit: int | None = None,
+) -> Iterator[dict[str, Any]]:
+    """One plain record per invoice (in ``state``, with last ``verdict``) by ID, then one
+    per file that yields no invoice ID; at most ``limit``, all when None."""
+    chosen = None if state is None else InvoiceState(state)
+    records: Iterator[dict[str, Any]] = map(status_record, journal.listed(chosen, verdict, limit))
+    if state in (None, InvoiceState.invalid) and verdict is None:
+        files = map(_unidentified_record, journal.unidentified_files())
+        records = _chain(records, files)
+    return records if limit is None else islice(records, limit)
+
+
+def attention_first(
+    journal: JournalBackend, limit: int, state: str | None = None, verdict: str | None = None
+) -> Iterator[dict[str, Any]]:
+    """At most ``limit`` records: those that need a person first (``ATTENTION_ORDER``), each
+    state by ID, the files without an ID with the invalid invoices."""
+    left = limit
+    for each in ATTENTION_ORDER if state is None else (InvoiceState(state),):
+        if left <= 0:
+            return
+        records: Iterable[dict[str, Any]] = map(status_record, journal.listed(each, verdict, left))
+        if each is InvoiceState.invalid and verdict is None:
+            files = map(_unidentified_record, journal.unidentified_files())
+            records = islice(_chain(records, files), left)
+        for record in records:
+            left -= 1
+            yield record
+
+
+def _chain(*parts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
+    for part in parts:
+        yield from part
+
+
+def status_record(listed: Listed) -> dict[str, Any]:
+    """The record ``status --format json`` writes of an invoice (keys: STATUS_FIELDS)."""
+    return {
+        "invoice_id": listed.invoice_id,
+        "document_type": listed.document_type,
+        "state": listed.state,
+        "reason": listed.reason,
+        "sha256": listed.current_sha256,
+        "receiver": peppol_id(listed.receiver_scheme, listed.receiver_id),
+        "idempotency_key": listed.idempotency_key,
+        "transaction_id": listed.transaction_id,
+        "existing_transaction_id": listed.existing_transaction_id,
+        "remote_status": listed.remote_status,
+        "issue_date": listed.issue_date,
+        "currency": listed.currency,
+        "payable_amount": listed.payable_amount,
+        "path": listed.source_path,
+        "updated_at": listed.updated_at,
+        "hold": listed.hold,
+        "hold_reason": listed.hold_reason,
+        "verdict": listed.verdict,
+    }
+
+
+def _unidentified_record(file: UnidentifiedFile) -> dict[str, Any]:
+    record: dict[str, Any] = dict.fromkeys(STATUS_FIELDS)
+    record.update(
+        state=InvoiceState.invalid,
+        reason=file.reason,
+        sha256=file.sha256,
+        path=file.path,
+        updated_at=file.updated_at,
+    )
+    return record
+
+
+def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
+    """One plain line per invoice, for a pipe or a log: id, state, receiver, transaction,
+    reason (or the path of a file without an ID), written as they come."""
+    count = 0
+    for record in records:
+        fields = (
+            record["invoice_id"] or record["path"],
+            record["state"],
+            record["receiver"] or "-",
+            record["transaction_id"] or record["existing_transaction_id"] or "-",
+            (record["reason"] or "").replace("\t", " ").replace("\n", " "),
+        )
+        stream.write("\t".join(fields) + "\n")
+        count += 1
+    return count
+
+
+def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> int:
+    """A terminal's table of ``records`` (a bounded page of them); returns how many."""
+    table = Table(show_lines=False)
+    for column in ("invoice", "type", "state", "receiver", "amount", "transaction", "reason"):
+        table.add_column(column, overflow="fold")
+    count = 0
+    for record in records:
+        amount = " ".join(
+            value for value in (record["payable_amount"], record["currency"]) if value
+        )
+        table.add_row(
+            record["invoice_id"] or f"(file) {record['path']}",
+            record["document_type"] or "",
+            record["state"],
+            record["receiver"] or "",
+            amount,
+            record["transaction_id"] or record["existing_transaction_id"] or "",
+            record["reason"] or "",
+        )
+        count += 1
+    if count:
+        console.print(table)
+    return count

@@ -1,0 +1,296 @@
+"""A command costs what its own work costs, not what the journal has seen (issue 13).
+
+No timing: each test counts the SQLite steps a command's reads cost with 300 invoices of
+history and again with 1,500 (``historykit``), and a read of the whole history costs five
+times as many; or asks SQLite's plan which index a query uses; or measures memory with
+tracemalloc, which the machine's load does not move.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from historykit import add_history, flat, history_invoice, sqlite_steps, steps_at_two_sizes
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.journal import Journal
+from invoicectl.journal.records import Hold, InvoiceState
+from invoicectl.lifecycle.holds import damaged_content
+from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.reconcile.subjects import find_subjects
+from invoicectl.render.formats import to_csv, write_csv, write_json_array, write_json_lines
+from invoicectl.render.listing import STATUS_FIELDS, attention_first, status_records
+from invoicectl.render.status import invoice_record
+from invoicectl.scan.ingest import scan_directory
+
+NOW = datetime(2026, 6, 1, tzinfo=UTC)
+
+
+@pytest.fixture
+def journal(tmp_path: Path):
+    with Journal(tmp_path / "journal.db", clock=lambda: NOW) as opened:
+        yield opened
+
+
+def _work(journal: Journal) -> None:
+    """What needs doing beside the history: two rejected, one on hold, three in delivery."""
+    for number, changes in enumerate(
+        [
+            {"state": InvoiceState.rejected, "reason": "400"},
+            {"state": InvoiceState.rejected, "reason": "400"},
+            {"state": InvoiceState.pending, "hold": Hold.held, "held_by": "ops"},
+            {"remote_status": "pending"},
+            {"remote_status": None},
+            {"remote_status": "failed"},
+        ]
+    ):
+        journal.insert_invoice(history_invoice(f"NOW-{number}", f"{number:064x}", **changes))
+
+
+# ---- item 1: every read in proportion to its work ----------------------------------------
+
+
+def test_a_scan_looks_up_only_the_hashes_it_read(journal: Journal, tmp_path: Path):
+    """Before: ``known_sha256()`` loaded every content hash the journal held."""
+    outboxes = iter(range(10))
+
+    def scan_three_new() -> None:
+        outbox = tmp_path / f"outbox-{next(outboxes)}"
+        outbox.mkdir()
+        for n in range(3):
+            write_invoice(outbox, f"{outbox.name}-{n}")
+        report = scan_directory(journal, outbox)
+        assert len(report.new) == 3
+
+    assert flat(steps_at_two_sizes(journal, scan_three_new))
+
+
+def test_the_content_check_answers_for_stored_content_only(journal: Journal, tmp_path: Path):
+    add_history(journal, 3)
+    (stored,) = journal.db.execute("SELECT sha256 FROM revisions LIMIT 1").fetchone()
+    contents = journal.stored_contents()
+    assert stored in contents and "0" * 64 not in contents
+    assert stored not in journal.stored_contents(unless={stored})  # a damaged copy: read again
+
+
+def test_the_content_check_asks_its_own_connection_in_a_forked_worker(journal: Journal):
+    add_history(journal, 2)
+    (stored,) = journal.db.execute("SELECT sha256 FROM revisions LIMIT 1").fetchone()
+    contents = journal.stored_contents()
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the worker: the journal's connection is the parent's, never used here
+        os.close(read)
+        answer = b"1" if stored in contents and "f" * 64 not in contents else b"0"
+        os.write(write, answer + (b"1" if contents._conn is not journal.db.conn else b"0"))
+        os._exit(0)
+    os.close(write)
+    answer = os.read(read, 2)
+    os.waitpid(pid, 0)
+    assert answer == b"11"
+
+
+def test_a_send_plans_from_the_pending_and_replayable_alone(journal: Journal):
+    _work(journal)
+    assert flat(steps_at_two_sizes(journal, lambda: plan(journal, NOW)))
+
+
+def test_the_exit_policy_and_the_counts_cost_what_is_unsettled(journal: Journal):
+    """Before: counts grouped every invoice; holds were counted by reading every row."""
+    _work(journal)
+
+    def counts() -> None:
+        journal.state_counts()
+        journal.state_counts(on_hold=False)
+        journal.hold_counts()
+        attention(journal, NOW)
+
+    assert flat(steps_at_two_sizes(journal, counts))
+    counts_now = journal.state_counts()
+    assert counts_now[InvoiceState.accepted] == 1500 + 3
+    assert counts_now[InvoiceState.rejected] == 2 and counts_now[InvoiceState.pending] == 1
+    unheld = journal.state_counts(on_hold=False)
+    assert unheld[InvoiceState.pending] == 0 and unheld[InvoiceState.accepted] == 1503
+    assert journal.hold_counts()[Hold.held] == 1
+
+
+def test_reconcile_reads_only_what_needs_a_lookup_or_a_verdict(journal: Journal):
+    """Before: every accepted invoice was read, delivered or not."""
+    _work(journal)
+    assert flat(steps_at_two_sizes(journal, lambda: find_subjects(journal)))
+    subjects = {subject.invoice_id: subject for subject in find_subjects(journal)}
+    assert set(subjects) == {"NOW-3", "NOW-4", "NOW-5"}  # rejected without a 409: none
+    assert subjects["NOW-3"].get_id == "txn-NOW-3" and subjects["NOW-5"].get_id is None
+
+
+def test_a_scan_finds_damaged_copies_without_reading_every_invoice(journal: Journal):
+    """Before: ``held_by`` read every row (no index on the hold)."""
+    _work(journal)
+    assert flat(steps_at_two_sizes(journal, lambda: damaged_content(journal)))
+
+
+def test_the_limiter_and_the_history_check_read_by_index(journal: Journal):
+    """Before: the last minute's requests and "ever sent to this URL" read every attempt."""
+
+    def reads() -> None:
+        journal.attempt_starts_since("2026-05-31T23:59:00+00:00")
+        assert not journal.has_sent_to("https://never.example")
+        assert journal.has_sent_to("https://old.example")
+
+    assert flat(steps_at_two_sizes(journal, reads))
+
+
+def test_reconciles_query_of_accepted_invoices_uses_its_partial_index(journal: Journal):
+    """SQLite picks invoices_in_delivery over invoices_state_id without ANALYZE's figures."""
+    add_history(journal, 50)
+    from invoicectl.journal.invoices import IN_DELIVERY
+
+    plan_rows = journal.db.execute(
+        f"EXPLAIN QUERY PLAN SELECT * FROM invoices WHERE {IN_DELIVERY} ORDER BY invoice_id"
+    ).fetchall()
+    details = " ".join(row[3] for row in plan_rows)
+    assert "invoices_in_delivery" in details and "TEMP B-TREE" not in details, details
+
+
+# ---- item 2: output that streams ------------------------------------------------------------
+
+
+def _old_records(journal: Journal) -> list[dict]:
+    """What status listed before it streamed: every Invoice record, then the files."""
+    records = [invoice_record(invoice) for invoice in journal.invoices()]
+    for file in journal.unidentified_files():
+        record = dict.fromkeys(STATUS_FIELDS)
+        record.update(
+            state="invalid",
+            reason=file.reason,
+            sha256=file.sha256,
+            path=file.path,
+            updated_at=file.updated_at,
+        )
+        records.append(record)
+    return records
+
+
+def test_status_json_and_csv_are_what_they_were(journal: Journal, tmp_path: Path):
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "NEW-1")
+    (outbox / "broken.xml").write_text("<not closed")
+    scan_directory(journal, outbox)
+    add_history(journal, 3)
+    _work(journal)
+    old = _old_records(journal)
+
+    written = io.StringIO()
+    assert write_json_array(written, status_records(journal)) == len(old) == 11
+    assert json.loads(written.getvalue()) == json.loads(json.dumps(old))
+    lines = io.StringIO()
+    write_json_lines(lines, status_records(journal))
+    assert [json.loads(line) for line in lines.getvalue().splitlines()] == json.loads(
+        json.dumps(old)
+    )
+    table = io.StringIO(newline="")
+    write_csv(table, status_records(journal), STATUS_FIELDS)
+    assert table.getvalue() == to_csv(old, STATUS_FIELDS)
+    assert list(csv.DictReader(io.StringIO(table.getvalue())))[0]["state"] == "pending"
+
+    empty = io.StringIO()
+    write_json_array(empty, iter(()))
+    assert empty.getvalue() == "[]\n"  # as print(to_json([])) wrote
+
+
+_PEAK_OF_EXPORT = """
+import os, sys, tracemalloc
+from invoicectl.cli import app
+sink = open(os.devnull, "w")
+real, sys.stdout = sys.stdout, sink
+tracemalloc.start()
+try:
+    app(["status", "--format", sys.argv[2], "--journal", sys.argv[1]], standalone_mode=False)
+except SystemExit:
+    pass
+peak = tracemalloc.get_traced_memory()[1]
+sys.stdout = real
+print(peak)
+"""
+
+
+@pytest.mark.parametrize("output_format", ["json", "csv"])
+def test_status_export_keeps_memory_flat(tmp_path: Path, output_format: str):
+    """Before: the whole list was built, then encoded in one string (tracemalloc's peak in a
+    process of its own, the real command writing to /dev/null)."""
+    path = tmp_path / "journal.db"
+
+    def peak_of_export() -> int:
+        result = subprocess.run(
+            [sys.executable, "-c", _PEAK_OF_EXPORT, str(path), output_format],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        return int(result.stdout.split()[-1])
+
+    with Journal(path) as opened:  # both sizes above the 1,000 records written at once
+        add_history(opened, 1500)
+    at_1500 = peak_of_export()
+    with Journal(path) as opened:
+        add_history(opened, 6000, start=1500)
+    at_7500 = peak_of_export()
+    assert at_7500 < at_1500 * 1.2 + 200_000, (at_1500, at_7500)
+
+
+def test_a_terminal_page_shows_what_needs_a_person_first(journal: Journal):
+    _work(journal)
+    # A page of the accepted reads the page, not the 1,500 behind it.
+    assert flat(steps_at_two_sizes(journal, lambda: attention_first(journal, 20), 300, 1500))
+    page = [record["invoice_id"] for record in attention_first(journal, 4)]
+    assert page == ["NOW-0", "NOW-1", "NOW-2", "NOW-3"]  # rejected, pending, then accepted
+    assert [r["invoice_id"] for r in attention_first(journal, 2, state="accepted")] == [
+        "NOW-3",
+        "NOW-4",
+    ]
+
+
+def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(tmp_path: Path):
+    path = tmp_path / "journal.db"
+    with Journal(path) as opened:
+        add_history(opened, 30)
+    runner = CliRunner()
+    counts = runner.invoke(app, ["status", "--journal", str(path), "--limit", "0"])
+    assert counts.exit_code == 0, counts.output
+    assert counts.output.splitlines() == [
+        "30 invoices: pending 0, invalid 0, accepted 30, rejected 0, key_reused 0, unknown 0,"
+        " amended 0"
+    ]
+    three = runner.invoke(app, ["status", "--journal", str(path), "--limit", "3"])
+    assert [line.split("\t")[0] for line in three.output.splitlines()[1:]] == [
+        "OLD-0000000",
+        "OLD-0000001",
+        "OLD-0000002",
+    ]
+    every = runner.invoke(app, ["status", "--journal", str(path)])  # a pipe: every one
+    assert len(every.output.splitlines()) == 31
+    lines = runner.invoke(app, ["status", "--journal", str(path), "--format", "jsonl"])
+    assert [json.loads(line)["invoice_id"] for line in lines.output.splitlines()][-1] == (
+        "OLD-0000029"
+    )
+    both = runner.invoke(app, ["status", "--journal", str(path), "--all", "--limit", "3"])
+    assert both.exit_code == 2 and "give it or --limit, not both" in both.output
+
+
+def test_counting_steps_sees_a_full_read(journal: Journal):
+    """The yardstick itself: a read of every invoice does follow the history."""
+    steps = steps_at_two_sizes(journal, lambda: journal.invoices())
+    assert not flat(steps), steps
+    assert sqlite_steps(journal.db.conn, lambda: journal.invoice("OLD-0000001")) < 2000
