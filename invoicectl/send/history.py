@@ -37,10 +37,10 @@ marker later says history was lost. Every finding is one loud line on stderr (``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.limiter import RateLimiter
@@ -79,7 +79,8 @@ if TYPE_CHECKING:
 MAX_PAGES = 200
 PAGE_SIZE = 100
 CHECK_SECONDS = 180.0
-# Past the time limit, a request already in flight may finish within this much.
+# Past the time limit, a request already in flight may finish within this much (with a
+# --deadline that binds, the send's own stop grace: the deadline is a hard bound).
 _GRACE_SECONDS = 30.0
 HELD_BY = "history check"
 LOUD = "invoicectl: WARNING:"
@@ -102,10 +103,13 @@ def check_history(
     *,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
+    run: Callable[[Coroutine[Any, Any, Search]], Search] = asyncio.run,
 ) -> SendOptions:
     """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
     marker naming this journal and run. Returns ``options`` with the deadline less the time
-    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed."""
+    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed.
+    ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
+    change nothing remote)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
@@ -126,7 +130,7 @@ def check_history(
             )
         else:
             finding = _check(
-                journal, settings, options, run_id, why, to_send, transport, clocks, lost
+                journal, settings, options, run_id, why, to_send, transport, clocks, lost, run
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
     elif lost:
@@ -182,6 +186,7 @@ def _check(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     lost: str | None,
+    run: Callable[[Coroutine[Any, Any, Search]], Search],
 ) -> Finding:
     wanted = set(to_send)
     invoices = [i for i in journal.invoices(InvoiceState.pending) if i.invoice_id in wanted]
@@ -197,9 +202,10 @@ def _check(
         timed_out = timed_out or clocks.monotonic() >= end
         return timed_out
 
+    grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
     try:
-        search = asyncio.run(
-            _search(settings, options, transport, clocks, invoices, out_of_time, limit)
+        search = run(
+            _search(settings, options, transport, clocks, invoices, out_of_time, limit + grace)
         )
     except TimeoutError:
         raise unchecked(
@@ -252,7 +258,7 @@ async def _search(
     clocks: RunClocks,
     invoices: list[Invoice],
     out_of_time: Callable[[], bool],
-    limit: float,
+    seconds: float,
 ) -> Search:
     # Imported here: a send whose journal has history never pays for them.
     from invoicectl.goroute.client import GoRouteClient
@@ -262,7 +268,7 @@ async def _search(
     limiter = RateLimiter(options.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
     async with GoRouteClient(settings.base_url, settings.api_key, transport=transport) as client:
         lookups = Lookups(client, limiter, options.policy, 1)
-        async with asyncio.timeout(limit + _GRACE_SECONDS):
+        async with asyncio.timeout(seconds):
             return await lookups.search_numbers(
                 {invoice.invoice_id for invoice in invoices},
                 limit=PAGE_SIZE,
