@@ -209,7 +209,7 @@ class GoRouteClient:
         if isinstance(answer, Transient):
             return answer
         if suspicious(answer) and not await self._api.api_answers():
-            return wrong_endpoint(answer, self.base_url + _DOCUMENTS_PATH)
+            return wrong_endpoint(answer, self.base_url + _DOCUMENTS_PATH, self._redact)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=True)
         return accepted(answer)
@@ -234,7 +234,7 @@ class GoRouteClient:
         if isinstance(answer, Transient):
             return answer
         if suspicious(answer) and not await self._api.api_answers():
-            return wrong_endpoint(answer, self.base_url + path)
+            return wrong_endpoint(answer, self.base_url + path, self._redact)
         if answer.status == HTTPStatus.NOT_FOUND:
             return NotFound(raw_body=answer.raw_body, **answer.common())
         if not answer.ok:
@@ -258,7 +258,7 @@ class GoRouteClient:
         if isinstance(answer, Transient):
             return answer
         if suspicious(answer) and not await self._api.api_answers():
-            return wrong_endpoint(answer, self.base_url + _TRANSACTIONS_PATH)
+            return wrong_endpoint(answer, self.base_url + _TRANSACTIONS_PATH, self._redact)
         if not answer.ok:
             return self._failure(answer, key_reuse_possible=False)
         return page_of(answer)

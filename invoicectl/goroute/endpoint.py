@@ -54,8 +54,9 @@ class ApiCheck:
         return self._known
 
 
-def wrong_endpoint(answer: Answer, url: str) -> WrongEndpoint:
-    kind = answer.headers.get("Content-Type", "no content type").split(";")[0].strip()
+def wrong_endpoint(answer: Answer, url: str, redact: Callable[[str], str]) -> WrongEndpoint:
+    # A header, unlike the body, is not redacted by ``Answer.read``: a proxy may echo the key.
+    kind = redact(answer.headers.get("Content-Type", "no content type")).split(";")[0].strip()
     text = one_line(answer.text)[:80]
     page = f" ({kind}: {text})" if text else f" ({kind})"
     return WrongEndpoint(

@@ -61,8 +61,8 @@ async def exchange(
     except TimeoutError:
         # The request may have left: for a POST the document may be queued. Unknown.
         return over_time(bounds.seconds, monotonic() - started)
-    except BodyUnreadable as unread:
-        return too_large(response, redact(unread.why), monotonic() - started)
+    except BodyUnreadable as unread:  # redacted before it is cut: no cut leaves half a key
+        return too_large(response, one_line(redact(unread.why))[:200], monotonic() - started)
     except httpx.InvalidURL as exc:  # nothing left: the URL could not even be built
         reason = one_line(redact(str(exc)))[:200]
         return Transient(reason=f"the request could not be built ({reason})", sent=False)
@@ -132,7 +132,7 @@ def _inflater(encoding: str) -> _Inflater | None:
         return None
     if name in ("gzip", "x-gzip", "deflate"):
         return _Inflater(raw_fallback=name == "deflate")
-    raise BodyUnreadable(f"in Content-Encoding {encoding[:40]!r}, which invoicectl does not read")
+    raise BodyUnreadable(f"in Content-Encoding {encoding!r}, which invoicectl does not read")
 
 
 class _Inflater:

@@ -16,7 +16,8 @@ checks GoRoute's transactions list when either holds:
 The check asks only for the invoices about to be sent (the plan's new sends), through the list
 search ``reconcile`` uses (``Lookups.search_numbers``: paced, retried, newest first, cursor
 followed), back to the oldest issue date among them less ``LOOK_BACK`` (an invoice is not sent
-before it is issued; the week covers pre-dated ones and time zones), at most ``MAX_PAGES``
+before it is issued; the week covers time zones, and one issued after today, pre-dated, has no
+such bound: the search then goes to its page bound), at most ``MAX_PAGES``
 pages and ``CHECK_SECONDS`` (or what ``--deadline`` leaves). Then, per invoice:
 
 - GoRoute holds a transaction with its number: it is held for ``reconcile``; when exactly one
@@ -37,10 +38,10 @@ marker later says history was lost. Every finding is one loud line on stderr (``
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.limiter import RateLimiter
@@ -79,7 +80,8 @@ if TYPE_CHECKING:
 MAX_PAGES = 200
 PAGE_SIZE = 100
 CHECK_SECONDS = 180.0
-# Past the time limit, a request already in flight may finish within this much.
+# Past the time limit, a request already in flight may finish within this much (with a
+# --deadline that binds, the send's own stop grace: the deadline is a hard bound).
 _GRACE_SECONDS = 30.0
 HELD_BY = "history check"
 LOUD = "invoicectl: WARNING:"
@@ -102,10 +104,13 @@ def check_history(
     *,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
+    run: Callable[[Coroutine[Any, Any, Search]], Search] = asyncio.run,
 ) -> SendOptions:
     """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
     marker naming this journal and run. Returns ``options`` with the deadline less the time
-    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed."""
+    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed.
+    ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
+    change nothing remote)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
@@ -126,7 +131,7 @@ def check_history(
             )
         else:
             finding = _check(
-                journal, settings, options, run_id, why, to_send, transport, clocks, lost
+                journal, settings, options, run_id, why, to_send, transport, clocks, lost, run
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
     elif lost:
@@ -182,6 +187,7 @@ def _check(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     lost: str | None,
+    run: Callable[[Coroutine[Any, Any, Search]], Search],
 ) -> Finding:
     # The invoices about to be sent, one lookup each: not every pending one in the journal.
     found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_send)))
@@ -198,9 +204,19 @@ def _check(
         timed_out = timed_out or clocks.monotonic() >= end
         return timed_out
 
+    grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
     try:
-        search = asyncio.run(
-            _search(settings, options, transport, clocks, invoices, out_of_time, limit)
+        search = run(
+            _search(
+                settings,
+                options,
+                transport,
+                clocks,
+                invoices,
+                _horizon(invoices, journal.clock()),
+                out_of_time,
+                limit + grace,
+            )
         )
     except TimeoutError:
         raise unchecked(
@@ -227,7 +243,7 @@ def _check(
         raise unchecked(why, failure_text(search.failure), failure_code(search.failure))
     if deadline_binds and timed_out and not search.summary.complete:
         raise unchecked(why, f"--deadline left {limit:.1f} s, not enough to finish the check")
-    finding = _judge(journal, invoices, search)
+    finding = _judge(journal, invoices, search, journal.clock())
     summary = search.summary
     journal.record_history_check(
         settings.base_url,
@@ -252,8 +268,9 @@ async def _search(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     invoices: list[Invoice],
+    horizon: datetime | None,
     out_of_time: Callable[[], bool],
-    limit: float,
+    seconds: float,
 ) -> Search:
     # Imported here: a send whose journal has history never pays for them.
     from invoicectl.goroute.client import GoRouteClient
@@ -263,35 +280,40 @@ async def _search(
     limiter = RateLimiter(options.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
     async with GoRouteClient(settings.base_url, settings.api_key, transport=transport) as client:
         lookups = Lookups(client, limiter, options.policy, 1)
-        async with asyncio.timeout(limit + _GRACE_SECONDS):
+        async with asyncio.timeout(seconds):
             return await lookups.search_numbers(
                 {invoice.invoice_id for invoice in invoices},
                 limit=PAGE_SIZE,
                 max_pages=MAX_PAGES,
-                horizon=_horizon(invoices),
+                horizon=horizon,
                 out_of_time=out_of_time,
             )
 
 
-def _horizon(invoices: list[Invoice]) -> datetime | None:
+def _horizon(invoices: list[Invoice], now: datetime) -> datetime | None:
     """How far back a send of these invoices can be: the oldest issue date less LOOK_BACK;
-    None (search to the page bound) when one has no date."""
-    dates = [_issued(invoice) for invoice in invoices]
+    None (search to the page bound) when one has no date, or one issued after ``now``."""
+    dates = [_issued(invoice, now) for invoice in invoices]
     if not dates or any(date is None for date in dates):
         return None
     return min(date for date in dates if date is not None) - LOOK_BACK
 
 
-def _issued(invoice: Invoice) -> datetime | None:
+def _issued(invoice: Invoice, now: datetime) -> datetime | None:
+    """The issue date, a bound on when the invoice was sent; None when it bounds nothing:
+    undated, or pre-dated (issued after ``now``, so it may have been sent any time before)."""
     if not invoice.issue_date:
         return None
     try:
-        return datetime.fromisoformat(invoice.issue_date[:10]).replace(tzinfo=UTC)
+        issued = datetime.fromisoformat(invoice.issue_date[:10]).replace(tzinfo=UTC)
     except ValueError:
         return None
+    return None if issued > now else issued
 
 
-def _judge(journal: JournalBackend, invoices: list[Invoice], search: Search) -> Finding:
+def _judge(
+    journal: JournalBackend, invoices: list[Invoice], search: Search, now: datetime
+) -> Finding:
     """Hold what GoRoute holds and what the search could not vouch for; the rest is sent."""
     found: list[str] = []
     not_checked: list[str] = []
@@ -303,7 +325,7 @@ def _judge(journal: JournalBackend, invoices: list[Invoice], search: Search) -> 
             reason, existing = _found_reason(invoice, txns)
             if hold(journal, invoice_id, reason, HELD_BY, existing_transaction_id=existing).done:
                 found.append(invoice_id)
-        elif _covered(invoice, search.summary):
+        elif _covered(invoice, search.summary, now):
             to_send.append(invoice_id)
         elif hold(journal, invoice_id, not_checked_reason(invoice, search.summary), HELD_BY).done:
             not_checked.append(invoice_id)
@@ -339,9 +361,9 @@ def _found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str,
     )
 
 
-def _covered(invoice: Invoice, summary: SearchSummary) -> bool:
+def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
     """Whether the search saw every transaction that could be a send of ``invoice``."""
     if summary.complete:
         return True
-    issued, reached = _issued(invoice), parse_time(summary.reached)
+    issued, reached = _issued(invoice, now), parse_time(summary.reached)
     return issued is not None and reached is not None and reached <= issued - LOOK_BACK

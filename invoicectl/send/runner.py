@@ -18,7 +18,7 @@ import httpx
 
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode
-from invoicectl.interrupts import RunSignals
+from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
@@ -82,8 +82,15 @@ def send(
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             # A journal with no history here, or one that lost it, asks GoRoute first.
+            # Its GETs change nothing remote: a stop signal cancels them where they wait.
             options = check_history(
-                journal, settings, options, run_id, transport=transport, clocks=clocks
+                journal,
+                settings,
+                options,
+                run_id,
+                transport=transport,
+                clocks=clocks,
+                run=lambda main: run_cancelled_by_signals(signals, main),
             )
 
             def bind() -> None:
