@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from hostile import HostileServer, answer_json, routes
+from hostile import HostileServer, answer, answer_json, routes
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
@@ -22,7 +22,9 @@ from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.journal import Journal
 from invoicectl.journal.backup import backup
 from invoicectl.journal.records import Hold, InvoiceState
+from invoicectl.lifecycle.holds import hold, release
 from invoicectl.reconcile.runner import reconcile
+from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history import HELD_BY, HistoryUnchecked
 from invoicectl.send.marker import MARKER_NAME
 
@@ -434,3 +436,52 @@ def test_reconcile_judges_what_the_check_found_and_names_the_release_as_the_next
         release(journal, "X-2", by="test")
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
     assert states(journal_path) == {"X-1": "pending", "X-2": "accepted"}
+
+
+def test_a_web_page_404_on_the_list_switches_no_check_off(outbox: Path, journal_path: Path):
+    """Only the API's own JSON says it has no list; a proxy's passing 404 page does not."""
+    outbox_of(outbox, "P", 1)
+    page = "<html><body>404 Not Found</body></html>"
+    with HostileServer(
+        routes(
+            {
+                ("GET", "/peppol/version"): answer_json(200, {"status": "ok"}),
+                ("GET", "/api/v1/transactions"): answer(
+                    404, page.encode(), {"Content-Type": "text/html"}
+                ),
+                ("POST", "/api/v1/documents"): answer_json(202, {"transaction_id": "tx-1"}),
+            }
+        )
+    ) as api:
+        settings = settings_for(journal_path, base_url=api.base_url)
+        with pytest.raises(HistoryUnchecked) as refused:
+            send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
+        assert not any(request.method == "POST" for request in api.requests)
+    assert refused.value.exit_code == ExitCode.COULD_NOT_RUN
+    with Journal(journal_path) as journal:
+        assert not journal.history_checked(settings.base_url)
+
+
+def test_the_marker_of_a_lost_history_stays_while_nothing_is_sent(outbox: Path, journal_path: Path):
+    """The journal lost, then everything held by hand before the next send: the marker still
+    names the lost journal, so the invoice, once released, meets the check."""
+    (invoice_id,) = outbox_of(outbox, "M", 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    before = (outbox / MARKER_NAME).read_text()
+    for path in journal_path.parent.glob(journal_path.name + "*"):
+        path.unlink()
+    with Journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        hold(journal, invoice_id, "checking with the customer", "clerk")
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append)
+    assert any("nothing to send now" in line for line in warnings)
+    assert (outbox / MARKER_NAME).read_text() == before
+    with Journal(journal_path) as journal:
+        release(journal, invoice_id, "clerk")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    assert sandbox.stats()["per_invoice"][invoice_id] == 1
+    with Journal(journal_path) as journal:
+        assert journal.invoice(invoice_id).held_by == HELD_BY

@@ -135,8 +135,10 @@ def check_history(
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
     elif lost:
+        # The marker stays as it is: it is the evidence that this journal lost history, and
+        # an invoice released later must still meet the check.
         warn(f"{LOUD} {lost}; nothing to send now")
-    if options.outbox is not None:
+    if options.outbox is not None and not (lost and not to_send):
         here = Marker(
             journal_id=identity.journal_id,
             journal=str(journal.path),

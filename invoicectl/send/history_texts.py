@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from invoicectl.errors import ExitCode, InvoicectlError
@@ -39,7 +40,14 @@ def not_checked_reason(invoice: Invoice, summary: SearchSummary) -> str:
 
 
 def no_such_route(outcome: Rejected) -> bool:
-    return outcome.http_status in (404, 405, 501)
+    """The API itself says it has no such route: a JSON answer of 404, 405 or 501 (a web
+    page's 404 there may be a proxy's passing fault, and switches nothing off)."""
+    if outcome.http_status not in (404, 405, 501) or not outcome.raw_body:
+        return False
+    try:
+        return isinstance(json.loads(outcome.raw_body), dict)
+    except ValueError:
+        return False
 
 
 def finding_text(finding: Finding) -> str:
