@@ -94,6 +94,7 @@ def status(
         records = status_records(opened, state, verdict)
         attention_code = attention(opened, opened.clock())
         unanswered = len(plan(opened, opened.clock()).replays)
+        head_seq, head_hash = opened.chain_head()
     if output_format is OutputFormat.json:
         print(to_json(records))
     elif output_format is OutputFormat.csv:
@@ -101,6 +102,7 @@ def status(
     else:
         console = stdout_console()
         print_state_counts(console, counts, holds, unanswered)
+        console.print(f"chain head {head_seq}:{head_hash}", highlight=False)
         if records and sys.stdout.isatty():
             print_status_table(console, records)
         elif records:
