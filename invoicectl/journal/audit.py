@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from invoicectl.journal.chain import COVERED
+from invoicectl.journal.chain import head as chain_head
 from invoicectl.journal.packing import unpack
 
 
@@ -74,6 +75,9 @@ class AuditReader:
             if invoice_ids is None or event.invoice_id is None or event.invoice_id in invoice_ids:
                 yield event
 
+    def head(self) -> tuple[int, str]:
+        return chain_head(self.conn)
+
     def chain_event(self, seq: int) -> ChainRow | None:
         row = self.conn.execute(
             "SELECT seq, kind, invoice_id, payload, hash FROM chain WHERE seq = ?", (seq,)
@@ -110,6 +114,16 @@ class AuditReader:
             if invoice_ids is None or invoice_id in invoice_ids:
                 yield row
 
+    def known_invoices(self, invoice_ids: list[str]) -> set[str]:
+        found = set()
+        for invoice_id in invoice_ids:
+            row = self.conn.execute(
+                "SELECT 1 FROM invoices WHERE invoice_id = ?", (invoice_id,)
+            ).fetchone()
+            if row is not None:
+                found.add(invoice_id)
+        return found
+
     def rows_of(self, table: str, invoice_id: str) -> list[dict[str, Any]]:
         """The rows of ``attempts``, ``events`` or ``revisions`` of one invoice, in order."""
         assert table in ("attempts", "events", "revisions")
@@ -118,6 +132,38 @@ class AuditReader:
         )
         names = [column[0] for column in cursor.description]
         return [dict(zip(names, values, strict=True)) for values in cursor]
+
+    def journal_id(self) -> str | None:
+        row = self.conn.execute("SELECT journal_id FROM identity WHERE id = 1").fetchone()
+        return None if row is None else str(row[0])
+
+    def sent_invoice_ids(self, since: str | None, until: str | None) -> list[str]:
+        """Every invoice with an attempt that started in [since, until), by ID."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT invoice_id FROM attempts WHERE started_at >= coalesce(?, '')"
+            " AND (? IS NULL OR started_at < ?) ORDER BY invoice_id",
+            (since, until, until),
+        )
+        return [invoice_id for (invoice_id,) in rows]
+
+    def changed_after(self, seq: int) -> set[str]:
+        """The invoices with a chain event after ``seq``."""
+        rows = self.conn.execute(
+            "SELECT DISTINCT invoice_id FROM chain WHERE seq > ? AND invoice_id IS NOT NULL",
+            (seq,),
+        )
+        return {invoice_id for (invoice_id,) in rows}
+
+    def first_event_of(self, invoice_ids: list[str]) -> int | None:
+        """The first chain event of any of ``invoice_ids``."""
+        first = None
+        for invoice_id in invoice_ids:
+            (seq,) = self.conn.execute(
+                "SELECT min(seq) FROM chain WHERE invoice_id = ?", (invoice_id,)
+            ).fetchone()
+            if seq is not None and (first is None or seq < first):
+                first = int(seq)
+        return first
 
     # ---- stored bytes ---------------------------------------------------------------------
 
