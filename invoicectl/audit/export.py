@@ -189,7 +189,7 @@ def _write_part(
             out.write(json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n")
             result.events += 1
             if event.invoice_id in wanted and event.kind == "invoice":
-                history[event.invoice_id].append(json.loads(event.payload))
+                history[event.invoice_id].append(_watched(json.loads(event.payload)))
         out.flush()
         os.fsync(out.fileno())
     for invoice_id in chosen:
@@ -235,7 +235,8 @@ def _evidence(
     snapshots: list[dict[str, Any]],
     sent: set[str],
 ) -> dict[str, Any]:
-    invoice = next(reader.invoice_rows({invoice_id}))
+    invoice = reader.invoice_row(invoice_id)
+    assert invoice is not None  # chosen from the journal's own rows
     revisions = [
         {
             "sha256": revision["sha256"],
@@ -282,13 +283,21 @@ def _evidence(
     }
 
 
+_WATCHED = ("state", "remote_status", "verdict", "hold")
+
+
+def _watched(payload: dict[str, Any]) -> dict[str, Any]:
+    """What the history keeps of an invoice snapshot (only that: memory stays small)."""
+    row = payload.get("row") or {}
+    return {"seq": payload["seq"], "at": payload["at"], **{n: row.get(n) for n in _WATCHED}}
+
+
 def _history(snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Each change of state, delivery status, verdict or hold, from the chain's snapshots."""
-    watched = ("state", "remote_status", "verdict", "hold")
+    watched = _WATCHED
     changes, before = [], dict.fromkeys(watched)
     for snapshot in snapshots:
-        row = snapshot["row"]
-        now = {name: row.get(name) for name in watched}
+        now = {name: snapshot[name] for name in watched}
         if now != before:
             changed = {name: now[name] for name in watched if now[name] != before[name]}
             changes.append({"seq": snapshot["seq"], "at": snapshot["at"], **changed})

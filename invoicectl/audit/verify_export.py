@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from invoicectl.audit.manifest import SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
@@ -105,28 +105,32 @@ def _files(part: Path, manifest: dict[str, Any], found: list[Finding]) -> None:
 def _events(part: Path, chain: dict[str, Any], found: list[Finding]) -> str | None:
     subject = f"{part.name}/events.jsonl"
     try:
-        lines = (part / "events.jsonl").read_bytes().splitlines()
-        previous = json.loads(lines[0])["previous_hash"]
-        if previous != chain.get("previous_hash"):
-            found.append(
-                Finding(subject, "starts from another hash than the manifest's previous_hash")
-            )
-        seq = None
-        for raw in lines[1:]:
-            event = json.loads(raw)
-            previous_seq, seq = seq, event["seq"]
-            if previous_seq is not None and seq != previous_seq + 1:
-                found.append(Finding(subject, f"event {previous_seq + 1} is missing"))
-            if link(previous, event["payload"].encode("utf-8")) != event["hash"]:
-                found.append(
-                    Finding(
-                        subject, f"event {seq}: its hash is not sha256(previous hash || payload)"
-                    )
-                )
-            previous = event["hash"]
-    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as error:
-        found.append(Finding(subject, f"cannot be read as a chain segment ({error})"))
+        with (part / "events.jsonl").open("rb") as lines:
+            previous, seq = _segment(lines, subject, chain, found)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:
+        found.append(Finding(subject, f"cannot be read as a chain segment ({error!r})"))
         return None
     if previous != chain.get("head_hash") or seq != chain.get("head_seq"):
         found.append(Finding(subject, "does not end at the manifest's chain head"))
     return str(previous)
+
+
+def _segment(
+    lines: BinaryIO, subject: str, chain: dict[str, Any], found: list[Finding]
+) -> tuple[str, int | None]:
+    """Read line by line, in flat memory: (the last hash, the last sequence number)."""
+    previous = json.loads(next(lines))["previous_hash"]
+    if previous != chain.get("previous_hash"):
+        found.append(Finding(subject, "starts from another hash than the manifest's previous_hash"))
+    seq = None
+    for raw in lines:
+        event = json.loads(raw)
+        previous_seq, seq = seq, event["seq"]
+        if previous_seq is not None and seq != previous_seq + 1:
+            found.append(Finding(subject, f"event {previous_seq + 1} is missing"))
+        if link(previous, event["payload"].encode("utf-8")) != event["hash"]:
+            found.append(
+                Finding(subject, f"event {seq}: its hash is not sha256(previous hash || payload)")
+            )
+        previous = event["hash"]
+    return previous, seq

@@ -114,6 +114,12 @@ class AuditReader:
             if invoice_ids is None or invoice_id in invoice_ids:
                 yield row
 
+    def invoice_row(self, invoice_id: str) -> dict[str, Any] | None:
+        cursor = self.conn.execute("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,))
+        names = [column[0] for column in cursor.description]
+        values = cursor.fetchone()
+        return None if values is None else dict(zip(names, values, strict=True))
+
     def known_invoices(self, invoice_ids: list[str]) -> set[str]:
         found = set()
         for invoice_id in invoice_ids:
