@@ -175,7 +175,7 @@ def main() -> None:
                 base_url,
                 key,
                 "--rate",
-                "1000000",
+                "100000",
                 "--concurrency",
                 "50",
             )

@@ -39,6 +39,7 @@ WHOLE_SETTINGS = {
     "concurrency": Whole(1, 1_000, "requests in flight"),
     "batch_size": Whole(1, 1_000_000, "invoices per progress line"),
     "max_attempts": Whole(1, 100, "tries per request"),
+    "retention_years": Whole(1, 100, "years the stored bytes are kept"),
 }
 SECONDS_SETTINGS = {
     "max_wait": Seconds(0.0, 86_400.0),

@@ -31,3 +31,8 @@ STOP_GRACE = 3.0
 # Wall-clock seconds for one whole request, answer included: a 15 MB document goes out in
 # well under this on any working link, and a trickling answer cannot hold a run past it.
 DEFAULT_REQUEST_TIMEOUT = 60.0
+
+# How long an invoice's stored bytes are kept (config ``retention_years``): Belgium, France
+# and Italy ask 10 years, Germany 8, the Netherlands 7. No command deletes the bytes of an
+# invoice younger than this (none deletes stored bytes at all yet); exports record it.
+DEFAULT_RETENTION_YEARS = 10

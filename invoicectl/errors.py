@@ -75,6 +75,11 @@ class StoredCopyDamaged(JournalError):
         self.sha256 = sha256
 
 
+class ExportError(InvoicectlError):
+    """An export that could not be written whole (full disk, unwritable DEST): nothing of
+    it is left behind."""
+
+
 class UsageError(InvoicectlError):
     exit_code = ExitCode.USAGE
 

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
-    "max_attempts", "max_wait", "request_timeout",
+    "max_attempts", "max_wait", "request_timeout", "signing_key", "retention_years",
 }  # fmt: skip
 
 

@@ -8,6 +8,7 @@ No SQL and no HTTP here. The package is small modules behind this facade:
     journal_commands  scan, status, show
     send_commands     send, reconcile, validate
     operator_commands hold, release, abandon
+    audit_commands    verify, export, verify-export
     sandbox_command   sandbox
 
 Importing this package registers every command on ``app``; ``main`` is the entry point of
@@ -20,6 +21,7 @@ from invoicectl.cli import (  # noqa: F401
     journal_commands,
     send_commands,
     operator_commands,
+    audit_commands,
     sandbox_command,
 )
 from invoicectl.cli.app import app, main

@@ -57,6 +57,8 @@ def write_status(
         return
     console = stdout_console()
     print_state_counts(console, *counts)
+    head_seq, head_hash = journal.chain_head()
+    console.print(f"chain head {head_seq}:{head_hash}", highlight=False)
     if limit == 0:
         return
     if not out.isatty():  # every invoice, by ID, as before (unless --limit)

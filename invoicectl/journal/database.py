@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.chain import append_rows, head
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.migrations import bring_up_to_date
 
@@ -167,7 +168,19 @@ class JournalBase:
         self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
     ) -> None:
         """An event of the audit trail: an operator decision or a change worth keeping."""
-        self.db.execute(
-            "INSERT INTO events (invoice_id, run_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)",
-            (invoice_id, run_id, self.now(), kind, detail),
-        )
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO events (invoice_id, run_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)",
+                (invoice_id, run_id, self.now(), kind, detail),
+            )
+            self.chained("events", [cursor.lastrowid])
+
+    def chain_head(self) -> tuple[int, str]:
+        """(sequence number, hash) of the chain's last event."""
+        return head(self.db.conn)
+
+    def chained(self, table: str, keys: list[Any]) -> None:
+        """The chain's events for rows of ``table`` just written (``chain.append_rows``):
+        every write method calls it after its write, inside the same transaction, so no
+        caller can change a covered row without its event."""
+        append_rows(self.db.conn, table, keys, self.now())

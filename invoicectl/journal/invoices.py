@@ -253,16 +253,22 @@ class InvoiceRecords(JournalBase):
         if not changed:
             row = self.db.execute(_STILL_SQL, where).fetchone()
             return row is not None
-        cursor = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
-        return cursor.rowcount == 1
+        with self.transaction():
+            cursor = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
+            if cursor.rowcount != 1:
+                return False
+            self.chained("invoices", [invoice.invoice_id])
+        return True
 
     def insert_invoice(self, invoice: Invoice) -> None:
         """A new invoice ID (the lifecycle's ``admit``)."""
         names = ("invoice_id", *_INVOICE_COLUMNS)
-        self.db.execute(
-            f"INSERT INTO invoices ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
-            _values(invoice),
-        )
+        with self.transaction():
+            self.db.execute(
+                f"INSERT INTO invoices ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+                _values(invoice),
+            )
+            self.chained("invoices", [invoice.invoice_id])
 
 
 def _values(invoice: Invoice) -> tuple[Any, ...]:

@@ -10,9 +10,12 @@ sooner, which every command and every cron run pays.
 from __future__ import annotations
 
 import sqlite3
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.chain import CHAIN_SCHEMA
+from invoicectl.journal.chain import start as start_chain
 
 if TYPE_CHECKING:
     from sqlite_utils import Database
@@ -270,6 +273,13 @@ def m008_identity_and_history_checks(db: Database) -> None:
     )
 
 
+def m009_audit_chain(db: Database) -> None:
+    """The hash chain (``chain``), started with a genesis event that commits to everything
+    the journal holds, then one event per invoice, attempt and event row it already has."""
+    db.executescript(CHAIN_SCHEMA)
+    start_chain(db.conn, datetime.now(UTC).isoformat())
+
+
 def m010_indexes_for_large_journals(db: Database) -> None:
     db.executescript(
         """
@@ -305,6 +315,7 @@ MIGRATIONS = (
     m006_receivers,
     m007_validations,
     m008_identity_and_history_checks,
+    m009_audit_chain,
     m010_indexes_for_large_journals,
 )
 

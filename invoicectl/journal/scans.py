@@ -228,6 +228,7 @@ class ScanRecords(JournalBase):
             {"now": now, "valid": valid, "invalid": invalid},
         )
         new = [invoice_id for (invoice_id,) in self.db.execute("SELECT invoice_id FROM temp.fresh")]
+        self.chained("invoices", new)
         refused = self.db.execute(
             "SELECT invoice_id, reason FROM invoices WHERE state = ?"
             " AND invoice_id IN (SELECT invoice_id FROM temp.fresh) ORDER BY invoice_id",
@@ -303,15 +304,21 @@ class ScanRecords(JournalBase):
     def record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
         """The due date read again from a revision's stored bytes: in its facts (so it is
         read once), and on the invoice while that content is its current one."""
+        with self.transaction():
+            self._record_due_date(invoice_id, sha256, due_date)
+
+    def _record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
         self.db.execute(
             "UPDATE revisions SET facts = json_set(facts, '$.due_date', ?)"
             " WHERE invoice_id = ? AND sha256 = ?",
             (due_date, invoice_id, sha256),
         )
-        self.db.execute(
+        cursor = self.db.execute(
             "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
             (due_date, invoice_id, sha256),
         )
+        if cursor.rowcount:
+            self.chained("invoices", [invoice_id])
 
 
 class StoredContents:

@@ -51,7 +51,7 @@ class SendingRecords(JournalBase):
     ) -> int:
         cursor = self.db.execute(
             "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
-            " started_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (
                 command,
                 json.dumps(options, sort_keys=True, default=str),
@@ -60,15 +60,19 @@ class SendingRecords(JournalBase):
                 os.getpid(),
                 socket.gethostname(),
                 self.now(),
+                *self.chain_head(),
             ),
         )
         assert cursor.lastrowid is not None
         return cursor.lastrowid
 
     def finish_run(self, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
+        """The run's end, with the chain's head then: a later change to the chain before
+        it shows as a head no longer in the chain (``invoicectl verify``)."""
         self.db.execute(
-            "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ? WHERE id = ?",
-            (self.now(), exit_code, json.dumps(summary, default=str), run_id),
+            "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ?, chain_seq = ?,"
+            " chain_head = ? WHERE id = ?",
+            (self.now(), exit_code, json.dumps(summary, default=str), *self.chain_head(), run_id),
         )
 
     # ---- attempts -------------------------------------------------------------------------
@@ -83,15 +87,22 @@ class SendingRecords(JournalBase):
         started_at: str,
     ) -> int:
         """The write-ahead row of one request, before it leaves."""
-        cursor = self.db.execute(
-            "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
-            " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
-            (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at),
-        )
-        assert cursor.lastrowid is not None
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+                " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at),
+            )
+            assert cursor.lastrowid is not None
+            self.chained("attempts", [cursor.lastrowid])
         return cursor.lastrowid
 
     def finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
+        with self.transaction():
+            self._finish_attempt(attempt_id, answer)
+            self.chained("attempts", [attempt_id])
+
+    def _finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
         self.db.execute(
             "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error_code = ?,"
             " message = ?, transaction_id = ?, existing_transaction_id = ?, retry_after = ?,"

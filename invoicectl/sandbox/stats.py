@@ -45,10 +45,10 @@ class Stats:
             "idempotency_keys": idempotency_keys,
             "per_key": {
                 key: {"sends": sends, "transactions": self.key_transactions[key]}
-                for key, sends in self.key_sends.items()
+                for key, sends in list(self.key_sends.items())  # read while the server writes
             },
             "per_invoice": dict(self.invoice_transactions),
-            "duplicates": sorted(k for k, n in self.invoice_transactions.items() if n > 1),
+            "duplicates": sorted(k for k, n in list(self.invoice_transactions.items()) if n > 1),
             "participant_lookups": self.participant_lookups,
             "lookups_per_participant": dict(self.participant_lookup_counts),
             "validations": self.validations,

@@ -1,0 +1,63 @@
+"""The form of an export, shared by the writer (``export``) and the checker (``verify_export``).
+
+An export directory DEST holds one or more parts, ``DEST/0001``, ``DEST/0002``, ...: the
+first export writes ``0001``, each top-up the next number, and no part is ever written again.
+A part holds:
+
+    <safe-id>/<sha256>.xml   the exact bytes of every revision sent (first exported here)
+    <safe-id>/evidence.json  revisions, keys, attempts, verdicts, delivery status history
+    events.jsonl             the chain segment: a first line {"previous_hash": ...}, then
+                             one {"seq", "payload", "hash"} line per event, in order
+    SHA256SUMS               every file above, as ``sha256sum -c`` reads it
+    manifest.json            every file's path, size and sha256; the chain head; the range;
+                             the invoice IDs behind the safe names; the key id; the version
+    manifest.sig             the raw 64-byte Ed25519 signature of manifest.json's bytes
+    signing-key.pub          the public key (PEM) whose id manifest.json names
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+FORMAT = "invoicectl-export/1"
+PART_NAME = re.compile(r"^[0-9]{4,}$")
+SIGNED = ("manifest.json", "manifest.sig", "signing-key.pub")  # not listed in the manifest
+_PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
+_SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+
+
+def safe_name(invoice_id: str) -> str:
+    """A directory name for an invoice ID: the ID itself when it is plain (letters, digits,
+    ``.``, ``_``, ``-``; not leading with a dot; at most 100), else every other byte as
+    ``%XX`` (its UTF-8), cut to 100 with the ID's sha256 prefix appended when longer. The
+    manifest maps each name back to its ID."""
+    if _SAFE.match(invoice_id):
+        return invoice_id
+    quoted = "".join(
+        chr(byte) if chr(byte) in _PLAIN else f"%{byte:02X}" for byte in invoice_id.encode("utf-8")
+    )
+    if len(quoted) > 100:
+        quoted = f"{quoted[:80]}~{hashlib.sha256(invoice_id.encode('utf-8')).hexdigest()[:16]}"
+    return quoted
+
+
+def file_sha256(path: Path) -> tuple[int, str]:
+    digest = hashlib.sha256()
+    size = 0
+    with path.open("rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+            size += len(chunk)
+    return size, digest.hexdigest()
+
+
+def parts(dest: Path) -> list[Path]:
+    """The parts of an export, in order."""
+    if not dest.is_dir():
+        return []
+    return sorted(
+        (child for child in dest.iterdir() if child.is_dir() and PART_NAME.match(child.name)),
+        key=lambda child: int(child.name),
+    )

@@ -1,0 +1,136 @@
+"""``invoicectl verify-export DEST``: an export checked with nothing but what it holds.
+
+For each part (``manifest``): the signature of ``manifest.json`` by ``signing-key.pub``, whose
+key id must be the one the manifest names (and, with ``trusted``, one of those keys); every
+listed file's size and sha256; no file there that the manifest does not list; the chain
+segment in ``events.jsonl`` event by event from its previous hash to the manifest's head;
+and each part's segment following on from the part before. No journal is read.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from invoicectl.audit.manifest import SIGNED, file_sha256, parts
+from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
+from invoicectl.audit.verify import Finding
+from invoicectl.journal.chain import link
+
+
+def verify_export(dest: Path, trusted: set[str] | None = None) -> tuple[list[Finding], int]:
+    """(every problem found, how many parts were checked)."""
+    found: list[Finding] = []
+    checked = parts(dest)
+    if not checked:
+        found.append(Finding(str(dest), "holds no export (no part directory 0001, 0002, ...)"))
+    previous_head: str | None = None
+    for part in checked:
+        manifest = _manifest(part, found, trusted)
+        if manifest is None:
+            previous_head = None
+            continue
+        _files(part, manifest, found)
+        chain = manifest.get("chain", {})
+        head = _events(part, chain, found)
+        if previous_head is not None and chain.get("previous_hash") != previous_head:
+            found.append(Finding(part.name, "its chain segment does not follow the part before"))
+        previous_head = head
+    return found, len(checked)
+
+
+def _manifest(part: Path, found: list[Finding], trusted: set[str] | None) -> dict[str, Any] | None:
+    try:
+        data = (part / "manifest.json").read_bytes()
+        signature = (part / "manifest.sig").read_bytes()
+        public = public_key_from_pem((part / "signing-key.pub").read_bytes())
+    except OSError as error:
+        found.append(
+            Finding(part.name, f"cannot read {Path(str(error.filename)).name}: {error.strerror}")
+        )
+        return None
+    if public is None:
+        found.append(Finding(f"{part.name}/signing-key.pub", "holds no Ed25519 public key"))
+        return None
+    if not signature_holds(public, signature, data):
+        found.append(
+            Finding(
+                f"{part.name}/manifest.sig",
+                "is not a valid signature of manifest.json by signing-key.pub",
+            )
+        )
+        return None
+    try:
+        manifest = json.loads(data)
+    except ValueError:
+        found.append(Finding(f"{part.name}/manifest.json", "is not JSON"))
+        return None
+    if manifest.get("key_id") != key_id(public):
+        found.append(
+            Finding(
+                f"{part.name}/manifest.json",
+                f"names key {manifest.get('key_id')}, but signing-key.pub is {key_id(public)}",
+            )
+        )
+    if trusted is not None and key_id(public) not in trusted:
+        found.append(
+            Finding(
+                f"{part.name}/signing-key.pub",
+                f"key {key_id(public)} is not one of the trusted keys",
+            )
+        )
+    return dict(manifest)
+
+
+def _files(part: Path, manifest: dict[str, Any], found: list[Finding]) -> None:
+    listed = set()
+    for entry in manifest.get("files", []):
+        path = part / entry["path"]
+        listed.add(entry["path"])
+        if not path.is_file():
+            found.append(Finding(f"{part.name}/{entry['path']}", "is missing"))
+            continue
+        size, sha256 = file_sha256(path)
+        if sha256 != entry["sha256"] or size != entry["size"]:
+            found.append(
+                Finding(f"{part.name}/{entry['path']}", "does not match its sha256 in the manifest")
+            )
+    for path in sorted(part.rglob("*")):
+        relative = path.relative_to(part).as_posix()
+        if path.is_file() and relative not in listed and relative not in SIGNED:
+            found.append(Finding(f"{part.name}/{relative}", "is not in the manifest"))
+
+
+def _events(part: Path, chain: dict[str, Any], found: list[Finding]) -> str | None:
+    subject = f"{part.name}/events.jsonl"
+    try:
+        with (part / "events.jsonl").open("rb") as lines:
+            previous, seq = _segment(lines, subject, chain, found)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:
+        found.append(Finding(subject, f"cannot be read as a chain segment ({error!r})"))
+        return None
+    if previous != chain.get("head_hash") or seq != chain.get("head_seq"):
+        found.append(Finding(subject, "does not end at the manifest's chain head"))
+    return str(previous)
+
+
+def _segment(
+    lines: BinaryIO, subject: str, chain: dict[str, Any], found: list[Finding]
+) -> tuple[str, int | None]:
+    """Read line by line, in flat memory: (the last hash, the last sequence number)."""
+    previous = json.loads(next(lines))["previous_hash"]
+    if previous != chain.get("previous_hash"):
+        found.append(Finding(subject, "starts from another hash than the manifest's previous_hash"))
+    seq = None
+    for raw in lines:
+        event = json.loads(raw)
+        previous_seq, seq = seq, event["seq"]
+        if previous_seq is not None and seq != previous_seq + 1:
+            found.append(Finding(subject, f"event {previous_seq + 1} is missing"))
+        if link(previous, event["payload"].encode("utf-8")) != event["hash"]:
+            found.append(
+                Finding(subject, f"event {seq}: its hash is not sha256(previous hash || payload)")
+            )
+        previous = event["hash"]
+    return previous, seq

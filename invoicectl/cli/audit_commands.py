@@ -1,0 +1,167 @@
+"""The commands that give an auditor evidence: ``verify``, ``export``, ``verify-export``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from invoicectl.cli.app import app
+from invoicectl.cli.options import JournalOption, SandboxOption, journal_path
+from invoicectl.errors import UsageError
+
+JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
+
+
+@app.command()
+def verify(
+    read_data_subset: Annotated[
+        str | None,
+        typer.Option(
+            "--read-data-subset",
+            metavar="PERCENT",
+            help="Read only this share of the stored blobs (e.g. 10%), chosen at random.",
+        ),
+    ] = None,
+    as_json: JsonOption = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Check the journal, read-only: SQLite's integrity check, the hash chain event by event,
+    every stored blob against its sha256, every attempt's body against the stored bytes,
+    every invoice against its events. One line per problem; exit 0 only when all hold, 1
+    otherwise."""
+    from invoicectl.audit.verify import parse_subset
+    from invoicectl.audit.verify import verify as check
+
+    result = check(journal_path(journal, sandbox), subset=parse_subset(read_data_subset))
+    if as_json:
+        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+    else:
+        for finding in result.findings:
+            print(finding.line())
+        print(result.summary())
+    raise typer.Exit(0 if result.ok else 1)
+
+
+DestArgument = Annotated[Path, typer.Argument(metavar="DEST", help="The export directory.")]
+
+
+@app.command()
+def export(
+    destination: DestArgument,
+    since: Annotated[
+        str | None, typer.Option("--since", help="Invoices with a request sent from this date.")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--until", help="... and before this date (exclusive).")
+    ] = None,
+    invoice: Annotated[
+        list[str] | None, typer.Option("--invoice", metavar="ID", help="Only this invoice.")
+    ] = None,
+    signing_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--signing-key",
+            help="The Ed25519 key (PEM). Default: config signing_key,"
+            " else signing-key.pem beside the journal; made on first use.",
+        ),
+    ] = None,
+    rotate_key: Annotated[
+        bool, typer.Option("--rotate-key", help="Retire the signing key and sign with a new one.")
+    ] = False,
+    journal: JournalOption = None,
+    sandbox: SandboxOption = False,
+) -> None:
+    """Write a signed archive of what was sent to DEST, verifiable without invoicectl: the
+    exact bytes, the evidence per invoice, the chain segment, manifest.json, manifest.sig and
+    signing-key.pub. A second export to DEST adds a part with what is new."""
+    from datetime import UTC, datetime
+
+    from invoicectl.audit.export import export as write_export
+    from invoicectl.audit.signing import load_or_create
+
+    path = journal_path(journal, sandbox)
+    key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
+    if retired:
+        print(f"retired signing key {retired}; now signing with {key.key_id}")
+    done = write_export(
+        path,
+        destination,
+        key,
+        since=_date(since, "--since"),
+        until=_date(until, "--until"),
+        invoice_ids=invoice or None,
+        now=datetime.now(UTC),
+        retention_years=_retention_years(),
+    )
+    print(done.line())
+
+
+@app.command("verify-export")
+def verify_export(
+    destination: DestArgument,
+    trusted_key: Annotated[
+        list[str] | None,
+        typer.Option("--trusted-key", metavar="KEY_ID", help="Accept only these key ids."),
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Check an export without a journal: every part's signature and key id, every file
+    against the manifest, the chain segment. One line per problem; exit 0 only when all hold."""
+    from invoicectl.audit.verify_export import verify_export as check
+
+    found, checked = check(destination, set(trusted_key) if trusted_key else None)
+    if as_json:
+        problems = [{"subject": f.subject, "problem": f.problem} for f in found]
+        print(json.dumps({"ok": not found, "parts": checked, "problems": problems}, indent=2))
+    else:
+        for finding in found:
+            print(finding.line())
+        print(f"{'ok' if not found else f'{len(found)} problem(s)'}: {checked} part(s) checked")
+    raise typer.Exit(0 if not found else 1)
+
+
+def _key_path(option: Path | None, journal: Path) -> Path:
+    if option is not None:
+        return option.expanduser()
+    import os
+
+    from invoicectl.settings import load_config
+
+    configured = load_config(os.environ).get("signing_key")
+    if isinstance(configured, str):
+        return Path(configured).expanduser()
+    return journal.parent / "signing-key.pem"
+
+
+def _retention_years() -> int:
+    """``retention_years`` from the config file, checked; else the default (10)."""
+    import os
+
+    from invoicectl import config_values
+    from invoicectl.defaults import DEFAULT_RETENTION_YEARS
+    from invoicectl.settings import config_path, load_config
+
+    config = load_config(os.environ)
+    if "retention_years" not in config:
+        return DEFAULT_RETENTION_YEARS
+    source = f"config file {config_path(os.environ)}"
+    return config_values.whole("retention_years", config["retention_years"], source)
+
+
+def _date(text: str | None, option: str) -> str | None:
+    """An ISO date or time as the journal's timestamps compare (UTC, ISO 8601)."""
+    if text is None:
+        return None
+    from datetime import UTC, datetime
+
+    try:
+        moment = datetime.fromisoformat(text)
+    except ValueError:
+        raise UsageError(f"{option} {text!r}: give a date like 2026-01-31") from None
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment.astimezone(UTC).isoformat()

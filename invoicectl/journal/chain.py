@@ -1,0 +1,139 @@
+"""The hash chain: every change to an invoice, an attempt or the audit trail, as one event.
+
+Each event is a row of ``chain``: a sequence number, the canonical JSON payload and
+``hash = sha256(previous hash || payload)``, where ``previous hash`` is the 32 raw bytes of
+the event before (32 zero bytes before the first) and ``payload`` the payload's UTF-8 bytes.
+Change one byte of any event, or delete one, and every hash from there on no longer follows.
+
+The payload is a JSON object with ``seq``, ``at`` (ISO 8601), ``kind`` and, for a row
+change, ``table``, ``key`` and ``row`` (the whole row after the change, every column):
+
+    genesis   the first event: what the journal held when the chain began (``content``)
+    invoice   an ``invoices`` row inserted or changed
+    attempt   an ``attempts`` row written before its request, or completed after it
+    event     an ``events`` row (an operator decision, a hold, an environment change)
+
+Canonical form, exactly: ``json.dumps(payload, sort_keys=True, separators=(",", ":"),
+ensure_ascii=False, allow_nan=False)`` encoded as UTF-8: object keys sorted by code point,
+no white space outside strings, non-ASCII characters as themselves (not ``\\u`` escapes),
+integers in decimal, floats in Python's shortest round-trip form, null for SQL NULL.
+
+Every append happens inside the transaction of the change it records (the journal's own write
+methods call ``append`` after their write, so the write lock is already held and the head
+read here is the head): the chain cannot disagree with the rows it covers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable
+from typing import Any
+
+ZERO_HASH = "0" * 64
+
+CHAIN_SCHEMA = """
+    -- The hash chain (journal/chain.py): one row per change to invoices, attempts, events.
+    CREATE TABLE chain (
+        seq INTEGER PRIMARY KEY,
+        kind TEXT NOT NULL,
+        invoice_id TEXT,                -- for finding an invoice's events; also in payload
+        payload TEXT NOT NULL,          -- canonical JSON (see chain.py)
+        hash TEXT NOT NULL              -- hex sha256(previous hash bytes || payload bytes)
+    );
+    CREATE INDEX chain_invoice ON chain(invoice_id);
+    -- The chain's head when a run began, and when it finished.
+    ALTER TABLE runs ADD COLUMN chain_seq INTEGER;
+    ALTER TABLE runs ADD COLUMN chain_head TEXT;
+"""
+
+# The tables whose rows the chain covers: table -> (kind, key column).
+COVERED = {
+    "invoices": ("invoice", "invoice_id"),
+    "attempts": ("attempt", "id"),
+    "events": ("event", "id"),
+}
+
+
+def canonical(payload: dict[str, Any]) -> bytes:
+    """The payload's canonical bytes (the module docstring states the form)."""
+    text = json.dumps(
+        payload, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False
+    )
+    return text.encode("utf-8")
+
+
+def link(previous: str, payload: bytes) -> str:
+    """``sha256(previous hash bytes || payload bytes)`` in hex."""
+    return hashlib.sha256(bytes.fromhex(previous) + payload).hexdigest()
+
+
+def head(conn: sqlite3.Connection) -> tuple[int, str]:
+    """(sequence number, hash) of the last event; (0, zeros) before the first."""
+    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    return (0, ZERO_HASH) if row is None else (int(row[0]), str(row[1]))
+
+
+def append_rows(conn: sqlite3.Connection, table: str, keys: Iterable[Any], at: str) -> None:
+    """One event per row of ``table`` named by ``keys``, each the whole row as it is now.
+    Called inside the transaction that wrote the rows, after the write."""
+    kind, key_column = COVERED[table]
+    keys = list(keys)
+    if not keys:
+        return
+    seq, previous = head(conn)
+    events = []
+    for key in keys:
+        cursor = conn.execute(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
+        names = [column[0] for column in cursor.description]
+        values = cursor.fetchone()
+        if values is None:
+            continue
+        row = dict(zip(names, values, strict=True))
+        seq += 1
+        payload = {"seq": seq, "at": at, "kind": kind, "table": table, "key": key, "row": row}
+        data = canonical(payload)
+        previous = link(previous, data)
+        events.append((seq, kind, row.get("invoice_id"), data.decode("utf-8"), previous))
+    conn.executemany(
+        "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)", events
+    )
+
+
+def start(conn: sqlite3.Connection, at: str) -> None:
+    """The genesis event, then one event per row the journal already holds: the chain of a
+    journal made before it (or of a new one, which holds nothing yet). The genesis payload
+    commits to the whole content: how many rows of each kind, and a digest of every stored
+    blob's sha256 and every covered row."""
+    digest = hashlib.sha256()
+    counts: dict[str, int] = {}
+    (counts["blobs"],) = conn.execute("SELECT count(*) FROM blobs").fetchone()
+    for (sha256,) in conn.execute("SELECT sha256 FROM blobs ORDER BY sha256"):
+        digest.update(f"blob {sha256}\n".encode())
+    keys: dict[str, list[Any]] = {}
+    for table, (_kind, key_column) in COVERED.items():
+        cursor = conn.execute(f"SELECT * FROM {table} ORDER BY {key_column}")
+        names = [column[0] for column in cursor.description]
+        keys[table] = []
+        for values in cursor:
+            row = dict(zip(names, values, strict=True))
+            keys[table].append(row[key_column])
+            digest.update(canonical({"table": table, "row": row}) + b"\n")
+        counts[table] = len(keys[table])
+    identity = conn.execute("SELECT journal_id FROM identity WHERE id = 1").fetchone()
+    payload = {
+        "seq": 1,
+        "at": at,
+        "kind": "genesis",
+        "journal_id": None if identity is None else identity[0],
+        "content": {"counts": counts, "sha256": digest.hexdigest()},
+    }
+    data = canonical(payload)
+    conn.execute(
+        "INSERT INTO chain (seq, kind, invoice_id, payload, hash)"
+        " VALUES (1, 'genesis', NULL, ?, ?)",
+        (data.decode("utf-8"), link(ZERO_HASH, data)),
+    )
+    for table, table_keys in keys.items():
+        append_rows(conn, table, table_keys, at)
