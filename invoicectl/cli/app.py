@@ -19,14 +19,21 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-import typer.core
-from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
+# httpx's package imports its own command-line tool (``httpx._main``), and with it click,
+# pygments and rich's syntax highlighting, whenever those are installed: 20 ms of every
+# command that talks to GoRoute, for a tool invoicectl never runs. A None entry makes that
+# one import fail, and httpx falls back to a stub ``main``; set only if httpx is not loaded.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-from invoicectl import __version__
-from invoicectl.cli.consoles import guard_stdout, say, say_error
-from invoicectl.errors import ExitCode, InvoicectlError, JournalError
-from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name
+import typer  # noqa: E402
+import typer.core  # noqa: E402
+from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
+
+from invoicectl import __version__  # noqa: E402
+from invoicectl.cli.consoles import guard_stdout, say, say_error  # noqa: E402
+from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
+from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
 
 EXIT_CODES_HELP = """
 

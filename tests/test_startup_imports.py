@@ -1,0 +1,32 @@
+"""What a command's start loads (issue 13, start-up): only what the command uses.
+
+Each check imports the CLI and one command's path in a fresh interpreter and looks at
+``sys.modules``; timings live in ``benchmarks/startup.py``, never here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` are loaded (in ``sys.modules``, not None) after ``code`` runs in a
+    fresh interpreter."""
+    probe = (
+        f"{code}\n"
+        "import sys\n"
+        f"loaded = [name for name in {names!r} if sys.modules.get(name) is not None]\n"
+        "print(sorted(loaded), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stderr.strip().splitlines()[-1])  # a list of str, printed just above
+
+
+def test_the_cli_keeps_httpx_s_own_command_line_tool_out() -> None:
+    """httpx imports its command-line tool, and with it click and pygments, when they are
+    installed; the commands that talk to GoRoute load httpx without it."""
+    code = "import invoicectl.cli\nimport invoicectl.send.runner\nimport httpx"
+    heavy = ("httpx", "httpx._main", "click", "pygments")
+    assert _loaded_after(code, heavy) == ["httpx"]
