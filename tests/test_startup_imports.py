@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 
 def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
@@ -30,3 +31,19 @@ def test_the_cli_keeps_httpx_s_own_command_line_tool_out() -> None:
     code = "import invoicectl.cli\nimport invoicectl.send.runner\nimport httpx"
     heavy = ("httpx", "httpx._main", "click", "pygments")
     assert _loaded_after(code, heavy) == ["httpx"]
+
+
+def test_status_in_a_pipe_draws_no_table(tmp_path: Path) -> None:
+    """``status`` piped (counts and plain lines) loads neither rich's tables nor the
+    scanner: only a terminal's page and ``show`` draw tables."""
+    code = (
+        "import sys\n"
+        "from invoicectl.cli import main\n"
+        f"sys.argv = ['invoicectl', 'status', '--journal', {str(tmp_path / 'j.db')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    heavy = ("rich.table", "rich.box", "invoicectl.scan.reader", "httpx")
+    assert _loaded_after(code, heavy) == []
