@@ -47,3 +47,28 @@ def test_status_in_a_pipe_draws_no_table(tmp_path: Path) -> None:
     )
     heavy = ("rich.table", "rich.box", "invoicectl.scan.reader", "httpx")
     assert _loaded_after(code, heavy) == []
+
+
+def test_help_is_drawn_without_markdown_or_syntax_highlighting() -> None:
+    """``--help`` goes through typer's rich renderer, which imports rich's Markdown
+    (markdown-it) and Traceback (pygments); help here uses neither, so neither is loaded,
+    and a real import of them afterwards still gets the real modules."""
+    code = (
+        "import sys\n"
+        "from invoicectl.cli import main\n"
+        "sys.argv = ['invoicectl', 'send', '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'typer.rich_utils' in sys.modules\n"
+    )
+    heavy = ("markdown_it", "pygments", "rich.markdown", "rich.traceback", "rich.syntax")
+    assert _loaded_after(code, heavy) == []
+    later = (
+        f"{code}import rich.markdown\nassert rich.markdown.Markdown.__module__ == 'rich.markdown'"
+    )
+    assert _loaded_after(later, ("rich.markdown", "markdown_it")) == [
+        "markdown_it",
+        "rich.markdown",
+    ]

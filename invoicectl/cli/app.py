@@ -62,6 +62,8 @@ class _Commands(typer.core.TyperGroup):
         # still answer in JSON.
         ctx.meta["json"] = answers_in_json(args)
         ctx.meta["args"] = list(args)
+        if asks_for_help(args):
+            light_rich_help()
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -96,6 +98,47 @@ def answers_in_json(args: list[str]) -> bool:
         or "--format=json" in options
         or ("--format", "json") in pairwise(options)
     )
+
+
+def asks_for_help(args: list[str]) -> bool:
+    """Whether typer is about to render a help page: ``--help``/``-h`` or no arguments."""
+    options = args[: args.index("--")] if "--" in args else args
+    return not args or "--help" in options or "-h" in options
+
+
+class _NotHere:
+    """What ``light_rich_help`` puts in place of rich's Markdown and Traceback."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("invoicectl renders no Markdown help and no rich tracebacks")
+
+
+def light_rich_help() -> None:
+    """Import typer's rich help renderer (``typer.rich_utils``) without the two rich modules
+    it imports but help never uses here: ``rich.markdown`` (markdown-it, and pygments through
+    ``rich.syntax``) is for ``rich_markup_mode="markdown"`` and ``rich.traceback`` for
+    pretty exceptions, both off (``app`` below). They are 45 ms of every ``--help``; the help
+    drawn is the same. Placeholders stand in while the renderer is imported and are removed
+    at once, so that a later real import of either gets the real module. A typer that
+    imports more from them fails the light import and gets the ordinary one when it renders."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    import types
+
+    placeholders = {}
+    for name, attribute in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+        if name not in sys.modules:
+            placeholders[name] = types.ModuleType(name)
+            setattr(placeholders[name], attribute, _NotHere)
+    sys.modules.update(placeholders)
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        for name, module in placeholders.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
