@@ -19,14 +19,21 @@ from itertools import pairwise
 from pathlib import Path
 from typing import Annotated, Any
 
-import typer
-import typer.core
-from typer._click.exceptions import UsageError as ClickUsageError  # typer vendors click
+# httpx's package imports its own command-line tool (``httpx._main``), and with it click,
+# pygments and rich's syntax highlighting, whenever those are installed: 20 ms of every
+# command that talks to GoRoute, for a tool invoicectl never runs. A None entry makes that
+# one import fail, and httpx falls back to a stub ``main``; set only if httpx is not loaded.
+if "httpx" not in sys.modules:
+    sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
 
-from invoicectl import __version__
-from invoicectl.cli.consoles import guard_stdout, say, say_error
-from invoicectl.errors import ExitCode, InvoicectlError, JournalError
-from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name
+import typer  # noqa: E402
+import typer.core  # noqa: E402
+from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
+
+from invoicectl import __version__  # noqa: E402
+from invoicectl.cli.consoles import guard_stdout, say, say_error  # noqa: E402
+from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
+from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
 
 EXIT_CODES_HELP = """
 
@@ -55,6 +62,8 @@ class _Commands(typer.core.TyperGroup):
         # still answer in JSON.
         ctx.meta["json"] = answers_in_json(args)
         ctx.meta["args"] = list(args)
+        if asks_for_help(args):
+            light_rich_help()
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -89,6 +98,47 @@ def answers_in_json(args: list[str]) -> bool:
         or "--format=json" in options
         or ("--format", "json") in pairwise(options)
     )
+
+
+def asks_for_help(args: list[str]) -> bool:
+    """Whether typer is about to render a help page: ``--help``/``-h`` or no arguments."""
+    options = args[: args.index("--")] if "--" in args else args
+    return not args or "--help" in options or "-h" in options
+
+
+class _NotHere:
+    """What ``light_rich_help`` puts in place of rich's Markdown and Traceback."""
+
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        raise RuntimeError("invoicectl renders no Markdown help and no rich tracebacks")
+
+
+def light_rich_help() -> None:
+    """Import typer's rich help renderer (``typer.rich_utils``) without the two rich modules
+    it imports but help never uses here: ``rich.markdown`` (markdown-it, and pygments through
+    ``rich.syntax``) is for ``rich_markup_mode="markdown"`` and ``rich.traceback`` for
+    pretty exceptions, both off (``app`` below). They are 45 ms of every ``--help``; the help
+    drawn is the same. Placeholders stand in while the renderer is imported and are removed
+    at once, so that a later real import of either gets the real module. A typer that
+    imports more from them fails the light import and gets the ordinary one when it renders."""
+    if "typer.rich_utils" in sys.modules:
+        return
+    import types
+
+    placeholders = {}
+    for name, attribute in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
+        if name not in sys.modules:
+            placeholders[name] = types.ModuleType(name)
+            setattr(placeholders[name], attribute, _NotHere)
+    sys.modules.update(placeholders)
+    try:
+        import typer.rich_utils  # noqa: F401
+    except ImportError:
+        pass
+    finally:
+        for name, module in placeholders.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:

@@ -19,7 +19,6 @@ from typing import Any, Protocol
 from invoicectl.journal.records import (
     Attempt,
     AttemptAnswer,
-    CachedStat,
     Event,
     FoundFile,
     Hold,
@@ -119,7 +118,9 @@ class JournalBackend(Protocol):
 
     # ---- scanning -------------------------------------------------------------------------
     def stored_contents(self, unless: Collection[str] = ...) -> Container[str]: ...
-    def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]: ...
+    def unchanged_files(
+        self, found: list[tuple[str, int, int, int, int]], racy_ns: int
+    ) -> dict[str, tuple[str, str | None]]: ...
     def has_stats_under(self, directory: str) -> bool: ...
     def remember_stats(
         self, entries: Iterable[tuple[str, tuple[int, ...], str, str | None]]

@@ -221,14 +221,6 @@ class Validated(NamedTuple):
     checked_at: str
 
 
-class CachedStat(NamedTuple):
-    """What the journal recorded when a file was last hashed."""
-
-    key: tuple[int, ...]  # size, mtime_ns, ctime_ns, inode, checked_at_ns
-    sha256: str
-    invoice_id: str | None  # of that content
-
-
 class FoundFile(Protocol):
     """One file as a scan found it (the scanner's ``ScannedFile``)."""
 

@@ -20,7 +20,6 @@ from pathlib import Path
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import (
     FACT_COLUMNS,
-    CachedStat,
     FoundFile,
     InvoiceState,
     ScannedCopy,
@@ -37,15 +36,22 @@ class ScanRecords(JournalBase):
         the contents ``unless``: asked of each file a scan hashes, one lookup each."""
         return StoredContents(self.path, self.db.conn, unless)
 
-    def cached_stats(self, paths: list[str]) -> dict[str, CachedStat]:
-        """For each of ``paths`` hashed before, the stat and content recorded then."""
-        # One query per window of paths, not one per path.
+    def unchanged_files(
+        self, found: list[tuple[str, int, int, int, int]], racy_ns: int
+    ) -> dict[str, tuple[str, str | None]]:
+        """Of ``found`` (path, size, mtime_ns, ctime_ns, inode, as just taken), each file
+        whose stat the journal recorded as the same, more than ``racy_ns`` after its last
+        change: path -> (sha256, the content's invoice ID). One query per window of files,
+        compared in SQL: a re-scan's unchanged file costs no Python object but its answer."""
         rows = self.db.conn.execute(
-            "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256, invoice_id"
-            " FROM file_stats WHERE path IN (SELECT value FROM json_each(?))",
-            (json.dumps(paths),),
+            "SELECT f.path, f.sha256, f.invoice_id FROM json_each(?) AS j"
+            " JOIN file_stats AS f ON f.path = j.value ->> 0"
+            " WHERE f.size = j.value ->> 1 AND f.mtime_ns = j.value ->> 2"
+            " AND f.ctime_ns = j.value ->> 3 AND f.inode = j.value ->> 4"
+            " AND f.checked_at_ns - f.ctime_ns > ?",
+            (json.dumps(found), racy_ns),
         )
-        return {row[0]: CachedStat(row[1:6], row[6], row[7]) for row in rows}
+        return {path: (sha256, invoice_id) for path, sha256, invoice_id in rows}
 
     def has_stats_under(self, directory: str) -> bool:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""

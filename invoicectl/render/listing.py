@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import IO, Any
-
-from rich.console import Console
-from rich.table import Table
+from typing import IO, TYPE_CHECKING, Any
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STATUS_FIELDS = (
     "invoice_id",
@@ -146,6 +146,8 @@ def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
 
 def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> int:
     """A terminal's table of ``records`` (a bounded page of them); returns how many."""
+    from rich.table import Table  # here: a pipe's listing and the exports never draw one
+
     table = Table(show_lines=False)
     for column in ("invoice", "type", "state", "receiver", "amount", "transaction", "reason"):
         table.add_column(column, overflow="fold")

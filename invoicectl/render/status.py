@@ -7,11 +7,7 @@ Nothing here decides anything; it takes plain data and writes it to a console or
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from rich.console import Console
-from rich.table import Table
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from invoicectl.journal.records import (
     Attempt,
@@ -23,6 +19,9 @@ from invoicectl.journal.records import (
     Revision,
 )
 from invoicectl.scan.report import ScanReport
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def invoice_record(invoice: Invoice) -> dict[str, Any]:
@@ -76,6 +75,10 @@ def print_invoice(
     attempts: Sequence[Attempt],
     events: Sequence[Event],
 ) -> None:
+    # Here: ``show`` draws tables; the status counts and a send's lines never do.
+    from rich.table import Table
+    from rich.text import Text
+
     record = invoice_record(invoice)
     console.print(Text.assemble((record["invoice_id"], "bold"), f"  {record['document_type']}"))
     for label, key in (

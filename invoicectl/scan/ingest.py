@@ -16,13 +16,13 @@ from pathlib import Path
 from invoicectl.errors import ConfigError, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import CachedStat, InvoiceState, ScannedCopy, fact_columns
+from invoicectl.journal.records import InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.holds import damaged_content, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.scan.candidates import find_candidates
-from invoicectl.scan.reader import CachedStats, HeadStart, KnownSha256, scan_files, start_reading
+from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
-from invoicectl.scan.scanned import ScannedFile, as_text
+from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.facts import parse_document
 from invoicectl.ubl.text import one_line
@@ -96,25 +96,24 @@ class OpenScan:
 
 def _reading_again(
     journal: JournalBackend, damaged: set[str], has_stats: bool
-) -> tuple[KnownSha256, CachedStats | None]:
+) -> tuple[KnownSha256, Unchanged | None]:
     """What the journal knows, less the contents whose stored copy a send found damaged:
     a file holding one of those is read again, whatever its stats say, so that its bytes
     (checked against the sha256) can replace the damaged copy."""
-    cached = journal.cached_stats if has_stats else None
+
+    def unchanged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
+        return journal.unchanged_files(found, RACY_NS)
+
     if not damaged:
-        return journal.stored_contents, cached
+        return journal.stored_contents, unchanged if has_stats else None
 
     def known() -> Container[str]:
         return journal.stored_contents(unless=damaged)
 
-    def undamaged_stats(paths: list[str]) -> dict[str, CachedStat]:
-        return {
-            path: hit
-            for path, hit in journal.cached_stats(paths).items()
-            if hit.sha256 not in damaged
-        }
+    def undamaged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
+        return {path: hit for path, hit in unchanged(found).items() if hit[0] not in damaged}
 
-    return known, undamaged_stats if has_stats else None
+    return known, undamaged if has_stats else None
 
 
 class Ingest:

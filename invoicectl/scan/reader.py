@@ -11,12 +11,13 @@ so that memory stays flat however many files there are.
 from __future__ import annotations
 
 import os
+import stat
+import time
 from collections.abc import Callable, Container, Iterable, Iterator, Sequence
 from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from invoicectl.journal.records import CachedStat
 from invoicectl.scan.scanned import ScannedFile, StatKey, as_text, stat_key
 from invoicectl.scan.worker import Place, init_worker, scan_chunk, scan_one
 
@@ -37,8 +38,9 @@ _CHUNK_BYTES = 4 * 1024 * 1024
 _CHUNKS_IN_FLIGHT_PER_WORKER = 8
 
 
-# paths -> for those hashed before, the StatKey and sha256 recorded then
-CachedStats = Callable[[list[str]], dict[str, CachedStat]]
+# (path, size, mtime_ns, ctime_ns, inode) of files just stat'ed -> for each proved unchanged
+# since it was last hashed (``journal.unchanged_files``), its sha256 and invoice ID
+Unchanged = Callable[[list[tuple[str, int, int, int, int]]], dict[str, tuple[str, str | None]]]
 
 
 # whether the journal holds a content (``sha256 in ...``, one lookup each); made only if some
@@ -78,7 +80,7 @@ def scan_files(
     names: Sequence[str],
     root: Path,
     known_sha256: KnownSha256,
-    cached_stats: CachedStats | None = None,
+    unchanged: Unchanged | None = None,
     workers: int | None = None,
     head: HeadStart | None = None,
 ) -> Iterator[ScannedFile]:
@@ -86,7 +88,7 @@ def scan_files(
 
     ``names`` are relative to ``root``, an absolute path. Answers come in no set order: a
     file proved unchanged is answered at once, and a pool answers as its workers finish.
-    ``cached_stats`` is None when the journal holds no stats under ``root``. With ``head``,
+    ``unchanged`` is None when the journal holds no stats under ``root``. With ``head``,
     its first files are with the workers already, and its reader reads the rest.
     """
     directory = str(root)
@@ -95,21 +97,49 @@ def scan_files(
         if head is not None:
             yield from head.answered
             names = names[head.handed_out :]
+        prefix = directory if directory.endswith(os.sep) else directory + os.sep
+        text_prefix = as_text(prefix)
         for window in _windows(names, _WINDOW):
-            paths = [os.path.join(directory, name) for name in window]
-            cached = cached_stats([as_text(path) for path in paths]) if cached_stats else {}
-            for name, path in zip(window, paths, strict=True):
-                key = stat_key(path)
-                hit = cached.get(as_text(path)) if key is not None and cached else None
-                if key is not None and hit is not None and key.proves_unchanged(hit.key):
-                    yield ScannedFile(
-                        as_text(path), as_text(name), hit.sha256, key.size, hit.invoice_id
-                    )
+            # Taken before the window's lstats, so never later than any of them: a file
+            # changed meanwhile looks racy (read again next time), never settled.
+            checked_at_ns = time.time_ns()
+            stats = [_regular(prefix + name) for name in window]
+            texts = [as_text(name) for name in window]
+            same = (
+                unchanged(
+                    [
+                        (text_prefix + text, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+                        for text, st in zip(texts, stats, strict=True)
+                        if st is not None
+                    ]
+                )
+                if unchanged
+                else {}
+            )
+            for name, text, st in zip(window, texts, stats, strict=True):
+                hit = same.get(text_prefix + text) if st is not None else None
+                if hit is not None and st is not None:
+                    yield ScannedFile(text_prefix + text, text, hit[0], st.st_size, hit[1])
                 else:
-                    yield from reader.add(name, key)
+                    yield from reader.add(name, _key(st, checked_at_ns))
         yield from reader.finish()
     finally:
         reader.close()
+
+
+def _regular(path: str) -> os.stat_result | None:
+    """The regular file's ``lstat``; None for links, directories and the unreadable."""
+    try:
+        st = os.lstat(path)
+    except OSError:
+        return None
+    return st if stat.S_ISREG(st.st_mode) else None
+
+
+def _key(st: os.stat_result | None, checked_at_ns: int) -> StatKey | None:
+    if st is None:
+        return None
+    return StatKey(st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino, checked_at_ns)
 
 
 def _windows(items: Iterable[str], size: int) -> Iterator[list[str]]:

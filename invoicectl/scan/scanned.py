@@ -15,8 +15,11 @@ from pathlib import Path
 from typing import NamedTuple
 
 # A file changed within this long before it was checked may still be being written, in the
-# same timestamp tick: its stat proves nothing and it is hashed again next time.
-_RACY_NS = 2_000_000_000
+# same timestamp tick: its stat proves nothing and it is hashed again next time. A stat
+# proves a file unchanged when size, mtime, ctime and inode are the same and it was recorded
+# more than this after the file's ctime: the journal compares, a window of files per query
+# (``unchanged_files``).
+RACY_NS = 2_000_000_000
 
 
 class StatKey(NamedTuple):
@@ -27,13 +30,6 @@ class StatKey(NamedTuple):
     ctime_ns: int
     inode: int
     checked_at_ns: int
-
-    def proves_unchanged(self, cached: tuple[int, ...]) -> bool:
-        """Whether ``cached``, a StatKey's fields as the journal recorded them, proves the
-        file the same: same identity, and recorded well after its last change."""
-        size, mtime_ns, ctime_ns, inode, checked_at_ns = cached
-        same = self[:4] == (size, mtime_ns, ctime_ns, inode)
-        return same and checked_at_ns - ctime_ns > _RACY_NS
 
 
 def stat_key(path: str | Path) -> StatKey | None:

@@ -1,0 +1,118 @@
+"""A re-scan of an outbox that keeps its old files (issue 13, item 4): an unchanged file
+costs an ``lstat`` and a comparison in SQL against the stat the journal recorded, and is
+never read; any change of size, mtime, ctime or inode, or a stat recorded too soon after
+the file's last change, has it read again. Counted on a real outbox, never timed."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from ublfactory import write_invoice
+
+from invoicectl.journal import Journal
+from invoicectl.scan import reader
+from invoicectl.scan.ingest import scan_directory
+from invoicectl.scan.scanned import RACY_NS
+
+
+@pytest.fixture
+def journal(tmp_path: Path):
+    with Journal(tmp_path / "journal.db") as opened:
+        yield opened
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files a scan reads in this process (``workers=1``)."""
+    names: list[str] = []
+    read_one = reader.scan_one
+
+    def counted(name, key, place, known):  # type: ignore[no-untyped-def]
+        names.append(name)
+        return read_one(name, key, place, known)
+
+    monkeypatch.setattr(reader, "scan_one", counted)
+    return names
+
+
+def _trusted(journal: Journal) -> None:
+    """Stats recorded as if well after each file's last change (a test writes its files a
+    moment before scanning them: a real outbox's files are older than that)."""
+    journal.db.execute(f"UPDATE file_stats SET checked_at_ns = ctime_ns + {2 * RACY_NS}")
+
+
+def test_a_rescan_of_unchanged_files_reads_none(
+    journal: Journal, outbox: Path, reads: list[str]
+) -> None:
+    for number in range(1200):  # more than two windows of lookups
+        write_invoice(outbox, f"INV-{number:04d}")
+    assert scan_directory(journal, outbox, workers=1).files == 1200
+    assert len(reads) == 1200
+    _trusted(journal)
+    reads.clear()
+
+    report = scan_directory(journal, outbox, workers=1)
+
+    assert (report.unchanged, report.new, report.changed, reads) == (1200, [], [], [])
+
+
+def test_a_file_whose_size_mtime_ctime_or_inode_moved_is_read_again(
+    journal: Journal, outbox: Path, reads: list[str]
+) -> None:
+    for name in ("SIZE", "MTIME", "CTIME", "INODE", "SAME"):
+        write_invoice(outbox, f"INV-{name}")
+    scan_directory(journal, outbox, workers=1)
+    _trusted(journal)
+    (outbox / "INV-SIZE.xml").write_bytes((outbox / "INV-SIZE.xml").read_bytes() + b"\n")
+    mtime = outbox / "INV-MTIME.xml"
+    os.utime(mtime, ns=(mtime.stat().st_atime_ns, mtime.stat().st_mtime_ns + 1))
+    os.chmod(outbox / "INV-CTIME.xml", 0o640)  # only ctime moves
+    copy = outbox / "copy.tmp"
+    copy.write_bytes((outbox / "INV-INODE.xml").read_bytes())
+    os.rename(copy, outbox / "INV-INODE.xml")  # a new inode, same bytes
+    reads.clear()
+
+    report = scan_directory(journal, outbox, workers=1)
+
+    assert sorted(reads) == ["INV-CTIME.xml", "INV-INODE.xml", "INV-MTIME.xml", "INV-SIZE.xml"]
+    assert report.changed == ["INV-SIZE"]  # the others hold the same bytes as before
+    assert report.unchanged == 4
+
+
+def test_a_stat_recorded_too_soon_after_a_change_proves_nothing(
+    journal: Journal, outbox: Path, reads: list[str]
+) -> None:
+    write_invoice(outbox, "INV-1")
+    scan_directory(journal, outbox, workers=1)
+    journal.db.execute(f"UPDATE file_stats SET checked_at_ns = ctime_ns + {RACY_NS}")
+    reads.clear()
+
+    scan_directory(journal, outbox, workers=1)
+
+    assert reads == ["INV-1.xml"]
+
+
+def test_the_journal_names_only_files_whose_every_stat_field_matches(
+    journal: Journal, outbox: Path
+) -> None:
+    write_invoice(outbox, "INV-1")
+    scan_directory(journal, outbox, workers=1)
+    _trusted(journal)
+    ((path, size, mtime, ctime, inode, _, sha256),) = journal.db.execute(
+        "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256 FROM file_stats"
+    ).fetchall()
+    same = (path, size, mtime, ctime, inode)
+    moved = [
+        ("elsewhere", size, mtime, ctime, inode),
+        (path, size + 1, mtime, ctime, inode),
+        (path, size, mtime + 1, ctime, inode),
+        (path, size, mtime, ctime + 1, inode),
+        (path, size, mtime, ctime, inode + 1),
+    ]
+
+    assert journal.unchanged_files([same], RACY_NS) == {path: (sha256, "INV-1")}
+    for found in moved:
+        assert journal.unchanged_files([found], RACY_NS) == {}, found
+    assert journal.unchanged_files([same], 3 * RACY_NS) == {}  # recorded too soon

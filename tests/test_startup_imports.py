@@ -1,0 +1,74 @@
+"""What a command's start loads (issue 13, start-up): only what the command uses.
+
+Each check imports the CLI and one command's path in a fresh interpreter and looks at
+``sys.modules``; timings live in ``benchmarks/startup.py``, never here.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+
+def _loaded_after(code: str, names: tuple[str, ...]) -> list[str]:
+    """Which of ``names`` are loaded (in ``sys.modules``, not None) after ``code`` runs in a
+    fresh interpreter."""
+    probe = (
+        f"{code}\n"
+        "import sys\n"
+        f"loaded = [name for name in {names!r} if sys.modules.get(name) is not None]\n"
+        "print(sorted(loaded), file=sys.stderr)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return eval(done.stderr.strip().splitlines()[-1])  # a list of str, printed just above
+
+
+def test_the_cli_keeps_httpx_s_own_command_line_tool_out() -> None:
+    """httpx imports its command-line tool, and with it click and pygments, when they are
+    installed; the commands that talk to GoRoute load httpx without it."""
+    code = "import invoicectl.cli\nimport invoicectl.send.runner\nimport httpx"
+    heavy = ("httpx", "httpx._main", "click", "pygments")
+    assert _loaded_after(code, heavy) == ["httpx"]
+
+
+def test_status_in_a_pipe_draws_no_table(tmp_path: Path) -> None:
+    """``status`` piped (counts and plain lines) loads neither rich's tables nor the
+    scanner: only a terminal's page and ``show`` draw tables."""
+    code = (
+        "import sys\n"
+        "from invoicectl.cli import main\n"
+        f"sys.argv = ['invoicectl', 'status', '--journal', {str(tmp_path / 'j.db')!r}]\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+    )
+    heavy = ("rich.table", "rich.box", "invoicectl.scan.reader", "httpx")
+    assert _loaded_after(code, heavy) == []
+
+
+def test_help_is_drawn_without_markdown_or_syntax_highlighting() -> None:
+    """``--help`` goes through typer's rich renderer, which imports rich's Markdown
+    (markdown-it) and Traceback (pygments); help here uses neither, so neither is loaded,
+    and a real import of them afterwards still gets the real modules."""
+    code = (
+        "import sys\n"
+        "from invoicectl.cli import main\n"
+        "sys.argv = ['invoicectl', 'send', '--help']\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "assert 'typer.rich_utils' in sys.modules\n"
+    )
+    heavy = ("markdown_it", "pygments", "rich.markdown", "rich.traceback", "rich.syntax")
+    assert _loaded_after(code, heavy) == []
+    later = (
+        f"{code}import rich.markdown\nassert rich.markdown.Markdown.__module__ == 'rich.markdown'"
+    )
+    assert _loaded_after(later, ("rich.markdown", "markdown_it")) == [
+        "markdown_it",
+        "rich.markdown",
+    ]
