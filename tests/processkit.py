@@ -23,16 +23,33 @@ def cli_env(journal: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dic
     }
 
 
-def cli_process(journal: Path, base_url: str, *args: str, **popen: Any) -> subprocess.Popen[str]:
+def cli_process(
+    journal: Path, base_url: str, *args: str, api_key: str = DEFAULT_API_KEY, **popen: Any
+) -> subprocess.Popen[str]:
     """``invoicectl ARGS`` with the journal and the server given; stdout and stderr piped."""
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen(
         [sys.executable, "-m", "invoicectl", *args],
-        env=cli_env(journal, base_url),
+        env=cli_env(journal, base_url, api_key),
         text=True,
         **popen,
     )
+
+
+def send_process(
+    outbox: Path, journal: Path, base_url: str, *args: str, api_key: str = DEFAULT_API_KEY
+) -> subprocess.Popen[str]:
+    return cli_process(journal, base_url, "send", str(outbox), *args, api_key=api_key)
+
+
+def run_send(
+    outbox: Path, journal: Path, base_url: str, *args: str, **kwargs: Any
+) -> tuple[int, str]:
+    """``invoicectl send OUTBOX ARGS``: its exit code and its stdout and stderr together."""
+    process = send_process(outbox, journal, base_url, *args, **kwargs)
+    stdout, stderr = process.communicate(timeout=240)
+    return process.returncode, stdout + stderr
 
 
 def run_cli(journal: Path, base_url: str, *args: str, timeout: float = 120) -> tuple[int, str, str]:

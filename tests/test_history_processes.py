@@ -13,10 +13,10 @@ import signal
 import sqlite3
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
+from processkit import wait_for
 from sendkit import assert_each_delivered_once, emulator, settings_for, states
 from test_history import assert_held_as_found, day_later, outbox_of
 
@@ -40,14 +40,6 @@ def cli(journal: Path, base_url: str, *args: str) -> subprocess.Popen[str]:
         stderr=subprocess.PIPE,
         text=True,
     )
-
-
-def wait_for(condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.005)
 
 
 def accepted_in(path: Path) -> int:

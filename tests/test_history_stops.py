@@ -12,8 +12,8 @@ import time
 from pathlib import Path
 
 import pytest
-from clikit import send_process
 from hostile import HostileServer, answer_json, hang, routes
+from processkit import send_process
 from sendkit import send, settings_for
 from ublfactory import write_invoice
 

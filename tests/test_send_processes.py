@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import signal
-import time
 from pathlib import Path
 
 import pytest
-from clikit import run_send, send_process
+from processkit import run_send, send_process, wait_for
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
 
@@ -16,14 +15,6 @@ from invoicectl.journal import Journal
 from invoicectl.sandbox import BackgroundServer
 
 pytestmark = pytest.mark.slow
-
-
-def wait_for(condition, timeout: float = 60.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise TimeoutError("condition not reached")
-        time.sleep(0.005)
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from clikit import run_send
 from hostile import HostileServer, answer, answer_json
+from processkit import run_send
 from sendkit import emulator, states
 from ublfactory import write_invoice
 
