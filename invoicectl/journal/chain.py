@@ -75,30 +75,54 @@ def head(conn: sqlite3.Connection) -> tuple[int, str]:
     return (0, ZERO_HASH) if row is None else (int(row[0]), str(row[1]))
 
 
-def append_rows(conn: sqlite3.Connection, table: str, keys: Iterable[Any], at: str) -> None:
-    """One event per row of ``table`` named by ``keys``, each the whole row as it is now.
-    Called inside the transaction that wrote the rows, after the write."""
+Head = tuple[int, str]  # (sequence number, hash) of the last event
+
+_INSERT = "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)"
+
+
+def append(
+    conn: sqlite3.Connection,
+    table: str,
+    rows: Iterable[dict[str, Any]],
+    at: str,
+    after: Head | None = None,
+) -> Head:
+    """One event per row of ``table``, each the whole row as it is now (every column, as
+    ``SELECT *`` reads it); the new head. Called inside the transaction that wrote the rows,
+    after the write. ``after``: the head as this transaction left it, known to the caller
+    (read here when None)."""
     kind, key_column = COVERED[table]
-    keys = list(keys)
-    if not keys:
-        return
-    seq, previous = head(conn)
+    seq, previous = head(conn) if after is None else after
     events = []
-    for key in keys:
-        cursor = conn.execute(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-        names = [column[0] for column in cursor.description]
-        values = cursor.fetchone()
-        if values is None:
-            continue
-        row = dict(zip(names, values, strict=True))
+    for row in rows:
         seq += 1
+        key = row[key_column]
         payload = {"seq": seq, "at": at, "kind": kind, "table": table, "key": key, "row": row}
         data = canonical(payload)
         previous = link(previous, data)
         events.append((seq, kind, row.get("invoice_id"), data.decode("utf-8"), previous))
-    conn.executemany(
-        "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)", events
-    )
+    if len(events) == 1:
+        conn.execute(_INSERT, events[0])
+    elif events:
+        conn.executemany(_INSERT, events)
+    return seq, previous
+
+
+def append_rows(
+    conn: sqlite3.Connection, table: str, keys: Iterable[Any], at: str, after: Head | None = None
+) -> Head:
+    """``append`` for the rows of ``table`` named by ``keys``, read as they are now."""
+    _kind, key_column = COVERED[table]
+    rows = []
+    for key in keys:
+        cursor = conn.execute(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
+        names = [column[0] for column in cursor.description]
+        values = cursor.fetchone()
+        if values is not None:
+            rows.append(dict(zip(names, values, strict=True)))
+    if not rows:
+        return head(conn) if after is None else after
+    return append(conn, table, rows, at, after)
 
 
 def start(conn: sqlite3.Connection, at: str) -> None:

@@ -88,25 +88,25 @@ class SendingRecords(JournalBase):
     ) -> int:
         """The write-ahead row of one request, before it leaves."""
         with self.transaction():
-            cursor = self.db.execute(
+            rows = self.db.execute(
                 "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
-                " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING *",
                 (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at),
             )
-            assert cursor.lastrowid is not None
-            self.chained("attempts", [cursor.lastrowid])
-        return cursor.lastrowid
+            written = [dict(row) for row in rows]
+            self.chained_rows("attempts", written)
+        return int(written[0]["id"])
 
     def finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
         with self.transaction():
-            self._finish_attempt(attempt_id, answer)
-            self.chained("attempts", [attempt_id])
+            self.chained_rows("attempts", self._finish_attempt(attempt_id, answer))
 
-    def _finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
-        self.db.execute(
+    def _finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> list[dict[str, Any]]:
+        """The answer on its attempt row; the row as written."""
+        rows = self.db.execute(
             "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error_code = ?,"
             " message = ?, transaction_id = ?, existing_transaction_id = ?, retry_after = ?,"
-            " request_id = ?, raw_body = ?, duration = ? WHERE id = ?",
+            " request_id = ?, raw_body = ?, duration = ? WHERE id = ? RETURNING *",
             (
                 self.now(),
                 answer.outcome,
@@ -115,13 +115,14 @@ class SendingRecords(JournalBase):
                 answer.message,
                 answer.transaction_id,
                 answer.existing_transaction_id,
-                answer.retry_after,
+                _real(answer.retry_after),
                 answer.request_id,
                 answer.raw_body,
-                answer.duration,
+                _real(answer.duration),
                 attempt_id,
             ),
         )
+        return [dict(row) for row in rows]
 
     def unanswered_attempts(self) -> list[Attempt]:
         """Attempts without a recorded answer, oldest first: what a dead run left."""
@@ -202,3 +203,10 @@ class SendingRecords(JournalBase):
 def _receiver_check(row: Any) -> ReceiverCheck:
     peppol_id, registered, document_types, checked_at = row
     return ReceiverCheck(peppol_id, bool(registered), tuple(json.loads(document_types)), checked_at)
+
+
+def _real(value: float | None) -> float | None:
+    """A REAL column's value as ``SELECT`` reads it back: ``RETURNING`` gives an int bound
+    to a REAL column as the int, the table holds it as a float, and the chain's event must
+    be the row the table holds (``invoicectl verify`` compares them)."""
+    return None if value is None else float(value)
