@@ -49,6 +49,7 @@ from invoicectl.goroute.answers import (
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.identifiers import usable_id, why_unusable
+from invoicectl.goroute.lanes import Lanes
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
     checked_peppol_id,
@@ -160,24 +161,30 @@ class GoRouteClient:
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=_ApiKeyAuth(api_key),
-            headers={
-                "User-Agent": f"invoicectl/{__version__}",
-                "Accept": "application/json",
-                "Accept-Encoding": ACCEPT_ENCODING,
-            },
-            timeout=self._timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
-            verify=True,
-            # A redirect would carry the key (and the invoice) to wherever Location points,
-            # and a POST redirect is a second send: never follow one, report it.
-            follow_redirects=False,
-        )
+        headers = {
+            "User-Agent": f"invoicectl/{__version__}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+
+        def pool(connections: int) -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=self.base_url,
+                auth=_ApiKeyAuth(api_key),
+                headers=headers,
+                timeout=self._timeout,
+                limits=httpx.Limits(
+                    max_connections=connections, max_keepalive_connections=connections
+                ),
+                transport=transport,
+                verify=True,
+                # A redirect would carry the key (and the invoice) to wherever Location
+                # points, and a POST redirect is a second send: never follow one, report it.
+                follow_redirects=False,
+            )
+
+        pools = 1 if transport is not None else Lanes.pools_for(max_connections)
+        self._lanes = Lanes(pool, max_connections, pools=pools)
 
     def __repr__(self) -> str:
         return f"GoRouteClient(base_url={self.base_url!r}, api_key={self._api_key!r})"
@@ -194,7 +201,7 @@ class GoRouteClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._lanes.aclose()
 
     async def send_document(self, idempotency_key: str, body: bytes) -> Outcome:
         """POST one document; ``body`` (from ``build_send_body``) goes out byte for byte."""
@@ -327,15 +334,16 @@ class GoRouteClient:
         headers: Mapping[str, str] | None = None,
     ) -> Answer | Transient:
         """One request, its answer read within ``max_bytes`` and ``request_timeout``."""
-        answer = await exchange(
-            self._http,
-            lambda: self._http.build_request(
-                method, path, content=content, params=params, headers=headers
-            ),
-            Bounds(max_bytes, self._time_limit(content), self._timeout),
-            monotonic=self._monotonic,
-            redact=self._redact,
-        )
+        with self._lanes.least_busy() as http:
+            answer = await exchange(
+                http,
+                lambda: http.build_request(
+                    method, path, content=content, params=params, headers=headers
+                ),
+                Bounds(max_bytes, self._time_limit(content), self._timeout),
+                monotonic=self._monotonic,
+                redact=self._redact,
+            )
         if isinstance(answer, Answer):
             logger.debug("%s %s -> %d in %.3f s", method, path, answer.status, answer.duration)
         else:
