@@ -10,12 +10,12 @@ and each part's segment following on from the part before. No journal is read.
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO
 
+from invoicectl.audit.findings import Finding
 from invoicectl.audit.manifest import SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
-from invoicectl.audit.verify import Finding
 from invoicectl.journal.chain import link
 
 
@@ -32,7 +32,8 @@ def verify_export(dest: Path, trusted: set[str] | None = None) -> tuple[list[Fin
             previous_head = None
             continue
         _files(part, manifest, found)
-        chain = manifest.get("chain", {})
+        chain = manifest.get("chain")
+        chain = chain if isinstance(chain, dict) else {}
         head = _events(part, chain, found)
         if previous_head is not None and chain.get("previous_hash") != previous_head:
             found.append(Finding(part.name, "its chain segment does not follow the part before"))
@@ -66,6 +67,9 @@ def _manifest(part: Path, found: list[Finding], trusted: set[str] | None) -> dic
     except ValueError:
         found.append(Finding(f"{part.name}/manifest.json", "is not JSON"))
         return None
+    if not isinstance(manifest, dict):
+        found.append(Finding(f"{part.name}/manifest.json", "is not a JSON object"))
+        return None
     if manifest.get("key_id") != key_id(public):
         found.append(
             Finding(
@@ -84,22 +88,67 @@ def _manifest(part: Path, found: list[Finding], trusted: set[str] | None) -> dic
 
 
 def _files(part: Path, manifest: dict[str, Any], found: list[Finding]) -> None:
+    """Every listed file against its size and sha256, and no file there unlisted. A signed
+    manifest is still only what its key signed: an entry that is not a path inside the part
+    is named and never followed."""
     listed = set()
-    for entry in manifest.get("files", []):
-        path = part / entry["path"]
-        listed.add(entry["path"])
+    files = manifest.get("files")
+    if not isinstance(files, list):
+        found.append(Finding(f"{part.name}/manifest.json", "has no list of files"))
+        files = []
+    for number, entry in enumerate(files, 1):
+        if not _is_entry(entry):
+            found.append(
+                Finding(
+                    f"{part.name}/manifest.json",
+                    f"file entry {number} is not a path, a size and a sha256",
+                )
+            )
+            continue
+        relative = entry["path"]
+        if not _inside(relative):
+            found.append(
+                Finding(
+                    f"{part.name}/manifest.json",
+                    f"file entry {number} names {relative}, which is not a path inside the part",
+                )
+            )
+            continue
+        path = part / relative
+        listed.add(relative)
         if not path.is_file():
-            found.append(Finding(f"{part.name}/{entry['path']}", "is missing"))
+            found.append(Finding(f"{part.name}/{relative}", "is missing"))
             continue
         size, sha256 = file_sha256(path)
         if sha256 != entry["sha256"] or size != entry["size"]:
             found.append(
-                Finding(f"{part.name}/{entry['path']}", "does not match its sha256 in the manifest")
+                Finding(f"{part.name}/{relative}", "does not match its sha256 in the manifest")
             )
     for path in sorted(part.rglob("*")):
         relative = path.relative_to(part).as_posix()
         if path.is_file() and relative not in listed and relative not in SIGNED:
             found.append(Finding(f"{part.name}/{relative}", "is not in the manifest"))
+
+
+def _is_entry(entry: Any) -> bool:
+    return (
+        isinstance(entry, dict)
+        and isinstance(entry.get("path"), str)
+        and isinstance(entry.get("sha256"), str)
+        and isinstance(entry.get("size"), int)
+    )
+
+
+def _inside(relative: str) -> bool:
+    """A relative path that stays inside the part (no ``..``, not absolute, not empty)."""
+    path = PurePosixPath(relative)
+    return (
+        bool(relative)
+        and "\\" not in relative
+        and not path.is_absolute()
+        and ".." not in path.parts
+        and relative not in SIGNED
+    )
 
 
 def _events(part: Path, chain: dict[str, Any], found: list[Finding]) -> str | None:
@@ -126,6 +175,12 @@ def _segment(
     for raw in lines:
         event = json.loads(raw)
         previous_seq, seq = seq, event["seq"]
+        if previous_seq is None and seq != chain.get("first_seq"):
+            found.append(
+                Finding(
+                    subject, f"starts at event {seq}, the manifest says {chain.get('first_seq')}"
+                )
+            )
         if previous_seq is not None and seq != previous_seq + 1:
             found.append(Finding(subject, f"event {previous_seq + 1} is missing"))
         if link(previous, event["payload"].encode("utf-8")) != event["hash"]:
