@@ -181,6 +181,13 @@ def test_export_of_a_large_journal_holds_little_per_invoice(
     }
     per_invoice = (peaks[3000] - peaks[1000]) / 2000
     assert per_invoice < 1000, (per_invoice, peaks)
+    from invoicectl.audit.verify_export import verify_export
+
+    checked = {
+        size: peak(lambda s=size: verify_export(tmp_path / f"x{s}")) for size in journals
+    }  # the manifest it checks, parsed: under 2 KB an invoice, not the part's every path
+    per_invoice = (checked[3000] - checked[1000]) / 2000
+    assert per_invoice < 2500, (per_invoice, checked)
 
 
 def test_verify_and_export_read_the_journal_as_it_was_when_they_began(sent: Path):

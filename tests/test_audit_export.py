@@ -141,13 +141,14 @@ def test_a_top_up_adds_a_part_and_rewrites_nothing(sent: Path, outbox: Path, tmp
     assert code == 1 and "is not one of the trusted keys" in output
 
 
-def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path):
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path, mode: int):
     assert run("export", str(tmp_path / "a"), "--journal", str(sent))[0] == 0
     key = sent.parent / "signing-key.pem"
-    key.chmod(0o644)
+    key.chmod(mode)
     code, output = run("export", str(tmp_path / "b"), "--journal", str(sent))
     assert code == 1
-    assert f"signing key file {key} is accessible by group or others (mode 0644)" in output
+    assert f"signing key file {key} is accessible by group or others (mode {mode:04o})" in output
     assert not (tmp_path / "b").exists()
 
 
