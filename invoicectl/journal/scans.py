@@ -110,6 +110,7 @@ class ScanRecords(JournalBase):
             " WHERE blobs.data IS NOT excluded.data OR blobs.codec IS NOT excluded.codec",
             [(item.sha256, item.size, item.codec, item.stored) for item in new],
         )
+        (last,) = self.db.execute("SELECT coalesce(max(id), 0) FROM revisions").fetchone()
         self.db.conn.executemany(
             "INSERT OR IGNORE INTO revisions"
             " (invoice_id, sha256, size, source_path, facts, first_seen)"
@@ -119,6 +120,8 @@ class ScanRecords(JournalBase):
                 for item in new
             ],
         )
+        added = self.db.execute("SELECT id FROM revisions WHERE id > ? ORDER BY id", (last,))
+        self.chained("revisions", [revision_id for (revision_id,) in added])
         self.remember_stats(
             (item.path, item.stat, item.sha256, item.invoice_id)
             for item in batch
@@ -314,11 +317,12 @@ class ScanRecords(JournalBase):
             self._record_due_date(invoice_id, sha256, due_date)
 
     def _record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
-        self.db.execute(
+        updated = self.db.execute(
             "UPDATE revisions SET facts = json_set(facts, '$.due_date', ?)"
-            " WHERE invoice_id = ? AND sha256 = ?",
+            " WHERE invoice_id = ? AND sha256 = ? RETURNING id",
             (due_date, invoice_id, sha256),
-        )
+        ).fetchall()
+        self.chained("revisions", [revision_id for (revision_id,) in updated])
         cursor = self.db.execute(
             "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
             (due_date, invoice_id, sha256),

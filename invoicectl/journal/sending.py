@@ -36,6 +36,7 @@ class SendingRecords(JournalBase):
                 " bound_at = excluded.bound_at",
                 (base_url, self.now()),
             )
+            self.chained("environment", [1])
             if bound is not None:
                 self.add_event(None, "environment_change", f"{bound} -> {base_url}")
 
@@ -49,31 +50,41 @@ class SendingRecords(JournalBase):
         base_url: str | None = None,
         key_fingerprint: str | None = None,
     ) -> int:
-        cursor = self.db.execute(
-            "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
-            " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                command,
-                json.dumps(options, sort_keys=True, default=str),
-                base_url,
-                key_fingerprint,
-                os.getpid(),
-                socket.gethostname(),
-                self.now(),
-                *self.chain_head(),
-            ),
-        )
-        assert cursor.lastrowid is not None
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
+                " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    command,
+                    json.dumps(options, sort_keys=True, default=str),
+                    base_url,
+                    key_fingerprint,
+                    os.getpid(),
+                    socket.gethostname(),
+                    self.now(),
+                    *self.chain_head(),
+                ),
+            )
+            assert cursor.lastrowid is not None
+            self.chained("runs", [cursor.lastrowid])
         return cursor.lastrowid
 
     def finish_run(self, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
         """The run's end, with the chain's head then: a later change to the chain before
         it shows as a head no longer in the chain (``invoicectl verify``)."""
-        self.db.execute(
-            "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ?, chain_seq = ?,"
-            " chain_head = ? WHERE id = ?",
-            (self.now(), exit_code, json.dumps(summary, default=str), *self.chain_head(), run_id),
-        )
+        with self.transaction():
+            self.db.execute(
+                "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ?, chain_seq = ?,"
+                " chain_head = ? WHERE id = ?",
+                (
+                    self.now(),
+                    exit_code,
+                    json.dumps(summary, default=str),
+                    *self.chain_head(),
+                    run_id,
+                ),
+            )
+            self.chained("runs", [run_id])
 
     # ---- attempts -------------------------------------------------------------------------
 
