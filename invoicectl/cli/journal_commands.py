@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import EXIT_CODES_HELP, app
-from invoicectl.cli.consoles import stdout_console
+from invoicectl.cli.consoles import stdout_console, warn_if_empty
 from invoicectl.cli.options import (
     FormatOption,
     JournalOption,
@@ -21,7 +21,7 @@ from invoicectl.cli.options import (
     check_verdict,
     journal_path,
 )
-from invoicectl.errors import ExitCode, UsageError
+from invoicectl.errors import ExitCode, UsageError, worst
 
 
 @app.command(epilog=EXIT_CODES_HELP)
@@ -51,7 +51,10 @@ def scan(
     else:
         # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
         print("\n".join(report.summary_lines()))
-    raise typer.Exit(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK)
+    warn_if_empty(report.files, directory, recursive)
+    raise typer.Exit(
+        worst(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK, report.input_code)
+    )
 
 
 @app.command(epilog=EXIT_CODES_HELP)

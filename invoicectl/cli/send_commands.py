@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from invoicectl.cli.app import EXIT_CODES_HELP, app
-from invoicectl.cli.consoles import say, say_error, stdout_console
+from invoicectl.cli.consoles import say, say_error, stdout_console, warn_if_empty
 from invoicectl.cli.options import (
     AllowEnvironmentChangeOption,
     ApiKeyFileOption,
@@ -30,6 +30,7 @@ from invoicectl.cli.options import (
     TierOption,
 )
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
+from invoicectl.errors import worst
 
 
 class SendOrderChoice(StrEnum):
@@ -40,6 +41,7 @@ class SendOrderChoice(StrEnum):
 
 if TYPE_CHECKING:
     from invoicectl.runs import Session
+    from invoicectl.scan.report import ScanReport
     from invoicectl.settings import Settings
 
 
@@ -161,12 +163,18 @@ def send(
     if dry_run:
         scan = scanning(directory, recursive=recursive)
         report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
+        warn_if_empty(report.files, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         else:
             output.dry_run(report, plan)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
+
+    def scanned(found: ScanReport) -> None:
+        output.scanned(found)
+        warn_if_empty(found.files, directory, recursive)
+
     report, summary = runner.send(
         settings,
         scanning(directory, recursive=recursive),
@@ -183,7 +191,7 @@ def send(
         run_options=settings.send_run_options(
             directory, deadline=deadline, new_versions=new_versions
         ),
-        on_scanned=output.scanned,
+        on_scanned=scanned,
         on_start=output.started,
         on_progress=output.progressed,
         on_stopping=_say_stopping,
@@ -304,6 +312,8 @@ def validate(
     report, summary = run_validate(
         settings, scanning(directory, recursive=recursive), session=_session(settings)
     )
+    warn_if_empty(report.files, directory, recursive)
+    summary.exit_code = worst(summary.exit_code, report.input_code)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
     else:

@@ -6,6 +6,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
+from invoicectl.errors import ExitCode
+
 # What ``scan`` says of each file, in the order it says it.
 CATEGORIES = ("new", "unchanged", "changed", "amended", "invalid")
 
@@ -30,6 +32,12 @@ class ScanReport:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+    @property
+    def input_code(self) -> ExitCode:
+        """``NO_INPUT`` when the outbox held no ``*.xml`` at all (a mistyped or unmounted
+        path, most often; never a silent 0), else ``OK``."""
+        return ExitCode.NO_INPUT if self.files == 0 else ExitCode.OK
 
     def count_files(
         self, invalid_ids: Iterable[str], shared: Mapping[str, int], unidentified: int
