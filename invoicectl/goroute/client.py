@@ -87,6 +87,8 @@ _VERSION_PATH = "/peppol/version"
 _LOOKUP_PATH = "/api/v1/participants/lookup"
 _PLAIN_LOOKUP_PATH = "/participants/lookup"
 _VALIDATE_PATH = "/api/v1/validate"
+# What ``probe`` and the wrong-URL check ask: the health check, the cheapest keyed GET.
+PROBES = {"version": (_VERSION_PATH, {}), "transactions": (_TRANSACTIONS_PATH, {"limit": 1})}
 
 # The most each answer may be (``reading``): a 202 or an error is a few KB, a transaction one,
 # a page of 100 transactions some tens of KB; the lookup and validation caps are their modules'.
@@ -156,7 +158,7 @@ class GoRouteClient:
         # Set once a lookup route proved missing: a run pays that request once, not per receiver.
         self._plain_lookup = False  # only /participants/lookup answers lookups here
         self._no_lookup = False  # neither route does
-        self._api = ApiCheck(self._get, [(_VERSION_PATH, {}), (_TRANSACTIONS_PATH, {"limit": 1})])
+        self._api = ApiCheck(self._get, list(PROBES.values()))
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
@@ -306,6 +308,10 @@ class GoRouteClient:
             max_bytes=MAX_VALIDATION_BYTES,
         )
         return validation_outcome(answer, self._plain_failure)
+
+    async def probe(self, name: str) -> Answer | Transient:
+        """One of ``PROBES``, answered as it came (64 KB at most): ``invoicectl doctor``."""
+        return await self._get(*PROBES[name])
 
     async def _get(self, path: str, params: Mapping[str, str | int]) -> Answer | Transient:
         return await self._request("GET", path, params=params, max_bytes=MAX_PROBE_BYTES)
