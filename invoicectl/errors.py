@@ -40,7 +40,7 @@ MEANINGS = {
     ExitCode.NO_INPUT: "the outbox holds no *.xml file (a wrong or unmounted path?)",
     ExitCode.NEEDS_FIX: "some invoices are invalid or rejected: a person must fix them",
     ExitCode.NEEDS_RECONCILE: "some invoices need reconciliation (key_reused, unknown outside "
-    "the 24 h window, amended) or are held",
+    "the 24-hour window, amended) or are held",
     ExitCode.LOCKED: "another run holds the journal",
     ExitCode.AUTH_REFUSED: "the API refused the credentials (401/403)",
     ExitCode.COULD_NOT_RUN: "could not run (configuration, journal unreadable, bug)",
