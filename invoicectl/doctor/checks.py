@@ -15,8 +15,23 @@ from typing import Any
 
 from invoicectl.errors import ExitCode, worst
 
-# The checks in the order they are made and shown; their names are the JSON's keys.
-NAMES = ("config", "api_key", "base_url", "credentials", "journal", "lock", "clock", "disk")
+# The checks in the order they are made and shown, and the keys of each one's details in
+# ``--json``: every key is always there (null when a check could not tell), so a script can
+# rely on them (README, "invoicectl doctor").
+DETAIL_KEYS = {
+    "config": ("config_file", "config_file_found", "sources", "values"),
+    "api_key": ("source", "fingerprint"),
+    "base_url": ("url", "http_status", "duration_seconds", "version", "environment", "status"),
+    "credentials": ("fingerprint", "http_status"),
+    "journal": (
+        "path", "exists", "size_bytes", "wal_bytes", "writable", "quick_check",
+        "bound_base_url", "schema",
+    ),
+    "lock": ("path", "held", "pid", "host", "started_at", "command"),
+    "clock": ("offset_seconds", "margin_seconds"),
+    "disk": ("path", "free_bytes", "total_bytes"),
+}  # fmt: skip
+NAMES = tuple(DETAIL_KEYS)
 _LABELS = {"api_key": "api key", "base_url": "base url"}
 
 
@@ -44,7 +59,7 @@ class Check:
             "name": self.name,
             "status": self.status.value,
             "message": self.message,
-            "details": dict(self.details),
+            "details": {key: self.details.get(key) for key in DETAIL_KEYS[self.name]},
         }
 
 
