@@ -30,10 +30,18 @@ def verify(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Check the journal, read-only: the file and SQLite's integrity check, the hash chain
-    event by event, every stored blob against its sha256, every attempt's body against the
-    stored bytes, every invoice, attempt, revision, run and decision against its events. One
-    line per problem; exit 0 only when all hold, 1 otherwise."""
+    """Check the journal and its hash chain, read-only.
+
+    The file and SQLite's integrity check, the hash chain event by event, every stored blob
+    against its sha256, every attempt's body against the stored bytes, every invoice,
+    attempt, revision, run and decision against its events. One line per problem; exit 0
+    only when all hold, 1 otherwise.
+
+    \b
+    Examples:
+      invoicectl verify
+      invoicectl verify --read-data-subset 10% --json
+    """
     from invoicectl.audit.verify import parse_subset
     from invoicectl.audit.verify import verify as check
 
@@ -84,9 +92,18 @@ def export(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Write a signed archive of what was sent to DEST, verifiable without invoicectl: the
-    exact bytes, the evidence per invoice, the chain segment, manifest.json, manifest.sig and
-    signing-key.pub. A second export to DEST adds a part with what is new."""
+    """Write a signed archive of what was sent to DEST.
+
+    Verifiable without invoicectl: the exact bytes, the evidence per invoice, the chain
+    segment, manifest.json, manifest.sig and signing-key.pub. A second export to DEST adds
+    a part with what is new.
+
+    \b
+    Examples:
+      invoicectl export /srv/audit
+      invoicectl export /srv/audit --since 2026-01-01 --until 2026-01-31
+      invoicectl export /srv/audit --rotate-key
+    """
     from datetime import UTC
 
     from invoicectl.audit.export import export as write_export
@@ -119,8 +136,16 @@ def verify_export(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check an export without a journal: every part's signature and key id, every file
-    against the manifest, the chain segment. One line per problem; exit 0 only when all hold."""
+    """Check an export's signatures and files, without a journal.
+
+    Every part's signature and key id, every file against the manifest, the chain segment.
+    One line per problem; exit 0 only when all hold.
+
+    \b
+    Examples:
+      invoicectl verify-export /srv/audit
+      invoicectl verify-export /srv/audit --trusted-key KEY_ID --json
+    """
     from invoicectl.audit.verify_export import verify_export as check
 
     found, checked = check(destination, set(trusted_key) if trusted_key else None)

@@ -11,12 +11,25 @@ the least busy pool always has a free one while fewer requests than that are in 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from contextlib import contextmanager
 
 import httpx
 
+from invoicectl.goroute.apikey import ApiKey
+
 LANE_CONNECTIONS = 8
+
+
+class KeyAuth(httpx.Auth):
+    """Adds X-API-Key as each request leaves, so the client's own headers never hold the key."""
+
+    def __init__(self, api_key: ApiKey) -> None:
+        self._api_key = api_key
+
+    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
+        request.headers["X-API-Key"] = self._api_key.reveal()
+        yield request
 
 
 class _Lane:

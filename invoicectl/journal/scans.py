@@ -266,6 +266,21 @@ class ScanRecords(JournalBase):
         )
         return [ScannedCopy(*row) for row in rows]
 
+    def files_of_shared_ids(self) -> dict[str, int]:
+        """The IDs this scan found in more than one file, with how many files each: {}, from
+        two counts, when every ID was in one file, as nearly always."""
+        (files,) = self.db.execute(
+            "SELECT count(*) FROM temp.scan WHERE invoice_id IS NOT NULL"
+        ).fetchone()
+        (ids,) = self.db.execute("SELECT count(*) FROM temp.ids").fetchone()
+        if files == ids:
+            return {}
+        rows = self.db.execute(
+            "SELECT invoice_id, count(*) FROM temp.scan WHERE invoice_id IS NOT NULL"
+            " GROUP BY invoice_id HAVING count(*) > 1"
+        )
+        return {invoice_id: int(count) for invoice_id, count in rows}
+
     def record_unidentified(self, directory_prefix: str) -> list[tuple[str, str]]:
         """Files of this scan that yield no invoice ID, kept by path; those of an earlier
         scan under ``directory_prefix`` that are gone or fixed, forgotten. Returns (file
