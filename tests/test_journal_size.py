@@ -255,7 +255,10 @@ def test_a_terminal_page_shows_what_needs_a_person_first(journal: Journal):
     # A page of the accepted reads the page, not the 1,500 behind it.
     assert flat(steps_at_two_sizes(journal, lambda: attention_first(journal, 20), 300, 1500))
     page = [record["invoice_id"] for record in attention_first(journal, 4)]
-    assert page == ["NOW-0", "NOW-1", "NOW-2", "NOW-3"]  # rejected, pending, then accepted
+    # A delivery failure (NOW-5) first, then rejected, pending, then accepted.
+    assert page == ["NOW-5", "NOW-0", "NOW-1", "NOW-2"]
+    page = [record["invoice_id"] for record in attention_first(journal, 6)]
+    assert page == ["NOW-5", "NOW-0", "NOW-1", "NOW-2", "NOW-3", "NOW-4"]  # each once
     assert [r["invoice_id"] for r in attention_first(journal, 2, state="accepted")] == [
         "NOW-3",
         "NOW-4",

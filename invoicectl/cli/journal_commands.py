@@ -96,8 +96,8 @@ def status(
 ) -> None:
     """Counts per state, and what needs a person first.
 
-    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation or is held,
-    75 while invoices wait for the next send; a monitor can run it.
+    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, is held or
+    its delivery failed, 75 while invoices wait for the next send; a monitor can run it.
 
     \b
     Examples:
@@ -122,9 +122,10 @@ def status(
         holds = opened.hold_counts()
         attention_code = attention(opened, opened.clock())
         unanswered = len(plan(opened, opened.clock()).replays)
+        failed = opened.delivery_failure_count()
         # Written while the journal is open: read row by row as they are written out.
         write_status(
-            opened, output_format, (counts, holds, unanswered), state, verdict, limit, every
+            opened, output_format, (counts, holds, unanswered, failed), state, verdict, limit, every
         )
     raise typer.Exit(attention_code)
 

@@ -29,7 +29,8 @@ if TYPE_CHECKING:
 _FRAME_LINES = 8
 _SHORTEST_PAGE = 10
 
-Counts = tuple[Mapping[InvoiceState, int], Mapping[Hold, int], int]
+# Per state, per hold, unanswered sends, accepted invoices whose delivery failed.
+Counts = tuple[Mapping[InvoiceState, int], Mapping[Hold, int], int, int]
 
 
 def write_status(

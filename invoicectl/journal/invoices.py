@@ -48,6 +48,9 @@ _COUNT_SQL = (
 # What reconcile follows of the accepted: delivery not known to be final. Exactly the WHERE of
 # the partial index invoices_in_delivery (m010), so that SQLite uses it.
 IN_DELIVERY = "state = 'accepted' AND remote_status IS NOT 'delivered'"
+# Accepted, and GoRoute says the delivery failed: a person must decide (m012's index repeats
+# this WHERE exactly, so a count or a page of them reads only them in a journal of millions).
+DELIVERY_FAILED = "state = 'accepted' AND remote_status = 'failed'"
 assert InvoiceState.accepted == "accepted"
 _LISTED = ", ".join(Listed._fields)
 _WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
@@ -116,6 +119,28 @@ class InvoiceRecords(JournalBase):
         cursor.execute(f"SELECT {_LISTED} FROM invoices{where}", params)
         for row in cursor:
             yield Listed._make(row)
+
+    def delivery_failures(self, limit: int | None = None) -> Iterator[Listed]:
+        """Accepted invoices whose delivery failed, by ID, at most ``limit``, read by their own
+        index (invoices_delivery_failed): what ``status`` lists first among the accepted."""
+        cursor = self.db.conn.cursor()
+        cursor.row_factory = None
+        sql = f"SELECT {_LISTED} FROM invoices WHERE {DELIVERY_FAILED} ORDER BY invoice_id"
+        if limit is not None:
+            cursor.execute(sql + " LIMIT ?", (limit,))
+        else:
+            cursor.execute(sql)
+        for row in cursor:
+            yield Listed._make(row)
+
+    def delivery_failure_count(self, *, on_hold: bool = True) -> int:
+        """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
+        which ask for their hold's decision instead), counted from their own index."""
+        unheld = "" if on_hold else " AND hold IS NULL"
+        (count,) = self.db.execute(
+            f"SELECT count(*) FROM invoices WHERE {DELIVERY_FAILED}{unheld}"
+        ).fetchone()
+        return int(count)
 
     def in_delivery(self) -> list[Invoice]:
         """Accepted invoices whose delivery is not known to be final (not ``delivered``), by

@@ -319,6 +319,13 @@ def m011_chain_covers_revisions_and_runs(db: Database) -> None:
     extend_chain(db.conn, _COVERED_FROM_M011, datetime.now(UTC).isoformat())
 
 
+def m012_index_delivery_failures(db: Database) -> None:
+    # Delivery failures, which status counts and lists first: invoices.DELIVERY_FAILED's WHERE,
+    # on invoices_state_id's columns (as m010's in_delivery, or SQLite takes that one).
+    where = "WHERE state = 'accepted' AND remote_status = 'failed'"
+    db.execute(f"CREATE INDEX invoices_delivery_failed ON invoices(state, invoice_id) {where}")
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -331,6 +338,7 @@ MIGRATIONS = (
     m009_audit_chain,
     m010_indexes_for_large_journals,
     m011_chain_covers_revisions_and_runs,
+    m012_index_delivery_failures,
 )
 
 

@@ -40,12 +40,17 @@ def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.du
 
 def attention(journal: JournalBackend, now: datetime) -> ExitCode:
     """What the journal's states ask of a person: 3 fix, 4 reconcile (or an operator's hold
-    to decide), 75 the next run. An abandoned invoice asks nothing more."""
+    to decide, or an accepted invoice whose delivery failed: reconcile's ``delivery_failed``
+    verdict is 4 too, and the resend under a new key is a person's call), 75 the next run. An
+    abandoned invoice asks nothing more."""
     counts = journal.state_counts(on_hold=False)
     held = plan(journal, now).held
     codes = [ExitCode.OK]
     on_hold = journal.hold_counts()[Hold.held]
+    failed = journal.delivery_failure_count(on_hold=False)
     if counts[InvoiceState.key_reused] or counts[InvoiceState.amended] or held or on_hold:
+        codes.append(ExitCode.NEEDS_RECONCILE)
+    if failed:
         codes.append(ExitCode.NEEDS_RECONCILE)
     if counts[InvoiceState.invalid] or counts[InvoiceState.rejected]:
         codes.append(ExitCode.NEEDS_FIX)

@@ -3,7 +3,8 @@ written out, so that a journal of a million invoices lists in flat memory.
 
 ``status_records`` gives them by invoice ID (JSON, JSON Lines, CSV, the plain lines of a pipe),
 then the files that yield no invoice ID; ``attention_first`` gives a terminal's bounded page:
-the invoices that need a person first (key reused, amended, unknown, rejected, invalid), then
+the invoices that need a person first (key reused, amended, unknown, accepted whose delivery
+failed, rejected, invalid), then
 the pending, then the accepted, each by ID, reading no more rows than it shows.
 """
 
@@ -74,16 +75,41 @@ def attention_first(
     """At most ``limit`` records: those that need a person first (``ATTENTION_ORDER``), each
     state by ID, the files without an ID with the invalid invoices."""
     left = limit
+    failed = 0  # accepted invoices whose delivery failed, listed with those to reconcile
     for each in ATTENTION_ORDER if state is None else (InvoiceState(state),):
         if left <= 0:
             return
         records: Iterable[dict[str, Any]] = map(status_record, journal.listed(each, verdict, left))
+        if each is InvoiceState.accepted and state is None:
+            # Listed already (all of them, or the page ended before here): read past them.
+            listed = journal.listed(each, verdict, left + failed)
+            records = islice((r for r in map(status_record, listed) if not _failed(r)), left)
+        if each is InvoiceState.unknown and state is None:
+            failures = map(status_record, journal.delivery_failures(left))
+            records = _chain(records, (r for r in failures if _chosen(r, verdict)))
         if each is InvoiceState.invalid and verdict is None:
             files = map(_unidentified_record, journal.unidentified_files())
             records = islice(_chain(records, files), left)
         for record in records:
             left -= 1
+            failed += _failed(record)
             yield record
+
+
+def _failed(record: dict[str, Any]) -> bool:
+    return bool(record["state"] == InvoiceState.accepted and record["remote_status"] == "failed")
+
+
+def _reason(record: dict[str, Any]) -> str:
+    """The reason shown; an accepted invoice whose delivery failed says so (its state stays
+    ``accepted``: GoRoute took it, the receiver did not)."""
+    if _failed(record):
+        return "delivery failed: run `invoicectl reconcile` for what to do"
+    return record["reason"] or ""
+
+
+def _chosen(record: dict[str, Any], verdict: str | None) -> bool:
+    return verdict is None or record["verdict"] == verdict
 
 
 def _chain(*parts: Iterable[dict[str, Any]]) -> Iterator[dict[str, Any]]:
@@ -137,7 +163,7 @@ def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
             record["state"],
             record["receiver"] or "-",
             record["transaction_id"] or record["existing_transaction_id"] or "-",
-            (record["reason"] or "").replace("\t", " ").replace("\n", " "),
+            _reason(record).replace("\t", " ").replace("\n", " "),
         )
         stream.write("\t".join(fields) + "\n")
         count += 1
@@ -159,11 +185,11 @@ def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> i
         table.add_row(
             record["invoice_id"] or f"(file) {record['path']}",
             record["document_type"] or "",
-            record["state"],
+            "accepted, delivery failed" if _failed(record) else record["state"],
             record["receiver"] or "",
             amount,
             record["transaction_id"] or record["existing_transaction_id"] or "",
-            record["reason"] or "",
+            _reason(record),
         )
         count += 1
     if count:

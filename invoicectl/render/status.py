@@ -52,10 +52,19 @@ def print_state_counts(
     counts: Mapping[InvoiceState, int],
     holds: Mapping[Hold, int],
     unanswered: int = 0,
+    delivery_failed: int = 0,
 ) -> None:
     """The counts per state; ``unanswered``: sends that went out without a final answer and
-    that the next send replays (inside their key's window), said as such."""
-    shown = ", ".join(f"{state} {counts.get(state, 0)}" for state in InvoiceState)
+    that the next send replays (inside their key's window), said as such; ``delivery_failed``:
+    accepted invoices whose delivery GoRoute reports failed, said beside ``accepted``."""
+
+    def count(state: InvoiceState) -> str:
+        shown = f"{state} {counts.get(state, 0)}"
+        if state is InvoiceState.accepted and delivery_failed:
+            shown += f" ({delivery_failed} delivery failed: a person must decide)"
+        return shown
+
+    shown = ", ".join(count(state) for state in InvoiceState)
     if any(holds.values()):  # holds sit beside the states: counted apart
         shown += "; " + ", ".join(f"{hold} {holds.get(hold, 0)}" for hold in Hold)
     if unanswered:
