@@ -10,6 +10,14 @@ in-process transport) with the emulator's server-side limit set to ``--rate`` re
 minute. The limit-bound minimum is requests / rate; the limiter's 1 s network margin makes
 the best possible 61/60 of that. At the standard tier (``--rate 100``) 2,000 key-reuse cases
 take 20 minutes whatever the tool does, so the default rate is higher for a quick run.
+
+    .venv/bin/python benchmarks/reconcile_time.py --accepted 1500
+
+counts instead the requests that refresh the delivery status of ``--accepted`` freshly
+accepted invoices (their transactions just created in the emulator, still on their way), from
+the emulator's own stats (``transaction_lists``, ``transaction_gets``); the target is at most
+one request per 50 invoices. Then a journal whose accepted invoices are all delivered, asked
+twice: the second reconcile must make no request at all.
 """
 
 from __future__ import annotations
@@ -85,6 +93,58 @@ async def run(
         )
 
 
+def stage_accepted(
+    journal: Journal, outbox: Path, sandbox: Sandbox, count: int, status: str | None
+) -> None:
+    """``count`` invoices accepted by a send a minute ago, each with its transaction."""
+    for n in range(count):
+        (outbox / f"A-{n:05d}.xml").write_text(sample_invoice(f"A-{n:05d}", lines=4))
+    scan_directory(journal, outbox)
+    at = (datetime.now(UTC) - timedelta(minutes=1)).isoformat()
+    with journal.transaction():
+        for row in journal.invoices():
+            txn = sandbox.add_transaction(row.invoice_id, status=status).id
+            accepted = replace(
+                row,
+                state=InvoiceState.accepted,
+                idempotency_key=idempotency_key(row.invoice_id),
+                key_sha256=row.current_sha256,
+                key_first_used_at=at,
+                transaction_id=txn,
+            )
+            journal.save(accepted, was=row)
+
+
+def delivery_requests(args: argparse.Namespace) -> None:
+    """The requests that refresh ``--accepted`` invoices, and those of an all-final journal."""
+    for status, label in ((None, "freshly accepted"), ("delivered", "all delivered")):
+        sandbox = Sandbox(SandboxConfig(rate_per_minute=1_000_000, max_concurrent=100))
+        args.api_key, args.rate = sandbox.api_key, 1_000_000
+        with tempfile.TemporaryDirectory() as tmp:
+            outbox = Path(tmp) / "outbox"
+            outbox.mkdir()
+            with Journal(Path(tmp) / "journal.db") as journal:
+                stage_accepted(journal, outbox, sandbox, args.accepted, status)
+                runs = 1 if status is None else 2
+                for number in range(1, runs + 1):
+                    before = sandbox.stats()
+                    started = time.perf_counter()
+                    report = asyncio.run(
+                        run("http://sandbox.test", sandbox.transport(), journal, args)
+                    )
+                    elapsed = time.perf_counter() - started
+                    after = sandbox.stats()
+                    lists = after["transaction_lists"] - before["transaction_lists"]
+                    gets = after["transaction_gets"] - before["transaction_gets"]
+                    per = args.accepted / max(1, lists + gets)
+                    print(
+                        f"{label}, reconcile {number}: {args.accepted} accepted, "
+                        f"{lists} list pages + {gets} GETs = {lists + gets} requests "
+                        f"({per:.0f} invoices a request; target >= 50), {len(report.cases)} cases, "
+                        f"{elapsed:.2f} s"
+                    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
@@ -96,7 +156,13 @@ def main() -> None:
     parser.add_argument(
         "--in-process", action="store_true", help="no sockets: in-process transport"
     )
+    parser.add_argument(
+        "--accepted", type=int, default=0, help="count delivery refreshes of N accepted invoices"
+    )
     args = parser.parse_args()
+    if args.accepted:
+        delivery_requests(args)
+        return
 
     sandbox = Sandbox(SandboxConfig(rate_per_minute=args.rate, max_concurrent=args.concurrency))
     args.api_key = sandbox.api_key

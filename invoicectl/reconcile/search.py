@@ -23,8 +23,9 @@ from invoicectl.errors import ConfigError, CredentialsRefused
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
-from invoicectl.goroute.transactions import Transaction, TransactionPage
-from invoicectl.reconcile.matching import first_time, parse_time
+from invoicectl.goroute.transactions import Found, Transaction, TransactionPage
+from invoicectl.reconcile.delivery_list import DeliveryRows, list_budget, worth_listing
+from invoicectl.reconcile.matching import compare, first_time, parse_time
 from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.subjects import Subject
 
@@ -63,6 +64,8 @@ class Lookups:
         self.transactions: dict[str, Outcome | None] = {}
         self.search: Search | None = None
         self.requests = 0
+        self.delivery_pages = 0  # list pages read for accepted invoices' delivery status
+        self.answered_by_list = 0  # accepted invoices those pages answered (no GET)
         self._refused: AuthRefused | WrongEndpoint | None = None
 
     @property
@@ -70,14 +73,28 @@ class Lookups:
         return self.search.summary if self.search else SearchSummary()
 
     async def run(self, subjects: list[Subject], *, list_limit: int, max_list_pages: int) -> None:
-        ids = sorted({s.get_id for s in subjects if s.get_id})
+        # Accepted invoices' delivery status comes from the list where it may (delivery_list):
+        # from the unanswered search's pages, or pages of its own; their GETs wait for it.
+        following = [s for s in subjects if s.side.state == "accepted" and s.get_id]
+        listing = worth_listing(len(following), list_limit)
+        later = {s.get_id for s in following if s.get_id} if listing else set()
+        ids = sorted({s.get_id for s in subjects if s.get_id} - later)
         searched = [s for s in subjects if s.search]
+        wanted = {s.get_id for s in following if s.get_id}
+        rows = DeliveryRows(wanted, list_budget(len(wanted), list_limit))
         jobs: list[Callable[[], Awaitable[None]]] = []
         if searched:
             # First: its pages follow one another, so it should not wait behind the GETs.
-            jobs.append(lambda: self._search(searched, list_limit, max_list_pages))
+            feed = rows.see if listing else None
+            jobs.append(lambda: self._search(searched, list_limit, max_list_pages, feed))
+        elif listing:
+            jobs.append(lambda: self._refresh_from_list(rows, list_limit))
         jobs.extend(self._get_job(txn_id) for txn_id in ids)
         await self._run_bounded(jobs)
+        if listing:
+            self._answer_from_list(following, rows)
+            rest = sorted(later - set(self.transactions))
+            await self._run_bounded([self._get_job(txn_id) for txn_id in rest])
         if isinstance(self._refused, WrongEndpoint):
             raise ConfigError(f"{self._refused.message}; reconcile changed nothing")
         if self._refused is not None:
@@ -88,6 +105,27 @@ class Lookups:
                 f"{refused.message or 'no message'}); reconcile changed nothing. "
                 "Check GOROUTE_API_KEY or --api-key-file"
             )
+
+    async def _refresh_from_list(self, rows: DeliveryRows, limit: int) -> None:
+        """The list's pages for accepted invoices alone (no unanswered search to share)."""
+        cursor: str | None = None
+        while self._refused is None:
+            outcome = await self._retried(self._page_call(limit, cursor))
+            if not isinstance(outcome, _Page):
+                break  # what it did not show falls back to its GET
+            cursor = rows.take(outcome.page)
+            if cursor is None:
+                break
+
+    def _answer_from_list(self, following: list[Subject], rows: DeliveryRows) -> None:
+        self.delivery_pages = rows.pages
+        for subject in following:
+            if subject.get_id is None:
+                continue
+            txn = rows.trusted(subject.get_id, subject.side.sent_sha256, _this_invoice(subject))
+            if txn is not None:
+                self.transactions[subject.get_id] = Found(transaction=txn)
+                self.answered_by_list += 1
 
     async def search_numbers(
         self,
@@ -153,12 +191,26 @@ class Lookups:
 
         return call
 
-    async def _search(self, subjects: list[Subject], limit: int, max_pages: int) -> None:
+    async def _search(
+        self,
+        subjects: list[Subject],
+        limit: int,
+        max_pages: int,
+        feed: Callable[[TransactionPage], object] | None = None,
+    ) -> None:
         wanted = {s.invoice_id for s in subjects}
-        await self._search_list(wanted, limit, _Paging(limit, max_pages, _search_horizon(subjects)))
+        paging = _Paging(limit, max_pages, _search_horizon(subjects))
+        await self._search_list(wanted, limit, paging, feed)
 
-    async def _search_list(self, wanted: set[str], limit: int, paging: _Paging) -> None:
-        """Page through the transactions list, keeping the wanted numbers, each id once."""
+    async def _search_list(
+        self,
+        wanted: set[str],
+        limit: int,
+        paging: _Paging,
+        feed: Callable[[TransactionPage], object] | None = None,
+    ) -> None:
+        """Page through the transactions list, keeping the wanted numbers, each id once (and
+        every page read handed to ``feed``)."""
         found: dict[str, dict[str, Transaction]] = {}
         cursor: str | None = None
         while True:
@@ -168,6 +220,8 @@ class Lookups:
                 self.search = Search(_frozen(found), summary, failure=outcome)
                 return
             page = outcome.page
+            if feed is not None:
+                feed(page)
             for txn in paging.take(page):
                 number = (txn.invoice_number or "").strip()
                 if number in wanted:
@@ -257,6 +311,10 @@ class _Paging:
     def summary(self, complete: bool, note: str) -> SearchSummary:
         reached = self.oldest.isoformat() if self.newest_first and self.oldest else None
         return SearchSummary(self.pages, len(self.ids), complete, note, reached)
+
+
+def _this_invoice(subject: Subject) -> Callable[[Transaction], bool]:
+    return lambda txn: not compare(subject.invoice_id, subject.side, txn)
 
 
 def _identity(txn: Transaction) -> str:

@@ -269,6 +269,7 @@ class SandboxApp:
 
     async def get_transaction(self, request: Request, request_id: str) -> Response:
         txn_id = request.path_params["transaction_id"]
+        self.state.stats.transaction_gets += 1
         txn = self.state.book.get(txn_id)
         if txn is None:
             raise Problem(404, "TRANSACTION_NOT_FOUND", f"no transaction {txn_id}")
@@ -278,6 +279,7 @@ class SandboxApp:
 
     async def list_transactions(self, request: Request, request_id: str) -> Response:
         config = self.state.config
+        self.state.stats.transaction_lists += 1
         limit = _limit(request.query_params.get("limit", "50"))
         # Without paging the cursor is not a parameter at all: ignored, as unknown ones are.
         cursor = request.query_params.get("cursor") if config.list_paging else None

@@ -29,6 +29,9 @@ class Stats:
     participant_lookups: int = 0
     participant_lookup_counts: Counter[str] = field(default_factory=Counter)
     validations: int = 0  # POST /api/v1/validate past the key check and the rate limit
+    # Transaction reads past the key check and the rate limit: what a reconcile costs.
+    transaction_gets: int = 0  # GET /api/v1/transactions/{id}
+    transaction_lists: int = 0  # GET /api/v1/transactions (one page each)
 
     def snapshot(self, transactions: int, idempotency_keys: int) -> dict[str, Any]:
         return {
@@ -52,4 +55,6 @@ class Stats:
             "participant_lookups": self.participant_lookups,
             "lookups_per_participant": dict(self.participant_lookup_counts),
             "validations": self.validations,
+            "transaction_gets": self.transaction_gets,
+            "transaction_lists": self.transaction_lists,
         }
