@@ -91,6 +91,20 @@ def status(
     every: Annotated[
         bool, typer.Option("--all", help="List every invoice (through a pager on a terminal).")
     ] = False,
+    since: Annotated[
+        str | None,
+        typer.Option(
+            "--since",
+            metavar="DATE",
+            help="A period report from this day (YYYY-MM-DD, UTC): invoices per state per day.",
+        ),
+    ] = None,
+    until: Annotated[
+        str | None,
+        typer.Option(
+            "--until", metavar="DATE", help="The period report's last day (default today)."
+        ),
+    ] = None,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
@@ -104,8 +118,9 @@ def status(
       invoicectl status
       invoicectl status --state unknown --format json
       invoicectl status --format csv > invoices.csv
+      invoicectl status --since 2026-03-01 --until 2026-03-31 --format csv
     """
-    from invoicectl.cli.status_output import write_status
+    from invoicectl.cli.status_output import write_period, write_status
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
     from invoicectl.lifecycle.plan import attention, plan
@@ -123,6 +138,9 @@ def status(
         attention_code = attention(opened, opened.clock())
         unanswered = len(plan(opened, opened.clock()).replays)
         failed = opened.delivery_failure_count()
+        if since is not None or until is not None:
+            write_period(opened, output_format, since, until)
+            raise typer.Exit(attention_code)
         # Written while the journal is open: read row by row as they are written out.
         write_status(
             opened, output_format, (counts, holds, unanswered, failed), state, verdict, limit, every

@@ -74,6 +74,40 @@ def write_status(
     _print_page(console, journal, page, state, verdict)
 
 
+def write_period(
+    journal: JournalBackend, output_format: StatusFormat, since: str | None, until: str | None
+) -> None:
+    """``--since/--until``: the invoices per state and per day (render/period.py)."""
+    from datetime import UTC, date, datetime
+
+    from invoicectl.errors import UsageError
+    from invoicectl.render.formats import write_csv, write_json_array, write_json_lines
+    from invoicectl.render.period import FIELDS, period_bounds, period_rows, write_period_table
+
+    def day(option: str, value: str | None, default: date) -> date:
+        if value is None:
+            return default
+        try:
+            return date.fromisoformat(value)
+        except ValueError:
+            raise UsageError(f"{option}: {value!r} is not a date; write it YYYY-MM-DD") from None
+
+    first = day("--since", since, date(1970, 1, 1))
+    last = day("--until", until, datetime.now(UTC).date())
+    if last < first:
+        raise UsageError(f"--until {last} is before --since {first}")
+    rows = period_rows(journal.day_counts(*period_bounds(first, last)))
+    out = sys.stdout
+    if output_format is StatusFormat.csv:
+        write_csv(out, rows, FIELDS)
+    elif output_format is StatusFormat.json:
+        write_json_array(out, rows)
+    elif output_format is StatusFormat.jsonl:
+        write_json_lines(out, rows)
+    else:
+        write_period_table(out, rows, first.isoformat(), last.isoformat())
+
+
 def _print_page(
     console: Console, journal: JournalBackend, page: int, state: str | None, verdict: str | None
 ) -> None:

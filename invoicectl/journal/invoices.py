@@ -142,6 +142,18 @@ class InvoiceRecords(JournalBase):
         ).fetchone()
         return int(count)
 
+    def day_counts(self, since: str, before: str) -> list[tuple[str, str, bool, int]]:
+        """(day, state, delivery failed, count) of the invoices first recorded on each UTC day
+        from ``since`` up to, not including, ``before`` (ISO dates), by day: a period report.
+        By invoices_created (m012): a month of a journal of years reads only that month."""
+        rows = self.db.execute(
+            f"SELECT substr(created_at, 1, 10) AS day, state, {DELIVERY_FAILED}, count(*)"
+            " FROM invoices WHERE created_at >= ? AND created_at < ?"
+            " GROUP BY day, state, 3 ORDER BY day",
+            (since, before),
+        ).fetchall()
+        return [(day, state, bool(failed), count) for day, state, failed, count in rows]
+
     def in_delivery(self) -> list[Invoice]:
         """Accepted invoices whose delivery is not known to be final (not ``delivered``), by
         ID: what reconcile follows. One found delivered needs nothing more, and is not read."""
