@@ -177,3 +177,32 @@ def test_a_list_that_lies_never_makes_an_invoice_look_delivered_or_absent(
     assert verdicts(report)["INV-P"] is Verdict.delivery_pending, name  # what its GET says
     assert reads(sandbox)[1] == 1, name  # that one GET, the rest from the list
     assert journal.invoice("INV-P").remote_status == "processing"  # type: ignore[union-attr]
+
+
+def test_the_report_shows_what_needs_a_person_and_sums_up_the_rest(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    import io
+
+    from rich.console import Console
+
+    from invoicectl.render.reconcile import print_report
+
+    statuses = {f"INV-{n:04d}": "delivered" for n in range(20)} | {"INV-F": "failed"}
+    stage_accepted(journal, outbox, sandbox, statuses)
+    report = run_reconcile(journal, sandbox.transport())
+
+    def shown(every: bool) -> str:
+        buffer = io.StringIO()
+        print_report(Console(file=buffer, width=100, no_color=True), report, every=every)
+        return buffer.getvalue()
+
+    short = shown(every=False)
+    assert "INV-F" in short and "INV-0003" not in short
+    assert short.index("delivery failed (1, needs a person)") < short.index("delivered (20, no")
+    assert "20 cases that need no person not listed; --all lists them" in short
+    assert " ".join(short.split()).endswith(
+        "In short: 21 invoices checked; 1 need a person (1 delivery failed); 20 need nothing "
+        "now (20 delivered); 2 requests to GoRoute; exit 4."
+    )
+    assert "INV-0003" in shown(every=True)

@@ -233,6 +233,9 @@ def reconcile(
     output: Annotated[
         Path | None, typer.Option(help="Write the report to FILE (atomically), not stdout.")
     ] = None,
+    every: Annotated[
+        bool, typer.Option("--all", help="List every case, those that need no person too.")
+    ] = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
     api_key_file: ApiKeyFileOption = None,
@@ -281,7 +284,7 @@ def reconcile(
         write_output(output, render(report, fmt))
         say(f"report written to {output}")
     elif output_format is OutputFormat.table:
-        print_report(stdout_console(), report)
+        print_report(stdout_console(), report, every=every)
     else:
         sys.stdout.write(render(report, fmt))
     raise typer.Exit(int(report.exit_code))

@@ -147,19 +147,52 @@ def to_csv(report: ReconcileReport) -> str:
     return buffer.getvalue()
 
 
-def print_report(console: Console, report: ReconcileReport) -> None:
-    """The terminal view: the summary line, then one table per verdict with its next step."""
+def print_report(console: Console, report: ReconcileReport, *, every: bool = True) -> None:
+    """The terminal view: the summary line; the verdicts that need a person first, each a
+    table with its next step; the rest one table each too, or with ``every`` off one line
+    each (``--all`` lists them); then the summary again, in plain words, at the end."""
     console.print(summary_line(report), highlight=False, markup=False, soft_wrap=True)
-    for verdict, cases in _groups(report):
+    groups = sorted(_groups(report), key=lambda group: not _needs_person(group[1]))
+    summarised = 0
+    for verdict, cases in groups:
         guidance = verdict.guidance
-        who = "needs a person" if any(c.needs_person for c in cases) else "no person needed"
+        who = "needs a person" if _needs_person(cases) else "no person needed"
         console.print()
         console.print(
             f"{guidance.title} ({len(cases)}, {who}) — next: {_group_step(verdict, cases)}",
             highlight=False,
             markup=False,
         )
-        console.print(_table(cases))
+        if every or _needs_person(cases):
+            console.print(_table(cases))
+        else:
+            summarised += len(cases)
+    if summarised:
+        console.print()
+        console.print(f"{summarised} cases that need no person not listed; --all lists them")
+    if report.cases:
+        console.print()
+        console.print(closing_line(report), highlight=False, markup=False)
+
+
+def closing_line(report: ReconcileReport) -> str:
+    """The summary once more, in words, where a person finishes reading."""
+    person = [(v, len(c)) for v, c in _groups(report) if _needs_person(c)]
+    rest = [(v, len(c)) for v, c in _groups(report) if not _needs_person(c)]
+
+    def listed(groups: list[tuple[Verdict, int]]) -> str:
+        return ", ".join(f"{n} {v.guidance.title}" for v, n in groups)
+
+    needing = sum(n for _, n in person)
+    said = f"In short: {len(report.cases)} invoices checked; "
+    said += f"{needing} need a person ({listed(person)})" if person else "none needs a person"
+    if rest:
+        said += f"; {sum(n for _, n in rest)} need nothing now ({listed(rest)})"
+    return f"{said}; {report.requests} requests to GoRoute; exit {int(report.exit_code)}."
+
+
+def _needs_person(cases: list[Case]) -> bool:
+    return any(case.needs_person for case in cases)
 
 
 def render(report: ReconcileReport, fmt: Format, *, width: int = 120) -> str:
