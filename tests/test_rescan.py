@@ -12,7 +12,7 @@ import pytest
 from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
-from invoicectl.scan import reader
+from invoicectl.scan import worker
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.scan.scanned import RACY_NS
 
@@ -27,13 +27,13 @@ def journal(tmp_path: Path):
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the files a scan reads in this process (``workers=1``)."""
     names: list[str] = []
-    read_one = reader.scan_one
+    read_one = worker.scan_one
 
     def counted(name, key, place, known):  # type: ignore[no-untyped-def]
         names.append(name)
         return read_one(name, key, place, known)
 
-    monkeypatch.setattr(reader, "scan_one", counted)
+    monkeypatch.setattr(worker, "scan_one", counted)  # the reader imports it as it reads
     return names
 
 

@@ -39,7 +39,12 @@ class SendOrderChoice(StrEnum):
 
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import httpx
+
     from invoicectl.runs import Session
+    from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
 
@@ -137,7 +142,6 @@ def send(
     from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner
-    from invoicectl.send.sender import OUTAGE_AFTER
     from invoicectl.settings import resolve
 
     settings = resolve(
@@ -197,7 +201,7 @@ def send(
         )
     if summary.stopped_by == "wrong_url":
         say_error(str(summary.endpoint_message))
-    stopped = stop_line(summary, deadline=deadline, outage_after=OUTAGE_AFTER)
+    stopped = stop_line(summary, deadline=deadline, outage_after=_outage_after(summary))
     if stopped is not None:
         say(stopped)
     if as_json:
@@ -318,6 +322,16 @@ def _say_stopping(signal_name: str, in_flight: int) -> None:
     say(f"invoicectl: {signal_name}: stopping: {in_flight} in flight; Ctrl-C again to abandon them")
 
 
+def _outage_after(summary: SendSummary) -> int:
+    """How many unanswered invoices in a row stop a run, for the line an outage stop gets: a
+    run that sent nothing never imports the sender for it."""
+    if "outage" not in summary.stops:
+        return 0
+    from invoicectl.send.sender import OUTAGE_AFTER
+
+    return OUTAGE_AFTER
+
+
 def _continue_command(
     directory: Path,
     recursive: bool,
@@ -346,6 +360,11 @@ def _session(settings: Settings) -> Session:
 
     if not settings.sandbox:
         return no_session
-    from invoicectl.sandbox.session import sandbox_session
 
-    return lambda: sandbox_session(settings.journal)
+    def sandbox() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
+        # Imported when a run enters it: a send with nothing to send never does.
+        from invoicectl.sandbox.session import sandbox_session
+
+        return sandbox_session(settings.journal)
+
+    return sandbox

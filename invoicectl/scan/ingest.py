@@ -23,8 +23,6 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
-from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.facts import parse_document
 from invoicectl.ubl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
@@ -202,6 +200,9 @@ class Ingest:
         journal that never held such invoices pays nothing for it."""
         if not self.journal.unfinished("due_dates"):
             return
+        from invoicectl.ubl.errors import InvalidDocument  # here: most scans parse nothing
+        from invoicectl.ubl.facts import parse_document
+
         self.journal.finished("due_dates")
         for invoice_id, sha256 in self.journal.undated(InvoiceState.pending):
             try:

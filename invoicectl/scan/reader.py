@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 from invoicectl.scan.scanned import ScannedFile, StatKey, as_text, stat_key
-from invoicectl.scan.worker import Place, init_worker, scan_chunk, scan_one
 
 if TYPE_CHECKING:
     from invoicectl.scan.forkpool import ForkPool
@@ -200,6 +199,10 @@ class _Reader:
     def _here(self) -> Iterator[ScannedFile]:
         if not self.waiting:
             return
+        # Imported when a file is read: a re-scan of unchanged files reads none, and never
+        # loads the parser (lxml).
+        from invoicectl.scan.worker import Place, scan_one
+
         place = Place(str(self.root), str(self.root))
         known = self._known()
         waiting, self.waiting = self.waiting, []
@@ -207,8 +210,10 @@ class _Reader:
             yield scan_one(name, key, place, known)
 
     def _start_pool(self, workers: int) -> None:
-        # Imported here: a small scan, and every other command, never needs a pool.
+        # Imported here: a small scan, and every other command, never needs a pool. The
+        # workers are forked after, so they inherit the parser imported.
         from invoicectl.scan.forkpool import ForkPool
+        from invoicectl.scan.worker import init_worker, scan_chunk
 
         root, known = self.root, self._known()
         self.pool = ForkPool(
