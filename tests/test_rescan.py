@@ -13,7 +13,9 @@ from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
 from invoicectl.scan import worker
+from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.scan.reader import scan_files
 from invoicectl.scan.scanned import RACY_NS
 
 
@@ -58,6 +60,28 @@ def test_a_rescan_of_unchanged_files_reads_none(
     assert (report.unchanged, report.new, report.changed, reads) == (1200, [], [], [])
 
 
+def test_unchanged_files_never_come_back_to_python(journal: Journal, outbox: Path) -> None:
+    """The journal takes the unchanged files into the scan itself (one statement a window):
+    the reader answers none of them, and a window with one changed file answers that one."""
+    for number in range(1200):
+        write_invoice(outbox, f"INV-{number:04d}")
+    scan_directory(journal, outbox, workers=1)
+    _trusted(journal)
+    (outbox / "INV-0700.xml").write_bytes((outbox / "INV-0700.xml").read_bytes() + b"\n")
+    journal.begin_scan()
+
+    answers = scan_files(
+        find_candidates(outbox),
+        outbox,
+        journal.stored_contents,
+        lambda prefix, found: journal.take_unchanged(prefix, found, RACY_NS),
+        workers=1,
+    )
+
+    assert [answer.name for answer in answers] == ["INV-0700.xml"]
+    assert journal.files_found() == 1199  # the others: the journal took them itself
+
+
 def test_a_file_whose_size_mtime_ctime_or_inode_moved_is_read_again(
     journal: Journal, outbox: Path, reads: list[str]
 ) -> None:
@@ -94,7 +118,7 @@ def test_a_stat_recorded_too_soon_after_a_change_proves_nothing(
     assert reads == ["INV-1.xml"]
 
 
-def test_the_journal_names_only_files_whose_every_stat_field_matches(
+def test_the_journal_takes_only_files_whose_every_stat_field_matches(
     journal: Journal, outbox: Path
 ) -> None:
     write_invoice(outbox, "INV-1")
@@ -103,16 +127,25 @@ def test_the_journal_names_only_files_whose_every_stat_field_matches(
     ((path, size, mtime, ctime, inode, _, sha256),) = journal.db.execute(
         "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256 FROM file_stats"
     ).fetchall()
-    same = (path, size, mtime, ctime, inode)
+    prefix = str(outbox) + "/"
+    same = {path: f"{size}:{mtime}:{ctime}:{inode}"}
     moved = [
-        ("elsewhere", size, mtime, ctime, inode),
-        (path, size + 1, mtime, ctime, inode),
-        (path, size, mtime + 1, ctime, inode),
-        (path, size, mtime, ctime + 1, inode),
-        (path, size, mtime, ctime, inode + 1),
+        {prefix + "elsewhere": f"{size}:{mtime}:{ctime}:{inode}"},
+        {path: f"{size + 1}:{mtime}:{ctime}:{inode}"},
+        {path: f"{size}:{mtime + 1}:{ctime}:{inode}"},
+        {path: f"{size}:{mtime}:{ctime + 1}:{inode}"},
+        {path: f"{size}:{mtime}:{ctime}:{inode + 1}"},
     ]
 
-    assert journal.unchanged_files([same], RACY_NS) == {path: (sha256, "INV-1")}
+    def taken(found: dict[str, str], racy_ns: int = RACY_NS, unless: tuple[str, ...] = ()):
+        journal.begin_scan()
+        read_again = journal.take_unchanged(prefix, found, racy_ns, unless)
+        rows = journal.db.execute("SELECT invoice_id, sha256, name, path FROM temp.scan")
+        return read_again, [tuple(row) for row in rows]
+
+    assert taken(same) == (set(), [("INV-1", sha256, "INV-1.xml", path)])
     for found in moved:
-        assert journal.unchanged_files([found], RACY_NS) == {}, found
-    assert journal.unchanged_files([same], 3 * RACY_NS) == {}  # recorded too soon
+        assert taken(found) == (set(found), []), found
+    assert taken(same, 3 * RACY_NS) == ({path}, [])  # recorded too soon
+    assert taken(same, unless=(sha256,)) == ({path}, [])  # its stored copy is damaged
+    assert taken({**same, **moved[0]}) == (set(moved[0]), [("INV-1", sha256, "INV-1.xml", path)])

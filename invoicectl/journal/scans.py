@@ -11,12 +11,10 @@ and a re-scan stays cheap; the rest come back one ID at a time (``unsettled_file
 from __future__ import annotations
 
 import json
-import os
-import sqlite3
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from pathlib import Path
 
+from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import (
     FACT_COLUMNS,
@@ -26,6 +24,12 @@ from invoicectl.journal.records import (
 )
 
 _COLUMNS = ", ".join(FACT_COLUMNS)
+# A file's stat as just taken (json_each's key: its path, value: "size:mtime:ctime:inode")
+# is the one recorded, and was recorded long enough after the file's last change.
+_SAME_STAT = (
+    "j.value = f.size || ':' || f.mtime_ns || ':' || f.ctime_ns || ':' || f.inode"
+    " AND f.checked_at_ns - f.ctime_ns > :racy_ns"
+)
 
 
 class ScanRecords(JournalBase):
@@ -36,22 +40,34 @@ class ScanRecords(JournalBase):
         the contents ``unless``: asked of each file a scan hashes, one lookup each."""
         return StoredContents(self.path, self.db.conn, unless)
 
-    def unchanged_files(
-        self, found: list[tuple[str, int, int, int, int]], racy_ns: int
-    ) -> dict[str, tuple[str, str | None]]:
-        """Of ``found`` (path, size, mtime_ns, ctime_ns, inode, as just taken), each file
-        whose stat the journal recorded as the same, more than ``racy_ns`` after its last
-        change: path -> (sha256, the content's invoice ID). One query per window of files,
-        compared in SQL: a re-scan's unchanged file costs no Python object but its answer."""
-        rows = self.db.conn.execute(
-            "SELECT f.path, f.sha256, f.invoice_id FROM json_each(?) AS j"
-            " JOIN file_stats AS f ON f.path = j.value ->> 0"
-            " WHERE f.size = j.value ->> 1 AND f.mtime_ns = j.value ->> 2"
-            " AND f.ctime_ns = j.value ->> 3 AND f.inode = j.value ->> 4"
-            " AND f.checked_at_ns - f.ctime_ns > ?",
-            (json.dumps(found), racy_ns),
+    def take_unchanged(
+        self, prefix: str, found: Mapping[str, str], racy_ns: int, unless: Collection[str] = ()
+    ) -> set[str]:
+        """Of ``found`` (path under ``prefix`` -> ``"size:mtime_ns:ctime_ns:inode"`` as just
+        taken), each file whose stat the journal recorded as the same, more than ``racy_ns``
+        after its last change, and whose content is not one of ``unless``, goes into this
+        scan as found unchanged (temp.scan, with its recorded sha256 and invoice ID). Returns
+        the paths of the others, to be read. In SQL, a window of files per statement: an
+        unchanged file costs no Python object, and a second statement is asked only when a
+        file of the window changed."""
+        same, params = _SAME_STAT, {"found": json.dumps(found), "racy_ns": racy_ns}
+        if unless:
+            same += " AND f.sha256 NOT IN (SELECT value FROM json_each(:unless))"
+            params["unless"] = json.dumps([*unless])
+        cursor = self.db.conn.execute(
+            "INSERT INTO temp.scan (invoice_id, sha256, name, path)"
+            " SELECT f.invoice_id, f.sha256, substr(f.path, :name_at), f.path"
+            f" FROM json_each(:found) AS j JOIN file_stats AS f ON f.path = j.key WHERE {same}",
+            {**params, "name_at": len(prefix) + 1},
         )
-        return {path: (sha256, invoice_id) for path, sha256, invoice_id in rows}
+        if cursor.rowcount == len(found):
+            return set()
+        rows = self.db.conn.execute(
+            "SELECT j.key FROM json_each(:found) AS j WHERE NOT EXISTS"
+            f" (SELECT 1 FROM file_stats AS f WHERE f.path = j.key AND {same})",
+            params,
+        )
+        return {path for (path,) in rows}
 
     def has_stats_under(self, directory: str) -> bool:
         """Whether a file under ``directory`` (a path as stored) was hashed before."""
@@ -142,6 +158,11 @@ class ScanRecords(JournalBase):
                 if item.columns is None
             ],
         )
+
+    def files_found(self) -> int:
+        """Files of this scan so far: one temp.scan row each."""
+        (count,) = self.db.execute("SELECT count(*) FROM temp.scan").fetchone()
+        return int(count)
 
     # ---- grouping by invoice ID -----------------------------------------------------------
 
@@ -325,53 +346,3 @@ class ScanRecords(JournalBase):
         )
         if cursor.rowcount:
             self.chained("invoices", [invoice_id])
-
-
-class StoredContents:
-    """``sha256 in contents``: whether the journal holds a revision of that content.
-
-    One indexed lookup per question (revisions_sha256), never a load of every hash: a scan of
-    ten new files into a journal of a million asks ten questions. It is asked in the scan's
-    forked workers too, and a SQLite connection must not cross a fork: in the process that
-    made it, it asks ``conn`` (the journal's, when given); in any other, a read-only
-    connection of its own, opened at its first question. A journal it cannot read (being
-    made, say) holds nothing as far as it knows: the file is then parsed, which is only the
-    cost a known content would have saved.
-    """
-
-    def __init__(
-        self, path: Path, conn: sqlite3.Connection | None = None, unless: Collection[str] = ()
-    ) -> None:
-        self.path = path
-        self.unless = frozenset(unless)
-        self._conn = conn
-        self._pid = os.getpid()
-
-    def __contains__(self, sha256: object) -> bool:
-        if sha256 in self.unless:
-            return False
-        try:
-            row = (
-                self._connection()
-                .execute("SELECT 1 FROM revisions WHERE sha256 = ? LIMIT 1", (sha256,))
-                .fetchone()
-            )
-        except sqlite3.Error:
-            return False
-        return row is not None
-
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is None or self._pid != os.getpid():
-            self._pid = os.getpid()
-            self._conn = sqlite3.connect(f"{self.path.resolve().as_uri()}?mode=ro", uri=True)
-        return self._conn
-
-
-def has_stats_under(conn: sqlite3.Connection, directory: str) -> bool:
-    prefix = directory.rstrip("/") + "/"
-    # Every path that starts with prefix sorts from prefix up to prefix with '0' for '/'.
-    row = conn.execute(
-        "SELECT 1 FROM file_stats WHERE path >= ? AND path < ? LIMIT 1",
-        (prefix, prefix[:-1] + "0"),
-    ).fetchone()
-    return row is not None

@@ -99,19 +99,13 @@ def _reading_again(
     a file holding one of those is read again, whatever its stats say, so that its bytes
     (checked against the sha256) can replace the damaged copy."""
 
-    def unchanged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
-        return journal.unchanged_files(found, RACY_NS)
-
-    if not damaged:
-        return journal.stored_contents, unchanged if has_stats else None
+    def unchanged(prefix: str, found: dict[str, str]) -> Container[str]:
+        return journal.take_unchanged(prefix, found, RACY_NS, unless=damaged)
 
     def known() -> Container[str]:
         return journal.stored_contents(unless=damaged)
 
-    def undamaged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
-        return {path: hit for path, hit in unchanged(found).items() if hit[0] not in damaged}
-
-    return known, undamaged if has_stats else None
+    return known, unchanged if has_stats else None
 
 
 class Ingest:
@@ -144,7 +138,6 @@ class Ingest:
         batch: list[ScannedFile] = []
         held = 0
         for item in scanned:
-            self.report.files += 1
             batch.append(item)
             held += len(item.stored) if item.stored is not None else 0
             if len(batch) >= _COMMIT_EVERY or held >= _COMMIT_BYTES:
@@ -156,6 +149,8 @@ class Ingest:
                 held = 0
         with self.journal.transaction():
             self.journal.store_found(batch, now)
+        # The files found unchanged the journal took in itself: every file has its row.
+        self.report.files = self.journal.files_found()
 
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: admitted in one go."""
