@@ -149,3 +149,25 @@ def test_the_journal_takes_only_files_whose_every_stat_field_matches(
     assert taken(same, 3 * RACY_NS) == ({path}, [])  # recorded too soon
     assert taken(same, unless=(sha256,)) == ({path}, [])  # its stored copy is damaged
     assert taken({**same, **moved[0]}) == (set(moved[0]), [("INV-1", sha256, "INV-1.xml", path)])
+
+
+def test_a_known_content_read_again_keeps_its_invoice_id_with_its_stat(
+    journal: Journal, outbox: Path, reads: list[str]
+) -> None:
+    """A file read again whose bytes the journal holds (touched, copied in) is hashed, not
+    parsed; its stat is recorded with its revision's invoice ID all the same, so that the
+    next re-scan names it without a lookup."""
+    write_invoice(outbox, "INV-1")
+    scan_directory(journal, outbox, workers=1)
+    (outbox / "copy.xml").write_bytes((outbox / "INV-1.xml").read_bytes())
+    os.utime(outbox / "INV-1.xml", ns=(1, 2))
+    reads.clear()
+
+    report = scan_directory(journal, outbox, workers=1)
+
+    assert sorted(reads) == ["INV-1.xml", "copy.xml"] and report.unchanged == 1
+    ids = journal.db.execute("SELECT path, invoice_id FROM file_stats ORDER BY path")
+    assert [tuple(row) for row in ids] == [
+        (str(outbox / "INV-1.xml"), "INV-1"),
+        (str(outbox / "copy.xml"), "INV-1"),
+    ]

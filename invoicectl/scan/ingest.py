@@ -130,7 +130,6 @@ class Ingest:
             self._record_unidentified()
             self._date_the_undated()
         self.report.repaired = lift_repaired(journal)
-        journal.end_scan()
         return self.report
 
     def _store(self, scanned: Iterable[ScannedFile]) -> None:

@@ -94,6 +94,12 @@ def scan_files(
     """
     directory = str(root)
     reader = head.reader if head is not None else _Reader(root, known_sha256, workers)
+    # Names are looked up from the directory itself: the kernel walks one name, not the
+    # whole path, for each (0.35 µs of a re-scan's file here).
+    try:
+        directory_fd: int | None = os.open(directory, os.O_RDONLY | os.O_DIRECTORY)
+    except OSError:
+        directory_fd = None
     try:
         if head is not None:
             yield from head.answered
@@ -104,12 +110,12 @@ def scan_files(
             # Taken before the window's lstats, so never later than any of them: a file
             # changed meanwhile looks racy (read again next time), never settled.
             checked_at_ns = time.time_ns()
-            stats = [_regular(prefix + name) for name in window]
+            stats = _regular_files(window, prefix, directory_fd)
             if unchanged is None:
                 for name, st in zip(window, stats, strict=True):
                     yield from reader.add(name, _key(st, checked_at_ns))
                 continue
-            paths = [text_prefix + as_text(name) for name in window]
+            paths = [text_prefix + (name if name.isascii() else as_text(name)) for name in window]
             found = {
                 path: f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
                 for path, st in zip(paths, stats, strict=True)
@@ -125,6 +131,8 @@ def scan_files(
         yield from reader.finish()
     finally:
         reader.close()
+        if directory_fd is not None:
+            os.close(directory_fd)
 
 
 def _shared(
@@ -146,13 +154,22 @@ def _shared(
     return shared
 
 
-def _regular(path: str) -> os.stat_result | None:
-    """The regular file's ``lstat``; None for links, directories and the unreadable."""
-    try:
-        st = os.lstat(path)
-    except OSError:
-        return None
-    return st if stat.S_ISREG(st.st_mode) else None
+def _regular_files(
+    names: list[str], prefix: str, directory_fd: int | None
+) -> list[os.stat_result | None]:
+    """Each regular file's ``lstat``; None for links, directories and the unreadable."""
+    found: list[os.stat_result | None] = []
+    for name in names:
+        try:
+            if directory_fd is None:
+                st = os.lstat(prefix + name)
+            else:
+                st = os.lstat(name, dir_fd=directory_fd)
+        except OSError:
+            found.append(None)
+            continue
+        found.append(st if stat.S_ISREG(st.st_mode) else None)
+    return found
 
 
 def _key(st: os.stat_result | None, checked_at_ns: int) -> StatKey | None:
