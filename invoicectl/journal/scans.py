@@ -14,6 +14,7 @@ import json
 from collections.abc import Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 
+from invoicectl.journal.chain_rows import append_selected
 from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import (
@@ -266,8 +267,9 @@ class ScanRecords(JournalBase):
             """,
             {"now": now, "valid": valid, "invalid": invalid},
         )
-        new = [invoice_id for (invoice_id,) in self.db.execute("SELECT invoice_id FROM temp.fresh")]
-        self.chained("invoices", new)
+        # Their chain events from one query, not one a row (chain_rows says why).
+        where = "invoice_id IN (SELECT invoice_id FROM temp.fresh)"
+        new = append_selected(self.db.conn, "invoices", where, {}, self.now())
         refused = self.db.execute(
             "SELECT invoice_id, reason FROM invoices WHERE state = ?"
             " AND invoice_id IN (SELECT invoice_id FROM temp.fresh) ORDER BY invoice_id",

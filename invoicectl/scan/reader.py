@@ -240,7 +240,7 @@ class _Reader:
         # loads the parser (lxml).
         from invoicectl.scan.worker import Place, scan_one
 
-        place = Place(str(self.root), str(self.root))
+        place = Place.at(str(self.root), str(self.root))
         known = self._known()
         waiting, self.waiting = self.waiting, []
         for name, key in waiting:

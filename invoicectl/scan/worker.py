@@ -24,17 +24,31 @@ from invoicectl.ubl.reading import read_document
 
 class Place(NamedTuple):
     """Where a process finds the files: ``directory`` (absolute) names them in answers, and
-    ``read_root`` is what ``ubl.read_document`` opens them under and checks them against."""
+    ``read_root`` is what ``ubl.read_document`` opens them under and checks them against.
+    Both also end in a separator, for names to be appended (``at``: a join a file cost more
+    than its sha256)."""
 
     directory: str
     read_root: str
+    directory_prefix: str  # as text
+    read_prefix: str
+
+    @classmethod
+    def at(cls, directory: str, read_root: str) -> Place:
+        return cls(directory, read_root, as_text(_ending(directory)), _ending(read_root))
+
+
+def _ending(directory: str) -> str:
+    return directory if directory.endswith(os.sep) else directory + os.sep
 
 
 def scan_one(
     name: str, key: StatKey | None, place: Place, known_sha256: Container[str]
 ) -> ScannedFile:
-    data_path = os.path.join(place.read_root, name)
-    path, name = as_text(os.path.join(place.directory, name)), as_text(name)
+    data_path = place.read_prefix + name
+    if not name.isascii():  # a name that is not UTF-8 keeps its odd bytes as \xNN
+        name = as_text(name)
+    path = place.directory_prefix + name
     try:
         data = read_document(data_path, place.read_root)
     except InvalidDocument as error:
@@ -75,7 +89,7 @@ def init_worker(root: Path, known_sha256: Container[str]) -> None:
         read_root = os.curdir
     except OSError:
         read_root = str(root)
-    _worker_state["place"] = Place(str(root), read_root)
+    _worker_state["place"] = Place.at(str(root), read_root)
     _worker_state["known"] = known_sha256
 
 
