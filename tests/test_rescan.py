@@ -171,3 +171,47 @@ def test_a_known_content_read_again_keeps_its_invoice_id_with_its_stat(
         (str(outbox / "INV-1.xml"), "INV-1"),
         (str(outbox / "copy.xml"), "INV-1"),
     ]
+
+
+class _AskedOnce:
+    """Contents held, answered for many at once; asking one at a time is a failure."""
+
+    def __init__(self, held: set[str]) -> None:
+        self.held = held
+        self.asked: list[list[str]] = []
+
+    def among(self, sha256s: list[str]) -> set[str]:
+        self.asked.append(sorted(sha256s))
+        return self.held & set(sha256s)
+
+    def __contains__(self, sha256: object) -> bool:
+        raise AssertionError("a worker asked about one content at a time")
+
+
+def test_a_worker_asks_the_journal_once_a_chunk_which_contents_it_holds(
+    journal: Journal, outbox: Path
+) -> None:
+    """Read and hashed first, the chunk's contents are looked up in one question: those the
+    journal holds are not parsed again (no invoice ID from the worker), the others are."""
+    write_invoice(outbox, "OLD-1")
+    write_invoice(outbox, "NEW-1")
+    (outbox / "empty.xml").write_bytes(b"")
+    scan_directory(journal, outbox, workers=1)
+    old = journal.invoice("OLD-1").current_sha256
+    new = journal.invoice("NEW-1").current_sha256
+    known = _AskedOnce({old})
+    place = worker.Place.at(str(outbox), str(outbox))
+
+    answers = worker.scan_many(
+        [("OLD-1.xml", None), ("empty.xml", None), ("NEW-1.xml", None)], place, known
+    )
+
+    assert known.asked == [sorted([old, new])]
+    assert [(a.name, a.sha256, a.invoice_id) for a in answers] == [
+        ("OLD-1.xml", old, None),
+        ("empty.xml", None, None),
+        ("NEW-1.xml", new, "NEW-1"),
+    ]
+    assert answers[1].reason == "the file is empty (0 bytes)"
+    stored = journal.stored_contents(unless={new})
+    assert stored.among([old, new, "0" * 64]) == {old}

@@ -4,6 +4,7 @@ stats of any file under a directory (``has_stats_under``)."""
 
 from __future__ import annotations
 
+import json
 import os
 import sqlite3
 from collections.abc import Collection
@@ -42,6 +43,26 @@ class StoredContents:
         except sqlite3.Error:
             return False
         return row is not None
+
+    def among(self, sha256s: Collection[str]) -> set[str]:
+        """Which of ``sha256s`` the journal holds (but for ``unless``): one query for them
+        all, as a scan's worker asks for each chunk of files it has read."""
+        wanted = [sha256 for sha256 in set(sha256s) if sha256 not in self.unless]
+        if not wanted:
+            return set()
+        try:
+            rows = (
+                self._connection()
+                .execute(
+                    "SELECT DISTINCT sha256 FROM revisions"
+                    " WHERE sha256 IN (SELECT value FROM json_each(?))",
+                    (json.dumps(wanted),),
+                )
+                .fetchall()
+            )
+        except sqlite3.Error:
+            return set()
+        return {sha256 for (sha256,) in rows}
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():
