@@ -27,9 +27,26 @@ class ExitCode(IntEnum):
     NEEDS_RECONCILE = 4
     AUTH_REFUSED = 5
     LOCKED = 6
+    NO_INPUT = 66  # sysexits' EX_NOINPUT, as 75 is its EX_TEMPFAIL
     INCOMPLETE = 75
     INTERRUPTED = 130
 
+
+# What each code tells a person or a monitor, in the order the help and the README list them.
+MEANINGS = {
+    ExitCode.OK: "done; nothing needs attention",
+    ExitCode.INCOMPLETE: "incomplete for a transient reason (rate limit, outage, deadline): "
+    "the next run continues",
+    ExitCode.NO_INPUT: "the outbox holds no *.xml file (a wrong or unmounted path?)",
+    ExitCode.NEEDS_FIX: "some invoices are invalid or rejected: a person must fix them",
+    ExitCode.NEEDS_RECONCILE: "some invoices need reconciliation (key_reused, unknown outside "
+    "the 24-hour window, amended) or are held",
+    ExitCode.LOCKED: "another run holds the journal",
+    ExitCode.AUTH_REFUSED: "the API refused the credentials (401/403)",
+    ExitCode.COULD_NOT_RUN: "could not run (configuration, journal unreadable, bug)",
+    ExitCode.USAGE: "usage error",
+    ExitCode.INTERRUPTED: "interrupted; state saved",
+}
 
 # design.md: "the highest-ranked that applies", highest first.
 _RANK = [
@@ -40,6 +57,7 @@ _RANK = [
     ExitCode.INTERRUPTED,
     ExitCode.NEEDS_RECONCILE,
     ExitCode.NEEDS_FIX,
+    ExitCode.NO_INPUT,
     ExitCode.INCOMPLETE,
     ExitCode.OK,
 ]

@@ -12,10 +12,12 @@ import json
 import os
 import shutil
 import subprocess
+import sys
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sendkit import emulator, send, settings_for
+from sendkit import at, emulator, send, settings_for
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -139,13 +141,14 @@ def test_a_top_up_adds_a_part_and_rewrites_nothing(sent: Path, outbox: Path, tmp
     assert code == 1 and "is not one of the trusted keys" in output
 
 
-def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path):
+@pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
+def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path, mode: int):
     assert run("export", str(tmp_path / "a"), "--journal", str(sent))[0] == 0
     key = sent.parent / "signing-key.pem"
-    key.chmod(0o644)
+    key.chmod(mode)
     code, output = run("export", str(tmp_path / "b"), "--journal", str(sent))
     assert code == 1
-    assert f"signing key file {key} is accessible by group or others (mode 0644)" in output
+    assert f"signing key file {key} is accessible by group or others (mode {mode:04o})" in output
     assert not (tmp_path / "b").exists()
 
 
@@ -156,28 +159,7 @@ def test_an_unwritable_destination_leaves_nothing(sent: Path, tmp_path: Path):
     dest.chmod(0o500)
     code, output = run("export", str(dest), "--journal", str(sent))
     assert code == 1
-    assert output.strip().startswith(f"invoicectl: cannot write the export to {dest}")
-    assert list(dest.iterdir()) == []
-
-
-def test_a_failure_midway_leaves_no_part(
-    sent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-):
-    """The disk fills while the manifest is written: no part, no partial directory."""
-    import invoicectl.audit.export as export_module
-
-    real = export_module._write
-
-    def full(path: Path, data: bytes) -> None:
-        if path.name == "manifest.json":
-            raise OSError(28, "No space left on device")
-        real(path, data)
-
-    monkeypatch.setattr(export_module, "_write", full)
-    dest = tmp_path / "archive"
-    code, output = run("export", str(dest), "--journal", str(sent))
-    assert code == 1
-    assert "No space left on device; nothing was left behind" in output
+    assert output.strip().startswith(f"invoicectl: error: cannot write the export to {dest}")
     assert list(dest.iterdir()) == []
 
 
@@ -197,3 +179,161 @@ def test_retention_years_from_the_config_is_recorded(
     assert run("export", str(tmp_path / "c"), "--journal", str(sent))[0] == 0
     default = json.loads((tmp_path / "c" / "0001" / "manifest.json").read_text())
     assert default["retention_years"] == 10
+
+
+@pytest.fixture
+def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
+    """D-1 sent on 10 January, D-2 at noon on 31 January, D-3 half an hour into February
+    (UTC): the times its attempts started."""
+    path = tmp_path / "state" / "journal.db"
+    for invoice_id, moment in (
+        ("D-1", datetime(2026, 1, 10, 9, 0, tzinfo=UTC)),
+        ("D-2", datetime(2026, 1, 31, 12, 0, tzinfo=UTC)),
+        ("D-3", datetime(2026, 2, 1, 0, 30, tzinfo=UTC)),
+    ):
+        write_invoice(outbox, invoice_id)
+        send(settings_for(path), outbox, emulator().transport(), clocks=at(moment))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("since", "until", "chosen"),
+    [
+        ("2026-01-01", "2026-01-31", ["D-1", "D-2"]),  # a date: the whole (UTC) day
+        ("2026-01-31", None, ["D-2", "D-3"]),
+        ("2026-01-31T12:00:00+00:00", "2026-02-01T00:30:00Z", ["D-2"]),  # a time: exclusive
+        ("2026-01-31T13:00+01:00", "2026-02-01T01:00+01:00", ["D-2"]),  # offsets honoured
+        (None, "2026-01-10T09:00", []),  # a time without an offset is UTC
+        ("2026-02-01", "2026-02-01", ["D-3"]),
+    ],
+)
+def test_since_and_until_choose_by_when_the_requests_were_sent(
+    sent_over_days: Path, tmp_path: Path, since: str | None, until: str | None, chosen: list[str]
+):
+    dest = tmp_path / "archive"
+    options = [*(["--since", since] if since else []), *(["--until", until] if until else [])]
+    code, output = run("export", str(dest), "--journal", str(sent_over_days), *options)
+    assert code == 0, output
+    if not chosen:
+        assert output.startswith("nothing new to export"), output
+        return
+    manifest = json.loads((dest / "0001" / "manifest.json").read_text())
+    assert sorted(manifest["invoices"].values()) == chosen
+
+
+def test_a_range_that_ends_before_it_starts_is_refused(sent_over_days: Path, tmp_path: Path):
+    code, output = run(
+        "export", str(tmp_path / "a"), "--journal", str(sent_over_days),
+        "--since", "2026-02-01", "--until", "2026-01-01",
+    )  # fmt: skip
+    assert code == 2, output
+    assert output.strip() == (
+        "invoicectl: error: --until 2026-01-01 is not after --since 2026-02-01:"
+        " no request can be in that range"
+    )
+    assert not (tmp_path / "a").exists()
+
+
+def test_a_destination_that_is_a_file_is_refused_in_one_line(sent: Path, tmp_path: Path):
+    dest = tmp_path / "archive"
+    dest.write_text("not a directory")
+    code, output = run("export", str(dest), "--journal", str(sent))
+    assert code == 1
+    assert output.splitlines() == [
+        f"invoicectl: error: cannot write the export to {dest}: Not a directory;"
+        " nothing was left behind"
+    ]
+    assert dest.read_text() == "not a directory"
+
+
+def _private_mounts() -> list[str] | None:
+    """``unshare`` arguments for a mount namespace of our own (root, or a user namespace),
+    where a small or read-only tmpfs can be mounted for one command; None where it cannot."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return None
+    prefix = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--mount", "-r"]
+    probe = [*prefix, "sh", "-c", "mount -t tmpfs -o size=16k tmpfs /mnt 2>/dev/null || exit 1"]
+    if subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+        return None
+    return prefix
+
+
+PRIVATE_MOUNTS = _private_mounts()
+needs_mounts = pytest.mark.skipif(
+    PRIVATE_MOUNTS is None, reason="cannot mount a tmpfs in a private mount namespace here"
+)
+
+
+def export_onto_tmpfs(sent: Path, mountpoint: Path, options: str) -> tuple[int, list[str], str]:
+    """``invoicectl export`` into a tmpfs mounted (``options``) at ``mountpoint`` in a private
+    mount namespace: (exit code, its output lines, what the tmpfs holds afterwards)."""
+    assert PRIVATE_MOUNTS is not None
+    mountpoint.mkdir()
+    script = (
+        'mount -t tmpfs -o "$1" tmpfs "$2" || exit 99\n'
+        '"$3" -m invoicectl export "$2/archive" --journal "$4" >"$5" 2>&1\n'
+        "code=$?\n"
+        'ls -A "$2"; ls -A "$2/archive" 2>/dev/null\n'
+        "exit $code\n"
+    )
+    out = mountpoint.parent / "export-output.txt"
+    done = subprocess.run(
+        [*PRIVATE_MOUNTS, "sh", "-c", script, "sh", options, str(mountpoint), sys.executable,
+         str(sent), str(out)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 99, done.stderr
+    return done.returncode, out.read_text().splitlines(), done.stdout
+
+
+@needs_mounts
+def test_a_full_disk_leaves_no_export_behind_and_says_so_in_one_line(sent: Path, tmp_path: Path):
+    """A real full disk: a tmpfs of 16 KB, which the first files of the part fill."""
+    mountpoint = tmp_path / "small"
+    code, output, left = export_onto_tmpfs(sent, mountpoint, "size=16k")
+    assert code == 1, output
+    assert output == [
+        f"invoicectl: error: cannot write the export to {mountpoint}/archive:"
+        " No space left on device; nothing was left behind"
+    ]
+    assert left == ""  # not even the archive directory it made
+
+
+@needs_mounts
+def test_a_read_only_destination_leaves_nothing_and_says_so_in_one_line(sent: Path, tmp_path: Path):
+    """Read-only for root too (the unwritable-directory test above skips under root)."""
+    mountpoint = tmp_path / "readonly"
+    code, output, left = export_onto_tmpfs(sent, mountpoint, "ro")
+    assert code == 1, output
+    assert output == [
+        f"invoicectl: error: cannot write the export to {mountpoint}/archive:"
+        " Read-only file system; nothing was left behind"
+    ]
+    assert left == ""
+
+
+def test_verify_export_names_a_signed_manifest_with_bad_entries(sent: Path, tmp_path: Path):
+    """A manifest signed by the key it carries can still list nonsense: a path outside the
+    part, an entry that is no entry. Named, never followed, never a crash."""
+    from invoicectl.audit.signing import load_or_create
+
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    part = dest / "0001"
+    manifest = json.loads((part / "manifest.json").read_text())
+    (tmp_path / "outside.txt").write_text("x")
+    manifest["files"].append({"path": "../../outside.txt", "size": 1, "sha256": "0" * 64})
+    manifest["files"].append({"nonsense": True})
+    data = json.dumps(manifest, indent=1, sort_keys=True).encode() + b"\n"
+    key, _ = load_or_create(sent.parent / "signing-key.pem")
+    (part / "manifest.json").write_bytes(data)
+    (part / "manifest.sig").write_bytes(key.sign(data))
+    result = CliRunner().invoke(app, ["verify-export", str(dest)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    count = len(manifest["files"])
+    assert result.output.splitlines()[:2] == [
+        f"0001/manifest.json: file entry {count - 1} names ../../outside.txt, which is not a"
+        " path inside the part",
+        f"0001/manifest.json: file entry {count} is not a path, a size and a sha256",
+    ]

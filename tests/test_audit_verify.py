@@ -64,7 +64,11 @@ def test_every_change_is_an_event_and_the_untouched_journal_verifies(journal_pat
     assert kinds.count("attempt") == 2 * attempts == 2 * len(IDS)
     assert kinds.count("event") >= 2  # the hold and the release
     assert result.head_seq == head[0] == len(kinds)
-    assert runs[-1] == tuple(head)  # the run row records the head at its end
+    # the run row records the head at its end; the event of that row itself comes after it
+    assert kinds[-1] == "run"
+    with sqlite3.connect(journal_path) as conn:
+        before_end = conn.execute("SELECT seq, hash FROM chain WHERE seq = ?", (head[0] - 1,))
+        assert runs[-1] == tuple(before_end.fetchone())
     assert result.attempts_checked == len(IDS)
 
 
@@ -143,15 +147,29 @@ def test_the_last_events_deleted_show_in_the_run_heads(journal_path: Path):
     with sqlite3.connect(journal_path) as conn:
         (last,) = conn.execute("SELECT max(seq) FROM chain").fetchone()
         (run_id,) = conn.execute("SELECT max(id) FROM runs").fetchone()
-    sql(journal_path, "DELETE FROM chain WHERE seq = ?", last)
+    # the run's own end event, and the head it recorded before it
+    sql(journal_path, "DELETE FROM chain WHERE seq >= ?", last - 1)
     found = lines(journal_path)
     assert any(
-        line.startswith(f"run {run_id}: recorded chain head {last}:")
+        line.startswith(f"run {run_id}: recorded chain head {last - 1}:")
         and line.endswith(
-            f"which the chain no longer holds (it ends at event {last - 1}): events were deleted"
+            f"which the chain no longer holds (it ends at event {last - 2}): events were deleted"
         )
         for line in found
     ), found
+
+
+def test_the_last_event_deleted_shows_in_its_run(journal_path: Path):
+    """The last event is the end of the run that wrote it: its row no longer agrees."""
+    with sqlite3.connect(journal_path) as conn:
+        (last,) = conn.execute("SELECT max(seq) FROM chain").fetchone()
+        (run_id,) = conn.execute("SELECT max(id) FROM runs").fetchone()
+    sql(journal_path, "DELETE FROM chain WHERE seq = ?", last)
+    found = lines(journal_path)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"run {run_id}: chain_head is ")
+    assert "exit_code is 0, its last event (" in found[0]
+    assert found[0].endswith("changed outside invoicectl")
 
 
 def test_a_state_changed_by_hand_is_named(journal_path: Path):
@@ -234,3 +252,208 @@ def test_an_old_journal_gets_a_genesis_that_commits_to_its_content(tmp_path: Pat
         genesis = json.loads(conn.execute("SELECT payload FROM chain WHERE seq = 1").fetchone()[0])
     assert genesis["kind"] == "genesis"
     assert genesis["content"]["counts"] == {"blobs": 3, "invoices": 3, "attempts": 0, "events": 0}
+
+
+# ---- more damage, each named exactly, none a crash ---------------------------------------
+
+
+def first_invoice_event(path: Path, invoice_id: str) -> int:
+    """The first event of an invoice: not its last, so its row still agrees with a later one."""
+    with sqlite3.connect(path) as conn:
+        (seq,) = conn.execute(
+            "SELECT min(seq) FROM chain WHERE invoice_id = ? AND kind = 'invoice'", (invoice_id,)
+        ).fetchone()
+    return int(seq)
+
+
+def test_a_hash_that_is_no_sha256_is_named(journal_path: Path):
+    seq = first_invoice_event(journal_path, "A-001")
+    sql(journal_path, "UPDATE chain SET hash = 'zz' WHERE seq = ?", seq)
+    assert lines(journal_path) == [
+        f"chain event {seq}: its hash is not a sha256 (64 hex digits): changed after it was written"
+    ]
+
+
+def test_a_hash_replaced_by_another_names_that_event_only(journal_path: Path):
+    seq = first_invoice_event(journal_path, "A-001")
+    sql(journal_path, "UPDATE chain SET hash = ? WHERE seq = ?", "ab" * 32, seq)
+    assert lines(journal_path) == [
+        f"chain event {seq}: its hash was changed after it was written: it is not"
+        " sha256(previous hash || payload), and the next event follows from the payload's hash"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("payload", "problem"),
+    [
+        ("[1]", "its payload is not a JSON object"),
+        ("{not json", "its payload is not JSON"),
+        (b"\x00\xff", "its payload is not text"),
+    ],
+)
+def test_a_payload_replaced_by_something_else_is_named(
+    journal_path: Path, payload: object, problem: str
+):
+    seq = first_invoice_event(journal_path, "A-001")
+    sql(journal_path, "UPDATE chain SET payload = ? WHERE seq = ?", payload, seq)
+    found = lines(journal_path)
+    assert f"chain event {seq}: {problem}" in found, found
+    assert all(line.startswith(f"chain event {seq}: ") for line in found), found
+
+
+def test_a_payload_whose_key_is_no_key_is_named(journal_path: Path):
+    seq = first_invoice_event(journal_path, "A-001")
+    sql(
+        journal_path,
+        "UPDATE chain SET payload = json_set(payload, '$.key', json('[1]')) WHERE seq = ?",
+        seq,
+    )
+    found = lines(journal_path)
+    assert f"chain event {seq}: its payload names no row (a table, a key and the row)" in found
+    assert all(line.startswith(f"chain event {seq}: ") for line in found), found
+
+
+def test_an_invoice_id_column_edited_in_the_chain_is_named(journal_path: Path):
+    """The column outside the payload that export uses to find an invoice's events."""
+    seq = first_invoice_event(journal_path, "A-001")
+    sql(journal_path, "UPDATE chain SET invoice_id = 'A-999' WHERE seq = ?", seq)
+    assert lines(journal_path) == [
+        f"chain event {seq}: its invoice_id column is 'A-999', its payload says 'A-001':"
+        " changed after it was written"
+    ]
+
+
+def revision_of(path: Path, invoice_id: str) -> tuple[int, str, str]:
+    with sqlite3.connect(path) as conn:
+        row = conn.execute(
+            "SELECT id, sha256, source_path FROM revisions WHERE invoice_id = ?", (invoice_id,)
+        ).fetchone()
+    return int(row[0]), str(row[1]), str(row[2])
+
+
+def last_event_of(path: Path, kind: str, key: object) -> int:
+    with sqlite3.connect(path) as conn:
+        (seq,) = conn.execute(
+            "SELECT max(seq) FROM chain WHERE kind = ? AND json_extract(payload, '$.key') = ?",
+            (kind, key),
+        ).fetchone()
+    return int(seq)
+
+
+def test_an_edited_revision_is_named(journal_path: Path):
+    revision_id, sha256, source = revision_of(journal_path, "A-001")
+    sql(
+        journal_path,
+        "UPDATE revisions SET source_path = '/elsewhere.xml' WHERE id = ?",
+        revision_id,
+    )
+    seq = last_event_of(journal_path, "revision", revision_id)
+    assert lines(journal_path) == [
+        f"revision {revision_id} (invoice A-001, {sha256[:16]}): source_path is"
+        f" '/elsewhere.xml', its last event ({seq}) says {source!r}: changed outside invoicectl"
+    ]
+
+
+def test_a_revision_whose_receiver_was_edited_fails_its_attempt_body(journal_path: Path):
+    revision_id, sha256, _ = revision_of(journal_path, "A-001")
+    sql(
+        journal_path,
+        "UPDATE revisions SET facts = json_set(facts, '$.customer_endpoint.id', 'other')"
+        " WHERE id = ?",
+        revision_id,
+    )
+    found = lines(journal_path)
+    assert found[0].startswith("attempt ") and found[0].endswith(
+        "(invoice A-001): its body sha256 is not that of the body rebuilt from the stored bytes"
+    )
+    assert found[1].startswith(f"revision {revision_id} (invoice A-001, {sha256[:16]}): facts is")
+    assert len(found) == 2, found
+
+
+def test_a_revision_deleted_with_its_blob_is_named(journal_path: Path):
+    revision_id, sha256, _ = revision_of(journal_path, "A-002")
+    seq = last_event_of(journal_path, "revision", revision_id)
+    with sqlite3.connect(journal_path) as conn:
+        (attempt_id,) = conn.execute(
+            "SELECT id FROM attempts WHERE invoice_id = 'A-002'"
+        ).fetchone()
+        conn.execute("DELETE FROM blobs WHERE sha256 = ?", (sha256,))
+        conn.execute("DELETE FROM revisions WHERE id = ?", (revision_id,))
+    assert lines(journal_path) == [
+        f"attempt {attempt_id} (invoice A-002): its revision {sha256[:16]} is not in the"
+        " journal: its body cannot be rebuilt",
+        f"revision {revision_id} (invoice A-002, {sha256[:16]}): in the chain (event {seq}) but"
+        " not in the journal: deleted",
+    ]
+
+
+def test_runs_history_checks_the_binding_and_the_identity_edited_are_named(journal_path: Path):
+    with sqlite3.connect(journal_path) as conn:
+        run_id, exit_code = conn.execute(
+            "SELECT id, exit_code FROM runs ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        (journal_id,) = conn.execute("SELECT journal_id FROM identity").fetchone()
+        (why,) = conn.execute("SELECT base_url FROM history_checks WHERE id = 1").fetchone()
+        conn.execute("UPDATE runs SET exit_code = 99 WHERE id = ?", (run_id,))
+        conn.execute("UPDATE history_checks SET base_url = 'http://x.test' WHERE id = 1")
+        conn.execute("UPDATE environment SET base_url = 'http://elsewhere.test'")
+        conn.execute("UPDATE identity SET journal_id = 'x'")
+    run_seq = last_event_of(journal_path, "run", run_id)
+    check_seq = last_event_of(journal_path, "history_check", 1)
+    binding_seq = last_event_of(journal_path, "environment", 1)
+    assert lines(journal_path) == [
+        f"journal identity: journal_id is 'x', the genesis event says {journal_id!r}:"
+        " changed outside invoicectl",
+        f"run {run_id}: exit_code is 99, its last event ({run_seq}) says {exit_code}:"
+        " changed outside invoicectl",
+        f"history check 1: base_url is 'http://x.test', its last event ({check_seq}) says {why!r}:"
+        " changed outside invoicectl",
+        f"environment binding: base_url is 'http://elsewhere.test', its last event"
+        f" ({binding_seq}) says 'http://sandbox.test': changed outside invoicectl",
+    ]
+
+
+def test_bytes_put_into_a_row_by_hand_are_named(journal_path: Path):
+    sql(journal_path, "UPDATE invoices SET reason = x'00ff' WHERE invoice_id = 'A-000'")
+    found = lines(journal_path)
+    assert len(found) == 1, found
+    assert found[0].startswith("invoice A-000: reason is b'\\x00\\xff', its last event (")
+    assert found[0].endswith(") says None: changed outside invoicectl")
+
+
+def checkpointed(path: Path) -> bytes:
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    Path(f"{path}-wal").unlink(missing_ok=True)
+    Path(f"{path}-shm").unlink(missing_ok=True)
+    return path.read_bytes()
+
+
+NO_HEADER = "not an SQLite database: its header is missing or damaged (truncated or overwritten)"
+CUT = "truncated: the file holds 49152 bytes, its header says {size} ({pages} pages of 16384 bytes)"
+
+
+@pytest.mark.parametrize(
+    ("keep", "first"),
+    [
+        (0, "the file is empty (0 bytes): truncated, or never written"),
+        (50, NO_HEADER),
+        (3 * 16384, CUT),
+    ],
+)
+def test_a_journal_cut_short_is_named_as_truncated(journal_path: Path, keep: int, first: str):
+    data = checkpointed(journal_path)
+    pages = int.from_bytes(data[28:32], "big")
+    journal_path.write_bytes(data[:keep])
+    result = CliRunner().invoke(app, ["verify", "--journal", str(journal_path)])
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    expected = "journal: " + first.format(size=pages * 16384, pages=pages)
+    assert result.stdout.splitlines()[0] == expected
+
+
+def test_an_sqlite_file_that_is_no_journal_is_named(tmp_path: Path):
+    path = tmp_path / "other.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE notes (text)")
+    assert lines(path) == ["journal: holds no invoicectl journal (no invoices table)"]

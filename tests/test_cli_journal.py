@@ -245,7 +245,7 @@ def test_help_documents_exit_codes():
     result = invoke("--help")
 
     assert result.exit_code == 0
-    assert "75 incomplete" in result.output and "130 interrupted" in result.output
+    assert "75  incomplete" in result.output and "130  interrupted" in result.output
 
 
 def test_scan_while_another_run_holds_the_journal_exits_6(outbox: Path, isolated_environment):

@@ -131,21 +131,3 @@ def test_sandbox_command_serves_over_loopback():
     finally:
         process.terminate()
         process.communicate(timeout=10)
-
-
-def test_send_help_documents_every_exit_code():
-    result = invoke("send", "--help")
-
-    assert result.exit_code == 0
-    for line in (
-        "0 done",
-        "75 incomplete",
-        "3 some invoices",
-        "4 some invoices",
-        "6 another",
-        "5 the API refused",
-        "1 could not run",
-        "2 usage error",
-        "130 interrupted",
-    ):
-        assert line in result.output, line

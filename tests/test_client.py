@@ -1107,7 +1107,7 @@ async def test_context_manager_closes_the_connection_pool() -> None:
     goroute = GoRouteClient(BASE, KEY)
     async with goroute:
         pass
-    assert goroute._http.is_closed
+    assert goroute._lanes.closed
 
 
 # --- the key stays secret ------------------------------------------------------------------

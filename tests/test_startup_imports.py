@@ -49,10 +49,10 @@ def test_status_in_a_pipe_draws_no_table(tmp_path: Path) -> None:
     assert _loaded_after(code, heavy) == []
 
 
-def test_help_is_drawn_without_markdown_or_syntax_highlighting() -> None:
-    """``--help`` goes through typer's rich renderer, which imports rich's Markdown
-    (markdown-it) and Traceback (pygments); help here uses neither, so neither is loaded,
-    and a real import of them afterwards still gets the real modules."""
+def test_help_is_drawn_without_rich() -> None:
+    """``--help`` is click's plain layout (issue 12: rich's panels squeezed the descriptions
+    to 18 columns): no rich at all, neither its console nor its Markdown (markdown-it) nor
+    its Traceback (pygments)."""
     code = (
         "import sys\n"
         "from invoicectl.cli import main\n"
@@ -61,17 +61,9 @@ def test_help_is_drawn_without_markdown_or_syntax_highlighting() -> None:
         "    main()\n"
         "except SystemExit:\n"
         "    pass\n"
-        "assert 'typer.rich_utils' in sys.modules\n"
     )
-    heavy = ("markdown_it", "pygments", "rich.markdown", "rich.traceback", "rich.syntax")
+    heavy = ("rich", "typer.rich_utils", "markdown_it", "pygments", "rich.markdown")
     assert _loaded_after(code, heavy) == []
-    later = (
-        f"{code}import rich.markdown\nassert rich.markdown.Markdown.__module__ == 'rich.markdown'"
-    )
-    assert _loaded_after(later, ("rich.markdown", "markdown_it")) == [
-        "markdown_it",
-        "rich.markdown",
-    ]
 
 
 def _send_of_an_empty_outbox(tmp_path: Path, *flags: str) -> str:
@@ -85,7 +77,7 @@ def _send_of_an_empty_outbox(tmp_path: Path, *flags: str) -> str:
         "try:\n"
         "    main()\n"
         "except SystemExit as stopped:\n"
-        "    assert stopped.code == 0, stopped.code\n"
+        "    assert stopped.code == 66, stopped.code  # EX_NOINPUT: no *.xml in the outbox\n"
     )
 
 

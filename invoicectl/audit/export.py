@@ -1,11 +1,18 @@
 """``invoicectl export DEST``: a signed archive an auditor verifies without invoicectl.
 
-The form is ``manifest``'s. A part is written whole into ``DEST/.NNNN.partial-<pid>``, every
-file fsynced, then renamed to ``DEST/NNNN``: a full disk, an unwritable DEST or a stop
-leaves no part behind (a ``.partial`` directory of a killed export is removed by the next).
-A second export to DEST is a top-up: it adds a part with the invoices whose chain events
-came after the last part's head, and the chain segment from there, and changes nothing
-already there. Read-only on the journal (``journal.audit.AuditReader``).
+The form is ``manifest``'s. A part is written whole into ``DEST/.NNNN.partial-<pid>``, synced
+to disk, then renamed to ``DEST/NNNN``: a full disk, an unwritable DEST or a stop leaves no
+part behind, nor a DEST it made (a ``.partial`` directory of a killed export is removed by
+the next). A second export to DEST is a top-up: it adds a part with the invoices whose chain
+events came after the last part's head, and the chain segment from there, and changes
+nothing already there. Read-only on the journal, in one read transaction
+(``journal.audit.AuditReader``): the chain segment, the evidence and the bytes are the
+journal as it was at one moment, whatever a send commits meanwhile.
+
+Invoice by invoice, in flat memory: the files are written as they are made, their listing
+spooled to a temporary file and the manifest streamed from it. What an export holds in
+memory is what its manifest must name (the invoice IDs); the manifest is read back whole to
+be signed, since Ed25519 signs a message, not a stream.
 """
 
 from __future__ import annotations
@@ -13,10 +20,12 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from invoicectl import __version__
 from invoicectl.audit.manifest import FORMAT, file_sha256, parts, safe_name
@@ -76,52 +85,138 @@ def export(
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)
-        sent_before = _sent_before(earlier)
         number = int(earlier[-1].name) + 1 if earlier else 1
         _clear_partials(dest)
+        made = _first_missing(dest)
         work = dest / f".{number:04d}.partial-{os.getpid()}"
+        target = dest / f"{number:04d}"
         try:
             work.mkdir(parents=True)
-            files = _write_part(reader, work, chosen, first, sent_before, result)
-            manifest = {
-                "format": FORMAT,
-                "invoicectl_version": __version__,
-                "created_at": now.isoformat(),
-                "journal_id": reader.journal_id(),
-                "range": {"since": since, "until": until, "invoices": invoice_ids},
-                "part": number,
-                "chain": {
-                    "first_seq": first,
-                    "previous_hash": reader.chain_hash(first - 1),
-                    "head_seq": result.head[0],
-                    "head_hash": result.head[1],
-                },
-                "invoices": {safe_name(invoice_id): invoice_id for invoice_id in chosen},
-                "key_id": key.key_id,
-                "retention_years": retention_years,
-                "files": files,
-            }
-            data = json.dumps(manifest, indent=1, sort_keys=True, ensure_ascii=False).encode()
-            _write(work / "manifest.json", data + b"\n")
-            _write(work / "manifest.sig", key.sign(data + b"\n"))
+            with tempfile.TemporaryFile(dir=work) as spool, _Listing(work, spool) as listing:
+                _write_events(reader, work, first, result)
+                held = _held_before(earlier, chosen)
+                for invoice_id in chosen:
+                    _write_invoice(reader, listing, invoice_id, (first, result.head[0]), held)
+                listing.add("events.jsonl")
+                listing.close_sums()
+                manifest = {
+                    "format": FORMAT,
+                    "invoicectl_version": __version__,
+                    "created_at": now.isoformat(),
+                    "journal_id": reader.journal_id(),
+                    "range": {"since": since, "until": until, "invoices": invoice_ids},
+                    "part": number,
+                    "chain": {
+                        "first_seq": first,
+                        "previous_hash": reader.chain_hash(first - 1),
+                        "head_seq": result.head[0],
+                        "head_hash": result.head[1],
+                    },
+                    "key_id": key.key_id,
+                    "retention_years": retention_years,
+                }
+                _write_manifest(work / "manifest.json", manifest, listing, chosen)
+            with (work / "manifest.json").open("rb", buffering=0) as file:
+                data = file.readall()  # sized by fstat: one copy of the manifest in memory
+            _write(work / "manifest.sig", key.sign(data))
             _write(work / "signing-key.pub", key.public_pem())
-            _fsync_dir(work)
-            target = dest / f"{number:04d}"
+            _sync(work)
             work.rename(target)
             _fsync_dir(dest)
         except OSError as error:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(made or work, ignore_errors=True)
             raise ExportError(
                 f"cannot write the export to {dest}: {error.strerror or error}; nothing was left"
                 " behind"
             ) from None
         except BaseException:
-            shutil.rmtree(work, ignore_errors=True)
+            shutil.rmtree(made or work, ignore_errors=True)
             raise
     result.part = target
     result.invoices = len(chosen)
-    result.files = len(files)
+    result.files = listing.count
     return result
+
+
+def _first_missing(dest: Path) -> Path | None:
+    """The outermost directory of ``dest`` that does not exist yet (the export makes it, and
+    removes it again if it fails), or None when ``dest`` exists."""
+    missing = None
+    for directory in (dest, *dest.parents):
+        if directory.exists() or directory.is_symlink():
+            break
+        missing = directory
+    return missing
+
+
+class _Listing:
+    """Every file of the part as it is written: a line of SHA256SUMS, and an entry spooled
+    for the manifest (a temporary file, not a list: a part may hold a million files)."""
+
+    def __init__(self, work: Path, spool: IO[bytes]) -> None:
+        self.work = work
+        self.spool = spool
+        self.sums = (work / "SHA256SUMS").open("xb")
+        self.count = 0
+
+    def add(self, relative: str) -> None:
+        size, sha256 = file_sha256(self.work / relative)
+        if not self.sums.closed:
+            self.sums.write(f"{sha256}  {relative}\n".encode())
+        entry = {"path": relative, "sha256": sha256, "size": size}
+        self.spool.write(json.dumps(entry, sort_keys=True, ensure_ascii=False).encode() + b"\n")
+        self.count += 1
+
+    def __enter__(self) -> _Listing:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.sums.close()
+
+    def close_sums(self) -> None:
+        self.sums.close()
+        self.add("SHA256SUMS")
+
+    def entries(self) -> Iterator[bytes]:
+        self.spool.seek(0)
+        for line in self.spool:
+            yield line.rstrip(b"\n")
+
+
+def _write_manifest(
+    path: Path, fields: dict[str, Any], listing: _Listing, chosen: list[str]
+) -> None:
+    """``manifest.json``: the fields with sorted keys, one file entry a line, one invoice a
+    line (streamed: the listing comes from the spool)."""
+    streamed = {"files", "invoices"}
+    with path.open("xb") as out:
+        out.write(b"{\n")
+        for number, name in enumerate(sorted([*fields, *streamed])):
+            out.write(b"," if number else b"")
+            out.write(f" {json.dumps(name)}: ".encode())
+            if name == "files":
+                _write_lines(out, b"[", listing.entries(), b"]")
+            elif name == "invoices":
+                pairs = (
+                    json.dumps(safe_name(invoice_id)).encode()
+                    + b": "
+                    + json.dumps(invoice_id, ensure_ascii=False).encode()
+                    for invoice_id in chosen
+                )
+                _write_lines(out, b"{", pairs, b"}")
+            else:
+                value = json.dumps(fields[name], indent=1, sort_keys=True, ensure_ascii=False)
+                out.write(value.replace("\n", "\n ").encode())
+            out.write(b"\n")
+        out.write(b"}\n")
+
+
+def _write_lines(out: IO[bytes], opening: bytes, lines: Iterator[bytes], closing: bytes) -> None:
+    out.write(opening)
+    for number, line in enumerate(lines):
+        out.write(b",\n  " if number else b"\n  ")
+        out.write(line)
+    out.write(b"\n " + closing)
 
 
 def _last_head(part: Path) -> int:
@@ -134,12 +229,18 @@ def _last_head(part: Path) -> int:
         ) from None
 
 
-def _sent_before(earlier: list[Path]) -> set[str]:
-    """``<safe-id>/<sha256>.xml`` of every revision an earlier part holds."""
+def _held_before(earlier: list[Path], chosen: list[str]) -> set[str]:
+    """``<safe-id>/<sha256>.xml`` of the revisions of ``chosen`` an earlier part holds (each
+    manifest read in turn: memory for one part, not for all of DEST)."""
     held: set[str] = set()
+    folders = {safe_name(invoice_id) for invoice_id in chosen} if earlier else set()
     for part in earlier:
         manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        held.update(entry["path"] for entry in manifest["files"] if entry["path"].endswith(".xml"))
+        held.update(
+            entry["path"]
+            for entry in manifest["files"]
+            if entry["path"].endswith(".xml") and entry["path"].split("/", 1)[0] in folders
+        )
     return held
 
 
@@ -170,62 +271,42 @@ def _clear_partials(dest: Path) -> None:
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def _write_part(
-    reader: AuditReader,
-    work: Path,
-    chosen: list[str],
-    first: int,
-    sent_before: set[str],
-    result: Exported,
-) -> list[dict[str, Any]]:
-    files: list[dict[str, Any]] = []
-    wanted = set(chosen)
-    history: dict[str, list[dict[str, Any]]] = {invoice_id: [] for invoice_id in chosen}
-    with (work / "events.jsonl").open("wb") as out:
+def _write_events(reader: AuditReader, work: Path, first: int, result: Exported) -> None:
+    """``events.jsonl``: the hash before the segment, then its events, one a line."""
+    with (work / "events.jsonl").open("xb") as out:
         previous = reader.chain_hash(first - 1)
         out.write(json.dumps({"previous_hash": previous}).encode() + b"\n")
-        for event in reader.chain(after=first - 1):
+        for event in reader.chain(after=first - 1, upto=result.head[0]):
             line = {"seq": event.seq, "payload": event.payload, "hash": event.hash}
             out.write(json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n")
             result.events += 1
-            if event.invoice_id in wanted and event.kind == "invoice":
-                history[event.invoice_id].append(_watched(json.loads(event.payload)))
-        out.flush()
-        os.fsync(out.fileno())
-    for invoice_id in chosen:
-        files.extend(_write_invoice(reader, work, invoice_id, history[invoice_id], sent_before))
-    files.append(_entry(work, "events.jsonl"))
-    sums = "".join(f"{entry['sha256']}  {entry['path']}\n" for entry in files)
-    _write(work / "SHA256SUMS", sums.encode("utf-8"))
-    files.append(_entry(work, "SHA256SUMS"))
-    return files
 
 
 def _write_invoice(
     reader: AuditReader,
-    work: Path,
+    listing: _Listing,
     invoice_id: str,
-    snapshots: list[dict[str, Any]],
-    sent_before: set[str],
-) -> list[dict[str, Any]]:
+    segment: tuple[int, int],
+    held: set[str],
+) -> None:
     safe = safe_name(invoice_id)
-    folder = work / safe
-    folder.mkdir()
+    (listing.work / safe).mkdir()
     attempts = reader.rows_of("attempts", invoice_id)
     sent = {attempt["revision_sha256"] for attempt in attempts}
-    written = []
     for sha256 in sorted(sent):
         relative = f"{safe}/{sha256}.xml"
         stored = reader.blob(sha256)
-        if relative in sent_before or stored is None:
+        if relative in held or stored is None:
             continue
-        _write(work / relative, stored[1])
-        written.append(_entry(work, relative))
+        _write(listing.work / relative, stored[1])
+        listing.add(relative)
+    snapshots = [
+        _watched(json.loads(payload)) for payload in reader.invoice_snapshots(invoice_id, *segment)
+    ]
     evidence = _evidence(reader, invoice_id, attempts, snapshots, sent)
     data = json.dumps(evidence, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    _write(folder / "evidence.json", data + b"\n")
-    written.append(_entry(work, f"{safe}/evidence.json"))
-    return written
+    _write(listing.work / safe / "evidence.json", data + b"\n")
+    listing.add(f"{safe}/evidence.json")
 
 
 def _evidence(
@@ -236,7 +317,7 @@ def _evidence(
     sent: set[str],
 ) -> dict[str, Any]:
     invoice = reader.invoice_row(invoice_id)
-    assert invoice is not None  # chosen from the journal's own rows
+    assert invoice is not None  # chosen from the journal's own rows, in the same snapshot
     revisions = [
         {
             "sha256": revision["sha256"],
@@ -250,28 +331,7 @@ def _evidence(
     keys = sorted({(a["idempotency_key"], a["revision_sha256"]) for a in attempts})
     return {
         "invoice_id": invoice_id,
-        "current": {
-            name: invoice[name]
-            for name in (
-                "state",
-                "reason",
-                "transaction_id",
-                "existing_transaction_id",
-                "remote_status",
-                "remote_checked_at",
-                "accepted_at",
-                "hold",
-                "hold_reason",
-                "verdict",
-                "verdict_at",
-                "receiver_scheme",
-                "receiver_id",
-                "document_type",
-                "issue_date",
-                "payable_amount",
-                "currency",
-            )  # fmt: skip
-        },
+        "current": {name: invoice[name] for name in _CURRENT},
         "revisions": revisions,
         "keys": [{"idempotency_key": key, "revision_sha256": sha256} for key, sha256 in keys],
         "attempts": [{name: attempt[name] for name in _ATTEMPT_FIELDS} for attempt in attempts],
@@ -283,11 +343,17 @@ def _evidence(
     }
 
 
+_CURRENT = (
+    "state", "reason", "transaction_id", "existing_transaction_id", "remote_status",
+    "remote_checked_at", "accepted_at", "hold", "hold_reason", "verdict", "verdict_at",
+    "receiver_scheme", "receiver_id", "document_type", "issue_date", "payable_amount",
+    "currency",
+)  # fmt: skip
 _WATCHED = ("state", "remote_status", "verdict", "hold")
 
 
 def _watched(payload: dict[str, Any]) -> dict[str, Any]:
-    """What the history keeps of an invoice snapshot (only that: memory stays small)."""
+    """What the history keeps of an invoice snapshot."""
     row = payload.get("row") or {}
     return {"seq": payload["seq"], "at": payload["at"], **{n: row.get(n) for n in _WATCHED}}
 
@@ -305,16 +371,23 @@ def _history(snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return changes
 
 
-def _entry(work: Path, relative: str) -> dict[str, Any]:
-    size, sha256 = file_sha256(work / relative)
-    return {"path": relative, "size": size, "sha256": sha256}
-
-
 def _write(path: Path, data: bytes) -> None:
     with path.open("xb") as file:
         file.write(data)
-        file.flush()
-        os.fsync(file.fileno())
+
+
+def _sync(work: Path) -> None:
+    """Every file of the part on disk before the rename makes it visible. One ``sync`` of
+    the file systems where the OS has it (a part of 100,000 invoices is 200,000 files, and
+    an fsync each costs minutes), else an fsync of each file."""
+    if hasattr(os, "sync"):
+        os.sync()
+    else:  # pragma: no cover - no such platform in CI
+        for path in work.rglob("*"):
+            if path.is_file():
+                with path.open("rb+") as file:
+                    os.fsync(file.fileno())
+    _fsync_dir(work)
 
 
 def _fsync_dir(path: Path) -> None:

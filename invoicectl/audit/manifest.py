@@ -47,7 +47,7 @@ def file_sha256(path: Path) -> tuple[int, str]:
     digest = hashlib.sha256()
     size = 0
     with path.open("rb") as file:
-        while chunk := file.read(1 << 20):
+        while chunk := file.read(1 << 16):
             digest.update(chunk)
             size += len(chunk)
     return size, digest.hexdigest()

@@ -9,6 +9,7 @@ No SQL and no HTTP here. The package is small modules behind this facade:
     send_commands     send, reconcile, validate
     operator_commands hold, release, abandon
     audit_commands    verify, export, verify-export
+    doctor_command    doctor
     sandbox_command   sandbox
 
 Importing this package registers every command on ``app``; ``main`` is the entry point of
@@ -22,6 +23,7 @@ from invoicectl.cli import (  # noqa: F401
     send_commands,
     operator_commands,
     audit_commands,
+    doctor_command,
     sandbox_command,
 )
 from invoicectl.cli.app import app, main

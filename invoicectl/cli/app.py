@@ -32,22 +32,23 @@ from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
 
 from invoicectl import __version__  # noqa: E402
 from invoicectl.cli.consoles import guard_stdout, say, say_error  # noqa: E402
+from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
 from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
 
-EXIT_CODES_HELP = """
+ROOT_HELP = f"""Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice.
 
 \b
-Exit codes (the highest-ranked that applies):
-0 done, nothing needs attention;
-75 incomplete for a transient reason (rate limit, outage, deadline), the next run continues;
-3 some invoices are invalid or rejected: a person must fix them;
-4 some invoices need reconciliation (key_reused, unknown outside the 24 h window, amended);
-6 another run holds the journal;
-5 the API refused the credentials (401/403);
-1 could not run (configuration, journal unreadable, bug);
-2 usage error;
-130 interrupted, state saved.
+Examples:
+  invoicectl doctor              # can a run work on this machine?
+  invoicectl send ./outbox       # scan the outbox, then send what is pending
+  invoicectl status              # counts, and what needs a person first
+  invoicectl reconcile           # after an outage: what really happened
+
+Each command's purpose, options and examples: invoicectl COMMAND -h. Shell completion:
+invoicectl --install-completion (or --show-completion to see it first).
+
+{exit_codes_table()}
 """
 
 
@@ -57,13 +58,16 @@ class _Commands(typer.core.TyperGroup):
     document on stdout (``{"error": ..., "exit_code": ...}``) and nothing else: what a cron
     job parses."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        for command in self.commands.values():  # every command, as typer made it
+            fit(command)
+
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
         # Noted before the command's own options are parsed: a usage error in them must
         # still answer in JSON.
         ctx.meta["json"] = answers_in_json(args)
         ctx.meta["args"] = list(args)
-        if asks_for_help(args):
-            light_rich_help()
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -98,47 +102,6 @@ def answers_in_json(args: list[str]) -> bool:
         or "--format=json" in options
         or ("--format", "json") in pairwise(options)
     )
-
-
-def asks_for_help(args: list[str]) -> bool:
-    """Whether typer is about to render a help page: ``--help``/``-h`` or no arguments."""
-    options = args[: args.index("--")] if "--" in args else args
-    return not args or "--help" in options or "-h" in options
-
-
-class _NotHere:
-    """What ``light_rich_help`` puts in place of rich's Markdown and Traceback."""
-
-    def __init__(self, *args: object, **kwargs: object) -> None:
-        raise RuntimeError("invoicectl renders no Markdown help and no rich tracebacks")
-
-
-def light_rich_help() -> None:
-    """Import typer's rich help renderer (``typer.rich_utils``) without the two rich modules
-    it imports but help never uses here: ``rich.markdown`` (markdown-it, and pygments through
-    ``rich.syntax``) is for ``rich_markup_mode="markdown"`` and ``rich.traceback`` for
-    pretty exceptions, both off (``app`` below). They are 45 ms of every ``--help``; the help
-    drawn is the same. Placeholders stand in while the renderer is imported and are removed
-    at once, so that a later real import of either gets the real module. A typer that
-    imports more from them fails the light import and gets the ordinary one when it renders."""
-    if "typer.rich_utils" in sys.modules:
-        return
-    import types
-
-    placeholders = {}
-    for name, attribute in (("rich.markdown", "Markdown"), ("rich.traceback", "Traceback")):
-        if name not in sys.modules:
-            placeholders[name] = types.ModuleType(name)
-            setattr(placeholders[name], attribute, _NotHere)
-    sys.modules.update(placeholders)
-    try:
-        import typer.rich_utils  # noqa: F401
-    except ImportError:
-        pass
-    finally:
-        for name, module in placeholders.items():
-            if sys.modules.get(name) is module:
-                del sys.modules[name]
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
@@ -187,10 +150,11 @@ def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
 app = typer.Typer(
     name="invoicectl",
     cls=_Commands,
-    help="Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice."
-    + EXIT_CODES_HELP,
+    help=ROOT_HELP,
     no_args_is_help=True,
-    add_completion=False,
+    # click's plain help: no panels squeezing the descriptions, and no rich to import.
+    rich_markup_mode=None,
+    add_completion=True,  # --install-completion, --show-completion: 0.5 ms of start-up
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
 )
@@ -206,7 +170,12 @@ def _version_callback(value: bool) -> None:
 def _root(
     version: Annotated[
         bool,
-        typer.Option("--version", callback=_version_callback, is_eager=True, help="Show version."),
+        typer.Option(
+            "--version",
+            callback=_version_callback,
+            is_eager=True,
+            help="Show the version and exit.",
+        ),
     ] = False,
 ) -> None:
     """Send UBL e-invoices to the GoRoute Peppol API."""

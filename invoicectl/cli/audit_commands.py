@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 from typing import Annotated
 
@@ -29,10 +30,18 @@ def verify(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Check the journal, read-only: SQLite's integrity check, the hash chain event by event,
-    every stored blob against its sha256, every attempt's body against the stored bytes,
-    every invoice against its events. One line per problem; exit 0 only when all hold, 1
-    otherwise."""
+    """Check the journal and its hash chain, read-only.
+
+    The file and SQLite's integrity check, the hash chain event by event, every stored blob
+    against its sha256, every attempt's body against the stored bytes, every invoice,
+    attempt, revision, run and decision against its events. One line per problem; exit 0
+    only when all hold, 1 otherwise.
+
+    \b
+    Examples:
+      invoicectl verify
+      invoicectl verify --read-data-subset 10% --json
+    """
     from invoicectl.audit.verify import parse_subset
     from invoicectl.audit.verify import verify as check
 
@@ -53,10 +62,18 @@ DestArgument = Annotated[Path, typer.Argument(metavar="DEST", help="The export d
 def export(
     destination: DestArgument,
     since: Annotated[
-        str | None, typer.Option("--since", help="Invoices with a request sent from this date.")
+        str | None,
+        typer.Option(
+            "--since",
+            help="Invoices with a request sent from this date or time (UTC unless"
+            " it names an offset).",
+        ),
     ] = None,
     until: Annotated[
-        str | None, typer.Option("--until", help="... and before this date (exclusive).")
+        str | None,
+        typer.Option(
+            "--until", help="... up to this date (the whole day included) or time (excluded)."
+        ),
     ] = None,
     invoice: Annotated[
         list[str] | None, typer.Option("--invoice", metavar="ID", help="Only this invoice.")
@@ -75,15 +92,25 @@ def export(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Write a signed archive of what was sent to DEST, verifiable without invoicectl: the
-    exact bytes, the evidence per invoice, the chain segment, manifest.json, manifest.sig and
-    signing-key.pub. A second export to DEST adds a part with what is new."""
-    from datetime import UTC, datetime
+    """Write a signed archive of what was sent to DEST.
+
+    Verifiable without invoicectl: the exact bytes, the evidence per invoice, the chain
+    segment, manifest.json, manifest.sig and signing-key.pub. A second export to DEST adds
+    a part with what is new.
+
+    \b
+    Examples:
+      invoicectl export /srv/audit
+      invoicectl export /srv/audit --since 2026-01-01 --until 2026-01-31
+      invoicectl export /srv/audit --rotate-key
+    """
+    from datetime import UTC
 
     from invoicectl.audit.export import export as write_export
     from invoicectl.audit.signing import load_or_create
 
     path = journal_path(journal, sandbox)
+    start, end = _range(since, until)
     key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
     if retired:
         print(f"retired signing key {retired}; now signing with {key.key_id}")
@@ -91,8 +118,8 @@ def export(
         path,
         destination,
         key,
-        since=_date(since, "--since"),
-        until=_date(until, "--until"),
+        since=start,
+        until=end,
         invoice_ids=invoice or None,
         now=datetime.now(UTC),
         retention_years=_retention_years(),
@@ -109,8 +136,16 @@ def verify_export(
     ] = None,
     as_json: JsonOption = False,
 ) -> None:
-    """Check an export without a journal: every part's signature and key id, every file
-    against the manifest, the chain segment. One line per problem; exit 0 only when all hold."""
+    """Check an export's signatures and files, without a journal.
+
+    Every part's signature and key id, every file against the manifest, the chain segment.
+    One line per problem; exit 0 only when all hold.
+
+    \b
+    Examples:
+      invoicectl verify-export /srv/audit
+      invoicectl verify-export /srv/audit --trusted-key KEY_ID --json
+    """
     from invoicectl.audit.verify_export import verify_export as check
 
     found, checked = check(destination, set(trusted_key) if trusted_key else None)
@@ -152,16 +187,36 @@ def _retention_years() -> int:
     return config_values.whole("retention_years", config["retention_years"], source)
 
 
-def _date(text: str | None, option: str) -> str | None:
-    """An ISO date or time as the journal's timestamps compare (UTC, ISO 8601)."""
+def _range(since: str | None, until: str | None) -> tuple[str | None, str | None]:
+    """``--since``/``--until`` as the journal's timestamps compare (UTC, ISO 8601): a date is
+    a whole UTC day (``--until 2026-01-31`` takes in all of 31 January), a time is exact
+    (``--until`` excluded), and a time without an offset is UTC."""
+    start = _moment(since, "--since", day_end=False)
+    end = _moment(until, "--until", day_end=True)
+    if start is not None and end is not None and end <= start:
+        raise UsageError(
+            f"--until {until} is not after --since {since}: no request can be in that range"
+        )
+    return (
+        None if start is None else start.isoformat(),
+        None if end is None else end.isoformat(),
+    )
+
+
+def _moment(text: str | None, option: str, *, day_end: bool) -> datetime | None:
     if text is None:
         return None
-    from datetime import UTC, datetime
+    from datetime import UTC, date, timedelta
 
     try:
+        if len(text) == 10:  # YYYY-MM-DD: the day, from its first moment (to its last)
+            day = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
+            return day + timedelta(days=1) if day_end else day
         moment = datetime.fromisoformat(text)
     except ValueError:
-        raise UsageError(f"{option} {text!r}: give a date like 2026-01-31") from None
+        raise UsageError(
+            f"{option} {text!r}: give a date like 2026-01-31 or a time like 2026-01-31T18:00"
+        ) from None
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
+    return moment.astimezone(UTC)

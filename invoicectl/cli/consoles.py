@@ -18,6 +18,8 @@ import sys
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from rich.console import Console
 
 
@@ -89,6 +91,14 @@ def say(message: str) -> None:
     from rich.console import Console
 
     Console(stderr=True, markup=False, emoji=False, highlight=False).print(message)
+
+
+def warn_if_empty(files: int, directory: Path, recursive: bool) -> None:
+    """A scan that found no ``*.xml`` at all says so in one line (its exit code is 66):
+    a cron job pointed at a mistyped or unmounted path must not look like a quiet day."""
+    if files == 0:
+        where = " or below it" if recursive else " (its subdirectories only with --recursive)"
+        say(f"invoicectl: warning: no *.xml file in {directory}{where}; is the path right?")
 
 
 def say_error(message: str) -> None:

@@ -8,8 +8,8 @@ from typing import Annotated
 
 import typer
 
-from invoicectl.cli.app import EXIT_CODES_HELP, app
-from invoicectl.cli.consoles import stdout_console
+from invoicectl.cli.app import app
+from invoicectl.cli.consoles import stdout_console, warn_if_empty
 from invoicectl.cli.options import (
     FormatOption,
     JournalOption,
@@ -21,10 +21,10 @@ from invoicectl.cli.options import (
     check_verdict,
     journal_path,
 )
-from invoicectl.errors import ExitCode, UsageError
+from invoicectl.errors import ExitCode, UsageError, worst
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def scan(
     directory: OutboxArgument,
     recursive: RecursiveOption = False,
@@ -32,9 +32,18 @@ def scan(
     sandbox: SandboxOption = False,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
 ) -> None:
-    """Record every *.xml in DIRECTORY in the journal (nothing is sent).
+    """Record every *.xml of DIRECTORY in the journal.
 
-    Exit 3 when a file is invalid; 0 otherwise."""
+    Nothing is sent. New content becomes a revision; a changed file under a known ID a new
+    revision (or amended, if its invoice was sent); two files with one ID and different
+    content make that ID invalid. Exit 3 when a file is invalid, 66 when DIRECTORY holds no
+    *.xml.
+
+    \b
+    Examples:
+      invoicectl scan ./outbox
+      invoicectl scan ./outbox --recursive --json
+    """
     from invoicectl.journal import locked_journal
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
@@ -51,10 +60,13 @@ def scan(
     else:
         # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
         print("\n".join(report.summary_lines()))
-    raise typer.Exit(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK)
+    warn_if_empty(report.files, directory, recursive)
+    raise typer.Exit(
+        worst(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK, report.input_code)
+    )
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def status(
     state: Annotated[
         str | None, typer.Option("--state", help="Only invoices in this state.")
@@ -82,10 +94,17 @@ def status(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Counts per state and the invoices in the journal.
+    """Counts per state, and what needs a person first.
 
-    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation, 75 if an
-    unanswered send waits for the next run's replay."""
+    Exit 3 if any invoice is invalid or rejected, 4 if any needs reconciliation or is held,
+    75 while invoices wait for the next send; a monitor can run it.
+
+    \b
+    Examples:
+      invoicectl status
+      invoicectl status --state unknown --format json
+      invoicectl status --format csv > invoices.csv
+    """
     from invoicectl.cli.status_output import write_status
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
@@ -116,7 +135,12 @@ def show(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """One invoice: its current state, every revision, every attempt."""
+    """One invoice: its state, every revision, attempt and event.
+
+    \b
+    Example:
+      invoicectl show INV-1042
+    """
     from invoicectl.journal import Journal
     from invoicectl.render.status import print_invoice
 
@@ -139,8 +163,15 @@ def receivers(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """What the participant lookups said of each receiver, and when (a send looks a receiver
-    up before its first invoice, and again after a day)."""
+    """What the participant lookups said of each receiver.
+
+    A send looks a receiver up before its first invoice, and again after a day.
+
+    \b
+    Examples:
+      invoicectl receivers
+      invoicectl receivers --format json
+    """
     from invoicectl.journal import Journal
     from invoicectl.render.formats import to_json
     from invoicectl.render.status import receiver_line, receiver_record
@@ -153,7 +184,7 @@ def receivers(
     print("\n".join(map(receiver_line, records)) or "no receiver looked up yet")
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def backup(
     destination: Annotated[
         Path, typer.Argument(metavar="DEST", help="The file to write the copy to.")
@@ -161,9 +192,16 @@ def backup(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Copy the journal to DEST while cron may be sending: SQLite's online backup, written to
-    a temporary file, integrity-checked, fsynced and renamed over DEST. One line; exit 0 when
-    the copy is good, 1 when no copy could be made (DEST is then as it was)."""
+    """Copy the journal to DEST, safely beside a running send.
+
+    SQLite's online backup, written to a temporary file, integrity-checked, fsynced and
+    renamed over DEST. One line; exit 0 when the copy is good, 1 when no copy could be made
+    (DEST is then as it was).
+
+    \b
+    Example:
+      invoicectl backup /var/backups/invoicectl/journal-$(date +%F).db
+    """
     from invoicectl.journal.backup import backup as copy_journal
 
     print(copy_journal(journal_path(journal, sandbox), destination).line())

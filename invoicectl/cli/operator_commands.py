@@ -49,9 +49,16 @@ def hold(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Never send or replay these invoices until released; their state stays as it is.
+    """Never send or replay these invoices until released.
 
-    Example: invoicectl hold INV-1042 --reason "customer asked to wait"."""
+    Their state, key and 24-hour window stay as they are; the decision is logged with who
+    and why.
+
+    \b
+    Examples:
+      invoicectl hold INV-1042 --reason "customer asked to wait"
+      invoicectl hold --verdict unknown_sent_earlier --reason "ask GoRoute" --yes
+    """
     _decide("hold", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
 
 
@@ -65,8 +72,16 @@ def release(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Lift a hold: exactly the rules of the invoice's state apply again (an unknown send is
-    replayed under its key inside its 24-hour window, left for reconcile after it)."""
+    """Lift a hold: the rules of the invoice's state apply again.
+
+    An unknown send is replayed under its key inside its 24-hour window, and left for
+    reconcile after it.
+
+    \b
+    Examples:
+      invoicectl release INV-1042
+      invoicectl release --state unknown --dry-run
+    """
     _decide("release", ids, None, state, verdict, yes, dry_run, journal_path(journal, sandbox))
 
 
@@ -81,9 +96,14 @@ def abandon(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
-    """Settled outside invoicectl: never send these again (kept in the journal and reports).
+    """Settled outside invoicectl: never send these again.
 
-    Example: invoicectl abandon INV-1042 --reason "sent by post on 3 May"."""
+    They stay in the journal and the reports; the decision is logged with who and why.
+
+    \b
+    Example:
+      invoicectl abandon INV-1042 --reason "sent by post on 3 May"
+    """
     _decide("abandon", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
 
 

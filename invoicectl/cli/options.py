@@ -93,8 +93,12 @@ MaxWaitOption = Annotated[
         min=0, help=f"Longest Retry-After to wait out, seconds. Default {DEFAULT_MAX_WAIT:g}."
     ),
 ]
+# A plain flag, off unless given: a --no-... twin only widened every command's help.
 AllowEnvironmentChangeOption = Annotated[
-    bool, typer.Option(help="Allow this journal to be used with a new base URL.")
+    bool,
+    typer.Option(
+        "--allow-environment-change", help="Allow this journal to be used with a new base URL."
+    ),
 ]
 
 

@@ -35,7 +35,15 @@ def sandbox(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for reproducible faults.")] = None,
 ) -> None:
-    """Serve a local GoRoute emulator over HTTP (for tests and trials; state in memory)."""
+    """Serve a local GoRoute emulator over HTTP; state in memory.
+
+    For tests and trials: point invoicectl at the base URL and key it prints.
+
+    \b
+    Examples:
+      invoicectl sandbox --port 8080
+      invoicectl sandbox --port 0 --latency-ms 300 --error-rate 0.05 --seed 1
+    """
     from invoicectl.sandbox import Sandbox, serve
     from invoicectl.sandbox.config import config_from_options
 

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from invoicectl.cli.app import EXIT_CODES_HELP, app
-from invoicectl.cli.consoles import say, say_error, stdout_console
+from invoicectl.cli.app import app
+from invoicectl.cli.consoles import say, say_error, stdout_console, warn_if_empty
 from invoicectl.cli.options import (
     AllowEnvironmentChangeOption,
     ApiKeyFileOption,
@@ -30,6 +30,7 @@ from invoicectl.cli.options import (
     TierOption,
 )
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
+from invoicectl.errors import worst
 
 
 class SendOrderChoice(StrEnum):
@@ -44,11 +45,12 @@ if TYPE_CHECKING:
     import httpx
 
     from invoicectl.runs import Session
+    from invoicectl.scan.report import ScanReport
     from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def send(
     directory: OutboxArgument,
     recursive: RecursiveOption = False,
@@ -131,11 +133,17 @@ def send(
         bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
     ] = False,
 ) -> None:
-    """Scan DIRECTORY, then send every pending invoice to GoRoute, paced under the limit.
+    """Scan DIRECTORY, then send what is pending, under the limit.
 
     Each request is journalled before it leaves and its answer as soon as it arrives; a run
     that dies is resumed by the next one, replaying unanswered sends under the same key with
     the same bytes while the key's 24-hour window is open. One run at a time per journal.
+
+    \b
+    Examples:
+      invoicectl send ./outbox --dry-run        # what would go, in what order
+      invoicectl send ./outbox --tier professional
+      invoicectl send ./outbox --deadline 240 --json   # cron, every 5 minutes
     """
     from invoicectl.journal.records import SendOrder
     from invoicectl.render.formats import to_json
@@ -165,12 +173,18 @@ def send(
     if dry_run:
         scan = scanning(directory, recursive=recursive)
         report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
+        warn_if_empty(report.files, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         else:
             output.dry_run(report, plan)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
+
+    def scanned(found: ScanReport) -> None:
+        output.scanned(found)
+        warn_if_empty(found.files, directory, recursive)
+
     report, summary = runner.send(
         settings,
         scanning(directory, recursive=recursive),
@@ -187,7 +201,7 @@ def send(
         run_options=settings.send_run_options(
             directory, deadline=deadline, new_versions=new_versions
         ),
-        on_scanned=output.scanned,
+        on_scanned=scanned,
         on_start=output.started,
         on_progress=output.progressed,
         on_stopping=_say_stopping,
@@ -209,7 +223,7 @@ def send(
     raise typer.Exit(summary.exit_code)
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def reconcile(
     apply: Annotated[
         bool,
@@ -233,12 +247,19 @@ def reconcile(
     max_wait: MaxWaitOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
 ) -> None:
-    """What really happened to every refused, unanswered or amended send, and what to do next.
+    """What happened to refused or unanswered sends; what next.
 
     Looks each one up at GoRoute (key_reused: the existing transaction; unknown: the
-    transactions list), refreshes delivery status, and never resends anything.
-    Exit 0 when nothing needs a person, 4 when something does, 75 when lookups must be
-    retried later."""
+    transactions list), lists amended files, refreshes delivery status, and never resends
+    anything. Exit 0 when nothing needs a person, 4 when something does, 75 when lookups
+    must be retried later.
+
+    \b
+    Examples:
+      invoicectl reconcile
+      invoicectl reconcile --apply             # adopt what is unambiguous
+      invoicectl reconcile --format json --output report.json
+    """
     from invoicectl.reconcile.runner import reconcile as run_reconcile
     from invoicectl.render.reconcile import Format, print_report, render, write_output
     from invoicectl.settings import resolve
@@ -270,7 +291,7 @@ def reconcile(
     raise typer.Exit(int(report.exit_code))
 
 
-@app.command(epilog=EXIT_CODES_HELP)
+@app.command()
 def validate(
     directory: OutboxArgument,
     recursive: RecursiveOption = False,
@@ -286,10 +307,17 @@ def validate(
         bool, typer.Option("--json", help="Print one JSON summary on stdout.")
     ] = False,
 ) -> None:
-    """Scan DIRECTORY, then have GoRoute validate each pending invoice's current revision
-    (once per content: a result is kept in the journal) and hold what it finds invalid.
+    """Have GoRoute validate what is pending in DIRECTORY.
 
-    Sends nothing. One line per invoice; exit 3 when any is invalid."""
+    Scans DIRECTORY, then asks GoRoute's validation about each pending invoice's current
+    revision (once per content: the result is kept in the journal) and holds what it finds
+    invalid. One line per invoice; exit 3 when any is invalid.
+
+    \b
+    Examples:
+      invoicectl validate ./outbox
+      invoicectl validate ./outbox --json
+    """
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import scanning
     from invoicectl.send.validate_run import validate as run_validate
@@ -308,6 +336,8 @@ def validate(
     report, summary = run_validate(
         settings, scanning(directory, recursive=recursive), session=_session(settings)
     )
+    warn_if_empty(report.files, directory, recursive)
+    summary.exit_code = worst(summary.exit_code, report.input_code)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
     else:
@@ -323,8 +353,7 @@ def _say_stopping(signal_name: str, in_flight: int) -> None:
 
 
 def _outage_after(summary: SendSummary) -> int:
-    """How many unanswered invoices in a row stop a run, for the line an outage stop gets: a
-    run that sent nothing never imports the sender for it."""
+    """For the line of an outage stop (a run that sent nothing never imports the sender)."""
     if "outage" not in summary.stops:
         return 0
     from invoicectl.send.sender import OUTAGE_AFTER
@@ -362,8 +391,7 @@ def _session(settings: Settings) -> Session:
         return no_session
 
     def sandbox() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
-        # Imported when a run enters it: a send with nothing to send never does.
-        from invoicectl.sandbox.session import sandbox_session
+        from invoicectl.sandbox.session import sandbox_session  # a send with no work: never
 
         return sandbox_session(settings.journal)
 

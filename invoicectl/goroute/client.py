@@ -16,7 +16,7 @@ shapes in ``transactions`` (a list answer is read into its ``TransactionPage`` b
 ``lookups`` and ``validation``; how much of an answer is read, and for how long, in
 ``reading``; which ids from the server are usable in ``identifiers``.
 
-The API key leaves its ``ApiKey`` wrapper only inside ``_ApiKeyAuth``, as the request is sent.
+The API key leaves its ``ApiKey`` wrapper only inside ``lanes.KeyAuth``, as the request is sent.
 Any text from the server or a network error is scrubbed of the key before it reaches an outcome.
 """
 
@@ -26,7 +26,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from http import HTTPStatus
 from types import TracebackType
@@ -49,6 +49,7 @@ from invoicectl.goroute.answers import (
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.identifiers import usable_id, why_unusable
+from invoicectl.goroute.lanes import KeyAuth, Lanes
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
     checked_peppol_id,
@@ -87,6 +88,8 @@ _VERSION_PATH = "/peppol/version"
 _LOOKUP_PATH = "/api/v1/participants/lookup"
 _PLAIN_LOOKUP_PATH = "/participants/lookup"
 _VALIDATE_PATH = "/api/v1/validate"
+# What ``probe`` and the wrong-URL check ask: the health check, the cheapest keyed GET.
+PROBES = {"version": (_VERSION_PATH, {}), "transactions": (_TRANSACTIONS_PATH, {"limit": 1})}
 
 # The most each answer may be (``reading``): a 202 or an error is a few KB, a transaction one,
 # a page of 100 transactions some tens of KB; the lookup and validation caps are their modules'.
@@ -156,28 +159,34 @@ class GoRouteClient:
         # Set once a lookup route proved missing: a run pays that request once, not per receiver.
         self._plain_lookup = False  # only /participants/lookup answers lookups here
         self._no_lookup = False  # neither route does
-        self._api = ApiCheck(self._get, [(_VERSION_PATH, {}), (_TRANSACTIONS_PATH, {"limit": 1})])
+        self._api = ApiCheck(self._get, list(PROBES.values()))
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
-        self._http = httpx.AsyncClient(
-            base_url=self.base_url,
-            auth=_ApiKeyAuth(api_key),
-            headers={
-                "User-Agent": f"invoicectl/{__version__}",
-                "Accept": "application/json",
-                "Accept-Encoding": ACCEPT_ENCODING,
-            },
-            timeout=self._timeout,
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            transport=transport,
-            verify=True,
-            # A redirect would carry the key (and the invoice) to wherever Location points,
-            # and a POST redirect is a second send: never follow one, report it.
-            follow_redirects=False,
-        )
+        headers = {
+            "User-Agent": f"invoicectl/{__version__}",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
+
+        def pool(connections: int) -> httpx.AsyncClient:
+            return httpx.AsyncClient(
+                base_url=self.base_url,
+                auth=KeyAuth(api_key),
+                headers=headers,
+                timeout=self._timeout,
+                limits=httpx.Limits(
+                    max_connections=connections, max_keepalive_connections=connections
+                ),
+                transport=transport,
+                verify=True,
+                # A redirect would carry the key (and the invoice) to wherever Location
+                # points, and a POST redirect is a second send: never follow one, report it.
+                follow_redirects=False,
+            )
+
+        pools = 1 if transport is not None else Lanes.pools_for(max_connections)
+        self._lanes = Lanes(pool, max_connections, pools=pools)
 
     def __repr__(self) -> str:
         return f"GoRouteClient(base_url={self.base_url!r}, api_key={self._api_key!r})"
@@ -194,7 +203,7 @@ class GoRouteClient:
         await self.aclose()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._lanes.aclose()
 
     async def send_document(self, idempotency_key: str, body: bytes) -> Outcome:
         """POST one document; ``body`` (from ``build_send_body``) goes out byte for byte."""
@@ -307,6 +316,10 @@ class GoRouteClient:
         )
         return validation_outcome(answer, self._plain_failure)
 
+    async def probe(self, name: str) -> Answer | Transient:
+        """One of ``PROBES``, answered as it came (64 KB at most): ``invoicectl doctor``."""
+        return await self._get(*PROBES[name])
+
     async def _get(self, path: str, params: Mapping[str, str | int]) -> Answer | Transient:
         return await self._request("GET", path, params=params, max_bytes=MAX_PROBE_BYTES)
 
@@ -327,15 +340,16 @@ class GoRouteClient:
         headers: Mapping[str, str] | None = None,
     ) -> Answer | Transient:
         """One request, its answer read within ``max_bytes`` and ``request_timeout``."""
-        answer = await exchange(
-            self._http,
-            lambda: self._http.build_request(
-                method, path, content=content, params=params, headers=headers
-            ),
-            Bounds(max_bytes, self._time_limit(content), self._timeout),
-            monotonic=self._monotonic,
-            redact=self._redact,
-        )
+        with self._lanes.least_busy() as http:
+            answer = await exchange(
+                http,
+                lambda: http.build_request(
+                    method, path, content=content, params=params, headers=headers
+                ),
+                Bounds(max_bytes, self._time_limit(content), self._timeout),
+                monotonic=self._monotonic,
+                redact=self._redact,
+            )
         if isinstance(answer, Answer):
             logger.debug("%s %s -> %d in %.3f s", method, path, answer.status, answer.duration)
         else:
@@ -356,17 +370,6 @@ class GoRouteClient:
 
     def _redact(self, text: str) -> str:
         return self._api_key.redact(text)
-
-
-class _ApiKeyAuth(httpx.Auth):
-    """Adds X-API-Key as each request leaves, so the client's own headers never hold the key."""
-
-    def __init__(self, api_key: ApiKey) -> None:
-        self._api_key = api_key
-
-    def auth_flow(self, request: httpx.Request) -> Generator[httpx.Request, httpx.Response, None]:
-        request.headers["X-API-Key"] = self._api_key.reveal()
-        yield request
 
 
 def _checked_base_url(base_url: str, *, over_network: bool) -> str:

@@ -35,13 +35,27 @@ class RunHead(NamedTuple):
 
 
 class AuditReader:
-    """One journal, opened read-only for ``verify`` and ``export``."""
+    """One journal, opened read-only for ``verify`` and ``export``.
+
+    Every read happens in one read transaction: the journal as it was at the first read,
+    whatever a ``send`` running meanwhile commits. Without it, rows written after the chain
+    was read would look like rows written outside invoicectl, and an export's evidence could
+    run ahead of its chain segment. (Its own temporary tables are not the journal's.)
+    """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self.conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        self.conn = sqlite3.connect(
+            f"{path.resolve().as_uri()}?mode=ro", uri=True, isolation_level=None
+        )
+        self.conn.execute("BEGIN")
 
     def close(self) -> None:
+        try:
+            if self.conn.in_transaction:
+                self.conn.execute("ROLLBACK")
+        except sqlite3.Error:
+            pass  # a damaged file may refuse even that; closing is all that is left
         self.conn.close()
 
     def __enter__(self) -> AuditReader:
@@ -57,23 +71,25 @@ class AuditReader:
         lines = [str(line) for (line,) in self.conn.execute("PRAGMA integrity_check")]
         return [] if lines == ["ok"] else lines
 
-    def has_chain(self) -> bool:
-        row = self.conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'chain'"
-        ).fetchone()
-        return row is not None
-
-    def chain(self, *, after: int = 0, invoice_ids: set[str] | None = None) -> Iterator[ChainRow]:
-        """The chain's events in order, from ``after`` on (all of them, or those of
-        ``invoice_ids`` and those of no invoice)."""
+    def chain(self, *, after: int = 0, upto: int | None = None) -> Iterator[ChainRow]:
+        """The chain's events in order, from ``after`` on (up to ``upto``, when given)."""
         rows = self.conn.execute(
-            "SELECT seq, kind, invoice_id, payload, hash FROM chain WHERE seq > ? ORDER BY seq",
-            (after,),
+            "SELECT seq, kind, invoice_id, payload, hash FROM chain"
+            " WHERE seq > ? AND (? IS NULL OR seq <= ?) ORDER BY seq",
+            (after, upto, upto),
         )
         for row in rows:
-            event = ChainRow(*row)
-            if invoice_ids is None or event.invoice_id is None or event.invoice_id in invoice_ids:
-                yield event
+            yield ChainRow(*row)
+
+    def invoice_snapshots(self, invoice_id: str, first: int, upto: int) -> Iterator[str]:
+        """The payloads of an invoice's row events from event ``first`` to ``upto``."""
+        rows = self.conn.execute(
+            "SELECT payload FROM chain WHERE invoice_id = ? AND kind = 'invoice'"
+            " AND seq BETWEEN ? AND ? ORDER BY seq",
+            (invoice_id, first, upto),
+        )
+        for (payload,) in rows:
+            yield str(payload)
 
     def head(self) -> tuple[int, str]:
         return chain_head(self.conn)
@@ -91,28 +107,64 @@ class AuditReader:
         row = self.conn.execute("SELECT hash FROM chain WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0])
 
-    def run_heads(self) -> list[RunHead]:
+    def run_heads(self) -> Iterator[RunHead]:
         """The chain head each run recorded (at its end, or at its start if it never ended)."""
         rows = self.conn.execute(
             "SELECT id, chain_seq, chain_head FROM runs WHERE chain_seq IS NOT NULL ORDER BY id"
         )
-        return [RunHead(*row) for row in rows]
+        for row in rows:
+            yield RunHead(*row)
+
+    def has_table(self, name: str) -> bool:
+        row = self.conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+        ).fetchone()
+        return row is not None
+
+    # ---- each row's last event, kept on disk (a temporary table), not in memory -----------
+
+    def begin_last_events(self) -> None:
+        """A temporary table of each covered row's last event: (table, key, seq, digest).
+        SQLite keeps it in its temporary file, so a journal of any size is checked in the
+        memory of its page cache."""
+        self.conn.execute(
+            "CREATE TEMP TABLE IF NOT EXISTS last_event (tbl TEXT NOT NULL, key NOT NULL,"
+            " seq INTEGER NOT NULL, digest BLOB NOT NULL, PRIMARY KEY (tbl, key)) WITHOUT ROWID"
+        )
+        self.conn.execute("DELETE FROM temp.last_event")
+
+    def record_last_events(self, events: list[tuple[str, Any, int, bytes]]) -> None:
+        """Events in chain order: a later event of a row replaces the one before."""
+        self.conn.executemany("INSERT OR REPLACE INTO temp.last_event VALUES (?, ?, ?, ?)", events)
+
+    def rows_and_last_events(
+        self, table: str
+    ) -> Iterator[tuple[Any, dict[str, Any], int | None, bytes | None]]:
+        """(key, the whole row, its last event's seq and digest, or None) of every row."""
+        key_column = COVERED[table][1]
+        # ``+t.key``: an expression without affinity, so that SQLite compares the key as it
+        # is and finds it by the temporary table's primary key (a column's INTEGER affinity
+        # would make it scan every entry of the table for each row).
+        cursor = self.conn.execute(
+            f"SELECT t.*, l.seq, l.digest FROM main.{table} t LEFT JOIN temp.last_event l"
+            f" ON l.tbl = ? AND l.key = +t.{key_column} ORDER BY t.{key_column}",
+            (table,),
+        )
+        names = [column[0] for column in cursor.description][:-2]
+        for values in cursor:
+            row = dict(zip(names, values[:-2], strict=True))
+            yield row[key_column], row, values[-2], values[-1]
+
+    def rows_deleted(self, table: str) -> Iterator[tuple[Any, int]]:
+        """(key, seq of its last event) of rows the chain holds and the table does not."""
+        key_column = COVERED[table][1]
+        yield from self.conn.execute(
+            f"SELECT l.key, l.seq FROM temp.last_event l WHERE l.tbl = ? AND NOT EXISTS"
+            f" (SELECT 1 FROM main.{table} t WHERE t.{key_column} = l.key) ORDER BY l.seq",
+            (table,),
+        )
 
     # ---- the rows the chain covers --------------------------------------------------------
-
-    def covered_rows(self, table: str) -> Iterator[tuple[Any, dict[str, Any]]]:
-        """(key, the whole row as a dict) of every row of a table the chain covers."""
-        key_column = COVERED[table][1]
-        cursor = self.conn.execute(f"SELECT * FROM {table} ORDER BY {key_column}")
-        names = [column[0] for column in cursor.description]
-        for values in cursor:
-            row = dict(zip(names, values, strict=True))
-            yield row[key_column], row
-
-    def invoice_rows(self, invoice_ids: set[str] | None = None) -> Iterator[dict[str, Any]]:
-        for invoice_id, row in self.covered_rows("invoices"):
-            if invoice_ids is None or invoice_id in invoice_ids:
-                yield row
 
     def invoice_row(self, invoice_id: str) -> dict[str, Any] | None:
         cursor = self.conn.execute("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,))
@@ -177,25 +229,44 @@ class AuditReader:
         (count,) = self.conn.execute("SELECT count(*) FROM blobs").fetchone()
         return int(count)
 
-    def blob_names(self) -> list[str]:
-        return [str(sha256) for (sha256,) in self.conn.execute("SELECT sha256 FROM blobs")]
+    def blob_names(self) -> Iterator[str]:
+        for (sha256,) in self.conn.execute("SELECT sha256 FROM blobs"):
+            yield str(sha256)
+
+    def stored_blobs(self) -> Iterator[tuple[str, int, str | None, bytes]]:
+        """(sha256, recorded size, codec, packed bytes) of every blob, one at a time."""
+        for sha256, size, codec, data in self.conn.execute(
+            "SELECT sha256, size, codec, data FROM blobs"
+        ):
+            yield str(sha256), int(size), codec, bytes(data)
+
+    def stored_blob(self, sha256: str) -> tuple[str, int, str | None, bytes] | None:
+        row = self.conn.execute(
+            "SELECT sha256, size, codec, data FROM blobs WHERE sha256 = ?", (sha256,)
+        ).fetchone()
+        return None if row is None else (str(row[0]), int(row[1]), row[2], bytes(row[3]))
 
     def blob(self, sha256: str) -> tuple[int, bytes] | None:
         """(recorded size, the bytes as unpacked) of one blob; None when there is none.
         ``ValueError`` or ``RuntimeError`` when its packed bytes cannot be unpacked."""
-        row = self.conn.execute(
-            "SELECT size, codec, data FROM blobs WHERE sha256 = ?", (sha256,)
-        ).fetchone()
-        if row is None:
+        stored = self.stored_blob(sha256)
+        if stored is None:
             return None
-        return int(row[0]), unpack(row[1], bytes(row[2]))
+        return stored[1], unpack(stored[2], stored[3])
 
-    def revisions_without_blob(self) -> list[tuple[str, str]]:
-        rows = self.conn.execute(
+    def revisions_without_blob(self) -> Iterator[tuple[str, str]]:
+        yield from self.conn.execute(
             "SELECT r.invoice_id, r.sha256 FROM revisions r"
             " LEFT JOIN blobs b ON b.sha256 = r.sha256 WHERE b.sha256 IS NULL ORDER BY r.id"
         )
-        return [(invoice_id, sha256) for invoice_id, sha256 in rows]
+
+    def attempts_without_revision(self) -> Iterator[tuple[int, str, str]]:
+        """(attempt id, invoice ID, revision sha256) of attempts whose revision is gone."""
+        yield from self.conn.execute(
+            "SELECT a.id, a.invoice_id, a.revision_sha256 FROM attempts a"
+            " WHERE NOT EXISTS (SELECT 1 FROM revisions r"
+            "   WHERE r.invoice_id = a.invoice_id AND r.sha256 = a.revision_sha256) ORDER BY a.id"
+        )
 
     def invoices_of_content(self, sha256: str) -> list[str]:
         rows = self.conn.execute(
@@ -203,23 +274,32 @@ class AuditReader:
         )
         return [invoice_id for (invoice_id,) in rows]
 
-    def sent_bodies(self) -> Iterator[tuple[int, str, str, str, str]]:
-        """(attempt id, invoice ID, revision sha256, body sha256, receiver facts JSON) of
-        every attempt, for rebuilding its body from the stored bytes."""
+    def revisions_of_content(self, sha256: str) -> list[tuple[str, Any]]:
+        """(invoice ID, facts as stored) of each revision with this content."""
         rows = self.conn.execute(
-            "SELECT a.id, a.invoice_id, a.revision_sha256, a.body_sha256,"
-            " json_extract(r.facts, '$.customer_endpoint')"
-            " FROM attempts a LEFT JOIN revisions r"
-            " ON r.invoice_id = a.invoice_id AND r.sha256 = a.revision_sha256 ORDER BY a.id"
+            "SELECT invoice_id, facts FROM revisions WHERE sha256 = ? ORDER BY invoice_id",
+            (sha256,),
         )
-        yield from rows
+        return [(invoice_id, facts) for invoice_id, facts in rows]
+
+    def attempt_bodies(self, invoice_id: str, sha256: str) -> list[tuple[int, str]]:
+        """(attempt id, body sha256) of each attempt that carried this revision."""
+        rows = self.conn.execute(
+            "SELECT id, body_sha256 FROM attempts WHERE invoice_id = ? AND revision_sha256 = ?"
+            " ORDER BY id",
+            (invoice_id, sha256),
+        )
+        return [(attempt_id, body_sha256) for attempt_id, body_sha256 in rows]
 
 
-def receiver_of(facts_json: str | None) -> tuple[str, str] | None:
-    """(scheme, id) from a revision's ``customer_endpoint`` facts; None when it has none."""
-    if facts_json is None:
+def receiver_of(facts_json: Any) -> tuple[str, str] | None:
+    """(scheme, id) from a revision's facts (``customer_endpoint``); None when it has none,
+    or the facts are not what a scan writes."""
+    try:
+        facts = json.loads(facts_json)
+    except (TypeError, ValueError):
         return None
-    endpoint = json.loads(facts_json)
+    endpoint = facts.get("customer_endpoint") if isinstance(facts, dict) else None
     if not isinstance(endpoint, dict):
         return None
     return str(endpoint.get("scheme")), str(endpoint.get("id"))

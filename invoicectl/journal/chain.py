@@ -1,4 +1,4 @@
-"""The hash chain: every change to an invoice, an attempt or the audit trail, as one event.
+"""The hash chain: every change to a row the journal keeps as evidence, as one event.
 
 Each event is a row of ``chain``: a sequence number, the canonical JSON payload and
 ``hash = sha256(previous hash || payload)``, where ``previous hash`` is the 32 raw bytes of
@@ -9,9 +9,15 @@ The payload is a JSON object with ``seq``, ``at`` (ISO 8601), ``kind`` and, for 
 change, ``table``, ``key`` and ``row`` (the whole row after the change, every column):
 
     genesis   the first event: what the journal held when the chain began (``content``)
+    coverage  the chain covers more tables from here on (``tables``); their rows follow
     invoice   an ``invoices`` row inserted or changed
     attempt   an ``attempts`` row written before its request, or completed after it
     event     an ``events`` row (an operator decision, a hold, an environment change)
+    revision  a ``revisions`` row: a content seen under an invoice ID (its bytes are the
+              blob of its ``sha256``)
+    run       a ``runs`` row, when the run begins and when it ends
+    history_check  a ``history_checks`` row: a check of GoRoute's transactions before a send
+    environment    the ``environment`` row: the base URL the journal is bound to
 
 Canonical form, exactly: ``json.dumps(payload, sort_keys=True, separators=(",", ":"),
 ensure_ascii=False, allow_nan=False)`` encoded as UTF-8: object keys sorted by code point,
@@ -28,7 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 ZERO_HASH = "0" * 64
@@ -48,12 +54,18 @@ CHAIN_SCHEMA = """
     ALTER TABLE runs ADD COLUMN chain_head TEXT;
 """
 
-# The tables whose rows the chain covers: table -> (kind, key column).
+# The tables whose rows the chain covers: table -> (kind, key column). The first three from
+# the genesis on (m009); the others from a ``coverage`` event on (m011).
 COVERED = {
     "invoices": ("invoice", "invoice_id"),
     "attempts": ("attempt", "id"),
     "events": ("event", "id"),
+    "revisions": ("revision", "id"),
+    "runs": ("run", "id"),
+    "history_checks": ("history_check", "id"),
+    "environment": ("environment", "id"),
 }
+GENESIS_TABLES = ("invoices", "attempts", "events")
 
 
 def canonical(payload: dict[str, Any]) -> bytes:
@@ -75,52 +87,80 @@ def head(conn: sqlite3.Connection) -> tuple[int, str]:
     return (0, ZERO_HASH) if row is None else (int(row[0]), str(row[1]))
 
 
-def append_rows(conn: sqlite3.Connection, table: str, keys: Iterable[Any], at: str) -> None:
-    """One event per row of ``table`` named by ``keys``, each the whole row as it is now.
-    Called inside the transaction that wrote the rows, after the write."""
+Head = tuple[int, str]  # (sequence number, hash) of the last event
+
+_INSERT = "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)"
+
+
+def append(
+    conn: sqlite3.Connection,
+    table: str,
+    rows: Iterable[dict[str, Any]],
+    at: str,
+    after: Head | None = None,
+) -> Head:
+    """One event per row of ``table``, each the whole row as it is now (every column, as
+    ``SELECT *`` reads it); the new head. Called inside the transaction that wrote the rows,
+    after the write. ``after``: the head as this transaction left it, known to the caller
+    (read here when None)."""
     kind, key_column = COVERED[table]
-    keys = list(keys)
-    if not keys:
-        return
-    seq, previous = head(conn)
+    seq, previous = head(conn) if after is None else after
     events = []
-    for key in keys:
-        cursor = conn.execute(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
-        names = [column[0] for column in cursor.description]
-        values = cursor.fetchone()
-        if values is None:
-            continue
-        row = dict(zip(names, values, strict=True))
+    for row in rows:
         seq += 1
+        key = row[key_column]
         payload = {"seq": seq, "at": at, "kind": kind, "table": table, "key": key, "row": row}
         data = canonical(payload)
         previous = link(previous, data)
         events.append((seq, kind, row.get("invoice_id"), data.decode("utf-8"), previous))
-    conn.executemany(
-        "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)", events
-    )
+    if len(events) == 1:
+        conn.execute(_INSERT, events[0])
+    elif events:
+        conn.executemany(_INSERT, events)
+    return seq, previous
+
+
+def append_rows(
+    conn: sqlite3.Connection, table: str, keys: Iterable[Any], at: str, after: Head | None = None
+) -> Head:
+    """``append`` for the rows of ``table`` named by ``keys``, read as they are now."""
+    _kind, key_column = COVERED[table]
+    rows = []
+    for key in keys:
+        cursor = conn.execute(f"SELECT * FROM {table} WHERE {key_column} = ?", (key,))
+        names = [column[0] for column in cursor.description]
+        values = cursor.fetchone()
+        if values is not None:
+            rows.append(dict(zip(names, values, strict=True)))
+    if not rows:
+        return head(conn) if after is None else after
+    return append(conn, table, rows, at, after)
+
+
+# ---- starting the chain of a journal that holds rows, and widening what it covers ------
+#
+# ``start`` (m009) writes the genesis event, which commits to everything the journal held
+# (how many rows of each kind, and one digest over every blob's sha256 and every covered
+# row), then one event per row already there; ``extend`` (m011) a ``coverage`` event naming
+# tables covered from then on, then one event per row they hold. Both read the journal a
+# batch at a time in key order: upgrading a journal of years costs memory for one batch.
+# The events have append_rows' form (tests/test_audit_chain.py holds the two to one form).
+
+_BATCH = 1000
 
 
 def start(conn: sqlite3.Connection, at: str) -> None:
-    """The genesis event, then one event per row the journal already holds: the chain of a
-    journal made before it (or of a new one, which holds nothing yet). The genesis payload
-    commits to the whole content: how many rows of each kind, and a digest of every stored
-    blob's sha256 and every covered row."""
+    """The genesis event, then one event per row of the tables it covers (m009)."""
     digest = hashlib.sha256()
-    counts: dict[str, int] = {}
-    (counts["blobs"],) = conn.execute("SELECT count(*) FROM blobs").fetchone()
+    counts: dict[str, int] = {"blobs": 0}
     for (sha256,) in conn.execute("SELECT sha256 FROM blobs ORDER BY sha256"):
         digest.update(f"blob {sha256}\n".encode())
-    keys: dict[str, list[Any]] = {}
-    for table, (_kind, key_column) in COVERED.items():
-        cursor = conn.execute(f"SELECT * FROM {table} ORDER BY {key_column}")
-        names = [column[0] for column in cursor.description]
-        keys[table] = []
-        for values in cursor:
-            row = dict(zip(names, values, strict=True))
-            keys[table].append(row[key_column])
+        counts["blobs"] += 1
+    for table in GENESIS_TABLES:
+        counts[table] = 0
+        for _key, row in _rows(conn, table):
             digest.update(canonical({"table": table, "row": row}) + b"\n")
-        counts[table] = len(keys[table])
+            counts[table] += 1
     identity = conn.execute("SELECT journal_id FROM identity WHERE id = 1").fetchone()
     payload = {
         "seq": 1,
@@ -135,5 +175,67 @@ def start(conn: sqlite3.Connection, at: str) -> None:
         " VALUES (1, 'genesis', NULL, ?, ?)",
         (data.decode("utf-8"), link(ZERO_HASH, data)),
     )
-    for table, table_keys in keys.items():
-        append_rows(conn, table, table_keys, at)
+    for table in GENESIS_TABLES:
+        _events_for_rows(conn, table, at)
+
+
+def extend(conn: sqlite3.Connection, tables: tuple[str, ...], at: str) -> None:
+    """A ``coverage`` event naming ``tables`` and how many rows each holds, then one event
+    per row of them (m011)."""
+    counts = {
+        table: int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]) for table in tables
+    }
+    seq, previous = head(conn)
+    payload = {"seq": seq + 1, "at": at, "kind": "coverage", "tables": list(tables)}
+    payload["counts"] = counts
+    data = canonical(payload)
+    conn.execute(
+        "INSERT INTO chain (seq, kind, invoice_id, payload, hash)"
+        " VALUES (?, 'coverage', NULL, ?, ?)",
+        (seq + 1, data.decode("utf-8"), link(previous, data)),
+    )
+    for table in tables:
+        _events_for_rows(conn, table, at)
+
+
+def _events_for_rows(conn: sqlite3.Connection, table: str, at: str) -> None:
+    """One event per row of ``table``, in key order, written a batch at a time."""
+    kind = COVERED[table][0]
+    seq, previous = head(conn)
+    events = []
+    for key, row in _rows(conn, table):
+        seq += 1
+        payload = {"seq": seq, "at": at, "kind": kind, "table": table, "key": key, "row": row}
+        data = canonical(payload)
+        previous = link(previous, data)
+        events.append((seq, kind, row.get("invoice_id"), data.decode("utf-8"), previous))
+        if len(events) >= _BATCH:
+            _insert(conn, events)
+    _insert(conn, events)
+
+
+def _insert(conn: sqlite3.Connection, events: list[tuple[Any, ...]]) -> None:
+    conn.executemany(
+        "INSERT INTO chain (seq, kind, invoice_id, payload, hash) VALUES (?, ?, ?, ?, ?)", events
+    )
+    events.clear()
+
+
+def _rows(conn: sqlite3.Connection, table: str) -> Iterator[tuple[Any, dict[str, Any]]]:
+    """(key, the whole row) of every row of ``table`` in key order, read a batch at a time
+    (each batch read whole before the caller writes, so no cursor spans a write)."""
+    key_column = COVERED[table][1]
+    after: Any = None
+    while True:
+        where, parameters = ("", ()) if after is None else (f"WHERE {key_column} > ?", (after,))
+        cursor = conn.execute(
+            f"SELECT * FROM {table} {where} ORDER BY {key_column} LIMIT {_BATCH}", parameters
+        )
+        names = [column[0] for column in cursor.description]
+        batch = cursor.fetchall()
+        for values in batch:
+            row = dict(zip(names, values, strict=True))
+            yield row[key_column], row
+        if len(batch) < _BATCH:
+            return
+        after = batch[-1][names.index(key_column)]

@@ -18,9 +18,10 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl.errors import JournalError
-from invoicectl.journal.chain import append_rows, head
+from invoicectl.journal.chain import Head, append, append_rows, head
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.migrations import bring_up_to_date
+from invoicectl.journal.records import Written
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
 # the log, then to the database at each checkpoint), one page per system call: with 16 KB
@@ -60,6 +61,11 @@ class Database:
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
+        # The chain's head as the open transaction left it (``JournalBase.chained``): once
+        # the transaction has written, no other connection can append until it ends, so the
+        # head need not be read again. Forgotten whenever a transaction or savepoint ends
+        # other than by a RELEASE.
+        self.chain_head: Head | None = None
 
     def execute(
         self, sql: str, parameters: Sequence[Any] | Mapping[str, Any] = ()
@@ -72,6 +78,7 @@ class Database:
             with self._savepoint():
                 yield
             return
+        self.chain_head = None
         self.conn.execute("BEGIN")
         try:
             yield
@@ -80,6 +87,8 @@ class Database:
             if self.conn.in_transaction:  # an error may have ended it already
                 self.conn.execute("ROLLBACK")
             raise
+        finally:
+            self.chain_head = None
 
     @contextmanager
     def _savepoint(self) -> Iterator[None]:
@@ -88,6 +97,7 @@ class Database:
         try:
             yield
         except BaseException:
+            self.chain_head = None
             if self.conn.in_transaction:
                 self.conn.execute("ROLLBACK TO SAVEPOINT nested")
                 self.conn.execute("RELEASE SAVEPOINT nested")
@@ -164,16 +174,34 @@ class JournalBase:
         with self.db.atomic():
             yield
 
+    def write_batch(self, writes: Sequence[Callable[[], Any]]) -> list[Written]:
+        """Every write of ``writes`` in one transaction, so one sync makes them all durable;
+        each in a savepoint of its own, so one that raises is undone alone and its exception
+        is its result. Raises, with none of them durable, when the transaction cannot commit
+        or SQLite ended it (a full disk may roll back the whole transaction)."""
+        results: list[Written] = []
+        with self.transaction():
+            for write in writes:
+                try:
+                    with self.transaction():
+                        results.append(Written(write(), None))
+                except Exception as error:
+                    if not self.db.conn.in_transaction:
+                        raise
+                    results.append(Written(None, error))
+        return results
+
     def add_event(
         self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
     ) -> None:
         """An event of the audit trail: an operator decision or a change worth keeping."""
         with self.transaction():
-            cursor = self.db.execute(
-                "INSERT INTO events (invoice_id, run_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)",
+            rows = self.db.execute(
+                "INSERT INTO events (invoice_id, run_id, at, kind, detail) VALUES (?, ?, ?, ?, ?)"
+                " RETURNING *",
                 (invoice_id, run_id, self.now(), kind, detail),
             )
-            self.chained("events", [cursor.lastrowid])
+            self.chained_rows("events", [dict(row) for row in rows])
 
     def chain_head(self) -> tuple[int, str]:
         """(sequence number, hash) of the chain's last event."""
@@ -181,6 +209,14 @@ class JournalBase:
 
     def chained(self, table: str, keys: list[Any]) -> None:
         """The chain's events for rows of ``table`` just written (``chain.append_rows``):
-        every write method calls it after its write, inside the same transaction, so no
-        caller can change a covered row without its event."""
-        append_rows(self.db.conn, table, keys, self.now())
+        every write method calls it (or ``chained_rows``) after its write, inside the same
+        transaction, so no caller can change a covered row without its event."""
+        self._chain_with(lambda after: append_rows(self.db.conn, table, keys, self.now(), after))
+
+    def chained_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """``chained`` for rows the write itself returned whole (``RETURNING *``)."""
+        self._chain_with(lambda after: append(self.db.conn, table, rows, self.now(), after))
+
+    def _chain_with(self, appending: Callable[[Head | None], Head]) -> None:
+        assert self.db.conn.in_transaction, "chain events are written in their change's transaction"
+        self.db.chain_head = appending(self.db.chain_head)

@@ -41,11 +41,13 @@ class HistoryRecords(JournalBase):
     def record_history_check(
         self, base_url: str, run_id: int | None, why: str, outcome: dict[str, Any]
     ) -> None:
-        self.db.execute(
-            "INSERT INTO history_checks (base_url, run_id, checked_at, why, outcome)"
-            " VALUES (?, ?, ?, ?, ?)",
-            (base_url, run_id, self.now(), why, json.dumps(outcome, sort_keys=True)),
-        )
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO history_checks (base_url, run_id, checked_at, why, outcome)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (base_url, run_id, self.now(), why, json.dumps(outcome, sort_keys=True)),
+            )
+            self.chained("history_checks", [cursor.lastrowid])
 
     def run_started_at(self, run_id: int) -> str | None:
         """When run ``run_id`` started; None when this journal holds no such run."""

@@ -56,7 +56,12 @@ _STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
 
 @cache
 def _save_sql(columns: tuple[str, ...]) -> str:
-    return "UPDATE invoices SET " + ", ".join(f"{c} = ?" for c in columns) + _WHERE_STILL
+    return (
+        "UPDATE invoices SET "
+        + ", ".join(f"{c} = ?" for c in columns)
+        + _WHERE_STILL
+        + " RETURNING *"
+    )
 
 
 class InvoiceRecords(JournalBase):
@@ -254,21 +259,23 @@ class InvoiceRecords(JournalBase):
             row = self.db.execute(_STILL_SQL, where).fetchone()
             return row is not None
         with self.transaction():
-            cursor = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
-            if cursor.rowcount != 1:
+            rows = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
+            saved = [dict(row) for row in rows]
+            if len(saved) != 1:
                 return False
-            self.chained("invoices", [invoice.invoice_id])
+            self.chained_rows("invoices", saved)
         return True
 
     def insert_invoice(self, invoice: Invoice) -> None:
         """A new invoice ID (the lifecycle's ``admit``)."""
         names = ("invoice_id", *_INVOICE_COLUMNS)
         with self.transaction():
-            self.db.execute(
-                f"INSERT INTO invoices ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})",
+            rows = self.db.execute(
+                f"INSERT INTO invoices ({', '.join(names)}) VALUES ({', '.join('?' * len(names))})"
+                " RETURNING *",
                 _values(invoice),
             )
-            self.chained("invoices", [invoice.invoice_id])
+            self.chained_rows("invoices", [dict(row) for row in rows])
 
 
 def _values(invoice: Invoice) -> tuple[Any, ...]:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from invoicectl.errors import JournalError
 from invoicectl.journal.chain import CHAIN_SCHEMA
+from invoicectl.journal.chain import extend as extend_chain
 from invoicectl.journal.chain import start as start_chain
 
 if TYPE_CHECKING:
@@ -306,6 +307,18 @@ def m010_indexes_for_large_journals(db: Database) -> None:
     )
 
 
+# The tables m011 adds to what the chain covers (chain.COVERED, in this order).
+_COVERED_FROM_M011 = ("revisions", "runs", "history_checks", "environment")
+
+
+def m011_chain_covers_revisions_and_runs(db: Database) -> None:
+    """The chain covers more than invoices, attempts and events from here on: every
+    revision (what each content was, where it came from, its facts), every run, every
+    history check and the environment binding. A ``coverage`` event names them, then one
+    event per row they already hold, so that ``verify`` names an edited revision or run."""
+    extend_chain(db.conn, _COVERED_FROM_M011, datetime.now(UTC).isoformat())
+
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -317,6 +330,7 @@ MIGRATIONS = (
     m008_identity_and_history_checks,
     m009_audit_chain,
     m010_indexes_for_large_journals,
+    m011_chain_covers_revisions_and_runs,
 )
 
 

@@ -286,3 +286,10 @@ def fact_columns(facts: dict[str, Any]) -> tuple[str | None, ...]:
         facts.get("problem"),
         facts.get("due_date"),  # None in facts recorded before due dates were read
     )
+
+
+class Written(NamedTuple):
+    """What one write of a ``write_batch`` came to: its value, or the exception it raised."""
+
+    value: Any
+    error: Exception | None

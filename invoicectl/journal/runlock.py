@@ -150,6 +150,63 @@ class RunLock:
         )
 
 
+@dataclass(frozen=True)
+class LockState:
+    """The run lock as ``invoicectl doctor`` sees it: held or free, and by whom."""
+
+    held: bool
+    holder: LockHolder | None = None  # the holder's description, when it has written one
+
+
+def lock_state(journal_path: Path) -> LockState:
+    """Whether a run holds ``journal_path``'s lock now, and who, without taking it where
+    the kernel can tell (Linux's ``/proc/locks``): looking must never make a cron run that
+    starts at that instant exit 6. Elsewhere, a shared lock tried for an instant answers."""
+    try:
+        fd = os.open(lock_path_for(journal_path), os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:  # no run ever took it
+        return LockState(held=False)
+    try:
+        held = _held_per_kernel(os.fstat(fd))
+        if held is None:
+            held = _held_per_probe(fd)
+        return LockState(held=True, holder=_read_holder(fd)) if held else LockState(held=False)
+    finally:
+        os.close(fd)
+
+
+def _held_per_kernel(info: os.stat_result) -> bool | None:
+    """Whether ``/proc/locks`` lists a flock on this file (device and inode); None when
+    there is no such list to read."""
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as listed:
+            lines = listed.readlines()
+    except OSError:
+        return None
+    wanted = (os.major(info.st_dev), os.minor(info.st_dev), info.st_ino)
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 4242 fe:00:2146374 0 EOF"; a waiter's line has "->".
+        if len(fields) < 6 or fields[1] != "FLOCK":
+            continue
+        major, minor, inode = (fields[5].split(":") + ["", "", ""])[:3]
+        try:
+            if (int(major, 16), int(minor, 16), int(inode)) == wanted:
+                return True
+        except ValueError:
+            continue
+    return False
+
+
+def _held_per_probe(fd: int) -> bool:
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    fcntl.flock(fd, fcntl.LOCK_UN)
+    return False
+
+
 def _write_holder(fd: int, holder: LockHolder) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, (holder.to_json() + "\n").encode(), 0)

@@ -36,6 +36,7 @@ class SendingRecords(JournalBase):
                 " bound_at = excluded.bound_at",
                 (base_url, self.now()),
             )
+            self.chained("environment", [1])
             if bound is not None:
                 self.add_event(None, "environment_change", f"{bound} -> {base_url}")
 
@@ -49,31 +50,41 @@ class SendingRecords(JournalBase):
         base_url: str | None = None,
         key_fingerprint: str | None = None,
     ) -> int:
-        cursor = self.db.execute(
-            "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
-            " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (
-                command,
-                json.dumps(options, sort_keys=True, default=str),
-                base_url,
-                key_fingerprint,
-                os.getpid(),
-                socket.gethostname(),
-                self.now(),
-                *self.chain_head(),
-            ),
-        )
-        assert cursor.lastrowid is not None
+        with self.transaction():
+            cursor = self.db.execute(
+                "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
+                " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    command,
+                    json.dumps(options, sort_keys=True, default=str),
+                    base_url,
+                    key_fingerprint,
+                    os.getpid(),
+                    socket.gethostname(),
+                    self.now(),
+                    *self.chain_head(),
+                ),
+            )
+            assert cursor.lastrowid is not None
+            self.chained("runs", [cursor.lastrowid])
         return cursor.lastrowid
 
     def finish_run(self, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
         """The run's end, with the chain's head then: a later change to the chain before
         it shows as a head no longer in the chain (``invoicectl verify``)."""
-        self.db.execute(
-            "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ?, chain_seq = ?,"
-            " chain_head = ? WHERE id = ?",
-            (self.now(), exit_code, json.dumps(summary, default=str), *self.chain_head(), run_id),
-        )
+        with self.transaction():
+            self.db.execute(
+                "UPDATE runs SET finished_at = ?, exit_code = ?, summary = ?, chain_seq = ?,"
+                " chain_head = ? WHERE id = ?",
+                (
+                    self.now(),
+                    exit_code,
+                    json.dumps(summary, default=str),
+                    *self.chain_head(),
+                    run_id,
+                ),
+            )
+            self.chained("runs", [run_id])
 
     # ---- attempts -------------------------------------------------------------------------
 
@@ -88,25 +99,25 @@ class SendingRecords(JournalBase):
     ) -> int:
         """The write-ahead row of one request, before it leaves."""
         with self.transaction():
-            cursor = self.db.execute(
+            rows = self.db.execute(
                 "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
-                " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+                " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?) RETURNING *",
                 (run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at),
             )
-            assert cursor.lastrowid is not None
-            self.chained("attempts", [cursor.lastrowid])
-        return cursor.lastrowid
+            written = [dict(row) for row in rows]
+            self.chained_rows("attempts", written)
+        return int(written[0]["id"])
 
     def finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
         with self.transaction():
-            self._finish_attempt(attempt_id, answer)
-            self.chained("attempts", [attempt_id])
+            self.chained_rows("attempts", self._finish_attempt(attempt_id, answer))
 
-    def _finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> None:
-        self.db.execute(
+    def _finish_attempt(self, attempt_id: int, answer: AttemptAnswer) -> list[dict[str, Any]]:
+        """The answer on its attempt row; the row as written."""
+        rows = self.db.execute(
             "UPDATE attempts SET finished_at = ?, outcome = ?, http_status = ?, error_code = ?,"
             " message = ?, transaction_id = ?, existing_transaction_id = ?, retry_after = ?,"
-            " request_id = ?, raw_body = ?, duration = ? WHERE id = ?",
+            " request_id = ?, raw_body = ?, duration = ? WHERE id = ? RETURNING *",
             (
                 self.now(),
                 answer.outcome,
@@ -115,13 +126,14 @@ class SendingRecords(JournalBase):
                 answer.message,
                 answer.transaction_id,
                 answer.existing_transaction_id,
-                answer.retry_after,
+                _real(answer.retry_after),
                 answer.request_id,
                 answer.raw_body,
-                answer.duration,
+                _real(answer.duration),
                 attempt_id,
             ),
         )
+        return [dict(row) for row in rows]
 
     def unanswered_attempts(self) -> list[Attempt]:
         """Attempts without a recorded answer, oldest first: what a dead run left."""
@@ -202,3 +214,10 @@ class SendingRecords(JournalBase):
 def _receiver_check(row: Any) -> ReceiverCheck:
     peppol_id, registered, document_types, checked_at = row
     return ReceiverCheck(peppol_id, bool(registered), tuple(json.loads(document_types)), checked_at)
+
+
+def _real(value: float | None) -> float | None:
+    """A REAL column's value as ``SELECT`` reads it back: ``RETURNING`` gives an int bound
+    to a REAL column as the int, the table holds it as a float, and the chain's event must
+    be the row the table holds (``invoicectl verify`` compares them)."""
+    return None if value is None else float(value)

@@ -133,6 +133,18 @@ def abandon_attempt(journal: JournalBackend, attempt_id: int, why: str | None) -
     )
 
 
+def withdraw_attempt(journal: JournalBackend, attempt_id: int, why: str | None) -> None:
+    """A write-ahead row whose request never left (the run was abandoned while the row was
+    being committed): no API saw its key, so ``settle(..., None)`` may give the key back."""
+    journal.finish_attempt(
+        attempt_id,
+        AttemptAnswer(
+            outcome="not_sent",
+            message=f"withdrawn before its request left ({why or 'the run stopped'})",
+        ),
+    )
+
+
 def record_answer(
     journal: JournalBackend, attempt_id: int, item: WorkItem, outcome: Outcome
 ) -> None:

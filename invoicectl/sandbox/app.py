@@ -19,12 +19,13 @@ the body (400/413) > the receiver (404) > accepted (202).
 from __future__ import annotations
 
 import itertools
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Mount, Route
 
@@ -51,6 +52,8 @@ Handler = Callable[[Request], Awaitable[Response]]
 BASE_PATH = "/peppol-api"
 MAX_PAGE = 1000
 SERVER_ERROR_CODES = {500: "INTERNAL_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
+# uvicorn's own logger: ``invoicectl sandbox`` prints it on stderr in uvicorn's format.
+_log = logging.getLogger("uvicorn.error")
 
 
 class Emulator(Protocol):
@@ -140,6 +143,8 @@ class SandboxApp:
                 return await handler(request)
             except Problem as problem:
                 return self._problem(problem, request_id)
+            except ClientDisconnect:
+                return _dropped_client(request)
 
         return endpoint
 
@@ -159,6 +164,8 @@ class SandboxApp:
                 return await handler(request, request_id)
             except Problem as problem:
                 return self._problem(problem, request_id)
+            except ClientDisconnect:
+                return _dropped_client(request)
             finally:
                 self.state.limiter.release(api_key)
 
@@ -285,6 +292,17 @@ class SandboxApp:
             body["has_more"] = next_cursor is not None
             body["next_cursor"] = next_cursor
         return JSONResponse(body, headers={"X-Request-ID": request_id})
+
+
+def _dropped_client(request: Request) -> Response:
+    """A client gone before its request was read whole (killed, or its timeout): one line,
+    not a traceback; nothing is answered, since nobody is there to read it."""
+    _log.warning(
+        "sandbox: the client dropped the connection before its request was read (%s %s)",
+        request.method,
+        request.url.path,
+    )
+    return Response(status_code=499)
 
 
 def _limit(raw: str) -> int:

@@ -127,7 +127,9 @@ class Ingest:
             self._settle_new()
             self.report.unchanged += journal.count_unchanged(unless=InvoiceState.invalid)
             self._settle_the_rest()
-            self._record_unidentified()
+            invalid_ids = [problem.subject for problem in self.report.invalid]
+            unidentified = self._record_unidentified()
+            self.report.count_files(invalid_ids, journal.files_of_shared_ids(), unidentified)
             self._date_the_undated()
         self.report.repaired = lift_repaired(journal)
         return self.report
@@ -207,12 +209,13 @@ class Ingest:
                 continue
             self.journal.record_due_date(invoice_id, sha256, due_date)
 
-    def _record_unidentified(self) -> None:
+    def _record_unidentified(self) -> int:
+        """The files of this scan that yield no invoice ID, as problems: how many."""
         # A file fixed or removed since the last scan of this directory is no longer a problem.
         prefix = as_text(str(self.root).rstrip("/")) + "/"  # as the files' paths were stored
-        self.report.invalid.extend(
-            Problem(*problem) for problem in self.journal.record_unidentified(prefix)
-        )
+        problems = [Problem(*problem) for problem in self.journal.record_unidentified(prefix)]
+        self.report.invalid.extend(problems)
+        return len(problems)
 
 
 def _duplicate_reason(invoice_id: str, copies: list[ScannedCopy]) -> str:

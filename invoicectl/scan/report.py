@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
+
+from invoicectl.errors import ExitCode
+
+# What ``scan`` says of each file, in the order it says it.
+CATEGORIES = ("new", "unchanged", "changed", "amended", "invalid")
 
 
 class Problem(NamedTuple):
@@ -20,17 +26,45 @@ class ScanReport:
     amended: list[str] = field(default_factory=list)
     invalid: list[Problem] = field(default_factory=list)
     repaired: list[str] = field(default_factory=list)  # damaged stored copies rewritten
+    # Files per category (``CATEGORIES``), each file in exactly one, so they add up to
+    # ``files``; the lists above name invoice IDs, and two files may share one.
+    file_counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
+    @property
+    def input_code(self) -> ExitCode:
+        """``NO_INPUT`` when the outbox held no ``*.xml`` at all (a mistyped or unmounted
+        path, most often; never a silent 0), else ``OK``."""
+        return ExitCode.NO_INPUT if self.files == 0 else ExitCode.OK
+
+    def count_files(
+        self, invalid_ids: Iterable[str], shared: Mapping[str, int], unidentified: int
+    ) -> None:
+        """``file_counts``: a file is in its invoice ID's category, the first of invalid,
+        amended, changed and new that the ID is in, else unchanged; a file that yields no ID
+        is invalid. ``shared``: the IDs found in several files, and in how many;
+        ``unidentified``: how many files yielded no ID."""
+        placed: set[str] = set()
+        counts = dict.fromkeys(CATEGORIES, 0)
+        for category, ids in (
+            ("invalid", list(invalid_ids)),
+            ("amended", self.amended),
+            ("changed", self.changed),
+            ("new", self.new),
+        ):
+            for invoice_id in set(ids) - placed:
+                counts[category] += shared.get(invoice_id, 1)
+            placed.update(ids)
+        counts["invalid"] += unidentified
+        counts["unchanged"] = self.files - sum(counts.values())
+        self.file_counts = counts
+
     def summary_lines(self) -> list[str]:
         """What ``scan`` prints: the counts, then one line per invalid or amended invoice."""
-        lines = [
-            f"scanned {self.files} files: {len(self.new)} new, {self.unchanged} unchanged, "
-            f"{len(self.changed)} changed, {len(self.amended)} amended, "
-            f"{len(self.invalid)} invalid"
-        ]
+        shown = ", ".join(f"{self.file_counts[category]} {category}" for category in CATEGORIES)
+        lines = [f"scanned {self.files} files: {shown}"]
         lines += [f"  invalid  {problem.subject}: {problem.reason}" for problem in self.invalid]
         lines += [
             f"  amended  {invoice_id}: changed after it was sent; "

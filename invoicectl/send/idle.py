@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from invoicectl.errors import ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.lifecycle.plan import plan
+from invoicectl.send.exit_codes import exit_code_for
 from invoicectl.send.options import SendOptions
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import SendSummary
@@ -57,10 +57,5 @@ def idle_run(
     summary.stops = tuple(stopping.reasons)
     summary.elapsed = monotonic() - started
     summary.journal_counts = journal.state_counts()
-    codes = [attention(journal, journal.clock())]
-    if summary.signals:
-        codes.append(ExitCode.INTERRUPTED)
-    if "deadline" in summary.stops:
-        codes.append(ExitCode.INCOMPLETE)
-    summary.exit_code = worst(*codes)
+    summary.exit_code = exit_code_for(summary, journal)
     return summary

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from invoicectl.environment import bind_environment, check_environment
-from invoicectl.errors import ExitCode
+from invoicectl.errors import ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
@@ -119,6 +119,7 @@ def send(
                 )
                 summary = _run_loop(signals, stopping, run)
             summary.heard_late(signals.received)
+            summary.exit_code = worst(summary.exit_code, report.input_code)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
     summary.heard_late(signals.received)
     return report, summary
@@ -196,7 +197,7 @@ def dry_run(
         estimated_seconds=requests * _PACE / settings.rate_per_minute,
         rate_per_minute=settings.rate_per_minute,
         # What is left to send is the plan, not a problem: a dry run says 0 for it.
-        exit_code=ExitCode.OK if code is ExitCode.INCOMPLETE else code,
+        exit_code=worst(ExitCode.OK if code is ExitCode.INCOMPLETE else code, report.input_code),
         order=order,
         late=late,
         on_hold=on_hold,

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from datetime import datetime, timedelta
 from typing import Any
 
-from invoicectl.errors import ExitCode, StoredCopyDamaged, worst
+from invoicectl.errors import StoredCopyDamaged
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import (
@@ -40,7 +40,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState
 from invoicectl.lifecycle.decisions import new_version
 from invoicectl.lifecycle.holds import hold, hold_damaged
-from invoicectl.lifecycle.plan import attention, plan
+from invoicectl.lifecycle.plan import plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
     abandon_attempt,
@@ -49,8 +49,11 @@ from invoicectl.lifecycle.sending import (
     key_window_open,
     record_answer,
     settle,
+    withdraw_attempt,
 )
 from invoicectl.lifecycle.transitions import current
+from invoicectl.send.commits import GroupCommits
+from invoicectl.send.exit_codes import exit_code_for
 from invoicectl.send.options import SendOptions
 from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.stopping import Stopping
@@ -83,6 +86,7 @@ class Sender:
         stopping: Stopping | None = None,
     ) -> None:
         self.journal = journal
+        self.commits = GroupCommits(journal)
         self._bind: Callable[[], None] | None = bind
         self.client = client
         self.rng = rng
@@ -182,6 +186,8 @@ class Sender:
         self.summary.abandoned = self.stopping.abandoned
         self.summary.elapsed = self.monotonic() - self._started
         self.summary.waited_for_rate = self.limiter.waited_for_rate
+        self.summary.durable_commits = self.commits.commits
+        self.summary.durable_writes = self.commits.writes
         self.summary.waited_for_retry_after = self.limiter.waited_for_retry_after
         self.summary.journal_counts = self.journal.state_counts()
         if self.receivers is not None:
@@ -246,16 +252,23 @@ class Sender:
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
             self.stopping.in_flight.add(task)  # from the write-ahead row to the answer
             try:
-                attempt_id = begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
+                attempt_id, abandoned = await self.commits.durable(
+                    lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
+                )
+                if abandoned:  # while its row was committed: the request never left
+                    withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
+                    raise asyncio.CancelledError
                 try:
                     outcome = await self.client.send_document(item.key, body)
                 except asyncio.CancelledError:  # abandoned: the row says so, the rest unknown
                     abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                     self.summary.requests += 1
                     raise
-                with self.journal.transaction():
-                    record_answer(self.journal, attempt_id, item, outcome)
-                    self._bind_on_api_answer(outcome)
+                _, abandoned = await self.commits.durable(
+                    lambda: self._record(attempt_id, item, outcome)
+                )
+                if abandoned:  # the answer is recorded: this request is done, the stop comes next
+                    task.uncancel()
             finally:
                 self.stopping.in_flight.discard(task)
             self._observe(outcome)
@@ -333,6 +346,10 @@ class Sender:
             self.summary.outage_reason = outcome.reason
             self.request_stop("outage")
 
+    def _record(self, attempt_id: int, item: WorkItem, outcome: Outcome) -> None:
+        record_answer(self.journal, attempt_id, item, outcome)
+        self._bind_on_api_answer(outcome)
+
     def _bind_on_api_answer(self, outcome: Outcome) -> None:
         """Bind the journal to the base URL with the first answer from a server there, in
         the answer's own transaction, so no key the server may have seen goes unbound.
@@ -367,20 +384,6 @@ class Sender:
     def _record_ingest_to_accept(self, item: WorkItem) -> None:
         ingested = datetime.fromisoformat(item.ingested_at)
         self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
-
-
-def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
-    """design.md's exit codes, the highest-ranked that applies."""
-    codes = [attention(journal, journal.clock())]
-    if summary.stopped_by == "credentials":
-        codes.append(ExitCode.AUTH_REFUSED)
-    if summary.stopped_by == "wrong_url":
-        codes.append(ExitCode.COULD_NOT_RUN)
-    if summary.signals:  # also when the deadline or an outage stopped it first
-        codes.append(ExitCode.INTERRUPTED)
-    if "deadline" in summary.stops:
-        codes.append(ExitCode.INCOMPLETE)
-    return worst(*codes)
 
 
 def _recent_starts(journal: JournalBackend, seconds: float) -> list[float]:

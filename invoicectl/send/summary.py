@@ -62,6 +62,8 @@ class SendSummary:
     unvalidated: int = 0  # invoices whose validation failed: sent unvalidated
     held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
     held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
+    durable_commits: int = 0  # commits of attempts and answers (send/commits.py)
+    durable_writes: int = 0  # the writes they held: writes / commits is the grouping
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))
@@ -133,6 +135,8 @@ class SendSummary:
                 "ingest_to_accept": _spread(self.ingest_to_accept),
                 "waited_for_rate_limit_seconds": round(self.waited_for_rate, 3),
                 "waited_for_retry_after_seconds": round(self.waited_for_retry_after, 3),
+                "durable_commits": self.durable_commits,
+                "durable_writes": self.durable_writes,
             },
             "invoices": [vars(result) for result in self.results],
         }

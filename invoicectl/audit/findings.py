@@ -1,0 +1,58 @@
+"""What ``verify`` and ``verify-export`` report: one ``Finding`` per problem, and the tally."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from invoicectl.journal.chain import ZERO_HASH
+
+
+@dataclass(frozen=True)
+class Finding:
+    subject: str  # "journal", "chain event 17", "invoice INV-1", "blob 3f2a…", "run 4"
+    problem: str
+
+    def line(self) -> str:
+        return f"{self.subject}: {self.problem}"
+
+
+@dataclass
+class Verification:
+    journal: str
+    findings: list[Finding] = field(default_factory=list)
+    events: int = 0
+    head_seq: int = 0
+    head_hash: str = ZERO_HASH
+    blobs: int = 0
+    blobs_checked: int = 0
+    attempts_checked: int = 0
+    rows_checked: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def add(self, subject: str, problem: str) -> None:
+        self.findings.append(Finding(subject, problem))
+
+    def summary(self) -> str:
+        return (
+            f"{'ok' if self.ok else f'{len(self.findings)} problem(s)'}: {self.events} chain"
+            f" events, head {self.head_seq}:{self.head_hash[:16]}; {self.blobs_checked} of"
+            f" {self.blobs} blobs read; {self.attempts_checked} attempt bodies rebuilt;"
+            f" {self.rows_checked} rows against their events"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "journal": self.journal,
+            "ok": self.ok,
+            "head": {"seq": self.head_seq, "hash": self.head_hash},
+            "events": self.events,
+            "blobs": self.blobs,
+            "blobs_checked": self.blobs_checked,
+            "attempts_checked": self.attempts_checked,
+            "rows_checked": self.rows_checked,
+            "problems": [{"subject": f.subject, "problem": f.problem} for f in self.findings],
+        }

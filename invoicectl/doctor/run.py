@@ -1,0 +1,94 @@
+"""``diagnose``: every check of ``invoicectl doctor``, in order, as one ``Diagnosis``.
+
+The CLI gives the options and, for ``--sandbox``, the emulator's transport; everything else
+is read from the machine. The checks that need an answer from GoRoute are made with a client
+of their own, whose every request is bounded (``remote.PROBE_SECONDS``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from pathlib import Path
+
+import httpx
+
+from invoicectl.doctor.checks import NAMES, Check, Diagnosis, fail, skipped
+from invoicectl.doctor.local import (
+    api_key_check,
+    disk_check,
+    journal_check,
+    lock_check,
+    settings_check,
+)
+from invoicectl.doctor.remote import PROBE_SECONDS, remote_checks
+from invoicectl.errors import InvoicectlError
+from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.client import GoRouteClient
+from invoicectl.journal.health import examine
+from invoicectl.journal.runlock import lock_state
+from invoicectl.settings import Settings
+
+# Without a key the health check and the clock can still be asked about: the client needs a
+# key to send, and this one says what it is.
+_NO_KEY = "invoicectl-doctor-without-a-key"
+
+
+def diagnose(
+    *,
+    journal: Path | None = None,
+    sandbox: bool = False,
+    api_key_file: Path | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    environ: Mapping[str, str] | None = None,
+    now: Callable[[], datetime] = lambda: datetime.now(UTC),
+) -> Diagnosis:
+    environ = os.environ if environ is None else environ
+    config, settings = settings_check(journal, sandbox, environ)
+    if settings is None:
+        because = "the settings could not be resolved"
+        return Diagnosis([config, *(skipped(name, because) for name in NAMES[1:])])
+    key_check, key = api_key_check(api_key_file, sandbox, environ)
+    checks = {check.name: check for check in (config, key_check)}
+    for check in _remote(settings, key, transport, now):
+        checks[check.name] = check
+    checks["journal"] = journal_check(examine(settings.journal), settings.base_url)
+    checks["lock"] = lock_check(lock_state(settings.journal), settings.journal)
+    checks["disk"] = disk_check(settings.journal)
+    return Diagnosis([checks[name] for name in NAMES])
+
+
+def _remote(
+    settings: Settings,
+    key: ApiKey | None,
+    transport: httpx.AsyncBaseTransport | None,
+    now: Callable[[], datetime],
+) -> list[Check]:
+    seconds = min(settings.request_timeout, PROBE_SECONDS)
+    try:
+        client = GoRouteClient(
+            settings.base_url,
+            key or ApiKey(_NO_KEY),
+            transport=transport,
+            connect_timeout=seconds,
+            read_timeout=seconds,
+            request_timeout=seconds,
+            max_connections=1,
+            now=now,
+        )
+    except InvoicectlError as error:  # plain http to a remote host: the key would travel bare
+        because = "the base URL cannot be used"
+        return [
+            fail("base_url", str(error)),
+            skipped("credentials", because),
+            skipped("clock", because),
+        ]
+    redact = (key or ApiKey(_NO_KEY)).redact
+
+    async def ask() -> list[Check]:
+        async with client:
+            return await remote_checks(client, key.fingerprint if key else None, redact, now)
+
+    return asyncio.run(ask())

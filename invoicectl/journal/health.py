@@ -1,0 +1,104 @@
+"""A journal looked at from outside, for ``invoicectl doctor``: read-only, never migrated.
+
+``examine(path)`` opens the file with ``mode=ro`` (as ``audit`` does), so that a doctor run
+creates, changes and migrates nothing: what it finds is SQLite's ``quick_check`` (the
+integrity check without the index cross-checks: seconds for a journal of millions of rows,
+not minutes), the base URL the journal is bound to, whether its schema is this version's,
+and its size with its WAL. A file SQLite cannot read at all is a ``JournalHealth`` whose
+``error`` says why, never an exception.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from invoicectl.journal.migrations import MIGRATIONS, _applied
+
+# quick_check stops after this many problems; one screenful says enough.
+_MAX_PROBLEMS = 10
+
+
+@dataclass(frozen=True)
+class JournalHealth:
+    path: Path
+    exists: bool
+    size: int = 0  # bytes of the file
+    wal_size: int = 0  # bytes of its -wal beside it
+    writable: bool = False  # the file and its directory (for -wal, -shm and the lock)
+    problems: list[str] = field(default_factory=list)  # quick_check's lines, [] when ok
+    bound_base_url: str | None = None
+    schema: str = "current"  # current, older (migrated at the next open), newer, none
+    error: str | None = None  # SQLite could not read it: why
+
+
+def examine(path: Path) -> JournalHealth:
+    """What the journal at ``path`` is like; nothing is created, written or migrated."""
+    if not path.exists():
+        return JournalHealth(path=path, exists=False, writable=_creatable(path.parent))
+    wal = Path(f"{path}-wal")
+    found = JournalHealth(
+        path=path,
+        exists=True,
+        size=path.stat().st_size,
+        wal_size=wal.stat().st_size if wal.exists() else 0,
+        writable=os.access(path, os.W_OK) and os.access(path.parent, os.W_OK | os.X_OK),
+    )
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except sqlite3.Error as error:
+        return replace(found, error=str(error))
+    try:
+        said = [str(line) for (line,) in conn.execute(f"PRAGMA quick_check({_MAX_PROBLEMS})")]
+        return replace(
+            found,
+            problems=[] if said == ["ok"] else _problems(said),
+            bound_base_url=_bound_base_url(conn),
+            schema=_schema(conn),
+        )
+    except sqlite3.Error as error:  # not a database, or damaged past what quick_check reads
+        return replace(found, error=str(error))
+    finally:
+        conn.close()
+
+
+def _problems(said: list[str]) -> list[str]:
+    """quick_check's findings, one line each, without its "*** in database main ***"."""
+    lines = (" ".join(line.split()) for text in said for line in text.splitlines())
+    return [line for line in lines if line and not line.startswith("***")]
+
+
+def _bound_base_url(conn: sqlite3.Connection) -> str | None:
+    if not _has_table(conn, "environment"):
+        return None
+    row = conn.execute("SELECT base_url FROM environment WHERE id = 1").fetchone()
+    return None if row is None else str(row[0])
+
+
+def _schema(conn: sqlite3.Connection) -> str:
+    applied = _applied(conn)
+    if not applied:
+        return "none"
+    ours = {migration.__name__ for migration in MIGRATIONS}
+    if applied - ours:
+        return "newer"
+    return "current" if applied >= ours else "older"
+
+
+def _has_table(conn: sqlite3.Connection, name: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (name,)
+    ).fetchone()
+    return row is not None
+
+
+def _creatable(directory: Path) -> bool:
+    """Whether a journal could be made in ``directory``, or in the nearest parent that
+    exists (the first run makes the directories, mode 0700)."""
+    while not directory.exists():
+        if directory.parent == directory:
+            return False
+        directory = directory.parent
+    return directory.is_dir() and os.access(directory, os.W_OK | os.X_OK)

@@ -1,0 +1,184 @@
+"""Durable writes grouped into shared commits (send/commits.py, ``Journal.write_batch``).
+
+The write-ahead rule must hold per request however the commits are grouped: a second
+connection to the journal file is the witness, and it must find each request's attempt row
+committed when the request reaches the server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sqlite3
+from pathlib import Path
+
+import httpx
+import pytest
+from sendkit import assert_each_delivered_once, emulator, send, settings_for
+from ublfactory import write_invoice
+
+from invoicectl.audit.verify import verify
+from invoicectl.errors import ExitCode, JournalError
+from invoicectl.journal import Journal
+from invoicectl.send.commits import GroupCommits
+
+
+def committed_events(path: Path) -> list[str]:
+    with sqlite3.connect(path) as witness:
+        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
+
+
+def note(journal: Journal, detail: str) -> str:
+    journal.add_event(None, "note", detail)
+    return detail
+
+
+def test_a_batch_commits_its_writes_together_and_a_failing_one_alone_is_undone(tmp_path: Path):
+    path = tmp_path / "journal.db"
+
+    def failing() -> None:
+        note(journal, "undone")
+        raise ValueError("this write only")
+
+    with Journal(path) as journal:
+        results = journal.write_batch(
+            [lambda: note(journal, "first"), failing, lambda: note(journal, "third")]
+        )
+        assert not journal.db.conn.in_transaction
+    assert [result.value for result in results] == ["first", None, "third"]
+    assert isinstance(results[1].error, ValueError)
+    assert committed_events(path) == ["first", "third"]
+    assert verify(path).findings == []  # the undone write left no event in the chain either
+
+
+def test_writers_of_one_pass_of_the_loop_share_one_commit(tmp_path: Path):
+    path = tmp_path / "journal.db"
+
+    async def writers(journal: Journal) -> list[tuple[str, bool]]:
+        commits = GroupCommits(journal)
+        return await asyncio.gather(
+            *(commits.durable(lambda n=n: note(journal, f"w{n}")) for n in range(5))
+        ), commits
+
+    with Journal(path) as journal:
+        done, commits = asyncio.run(writers(journal))
+    assert done == [(f"w{n}", False) for n in range(5)]
+    assert (commits.commits, commits.writes) == (1, 5)
+    assert committed_events(path) == [f"w{n}" for n in range(5)]
+
+
+def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(tmp_path: Path):
+    path = tmp_path / "journal.db"
+
+    async def cancelled_writer(journal: Journal) -> tuple[str, bool]:
+        commits = GroupCommits(journal)
+        task = asyncio.ensure_future(commits.durable(lambda: note(journal, "kept")))
+        await asyncio.sleep(0)  # the writer is waiting for the commit
+        task.cancel()
+        return await task
+
+    with Journal(path) as journal:
+        value, cancelled = asyncio.run(cancelled_writer(journal))
+    assert (value, cancelled) == ("kept", True)
+    assert committed_events(path) == ["kept"]
+
+
+def test_a_failing_write_raises_in_its_own_writer_only(tmp_path: Path):
+    path = tmp_path / "journal.db"
+
+    def failing() -> str:
+        raise ValueError("mine")
+
+    async def writers(journal: Journal) -> list[object]:
+        commits = GroupCommits(journal)
+        return await asyncio.gather(
+            commits.durable(lambda: note(journal, "a")),
+            commits.durable(failing),
+            commits.durable(lambda: note(journal, "b")),
+            return_exceptions=True,
+        )
+
+    with Journal(path) as journal:
+        first, second, third = asyncio.run(writers(journal))
+    assert (first, third) == (("a", False), ("b", False))
+    assert isinstance(second, ValueError)
+    assert committed_events(path) == ["a", "b"]
+
+
+class Witness(httpx.AsyncBaseTransport):
+    """The emulator, behind a second connection that checks, as each send arrives, that the
+    journal file already holds the request's attempt row, committed and unanswered."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, journal_path: Path) -> None:
+        self.inner = inner
+        self.journal_path = journal_path
+        self.checked: list[str] = []
+        self.missing: list[str] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "POST" and request.url.path == "/api/v1/documents":
+            key = request.headers["Idempotency-Key"]
+            with sqlite3.connect(self.journal_path) as witness:
+                rows = witness.execute(
+                    "SELECT count(*) FROM attempts WHERE idempotency_key = ? AND outcome IS NULL",
+                    (key,),
+                ).fetchone()
+            (self.checked if rows[0] == 1 else self.missing).append(key)
+        return await self.inner.handle_async_request(request)
+
+
+def test_each_request_leaves_after_its_attempt_row_is_committed(outbox: Path, tmp_path: Path):
+    journal_path = tmp_path / "send.db"
+    ids = [f"INV-{number:04d}" for number in range(40)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator()
+    witness = Witness(sandbox.transport(), journal_path)
+
+    _report, summary = send(settings_for(journal_path), outbox, witness, concurrency=10)
+
+    assert summary.exit_code == ExitCode.OK
+    assert summary.counts() == {"accepted": 40}
+    assert witness.missing == []
+    assert sorted(witness.checked) == sorted(f"invoice-{invoice_id}" for invoice_id in ids)
+    assert_each_delivered_once(sandbox.stats(), ids)
+    # Grouped: ten workers start together, so their attempt rows share commits.
+    assert summary.durable_writes == 80
+    assert summary.durable_commits < summary.durable_writes
+    with sqlite3.connect(journal_path) as witness_after:  # every answer durable at the end
+        states = dict(witness_after.execute("SELECT invoice_id, state FROM invoices"))
+    assert states == dict.fromkeys(ids, "accepted")
+
+
+@pytest.mark.parametrize("when", ["attempt", "answer"])
+def test_a_commit_that_fails_stops_the_run_with_nothing_sent_twice(
+    outbox: Path, tmp_path: Path, when: str
+):
+    """A failed commit of an attempt row stops that request before it leaves; of an answer,
+    leaves the request unanswered (unknown, replayed under its key by the next run)."""
+    journal_path = tmp_path / "send.db"
+    ids = [f"INV-{number:04d}" for number in range(6)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator()
+    original = Journal.write_batch
+    calls = {"n": 0}
+
+    def failing_batch(self, writes):
+        calls["n"] += 1
+        if calls["n"] == {"attempt": 1, "answer": 2}[when]:  # one worker: attempt, answer, ...
+            raise sqlite3.OperationalError("disk I/O error")
+        return original(self, writes)
+
+    Journal.write_batch = failing_batch  # type: ignore[method-assign]
+    try:
+        with pytest.raises(JournalError, match="disk I/O error"):
+            send(settings_for(journal_path), outbox, sandbox.transport(), concurrency=1)
+    finally:
+        Journal.write_batch = original  # type: ignore[method-assign]
+    # Not committed, the attempt row never let its request leave; the answer's request did.
+    assert sandbox.stats()["sends_received"] == {"attempt": 0, "answer": 1}[when]
+
+    _report, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+    assert summary.exit_code == ExitCode.OK
+    assert_each_delivered_once(sandbox.stats(), ids)
+    assert sandbox.stats()["replays"] == {"attempt": 0, "answer": 1}[when]  # same key, bytes
