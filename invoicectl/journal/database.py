@@ -179,16 +179,20 @@ class JournalBase:
         each in a savepoint of its own, so one that raises is undone alone and its exception
         is its result. Raises, with none of them durable, when the transaction cannot commit
         or SQLite ended it (a full disk may roll back the whole transaction)."""
+        if self.db.conn.in_transaction:  # a savepoint of it would make nothing durable
+            raise JournalError(f"{self.path}: a transaction was left open; nothing was written")
         results: list[Written] = []
         with self.transaction():
             for write in writes:
                 try:
                     with self.transaction():
-                        results.append(Written(write(), None))
+                        value = write()
                 except Exception as error:
                     if not self.db.conn.in_transaction:
                         raise
                     results.append(Written(None, error))
+                else:
+                    results.append(Written(value, None))
         return results
 
     def add_event(

@@ -126,14 +126,14 @@ class SendingRecords(JournalBase):
                 answer.message,
                 answer.transaction_id,
                 answer.existing_transaction_id,
-                _real(answer.retry_after),
+                answer.retry_after,
                 answer.request_id,
                 answer.raw_body,
-                _real(answer.duration),
+                answer.duration,
                 attempt_id,
             ),
         )
-        return [dict(row) for row in rows]
+        return [_as_stored(dict(row)) for row in rows]
 
     def unanswered_attempts(self) -> list[Attempt]:
         """Attempts without a recorded answer, oldest first: what a dead run left."""
@@ -216,8 +216,14 @@ def _receiver_check(row: Any) -> ReceiverCheck:
     return ReceiverCheck(peppol_id, bool(registered), tuple(json.loads(document_types)), checked_at)
 
 
-def _real(value: float | None) -> float | None:
-    """A REAL column's value as ``SELECT`` reads it back: ``RETURNING`` gives an int bound
-    to a REAL column as the int, the table holds it as a float, and the chain's event must
-    be the row the table holds (``invoicectl verify`` compares them)."""
-    return None if value is None else float(value)
+_REAL_COLUMNS = ("retry_after", "duration")
+
+
+def _as_stored(row: dict[str, Any]) -> dict[str, Any]:
+    """A row from ``RETURNING`` as ``SELECT`` reads it back, which the chain's event must be
+    (``invoicectl verify`` compares them): SQLite keeps a whole-number REAL as an integer and
+    ``RETURNING`` hands it back so (1, not 1.0), whatever was bound."""
+    for column in _REAL_COLUMNS:
+        if row.get(column) is not None:
+            row[column] = float(row[column])
+    return row

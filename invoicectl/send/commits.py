@@ -56,9 +56,11 @@ class GroupCommits:
         group, self._pending = self._pending, []
         try:
             results = self._journal.write_batch([write for write, _future in group])
-        except Exception as error:  # nothing of the group is durable
+        except BaseException as error:  # nothing of the group is durable
             for _write, future in group:
                 future.set_exception(error)
+            if not isinstance(error, Exception):  # KeyboardInterrupt, SystemExit: on up
+                raise
             return
         self.commits += 1
         self.writes += len(group)

@@ -250,25 +250,25 @@ class Sender:
             assert task is not None
             if not key_window_open(self.journal, item):
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
-            self.stopping.in_flight.add(task)  # from the write-ahead row to the answer
+            attempt_id, cancelled = await self.commits.durable(
+                lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
+            )
+            if cancelled or self.stopping.stopped:  # stopped while its row was committed
+                withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
+                raise asyncio.CancelledError  # the request never left: the key can go back
+            self.stopping.in_flight.add(task)  # from the request leaving to its answer
             try:
-                attempt_id, abandoned = await self.commits.durable(
-                    lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
-                )
-                if abandoned:  # while its row was committed: the request never left
-                    withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
-                    raise asyncio.CancelledError
                 try:
                     outcome = await self.client.send_document(item.key, body)
                 except asyncio.CancelledError:  # abandoned: the row says so, the rest unknown
                     abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                     self.summary.requests += 1
                     raise
-                _, abandoned = await self.commits.durable(
-                    lambda: self._record(attempt_id, item, outcome)
-                )
-                if abandoned:  # the answer is recorded: this request is done, the stop comes next
-                    task.uncancel()
+                _, cut = await self.commits.durable(lambda: self._record(attempt_id, item, outcome))
+                if cut:  # cancelled while its answer was committed: the answer stands
+                    if self.stopping.abandoned_by is None:
+                        raise asyncio.CancelledError  # a cancel from outside the stop: honoured
+                    task.uncancel()  # abandoned: the worker ends at its next should_stop()
             finally:
                 self.stopping.in_flight.discard(task)
             self._observe(outcome)
