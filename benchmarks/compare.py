@@ -1,7 +1,8 @@
 """One benchmark against two checkouts, side by side in one run: the after/before ratio.
 
     python benchmarks/compare.py --before /work/bench-before --after . scan
-    python benchmarks/compare.py --before OLD --after NEW startup|scan|send|reconcile|emulator
+    python benchmarks/compare.py --before OLD --after NEW
+                                 startup|scan|rescan|send|reconcile|emulator
                                  [--rounds N] [--work DIR]
 
 Each checkout runs with its own ``.venv/bin/python`` and from its own root, so it imports its
@@ -12,10 +13,14 @@ that is not counted. Each round's after/before ratio is taken within the round, 
 machine may be shared: the median of those ratios is the figure to quote, with their range.
 
 What each side runs:
-  startup    startup.py --rounds 5: ``--help`` and ``status`` (empty journal), each also as
-             a ratio to ``python -c pass``
+  startup    startup.py --rounds 5: ``--help``, ``status`` (empty journal) and ``send`` of an
+             empty outbox, each also as a ratio to ``python -c pass``
   scan       scan_throughput.py --count 5000 --repeat 1 on one outbox that both sides scan:
              first scan, re-scan, their ratios to sha256sum and to the first scan, peak RSS
+  scan20k    the same with 20,000 files (issue 13's first-scan target)
+  rescan     rescan.py --count 100000 --rounds 3 on one outbox that both sides re-scan, each
+             with the journal its own first scan made (once, before the warm-up round's
+             timings): µs a file beyond start-up (pass --work DIR to keep both for a next run)
   send       send_throughput.py --seconds 0 --bulk 1000: 1,000 invoices to an emulator
              without latency or limit (its own ``invoicectl sandbox``): elapsed, CPU per
              invoice, peak RSS
@@ -26,9 +31,10 @@ For reconcile and emulator, script_cpu_s is the CPU time of the whole script (st
 emulator and the load generator included). CPU times are what other load on a shared machine
 disturbs least; wall times are the figures the README quotes.
 
-startup, scan and send run this directory's scripts with each side's interpreter (they reach
-invoicectl only through ``python -m invoicectl``); reconcile and emulator import invoicectl's
-modules, so each side runs the script of its own checkout, and its printed lines are read.
+startup, scan, scan20k, rescan and send run this directory's scripts with each side's
+interpreter (they reach invoicectl only through ``python -m invoicectl``); reconcile and
+emulator import invoicectl's modules, so each side runs the script of its own checkout, and
+its printed lines are read.
 """
 
 from __future__ import annotations
@@ -99,10 +105,14 @@ class Run:
 def runs(benchmark: str, work: Path) -> list[Run]:
     if benchmark == "startup":
         return [Run("startup", "startup.py", ("--rounds", "5", "--json"), last_json_line)]
-    if benchmark == "scan":
-        keep = str(work / "scan")
-        args = ("--count", "5000", "--repeat", "1", "--keep", keep, "--json")
-        return [Run("scan", "scan_throughput.py", args, last_json_line)]
+    if benchmark in ("scan", "scan20k"):
+        count = "5000" if benchmark == "scan" else "20000"
+        keep = str(work / benchmark)
+        args = ("--count", count, "--repeat", "1", "--keep", keep, "--json")
+        return [Run(benchmark, "scan_throughput.py", args, last_json_line)]
+    if benchmark == "rescan":
+        args = ("--count", "100000", "--rounds", "3", "--keep", str(work / "rescan"), "--json")
+        return [Run("rescan", "rescan.py", args, last_json_line)]
     if benchmark == "send":
         args = ("--seconds", "0", "--bulk", "1000", "--json")
         expect = (("bulk_accepted", 1000),)
@@ -120,7 +130,15 @@ def runs(benchmark: str, work: Path) -> list[Run]:
     raise SystemExit(f"unknown benchmark {benchmark!r}")
 
 
-DEFAULT_ROUNDS = {"startup": 20, "scan": 12, "send": 6, "reconcile": 6, "emulator": 8}
+DEFAULT_ROUNDS = {
+    "startup": 20,
+    "scan": 12,
+    "scan20k": 6,
+    "rescan": 4,
+    "send": 6,
+    "reconcile": 6,
+    "emulator": 8,
+}
 
 
 @dataclass(frozen=True)

@@ -7,31 +7,40 @@ journal whose rows were backdated.
 
 from __future__ import annotations
 
-import asyncio
 import random
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from invoicectl.errors import ExitCode, InvoicectlError
-from invoicectl.goroute.client import GoRouteClient
 from invoicectl.interrupts import signal_name
 from invoicectl.journal.database import utc_now
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.scan.report import ScanReport
 from invoicectl.settings import Settings
 
+if TYPE_CHECKING:  # imported where a run makes requests: one with nothing to send makes none
+    import httpx
+
+    from invoicectl.goroute.client import GoRouteClient
+
+
+async def _sleep(seconds: float) -> None:
+    """``asyncio.sleep``, imported at the first wait: a run that waits for nothing (a send
+    with nothing to send) imports no asyncio."""
+    import asyncio
+
+    await asyncio.sleep(seconds)
+
 
 @dataclass(frozen=True)
 class Clocks:
     wall: Callable[[], datetime] = utc_now  # timestamps, and the 24-hour windows
     monotonic: Callable[[], float] = time.monotonic  # pacing, backoff and deadlines
-    sleep: Callable[[float], Awaitable[None]] = asyncio.sleep
+    sleep: Callable[[float], Awaitable[None]] = _sleep
     rng: random.Random = field(default_factory=random.Random)  # backoff jitter
 
 
@@ -39,7 +48,7 @@ REAL_CLOCKS = Clocks()
 
 # Where requests go for the length of a run, entered once the journal is locked: the
 # built-in emulator for ``--sandbox`` (``sandbox.session``), else where the settings say.
-Session = Callable[[], AbstractContextManager[httpx.AsyncBaseTransport | None]]
+Session = Callable[[], AbstractContextManager["httpx.AsyncBaseTransport | None"]]
 
 
 # Scanning an outbox into the journal, as the caller chose it (``scan.ingest.scanning``):
@@ -52,6 +61,8 @@ def no_session() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
 
 
 def make_client(settings: Settings, transport: httpx.AsyncBaseTransport | None) -> GoRouteClient:
+    from invoicectl.goroute.client import GoRouteClient
+
     assert settings.api_key is not None
     return GoRouteClient(
         settings.base_url,

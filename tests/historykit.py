@@ -89,7 +89,6 @@ def add_history(
             )  # fmt: skip
         journal.begin_scan()
         journal.store_found(copies, SENT_AT)
-        journal.end_scan()
         run_id = 0
         for position, copy in enumerate(copies):
             if position % 100 == 0:

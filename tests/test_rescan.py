@@ -12,8 +12,10 @@ import pytest
 from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
-from invoicectl.scan import reader
+from invoicectl.scan import worker
+from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.scan.reader import scan_files
 from invoicectl.scan.scanned import RACY_NS
 
 
@@ -27,13 +29,13 @@ def journal(tmp_path: Path):
 def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The names of the files a scan reads in this process (``workers=1``)."""
     names: list[str] = []
-    read_one = reader.scan_one
+    read_one = worker.scan_one
 
     def counted(name, key, place, known):  # type: ignore[no-untyped-def]
         names.append(name)
         return read_one(name, key, place, known)
 
-    monkeypatch.setattr(reader, "scan_one", counted)
+    monkeypatch.setattr(worker, "scan_one", counted)  # the reader imports it as it reads
     return names
 
 
@@ -56,6 +58,28 @@ def test_a_rescan_of_unchanged_files_reads_none(
     report = scan_directory(journal, outbox, workers=1)
 
     assert (report.unchanged, report.new, report.changed, reads) == (1200, [], [], [])
+
+
+def test_unchanged_files_never_come_back_to_python(journal: Journal, outbox: Path) -> None:
+    """The journal takes the unchanged files into the scan itself (one statement a window):
+    the reader answers none of them, and a window with one changed file answers that one."""
+    for number in range(1200):
+        write_invoice(outbox, f"INV-{number:04d}")
+    scan_directory(journal, outbox, workers=1)
+    _trusted(journal)
+    (outbox / "INV-0700.xml").write_bytes((outbox / "INV-0700.xml").read_bytes() + b"\n")
+    journal.begin_scan()
+
+    answers = scan_files(
+        find_candidates(outbox),
+        outbox,
+        journal.stored_contents,
+        lambda prefix, found: journal.take_unchanged(prefix, found, RACY_NS),
+        workers=1,
+    )
+
+    assert [answer.name for answer in answers] == ["INV-0700.xml"]
+    assert journal.files_found() == 1199  # the others: the journal took them itself
 
 
 def test_a_file_whose_size_mtime_ctime_or_inode_moved_is_read_again(
@@ -94,7 +118,7 @@ def test_a_stat_recorded_too_soon_after_a_change_proves_nothing(
     assert reads == ["INV-1.xml"]
 
 
-def test_the_journal_names_only_files_whose_every_stat_field_matches(
+def test_the_journal_takes_only_files_whose_every_stat_field_matches(
     journal: Journal, outbox: Path
 ) -> None:
     write_invoice(outbox, "INV-1")
@@ -103,16 +127,91 @@ def test_the_journal_names_only_files_whose_every_stat_field_matches(
     ((path, size, mtime, ctime, inode, _, sha256),) = journal.db.execute(
         "SELECT path, size, mtime_ns, ctime_ns, inode, checked_at_ns, sha256 FROM file_stats"
     ).fetchall()
-    same = (path, size, mtime, ctime, inode)
+    prefix = str(outbox) + "/"
+    same = {path: f"{size}:{mtime}:{ctime}:{inode}"}
     moved = [
-        ("elsewhere", size, mtime, ctime, inode),
-        (path, size + 1, mtime, ctime, inode),
-        (path, size, mtime + 1, ctime, inode),
-        (path, size, mtime, ctime + 1, inode),
-        (path, size, mtime, ctime, inode + 1),
+        {prefix + "elsewhere": f"{size}:{mtime}:{ctime}:{inode}"},
+        {path: f"{size + 1}:{mtime}:{ctime}:{inode}"},
+        {path: f"{size}:{mtime + 1}:{ctime}:{inode}"},
+        {path: f"{size}:{mtime}:{ctime + 1}:{inode}"},
+        {path: f"{size}:{mtime}:{ctime}:{inode + 1}"},
     ]
 
-    assert journal.unchanged_files([same], RACY_NS) == {path: (sha256, "INV-1")}
+    def taken(found: dict[str, str], racy_ns: int = RACY_NS, unless: tuple[str, ...] = ()):
+        journal.begin_scan()
+        read_again = journal.take_unchanged(prefix, found, racy_ns, unless)
+        rows = journal.db.execute("SELECT invoice_id, sha256, name, path FROM temp.scan")
+        return read_again, [tuple(row) for row in rows]
+
+    assert taken(same) == (set(), [("INV-1", sha256, "INV-1.xml", path)])
     for found in moved:
-        assert journal.unchanged_files([found], RACY_NS) == {}, found
-    assert journal.unchanged_files([same], 3 * RACY_NS) == {}  # recorded too soon
+        assert taken(found) == (set(found), []), found
+    assert taken(same, 3 * RACY_NS) == ({path}, [])  # recorded too soon
+    assert taken(same, unless=(sha256,)) == ({path}, [])  # its stored copy is damaged
+    assert taken({**same, **moved[0]}) == (set(moved[0]), [("INV-1", sha256, "INV-1.xml", path)])
+
+
+def test_a_known_content_read_again_keeps_its_invoice_id_with_its_stat(
+    journal: Journal, outbox: Path, reads: list[str]
+) -> None:
+    """A file read again whose bytes the journal holds (touched, copied in) is hashed, not
+    parsed; its stat is recorded with its revision's invoice ID all the same, so that the
+    next re-scan names it without a lookup."""
+    write_invoice(outbox, "INV-1")
+    scan_directory(journal, outbox, workers=1)
+    (outbox / "copy.xml").write_bytes((outbox / "INV-1.xml").read_bytes())
+    os.utime(outbox / "INV-1.xml", ns=(1, 2))
+    reads.clear()
+
+    report = scan_directory(journal, outbox, workers=1)
+
+    assert sorted(reads) == ["INV-1.xml", "copy.xml"] and report.unchanged == 1
+    ids = journal.db.execute("SELECT path, invoice_id FROM file_stats ORDER BY path")
+    assert [tuple(row) for row in ids] == [
+        (str(outbox / "INV-1.xml"), "INV-1"),
+        (str(outbox / "copy.xml"), "INV-1"),
+    ]
+
+
+class _AskedOnce:
+    """Contents held, answered for many at once; asking one at a time is a failure."""
+
+    def __init__(self, held: set[str]) -> None:
+        self.held = held
+        self.asked: list[list[str]] = []
+
+    def among(self, sha256s: list[str]) -> set[str]:
+        self.asked.append(sorted(sha256s))
+        return self.held & set(sha256s)
+
+    def __contains__(self, sha256: object) -> bool:
+        raise AssertionError("a worker asked about one content at a time")
+
+
+def test_a_worker_asks_the_journal_once_a_chunk_which_contents_it_holds(
+    journal: Journal, outbox: Path
+) -> None:
+    """Read and hashed first, the chunk's contents are looked up in one question: those the
+    journal holds are not parsed again (no invoice ID from the worker), the others are."""
+    write_invoice(outbox, "OLD-1")
+    write_invoice(outbox, "NEW-1")
+    (outbox / "empty.xml").write_bytes(b"")
+    scan_directory(journal, outbox, workers=1)
+    old = journal.invoice("OLD-1").current_sha256
+    new = journal.invoice("NEW-1").current_sha256
+    known = _AskedOnce({old})
+    place = worker.Place.at(str(outbox), str(outbox))
+
+    answers = worker.scan_many(
+        [("OLD-1.xml", None), ("empty.xml", None), ("NEW-1.xml", None)], place, known
+    )
+
+    assert known.asked == [sorted([old, new])]
+    assert [(a.name, a.sha256, a.invoice_id) for a in answers] == [
+        ("OLD-1.xml", old, None),
+        ("empty.xml", None, None),
+        ("NEW-1.xml", new, "NEW-1"),
+    ]
+    assert answers[1].reason == "the file is empty (0 bytes)"
+    stored = journal.stored_contents(unless={new})
+    assert stored.among([old, new, "0" * 64]) == {old}

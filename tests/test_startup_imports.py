@@ -64,3 +64,44 @@ def test_help_is_drawn_without_rich() -> None:
     )
     heavy = ("rich", "typer.rich_utils", "markdown_it", "pygments", "rich.markdown")
     assert _loaded_after(code, heavy) == []
+
+
+def _send_of_an_empty_outbox(tmp_path: Path, *flags: str) -> str:
+    (tmp_path / "outbox").mkdir()
+    argv = ["invoicectl", "send", str(tmp_path / "outbox"), *flags]
+    return (
+        "import os, sys\n"
+        "os.environ['GOROUTE_API_KEY'] = 'sk_test_never_sent_with_000'\n"
+        "from invoicectl.cli import main\n"
+        f"sys.argv = {argv!r}\n"
+        "try:\n"
+        "    main()\n"
+        "except SystemExit as stopped:\n"
+        "    assert stopped.code == 66, stopped.code  # EX_NOINPUT: no *.xml in the outbox\n"
+    )
+
+
+# What a send needs only once something is sent or replayed (or its history checked).
+_SENDING = (
+    "asyncio",
+    "httpx",
+    "invoicectl.goroute.client",
+    "invoicectl.reconcile",
+    "invoicectl.sandbox.session",
+    "invoicectl.send.sender",
+    "lxml.etree",
+    "rich.progress",
+    "rich.table",
+    "tenacity",
+)
+
+
+def test_a_send_with_nothing_to_send_loads_no_client_loop_or_parser(tmp_path: Path) -> None:
+    """A cron run over an outbox with nothing new: no HTTP client (httpx, asyncio), no
+    sender, no retry library, no XML parser, no progress bar or table, no reconcile."""
+    assert _loaded_after(_send_of_an_empty_outbox(tmp_path), _SENDING) == []
+
+
+def test_a_sandbox_send_with_nothing_to_send_starts_no_emulator(tmp_path: Path) -> None:
+    code = _send_of_an_empty_outbox(tmp_path, "--sandbox")
+    assert _loaded_after(code, (*_SENDING, "invoicectl.sandbox.sandbox")) == []

@@ -40,8 +40,13 @@ class SendOrderChoice(StrEnum):
 
 
 if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    import httpx
+
     from invoicectl.runs import Session
     from invoicectl.scan.report import ScanReport
+    from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
 
@@ -145,7 +150,6 @@ def send(
     from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner
-    from invoicectl.send.sender import OUTAGE_AFTER
     from invoicectl.settings import resolve
 
     settings = resolve(
@@ -211,7 +215,7 @@ def send(
         )
     if summary.stopped_by == "wrong_url":
         say_error(str(summary.endpoint_message))
-    stopped = stop_line(summary, deadline=deadline, outage_after=OUTAGE_AFTER)
+    stopped = stop_line(summary, deadline=deadline, outage_after=_outage_after(summary))
     if stopped is not None:
         say(stopped)
     if as_json:
@@ -351,6 +355,15 @@ def _say_stopping(signal_name: str, in_flight: int) -> None:
     say(f"invoicectl: {signal_name}: stopping: {in_flight} in flight; Ctrl-C again to abandon them")
 
 
+def _outage_after(summary: SendSummary) -> int:
+    """For the line of an outage stop (a run that sent nothing never imports the sender)."""
+    if "outage" not in summary.stops:
+        return 0
+    from invoicectl.send.sender import OUTAGE_AFTER
+
+    return OUTAGE_AFTER
+
+
 def _continue_command(
     directory: Path,
     recursive: bool,
@@ -379,6 +392,10 @@ def _session(settings: Settings) -> Session:
 
     if not settings.sandbox:
         return no_session
-    from invoicectl.sandbox.session import sandbox_session
 
-    return lambda: sandbox_session(settings.journal)
+    def sandbox() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
+        from invoicectl.sandbox.session import sandbox_session  # a send with no work: never
+
+        return sandbox_session(settings.journal)
+
+    return sandbox

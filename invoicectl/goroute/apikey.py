@@ -36,14 +36,16 @@ class ApiKey:
 
     _secret: str
     _fingerprint: str
-    _pattern: re.Pattern[str]  # spells the key out: never handed out either
+    # Spells the key out: never handed out either. Compiled at the first redaction (a few
+    # ms of every command's start otherwise, and a run that gets no answer needs none).
+    _pattern: re.Pattern[str] | None
 
     def __init__(self, secret: str) -> None:
         secret = secret.strip()
         _check_secret(secret)
         object.__setattr__(self, "_secret", secret)
         object.__setattr__(self, "_fingerprint", _fingerprint_of(secret))
-        object.__setattr__(self, "_pattern", redaction.key_pattern(secret))
+        object.__setattr__(self, "_pattern", None)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], name: str = ENV_VAR) -> ApiKey:
@@ -88,7 +90,11 @@ class ApiKey:
     def redact(self, text: str) -> str:
         """``text`` with every echo of the key, plain or encoded, replaced by a marker
         (``redaction``: JSON escapes, percent-encoding, HTML references, mixed)."""
-        return redaction.redact(text, self._secret, self._pattern)
+        pattern = self._pattern
+        if pattern is None:
+            pattern = redaction.key_pattern(self._secret)
+            object.__setattr__(self, "_pattern", pattern)
+        return redaction.redact(text, self._secret, pattern)
 
     @property
     def fingerprint(self) -> str:

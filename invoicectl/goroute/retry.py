@@ -46,11 +46,16 @@ from __future__ import annotations
 import random
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-import tenacity
-
-from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Outcome, RateLimited, Transient
+
+# ``RetryPolicy`` is part of every run's options; tenacity and the limiter (asyncio) are
+# imported where a request is retried, so a run that sends nothing loads neither.
+if TYPE_CHECKING:
+    import tenacity
+
+    from invoicectl.goroute.limiter import RateLimiter
 
 
 @dataclass(frozen=True)
@@ -91,6 +96,8 @@ async def call_with_retry(
     clock (holds are clock times). ``rng`` jitters the backoff (default: a fresh
     ``random.Random()``).
     """
+    import tenacity
+
     tries = _Tries(
         attempt,
         policy=policy,

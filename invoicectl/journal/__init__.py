@@ -31,13 +31,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import Clock, utc_now
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.runlock import RunLock
-from invoicectl.journal.scans import ScanRecords, StoredContents, has_stats_under
+from invoicectl.journal.scans import ScanRecords
 from invoicectl.journal.sending import SendingRecords
 
 __all__ = ["Clock", "Journal", "StoredContents", "locked_journal", "peek_stored", "utc_now"]

@@ -10,23 +10,17 @@ from __future__ import annotations
 import time
 from collections import Counter
 from itertools import groupby
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TaskID,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
-from rich.table import Table
+from typing import TYPE_CHECKING
 
 from invoicectl.journal.records import InvoiceState
 from invoicectl.render.status import print_scan_report
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
+
+if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: imported there
+    from rich.console import Console
+    from rich.progress import Progress, TaskID
+    from rich.table import Table
 
 
 class SendOutput:
@@ -55,6 +49,15 @@ class SendOutput:
             highlight=False,
         )
         if self.interactive and summary.planned:
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                Progress,
+                TextColumn,
+                TimeElapsedColumn,
+                TimeRemainingColumn,
+            )
+
             self._progress = Progress(
                 TextColumn("sending"),
                 BarColumn(),
@@ -221,6 +224,8 @@ def _s(value: float | None) -> str:
 
 
 def summary_table(summary: SendSummary) -> Table:
+    from rich.table import Table
+
     table = Table(title=f"run {summary.run_id}", title_justify="left")
     table.add_column("outcome")
     table.add_column("invoices", justify="right")

@@ -19,10 +19,16 @@ Modules, each importing only modules on the lines below its own:
     config (settings), problems, party, clock, ratelimit, stats, server, transport, samples
 """
 
-from invoicectl.sandbox.config import DEFAULT_API_KEY, Faults, SandboxConfig
-from invoicectl.sandbox.idempotency import request_sha256
-from invoicectl.sandbox.sandbox import Sandbox
-from invoicectl.sandbox.server import BackgroundServer, serve
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from invoicectl.sandbox.config import DEFAULT_API_KEY, Faults, SandboxConfig
+    from invoicectl.sandbox.idempotency import request_sha256
+    from invoicectl.sandbox.sandbox import Sandbox
+    from invoicectl.sandbox.server import BackgroundServer, serve
 
 __all__ = [
     "DEFAULT_API_KEY",
@@ -33,3 +39,24 @@ __all__ = [
     "request_sha256",
     "serve",
 ]
+
+# Where each name lives, imported at its first use: ``--sandbox`` settings read the
+# emulator's key (``sandbox.config``) without loading the emulator, its app and its server.
+_HOMES = {
+    "DEFAULT_API_KEY": "config",
+    "BackgroundServer": "server",
+    "Faults": "config",
+    "Sandbox": "sandbox",
+    "SandboxConfig": "config",
+    "request_sha256": "idempotency",
+    "serve": "server",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value

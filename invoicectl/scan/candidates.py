@@ -16,8 +16,9 @@ def find_candidates(
     vanishing. Symbolic links to directories are not descended into. A subdirectory that
     cannot be listed is answered in ``unlisted``: its files cannot be, so it must be."""
     if not recursive:
-        with os.scandir(root) as entries:
-            return sorted(entry.name for entry in entries if _is_xml(entry.name))
+        names = [name for name in os.listdir(root) if _is_xml(name)]
+        names.sort()
+        return names
 
     def cannot_list(error: OSError) -> None:
         if unlisted is not None and error.filename is not None:
@@ -40,4 +41,4 @@ def find_candidates(
 
 
 def _is_xml(name: str) -> bool:
-    return name.lower().endswith(".xml")
+    return name.endswith(".xml") or name.lower().endswith(".xml")

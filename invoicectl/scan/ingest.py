@@ -23,8 +23,6 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
-from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.facts import parse_document
 from invoicectl.ubl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
@@ -101,19 +99,13 @@ def _reading_again(
     a file holding one of those is read again, whatever its stats say, so that its bytes
     (checked against the sha256) can replace the damaged copy."""
 
-    def unchanged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
-        return journal.unchanged_files(found, RACY_NS)
-
-    if not damaged:
-        return journal.stored_contents, unchanged if has_stats else None
+    def unchanged(prefix: str, found: dict[str, str]) -> Container[str]:
+        return journal.take_unchanged(prefix, found, RACY_NS, unless=damaged)
 
     def known() -> Container[str]:
         return journal.stored_contents(unless=damaged)
 
-    def undamaged(found: list[tuple[str, int, int, int, int]]) -> dict[str, tuple[str, str | None]]:
-        return {path: hit for path, hit in unchanged(found).items() if hit[0] not in damaged}
-
-    return known, undamaged if has_stats else None
+    return known, unchanged if has_stats else None
 
 
 class Ingest:
@@ -140,7 +132,6 @@ class Ingest:
             self.report.count_files(invalid_ids, journal.files_of_shared_ids(), unidentified)
             self._date_the_undated()
         self.report.repaired = lift_repaired(journal)
-        journal.end_scan()
         return self.report
 
     def _store(self, scanned: Iterable[ScannedFile]) -> None:
@@ -148,7 +139,6 @@ class Ingest:
         batch: list[ScannedFile] = []
         held = 0
         for item in scanned:
-            self.report.files += 1
             batch.append(item)
             held += len(item.stored) if item.stored is not None else 0
             if len(batch) >= _COMMIT_EVERY or held >= _COMMIT_BYTES:
@@ -160,6 +150,8 @@ class Ingest:
                 held = 0
         with self.journal.transaction():
             self.journal.store_found(batch, now)
+        # The files found unchanged the journal took in itself: every file has its row.
+        self.report.files = self.journal.files_found()
 
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: admitted in one go."""
@@ -204,6 +196,9 @@ class Ingest:
         journal that never held such invoices pays nothing for it."""
         if not self.journal.unfinished("due_dates"):
             return
+        from invoicectl.ubl.errors import InvalidDocument  # here: most scans parse nothing
+        from invoicectl.ubl.facts import parse_document
+
         self.journal.finished("due_dates")
         for invoice_id, sha256 in self.journal.undated(InvoiceState.pending):
             try:

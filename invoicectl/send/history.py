@@ -37,27 +37,21 @@ marker later says history was lost. Every finding is one loud line on stderr (``
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from invoicectl.errors import CredentialsRefused, ExitCode
-from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import (
     AuthRefused,
     Rejected,
     WrongEndpoint,
 )
-from invoicectl.goroute.transactions import Transaction
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.plan import plan
-from invoicectl.reconcile.matching import compare, parse_time
-from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
-from invoicectl.reconcile.verdicts import JournalSide
 from invoicectl.send.history_texts import (
     Finding,
     HistoryUnchecked,
@@ -72,8 +66,13 @@ from invoicectl.send.marker import Marker, read_marker, write_marker
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 
+# The search and its judging import the reconcile package, the rate limiter and asyncio
+# where they run: a send from a journal with its history (nearly every one) makes no check.
 if TYPE_CHECKING:
     import httpx
+
+    from invoicectl.goroute.transactions import Transaction
+    from invoicectl.reconcile.search_result import Search, SearchSummary
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
 # 100 requests a minute, once in a journal's life.
@@ -104,13 +103,13 @@ def check_history(
     *,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
-    run: Callable[[Coroutine[Any, Any, Search]], Search] = asyncio.run,
+    run: Callable[[Coroutine[Any, Any, Search]], Search] | None = None,
 ) -> SendOptions:
     """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
     marker naming this journal and run. Returns ``options`` with the deadline less the time
     the check took. Raises ``HistoryUnchecked`` when the check was needed and failed.
     ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
-    change nothing remote)."""
+    change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
@@ -189,8 +188,10 @@ def _check(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     lost: str | None,
-    run: Callable[[Coroutine[Any, Any, Search]], Search],
+    run: Callable[[Coroutine[Any, Any, Search]], Search] | None,
 ) -> Finding:
+    import asyncio
+
     # The invoices about to be sent, one lookup each: not every pending one in the journal.
     found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_send)))
     invoices = [i for i in found if i is not None and i.state is InvoiceState.pending]
@@ -208,7 +209,7 @@ def _check(
 
     grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
     try:
-        search = run(
+        search = (run or asyncio.run)(
             _search(
                 settings,
                 options,
@@ -275,7 +276,10 @@ async def _search(
     seconds: float,
 ) -> Search:
     # Imported here: a send whose journal has history never pays for them.
+    import asyncio
+
     from invoicectl.goroute.client import GoRouteClient
+    from invoicectl.goroute.limiter import RateLimiter
     from invoicectl.reconcile.search import Lookups
 
     assert settings.api_key is not None
@@ -295,6 +299,8 @@ async def _search(
 def _horizon(invoices: list[Invoice], now: datetime) -> datetime | None:
     """How far back a send of these invoices can be: the oldest issue date less LOOK_BACK;
     None (search to the page bound) when one has no date, or one issued after ``now``."""
+    from invoicectl.reconcile.search_result import LOOK_BACK
+
     dates = [_issued(invoice, now) for invoice in invoices]
     if not dates or any(date is None for date in dates):
         return None
@@ -336,6 +342,9 @@ def _judge(
 
 def _found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, str | None]:
     """The hold's reason, and the transaction to keep when exactly one is this invoice."""
+    from invoicectl.reconcile.matching import compare
+    from invoicectl.reconcile.verdicts import JournalSide
+
     side = JournalSide(
         state=str(invoice.state),
         document_type=invoice.document_type,
@@ -365,6 +374,9 @@ def _found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str,
 
 def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
     """Whether the search saw every transaction that could be a send of ``invoice``."""
+    from invoicectl.reconcile.matching import parse_time
+    from invoicectl.reconcile.search_result import LOOK_BACK
+
     if summary.complete:
         return True
     issued, reached = _issued(invoice, now), parse_time(summary.reached)

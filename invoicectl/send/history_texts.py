@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
 from invoicectl.journal.records import Invoice
-from invoicectl.reconcile.search_result import SearchSummary
+
+if TYPE_CHECKING:  # the reconcile package brings the client: a send without a check needs none
+    from invoicectl.reconcile.search_result import SearchSummary
 
 
 class HistoryUnchecked(InvoicectlError):

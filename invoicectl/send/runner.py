@@ -8,13 +8,11 @@ and one that comes after the loop still makes the run's exit code 130.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Coroutine
+from contextlib import ExitStack
 from dataclasses import replace
 from datetime import datetime, timedelta
-from typing import Any
-
-import httpx
+from typing import TYPE_CHECKING, Any
 
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import ExitCode, worst
@@ -36,11 +34,14 @@ from invoicectl.runs import (
 )
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
+from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.options import SendOptions
-from invoicectl.send.sender import Sender
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
+
+if TYPE_CHECKING:
+    import httpx
 
 
 def send(
@@ -66,8 +67,7 @@ def send(
     """
     started = clocks.monotonic()
     journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
-    with RunSignals() as signals, journal_lock as journal, session() as emulated:
-        transport = transport or emulated
+    with RunSignals() as signals, journal_lock as journal, ExitStack() as emulator:
         # Before the scan: a file edited after a crash must not hide that its send is unknown.
         close_unanswered(journal)
         report = scan(journal)
@@ -81,6 +81,11 @@ def send(
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
+            # Nothing to send or replay (most cron runs): no request can go out, so neither
+            # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
+            idle = nothing_to_send(journal, options)
+            if not idle and transport is None:
+                transport = emulator.enter_context(session())
             # A journal with no history here, or one that lost it, asks GoRoute first.
             # Its GETs change nothing remote: a stop signal cancels them where they wait.
             options = check_history(
@@ -98,13 +103,34 @@ def send(
 
             callbacks = {"on_start": on_start, "on_progress": on_progress, "bind": bind}
             stopping = Stopping(grace=options.stop_grace, on_stopping=on_stopping)
-            run = _send(journal, settings, options, run_id, transport, clocks, callbacks, stopping)
-            summary = asyncio.run(_listening(signals, stopping, run))
+            if idle:
+                summary = idle_run(
+                    journal,
+                    options,
+                    run_id,
+                    stopping=stopping,
+                    signals=signals.undelivered,
+                    monotonic=clocks.monotonic,
+                    on_start=on_start,
+                )
+            else:
+                run = _send(
+                    journal, settings, options, run_id, transport, clocks, callbacks, stopping
+                )
+                summary = _run_loop(signals, stopping, run)
             summary.heard_late(signals.received)
             summary.exit_code = worst(summary.exit_code, report.input_code)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
     summary.heard_late(signals.received)
     return report, summary
+
+
+def _run_loop(
+    signals: RunSignals, stopping: Stopping, run: Coroutine[Any, Any, SendSummary]
+) -> SendSummary:
+    import asyncio  # here: a send with nothing to do runs no event loop
+
+    return asyncio.run(_listening(signals, stopping, run))
 
 
 async def _listening(
@@ -124,6 +150,8 @@ async def _send(
     callbacks: dict[str, Any],
     stopping: Stopping,
 ) -> SendSummary:
+    from invoicectl.send.sender import Sender  # here: it brings httpx and the client
+
     async with make_client(settings, transport) as client:
         sender = Sender(
             journal,

@@ -5,7 +5,6 @@ The sender fills these; rendering (``render.send``) and ``--json`` read them.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -146,6 +145,8 @@ class SendSummary:
 def _spread(values: list[float]) -> dict[str, float | None]:
     if not values:
         return {"median": None, "p95": None}
+    import statistics  # here: a run that sent nothing has no spread to take
+
     ordered = sorted(values)
     p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
     return {"median": round(statistics.median(ordered), 3), "p95": round(p95, 3)}

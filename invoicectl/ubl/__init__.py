@@ -18,11 +18,17 @@ Every refusal is an ``InvalidDocument`` whose ``reason`` is one line a finance c
 This module re-exports the names the rest of invoicectl uses: ``from invoicectl import ubl``.
 """
 
-from invoicectl.ubl.encoding import document_text
-from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
-from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES, read_document
-from invoicectl.ubl.text import one_line
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from invoicectl.ubl.encoding import document_text
+    from invoicectl.ubl.errors import InvalidDocument
+    from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
+    from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES, read_document
+    from invoicectl.ubl.text import one_line
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -34,3 +40,26 @@ __all__ = [
     "parse_document",
     "read_document",
 ]
+
+# Where each name lives. They are imported at their first use, not with the package: a scan
+# that reads no file and a send with nothing to send import ``ubl.text`` (``one_line``), and
+# the parser (lxml) only when a file is parsed.
+_HOMES = {
+    "MAX_DOCUMENT_BYTES": "reading",
+    "Endpoint": "facts",
+    "InvalidDocument": "errors",
+    "InvoiceFacts": "facts",
+    "document_text": "encoding",
+    "one_line": "text",
+    "parse_document": "facts",
+    "read_document": "reading",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value
+    return value
