@@ -14,6 +14,7 @@ import typer
 
 from invoicectl.cli.app import app
 from invoicectl.cli.consoles import say, say_error, stdout_console, warn_if_empty
+from invoicectl.cli.monitoring import metrics_after
 from invoicectl.cli.options import (
     AllowEnvironmentChangeOption,
     ApiKeyFileOption,
@@ -22,6 +23,7 @@ from invoicectl.cli.options import (
     JournalOption,
     MaxAttemptsOption,
     MaxWaitOption,
+    MetricsFileOption,
     OutboxArgument,
     OutputFormat,
     RateOption,
@@ -127,6 +129,7 @@ def send(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
     ] = False,
+    metrics_file: MetricsFileOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -159,6 +162,7 @@ def send(
         max_attempts=max_attempts,
         max_wait=max_wait,
         need_key=not dry_run,
+        metrics_file=metrics_file,
     )
     output = SendOutput(
         stdout_console(),
@@ -181,28 +185,30 @@ def send(
         output.scanned(found)
         warn_if_empty(found.files, directory, recursive)
 
-    report, summary = runner.send(
-        settings,
-        scanning(directory, recursive=recursive),
-        settings.send_options(
-            deadline=deadline,
-            new_versions=new_versions,
-            order=order.value,
-            check_receivers=not no_receiver_check,
-            refresh_receivers=refresh_receivers,
-            validate=validate,
-            history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
-        ),
-        allow_environment_change=allow_environment_change,
-        run_options=settings.send_run_options(
-            directory, deadline=deadline, new_versions=new_versions
-        ),
-        on_scanned=scanned,
-        on_start=output.started,
-        on_progress=output.progressed,
-        on_stopping=_say_stopping,
-        session=_session(settings),
-    )
+    with metrics_after(settings, "send") as after:
+        report, summary = runner.send(
+            settings,
+            scanning(directory, recursive=recursive),
+            settings.send_options(
+                deadline=deadline,
+                new_versions=new_versions,
+                order=order.value,
+                check_receivers=not no_receiver_check,
+                refresh_receivers=refresh_receivers,
+                validate=validate,
+                history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
+            ),
+            allow_environment_change=allow_environment_change,
+            run_options=settings.send_run_options(
+                directory, deadline=deadline, new_versions=new_versions
+            ),
+            on_scanned=scanned,
+            on_start=output.started,
+            on_progress=output.progressed,
+            on_stopping=_say_stopping,
+            session=_session(settings),
+        )
+        after.summary = summary
     summary.continue_with = _continue_command(directory, recursive, journal, sandbox, api_key_file)
     output.finished(summary)
     if summary.stopped_by == "credentials":
@@ -242,6 +248,7 @@ def reconcile(
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
+    metrics_file: MetricsFileOption = None,
 ) -> None:
     """What happened to refused or unanswered sends; what next.
 
@@ -269,13 +276,15 @@ def reconcile(
         concurrency=concurrency,
         max_attempts=max_attempts,
         max_wait=max_wait,
+        metrics_file=metrics_file,
     )
-    report = run_reconcile(
-        settings,
-        apply=apply,
-        allow_environment_change=allow_environment_change,
-        session=_session(settings),
-    )
+    with metrics_after(settings, "reconcile"):
+        report = run_reconcile(
+            settings,
+            apply=apply,
+            allow_environment_change=allow_environment_change,
+            session=_session(settings),
+        )
     fmt: Format = output_format.value
     if output is not None:
         write_output(output, render(report, fmt))
