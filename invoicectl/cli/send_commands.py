@@ -26,11 +26,13 @@ from invoicectl.cli.options import (
     MetricsFileOption,
     OutboxArgument,
     OutputFormat,
+    PingUrlOption,
     RateOption,
     RecursiveOption,
     SandboxOption,
     TierOption,
 )
+from invoicectl.cli.pinging import start_pings
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 from invoicectl.errors import worst
 
@@ -130,6 +132,7 @@ def send(
         bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
     ] = False,
     metrics_file: MetricsFileOption = None,
+    ping_url: PingUrlOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -163,6 +166,7 @@ def send(
         max_wait=max_wait,
         need_key=not dry_run,
         metrics_file=metrics_file,
+        ping_url=ping_url,
     )
     output = SendOutput(
         stdout_console(),
@@ -180,6 +184,7 @@ def send(
             output.dry_run(report, plan)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
+    start_pings(settings)
 
     def scanned(found: ScanReport) -> None:
         output.scanned(found)
@@ -249,6 +254,7 @@ def reconcile(
     max_wait: MaxWaitOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
     metrics_file: MetricsFileOption = None,
+    ping_url: PingUrlOption = None,
 ) -> None:
     """What happened to refused or unanswered sends; what next.
 
@@ -277,7 +283,9 @@ def reconcile(
         max_attempts=max_attempts,
         max_wait=max_wait,
         metrics_file=metrics_file,
+        ping_url=ping_url,
     )
+    start_pings(settings)
     with metrics_after(settings, "reconcile"):
         report = run_reconcile(
             settings,
