@@ -48,7 +48,7 @@ def _post(url: str, body: bytes) -> str | None:
 
     try:
         with (
-            httpx.Client(timeout=TIMEOUT, follow_redirects=False, trust_env=False) as client,
+            httpx.Client(timeout=TIMEOUT, follow_redirects=False) as client,
             client.stream("POST", url, content=body) as answer,
         ):
             read = 0
