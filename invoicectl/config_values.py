@@ -129,6 +129,32 @@ def base_url(value: Any, source: str) -> str:
     return urlunsplit((scheme, netloc, parts.path.rstrip("/"), "", ""))
 
 
+def ping_url(value: Any, source: str) -> str:
+    """A health-check URL (http or https, with a host), trailing slashes dropped so that
+    ``/start`` and ``/0`` append cleanly. It is a secret (whoever holds it can report the job
+    healthy), so a refusal never quotes it: it says "the ping URL"."""
+    must = "an http(s) URL with a host (the value is not shown: it is a secret)"
+    error_type = UsageError if source == "option" else ConfigError
+    where = "the command line" if source == "option" else source
+    refused = error_type(f"ping_url ({where}) must be {must}")
+    if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
+        raise refused
+    raw = value.strip()
+    try:
+        parts = urlsplit(raw)
+        parts.port  # noqa: B018 - raises for a port that is not a number in range
+    except ValueError:
+        raise refused from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise refused
+    if parts.query or parts.fragment:
+        raise error_type(
+            f"ping_url ({where}) must have no query string or fragment: /start and the exit "
+            "code are appended to its path"
+        )
+    return raw.rstrip("/")
+
+
 def _whole_number(value: Any) -> int | None:
     if isinstance(value, bool):  # TOML true is not 1
         return None

@@ -3,7 +3,9 @@
 The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoicectl/config.toml``
 (``~/.config/invoicectl/config.toml``). Keys: ``journal``, ``base_url``, ``api_key_file``,
 ``tier``, ``rate``, ``concurrency``, ``batch_size``, ``max_attempts``, ``max_wait``,
-``request_timeout`` (also ``$INVOICECTL_REQUEST_TIMEOUT``). The API key
+``request_timeout`` (also ``$INVOICECTL_REQUEST_TIMEOUT``), ``metrics_file`` (a Prometheus
+textfile, ``metrics``), ``ping_url`` (a health-check URL, also ``$INVOICECTL_PING_URL``; a
+secret, never shown: ``pings``). The API key
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
 ``api_key_file``.
 
@@ -41,6 +43,7 @@ SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
     "max_attempts", "max_wait", "request_timeout", "signing_key", "retention_years",
+    "metrics_file", "ping_url",
 }  # fmt: skip
 
 
@@ -66,6 +69,8 @@ class Settings:
     max_wait: float
     sources: Mapping[str, str]  # setting -> where its value came from
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds for one whole request
+    metrics_file: Path | None = None  # where the run's metrics go (invoicectl/metrics.py)
+    ping_url: str | None = None  # a secret: never printed, logged or journalled (pings.py)
 
     def __repr__(self) -> str:
         # The key's own repr shows only its fingerprint; say so explicitly anyway.
@@ -161,6 +166,8 @@ def resolve(
     max_attempts: int | None = None,
     max_wait: float | None = None,
     need_key: bool = True,
+    metrics_file: Path | None = None,
+    ping_url: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     """The settings of one command, each value checked (``config_values``) before use."""
@@ -207,6 +214,12 @@ def resolve(
         journal_path = Path(chosen or default_journal_path(environ)).expanduser()
         key = _api_key(api_key_file, config, in_config, environ, sources) if need_key else None
 
+    chosen_metrics, source = pick("metrics_file", metrics_file, None, None)
+    if chosen_metrics is not None and not isinstance(chosen_metrics, Path):
+        chosen_metrics = Path(config_values.text("metrics_file", chosen_metrics, source))
+    chosen_ping, source = pick("ping_url", ping_url, "INVOICECTL_PING_URL", None)
+    if chosen_ping is not None:
+        chosen_ping = config_values.ping_url(chosen_ping, source)
     tier_name, source = pick("tier", tier, None, None)
     if tier_name is not None and tier_name not in TIERS:
         raise config_values.refusal("tier", source, " or ".join(map(repr, TIERS)), tier_name)
@@ -228,6 +241,8 @@ def resolve(
             "request_timeout",
             *pick("request_timeout", None, "INVOICECTL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT),
         ),
+        metrics_file=None if chosen_metrics is None else Path(chosen_metrics).expanduser(),
+        ping_url=chosen_ping,
     )
 
 

@@ -23,7 +23,13 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
     monkeypatch.setenv("INVOICECTL_JOURNAL", str(journal))
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
-    for name in ("GOROUTE_API_KEY", "GOROUTE_BASE_URL", "INVOICECTL_DEBUG", "INVOICECTL_CONFIG"):
+    for name in (
+        "GOROUTE_API_KEY",
+        "GOROUTE_BASE_URL",
+        "INVOICECTL_DEBUG",
+        "INVOICECTL_CONFIG",
+        "INVOICECTL_PING_URL",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "200")

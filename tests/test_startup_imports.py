@@ -45,7 +45,7 @@ def test_status_in_a_pipe_draws_no_table(tmp_path: Path) -> None:
         "except SystemExit:\n"
         "    pass\n"
     )
-    heavy = ("rich.table", "rich.box", "invoicectl.scan.reader", "httpx")
+    heavy = ("rich.table", "rich.box", "invoicectl.scan.reader", "httpx", "prometheus_client")
     assert _loaded_after(code, heavy) == []
 
 

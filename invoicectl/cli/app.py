@@ -71,6 +71,21 @@ class _Commands(typer.core.TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        from invoicectl.cli.pinging import finish_pings
+
+        exit_code = int(ExitCode.OK)
+        try:
+            return self._invoke(ctx)
+        except typer.Exit as done:
+            exit_code = done.exit_code
+            raise
+        except BaseException:
+            exit_code = 1
+            raise
+        finally:
+            finish_pings(exit_code)  # a run that started pings ends them, however it ended
+
+    def _invoke(self, ctx: Any) -> Any:
         try:
             return super().invoke(ctx)
         except ClickUsageError as error:

@@ -111,3 +111,21 @@ def ask(question: str) -> bool:
     import typer
 
     return typer.confirm(question, err=True)
+
+
+def tee_output(tail: Any) -> Any:
+    """From here on, what stdout and stderr are given is also given to ``tail.add`` (the
+    health-check ping's tail, ``pings``); the returned function flushes both and puts the
+    streams back."""
+    from invoicectl.pings import TeeStream
+
+    stdout, stderr = sys.stdout, sys.stderr
+    sys.stdout = TeeStream(stdout, tail)
+    sys.stderr = TeeStream(stderr, tail)
+
+    def restore() -> None:
+        for stream in (sys.stdout, sys.stderr):
+            stream.flush()
+        sys.stdout, sys.stderr = stdout, stderr
+
+    return restore

@@ -10,9 +10,11 @@ import typer
 
 from invoicectl.cli.app import app
 from invoicectl.cli.consoles import stdout_console, warn_if_empty
+from invoicectl.cli.monitoring import metrics_after
 from invoicectl.cli.options import (
     FormatOption,
     JournalOption,
+    MetricsFileOption,
     OutboxArgument,
     OutputFormat,
     RecursiveOption,
@@ -107,6 +109,7 @@ def status(
     ] = None,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    metrics_file: MetricsFileOption = None,
 ) -> None:
     """Counts per state, and what needs a person first.
 
@@ -124,6 +127,7 @@ def status(
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
     from invoicectl.lifecycle.plan import attention, plan
+    from invoicectl.settings import resolve
 
     states = [str(known) for known in InvoiceState]
     if state is not None and state not in states:
@@ -132,7 +136,8 @@ def status(
         check_verdict(verdict)
     if every and limit is not None:
         raise UsageError("--all lists every invoice; give it or --limit, not both")
-    with Journal(journal_path(journal, sandbox)) as opened:
+    settings = resolve(journal=journal, sandbox=sandbox, need_key=False, metrics_file=metrics_file)
+    with metrics_after(settings, "status"), Journal(settings.journal) as opened:
         counts = opened.state_counts()
         holds = opened.hold_counts()
         attention_code = attention(opened, opened.clock())

@@ -116,3 +116,26 @@ def check_verdict(verdict: str) -> None:
     known = [str(known) for known in Verdict]
     if verdict not in known:
         raise UsageError(f"unknown verdict {verdict!r}; choose from {', '.join(known)}")
+
+
+MetricsFileOption = Annotated[
+    Path | None,
+    typer.Option(
+        "--metrics-file",
+        metavar="PATH",
+        help="Write Prometheus metrics to PATH (atomically; for node_exporter's textfile "
+        "collector, a *.prom file). Config key metrics_file.",
+        show_default=False,
+    ),
+]
+PingUrlOption = Annotated[
+    str | None,
+    typer.Option(
+        "--ping-url",
+        metavar="URL",
+        help="Health-check URL (healthchecks.io style): URL/start at the start, URL/<exit "
+        "code> at the end with the output's tail. A secret, never shown. Config key ping_url, "
+        "or $INVOICECTL_PING_URL.",
+        show_default=False,
+    ),
+]

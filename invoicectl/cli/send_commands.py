@@ -14,6 +14,7 @@ import typer
 
 from invoicectl.cli.app import app
 from invoicectl.cli.consoles import say, say_error, stdout_console, warn_if_empty
+from invoicectl.cli.monitoring import metrics_after
 from invoicectl.cli.options import (
     AllowEnvironmentChangeOption,
     ApiKeyFileOption,
@@ -22,13 +23,17 @@ from invoicectl.cli.options import (
     JournalOption,
     MaxAttemptsOption,
     MaxWaitOption,
+    MetricsFileOption,
     OutboxArgument,
     OutputFormat,
+    PingUrlOption,
     RateOption,
     RecursiveOption,
     SandboxOption,
     TierOption,
 )
+from invoicectl.cli.pinging import start_pings
+from invoicectl.cli.send_lines import continue_command, say_stopping
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 from invoicectl.errors import worst
 
@@ -132,6 +137,8 @@ def send(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
     ] = False,
+    metrics_file: MetricsFileOption = None,
+    ping_url: PingUrlOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -163,6 +170,8 @@ def send(
         max_attempts=max_attempts,
         max_wait=max_wait,
         need_key=not dry_run,
+        metrics_file=metrics_file,
+        ping_url=ping_url,
     )
     output = SendOutput(
         stdout_console(),
@@ -180,34 +189,37 @@ def send(
             output.dry_run(report, plan)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
+    start_pings(settings)
 
     def scanned(found: ScanReport) -> None:
         output.scanned(found)
         warn_if_empty(found.files, directory, recursive)
 
-    report, summary = runner.send(
-        settings,
-        scanning(directory, recursive=recursive),
-        settings.send_options(
-            deadline=deadline,
-            new_versions=new_versions,
-            order=order.value,
-            check_receivers=not no_receiver_check,
-            refresh_receivers=refresh_receivers,
-            validate=validate,
-            history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
-        ),
-        allow_environment_change=allow_environment_change,
-        run_options=settings.send_run_options(
-            directory, deadline=deadline, new_versions=new_versions
-        ),
-        on_scanned=scanned,
-        on_start=output.started,
-        on_progress=output.progressed,
-        on_stopping=_say_stopping,
-        session=_session(settings),
-    )
-    summary.continue_with = _continue_command(directory, recursive, journal, sandbox, api_key_file)
+    with metrics_after(settings, "send") as after:
+        report, summary = runner.send(
+            settings,
+            scanning(directory, recursive=recursive),
+            settings.send_options(
+                deadline=deadline,
+                new_versions=new_versions,
+                order=order.value,
+                check_receivers=not no_receiver_check,
+                refresh_receivers=refresh_receivers,
+                validate=validate,
+                history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
+            ),
+            allow_environment_change=allow_environment_change,
+            run_options=settings.send_run_options(
+                directory, deadline=deadline, new_versions=new_versions
+            ),
+            on_scanned=scanned,
+            on_start=output.started,
+            on_progress=output.progressed,
+            on_stopping=say_stopping,
+            session=_session(settings),
+        )
+        after.summary = summary
+    summary.continue_with = continue_command(directory, recursive, journal, sandbox, api_key_file)
     output.finished(summary)
     if summary.stopped_by == "credentials":
         say_error(
@@ -249,6 +261,8 @@ def reconcile(
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
+    metrics_file: MetricsFileOption = None,
+    ping_url: PingUrlOption = None,
 ) -> None:
     """What happened to refused or unanswered sends; what next.
 
@@ -276,13 +290,17 @@ def reconcile(
         concurrency=concurrency,
         max_attempts=max_attempts,
         max_wait=max_wait,
+        metrics_file=metrics_file,
+        ping_url=ping_url,
     )
-    report = run_reconcile(
-        settings,
-        apply=apply,
-        allow_environment_change=allow_environment_change,
-        session=_session(settings),
-    )
+    start_pings(settings)
+    with metrics_after(settings, "reconcile"):
+        report = run_reconcile(
+            settings,
+            apply=apply,
+            allow_environment_change=allow_environment_change,
+            session=_session(settings),
+        )
     fmt: Format = output_format.value
     if output is not None:
         write_output(output, render(report, fmt))
@@ -350,11 +368,6 @@ def validate(
     raise typer.Exit(summary.exit_code)
 
 
-def _say_stopping(signal_name: str, in_flight: int) -> None:
-    """At a first signal, at once: what is left, and how to stop sooner."""
-    say(f"invoicectl: {signal_name}: stopping: {in_flight} in flight; Ctrl-C again to abandon them")
-
-
 def _outage_after(summary: SendSummary) -> int:
     """For the line of an outage stop (a run that sent nothing never imports the sender)."""
     if "outage" not in summary.stops:
@@ -362,28 +375,6 @@ def _outage_after(summary: SendSummary) -> int:
     from invoicectl.send.sender import OUTAGE_AFTER
 
     return OUTAGE_AFTER
-
-
-def _continue_command(
-    directory: Path,
-    recursive: bool,
-    journal: Path | None,
-    sandbox: bool,
-    api_key_file: Path | None,
-) -> str:
-    """The ``send`` that continues this one: the same outbox, journal and key file."""
-    import shlex
-
-    words = ["invoicectl", "send", str(directory)]
-    if recursive:
-        words.append("--recursive")
-    if journal is not None:
-        words += ["--journal", str(journal)]
-    if sandbox:
-        words.append("--sandbox")
-    if api_key_file is not None:
-        words += ["--api-key-file", str(api_key_file)]
-    return shlex.join(words)
 
 
 def _session(settings: Settings) -> Session:

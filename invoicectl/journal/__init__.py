@@ -16,6 +16,7 @@ its methods take and return typed records (``records``), never rows. The parts:
     runlock     one run at a time: the OS lock beside the journal file
     history     its identity, whether it ever sent to a base URL, its history checks
     failures    a SQLite or system error on the journal as one line: the file, the cause
+    monitoring  what the metrics ask: oldest unfinished work, closing key windows, runs
     backup      a consistent copy while a send runs (SQLite's online backup)
 
 What each state means and when it may change is not the journal's business but the
@@ -37,6 +38,7 @@ from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.invoices import InvoiceRecords
+from invoicectl.journal.monitoring import MonitoringRecords
 from invoicectl.journal.runlock import RunLock
 from invoicectl.journal.scans import ScanRecords
 from invoicectl.journal.sending import SendingRecords
@@ -44,7 +46,7 @@ from invoicectl.journal.sending import SendingRecords
 __all__ = ["Clock", "Journal", "StoredContents", "locked_journal", "peek_stored", "utc_now"]
 
 
-class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords):
+class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords, MonitoringRecords):
     """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
 
     def __enter__(self) -> Journal:

@@ -1,0 +1,47 @@
+"""The health-check pings of a run command (``pings``): started by the command once its
+settings are resolved, finished by the CLI group with the command's exit code, whatever
+ended it (``app.InvoicectlGroup.invoke``), so that an error's own line is in the tail sent."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from invoicectl.cli.consoles import say, tee_output
+
+if TYPE_CHECKING:
+    from invoicectl.pings import OutputTail
+    from invoicectl.settings import Settings
+
+# The pings of the command running in this process: (URL, the output's tail, what puts the
+# streams back). One command a process; None when it pings nobody.
+_running: tuple[str, OutputTail, Callable[[], None]] | None = None
+
+
+def start_pings(settings: Settings) -> None:
+    """``URL/start``, and the run's output copied from here on, when a ping URL is set."""
+    global _running
+    if settings.ping_url is None or _running is not None:
+        return
+    from invoicectl.pings import OutputTail, ping
+
+    tail = OutputTail()
+    _running = (settings.ping_url, tail, tee_output(tail))
+    refused = ping(settings.ping_url, "start")
+    if refused is not None:
+        say(refused)
+
+
+def finish_pings(exit_code: int) -> None:
+    """``URL/<exit code>`` with the output's tail; nothing when no ping was started."""
+    global _running
+    if _running is None:
+        return
+    from invoicectl.pings import ping
+
+    url, tail, restore = _running
+    _running = None
+    restore()
+    refused = ping(url, str(exit_code), tail.text())
+    if refused is not None:
+        say(refused)

@@ -1,0 +1,183 @@
+"""The metrics file (issue 12, item 1): Prometheus text, read back with prometheus_client's own
+parser, its values checked against the journal after real sends to the emulator."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from journalkit import force
+from prometheus_client.parser import text_string_to_metric_families
+from sendkit import emulator, send, settings_for
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.cli.monitoring import write_after_run
+from invoicectl.journal import Journal
+from invoicectl.journal.records import InvoiceState
+
+FAST = ["--rate", "60000"]
+
+
+def samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """(sample name, its labels but ``writer``) -> value, from the file as Prometheus reads it."""
+    found = {}
+    for family in text_string_to_metric_families(path.read_text(encoding="utf-8")):
+        for sample in family.samples:
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "writer"))
+            found[(sample.name, labels)] = sample.value
+    return found
+
+
+def test_a_send_writes_the_journal_s_counts_and_its_own_requests(outbox: Path, tmp_path: Path):
+    for number in range(4):
+        write_invoice(outbox, f"INV-{number}")
+    (outbox / "broken.xml").write_bytes(b"<not-ubl/>")
+    prom = tmp_path / "send.prom"
+
+    result = CliRunner().invoke(
+        app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(prom)]
+    )
+
+    assert result.exit_code == 3, result.output  # the broken file
+    found = samples(prom)
+    journal_path = tmp_path / "state" / "sandbox.db"
+    with Journal(journal_path) as journal:
+        counts = journal.state_counts()
+        (run_id, started, finished) = journal.db.execute(
+            "SELECT id, started_at, finished_at FROM runs WHERE command = 'send'"
+        ).fetchone()
+        outcomes = journal.run_outcomes(run_id)
+    for state in InvoiceState:
+        assert found[("invoicectl_invoices", (("state", state),))] == counts[state]
+    assert counts[InvoiceState.accepted] == 4 and counts[InvoiceState.invalid] == 1
+    assert outcomes == {"accepted": 4}
+    assert found[("invoicectl_run_requests", (("outcome", "accepted"),))] == 4
+    assert found[("invoicectl_run_exit_code", ())] == 3
+    assert found[("invoicectl_run_request_latency_seconds_count", ())] == 4
+    assert found[("invoicectl_run_ingest_to_accept_seconds_count", ())] == 4
+    assert found[("invoicectl_run_rate_limited_answers", ())] == 0
+    assert ("invoicectl_run_waited_rate_limit_seconds", ()) in found
+    assert ("invoicectl_run_waited_retry_after_seconds", ()) in found
+    last = found[("invoicectl_last_run_timestamp_seconds", (("command", "send"),))]
+    assert last == datetime.fromisoformat(started).timestamp()
+    # Exit 3 is no success: no send has succeeded yet.
+    assert ("invoicectl_last_success_timestamp_seconds", (("command", "send"),)) not in found
+    assert finished is not None
+    assert found[("invoicectl_oldest_waiting_age_seconds", ())] == 0
+    assert not list(tmp_path.glob("send.prom.*")), "the temporary file is left behind"
+
+
+def test_ages_closing_windows_and_delivery_failures_are_the_journal_s(tmp_path: Path):
+    """Sent for real to the emulator, then staged: one invoice waiting 3 hours, one unknown
+    whose key was first used 23 hours ago, one accepted whose delivery failed."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    for invoice_id in ("INV-A", "INV-B", "INV-C", "INV-D"):
+        write_invoice(outbox, invoice_id)
+    journal_path = tmp_path / "journal.db"
+    settings = settings_for(journal_path)
+    _, summary = send(settings, outbox, emulator().transport())
+    assert summary.counts() == {InvoiceState.accepted: 4}
+    now = datetime.now(UTC)
+    with Journal(journal_path) as journal:
+        force(journal, "INV-A", state="pending", ingested_at=(now - timedelta(hours=3)).isoformat())
+        force(
+            journal,
+            "INV-B",
+            state="unknown",
+            ingested_at=(now - timedelta(hours=23, minutes=30)).isoformat(),
+            key_first_used_at=(now - timedelta(hours=23)).isoformat(),
+        )
+        force(journal, "INV-C", remote_status="failed")
+        force(journal, "INV-D", remote_status="delivered")
+    prom = tmp_path / "metrics.prom"
+
+    assert write_after_run(prom, journal_path, "status") is None
+
+    found = samples(prom)
+    waiting = found[("invoicectl_oldest_waiting_age_seconds", ())]
+    unresolved = found[("invoicectl_oldest_unresolved_age_seconds", ())]
+    # Ages from the staged times; generous bounds: this is the journal's clock, not a timer.
+    assert 3 * 3600 <= waiting < 3 * 3600 + 120
+    assert 23.5 * 3600 <= unresolved < 23.5 * 3600 + 120
+    assert found[("invoicectl_keys_window_closing", ())] == 1
+    assert found[("invoicectl_delivery_failures", ())] == 1
+    assert found[("invoicectl_invoices", (("state", "unknown"),))] == 1
+    assert found[("invoicectl_invoices", (("state", "accepted"),))] == 2
+    success = found[("invoicectl_last_success_timestamp_seconds", (("command", "send"),))]
+    assert abs(success - now.timestamp()) < 120
+    assert ("invoicectl_run_requests", (("outcome", "accepted"),)) not in found  # a status
+
+
+def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
+    outbox: Path, tmp_path: Path
+):
+    write_invoice(outbox, "INV-1")
+    nowhere = tmp_path / "no such directory" / "send.prom"
+    runner = CliRunner()
+
+    sent = runner.invoke(
+        app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(nowhere)]
+    )
+    status = runner.invoke(app, ["status", "--sandbox", "--metrics-file", str(nowhere)])
+    plain = runner.invoke(app, ["status", "--sandbox"])
+
+    assert sent.exit_code == 0, sent.output
+    assert status.exit_code == plain.exit_code == 0
+    for result in (sent, status):
+        said = [line for line in result.stderr.splitlines() if "the metrics file" in line]
+        assert said == [
+            f"invoicectl: cannot write the metrics file {nowhere}: No such file or directory"
+        ]
+        assert "Traceback" not in result.output
+
+
+def test_the_config_key_metrics_file_is_used_by_status(tmp_path: Path, monkeypatch) -> None:
+    prom = tmp_path / "status.prom"
+    config = tmp_path / "config.toml"
+    config.write_text(f'metrics_file = "{prom}"\n', encoding="utf-8")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+
+    result = CliRunner().invoke(app, ["status"])
+
+    assert result.exit_code == 0, result.output
+    assert samples(prom)[("invoicectl_invoices", (("state", "pending"),))] == 0
+
+
+def test_every_monitoring_query_reads_an_index(tmp_path: Path):
+    """At a million invoices each question must cost its own few rows, not a table scan."""
+    with Journal(tmp_path / "j.db") as journal:
+        statements = journal_statements(journal)
+        for sql, params in statements:
+            plan = " ".join(
+                row[3] for row in journal.db.execute(f"EXPLAIN QUERY PLAN {sql}", params)
+            )
+            assert "USING" in plan and "SCAN" not in plan, (sql, plan)
+
+
+def journal_statements(journal: Journal) -> list[tuple[str, tuple[object, ...]]]:
+    """The SQL each monitoring method runs, caught as it runs."""
+    seen: list[tuple[str, tuple[object, ...]]] = []
+    journal.db.conn.set_trace_callback(None)
+    real = journal.db.execute
+
+    def caught(sql: str, params: tuple[object, ...] = ()):  # type: ignore[no-untyped-def]
+        seen.append((sql, tuple(params)))
+        return real(sql, params)
+
+    journal.db.execute = caught  # type: ignore[method-assign]
+    try:
+        journal.oldest_unfinished()
+        journal.keys_first_used_between("a", "b")
+        journal.delivery_failure_count()
+        journal.db.execute(
+            "INSERT INTO runs (command, options, pid, host, started_at)"
+            " VALUES ('send', '{}', 1, 'h', 'x')"
+        )
+        journal.last_runs(("send",))
+        journal.run_outcomes(1)
+    finally:
+        journal.db.execute = real  # type: ignore[method-assign]
+    return [(sql, params) for sql, params in seen if sql.startswith("SELECT")]

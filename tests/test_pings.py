@@ -1,0 +1,167 @@
+"""Health-check pings (issue 12, item 2): a loopback listener receives /start and /<exit code>
+with the output's tail; the URL, a secret, shows nowhere; a ping that fails fails no run."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import pytest
+from hostile import HostileServer, answer, endless, hang
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl import pings
+from invoicectl.cli import app
+
+FAST = ["--rate", "60000"]
+SECRET = "c0ffee-secret-uuid-5b1f"
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(app, list(args))
+
+
+def journal_text(path: Path) -> str:
+    """Every row of every table of the journal, as SQL text."""
+    conn = sqlite3.connect(path)
+    try:
+        return "\n".join(conn.iterdump())
+    finally:
+        conn.close()
+
+
+def assert_nowhere(url: str, *texts: str) -> None:
+    for text in texts:
+        assert SECRET not in text
+        assert url not in text
+
+
+def test_a_send_pings_start_then_its_exit_code_with_the_output_s_tail(outbox: Path, tmp_path: Path):
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2")
+    with HostileServer(answer(200, b"OK")) as server:
+        url = f"{server.base_url}/ping/{SECRET}"
+        result = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert result.exit_code == 0, result.output
+    assert [(r.method, r.path) for r in server.requests] == [
+        ("POST", f"/ping/{SECRET}/start"),
+        ("POST", f"/ping/{SECRET}/0"),
+    ]
+    body = server.requests[1].body.decode()
+    assert "accepted 2" in body and body.strip().splitlines()[-1] in result.output
+    assert_nowhere(
+        url, result.output, result.stderr, journal_text(tmp_path / "state" / "sandbox.db")
+    )
+
+
+def test_the_exit_code_is_the_run_s_and_an_error_s_line_is_in_the_tail(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    (outbox / "broken.xml").write_bytes(b"<not-ubl/>")
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/{SECRET}"
+        sent = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+        # An outbox that is not there: the run ends with an error line.
+        refused = invoke("send", str(outbox / "nope"), "--sandbox", "--ping-url", url)
+
+    assert sent.exit_code == 3, sent.output
+    assert refused.exit_code != 0
+    paths = [r.path for r in server.requests]
+    assert paths == [
+        f"/{SECRET}/start",
+        f"/{SECRET}/3",
+        f"/{SECRET}/start",
+        f"/{SECRET}/{refused.exit_code}",
+    ]
+    assert "invoicectl: error:" in server.requests[3].body.decode()
+    assert "invalid" in server.requests[1].body.decode()
+    assert_nowhere(url, sent.output, refused.output)
+
+
+def test_reconcile_pings_too(outbox: Path, tmp_path: Path):
+    write_invoice(outbox, "INV-1")
+    invoke("send", str(outbox), "--sandbox", *FAST)
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/{SECRET}"
+        result = invoke("reconcile", "--sandbox", "--ping-url", url)
+
+    assert [r.path for r in server.requests] == [f"/{SECRET}/start", f"/{SECRET}/0"]
+    assert result.exit_code == 0, result.output
+    assert server.requests[1].body  # the report's lines
+    assert_nowhere(url, result.output, journal_text(tmp_path / "state" / "sandbox.db"))
+
+
+def test_the_config_key_ping_url_is_used(outbox: Path, tmp_path: Path, monkeypatch):
+    write_invoice(outbox, "INV-1")
+    with HostileServer(answer(200)) as server:
+        config = tmp_path / "config.toml"
+        config.write_text(f'ping_url = "{server.base_url}/{SECRET}"\n', encoding="utf-8")
+        monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+        result = invoke("send", str(outbox), "--sandbox", *FAST)
+
+    assert result.exit_code == 0, result.output
+    assert [r.path for r in server.requests] == [f"/{SECRET}/start", f"/{SECRET}/0"]
+
+
+@pytest.mark.parametrize(
+    "behaviour", [hang(30), answer(500), answer(302)], ids=["hang", "500", "redirect"]
+)
+def test_a_ping_that_fails_is_one_line_and_fails_no_run(outbox: Path, monkeypatch, behaviour):
+    monkeypatch.setattr(pings, "TIMEOUT", 0.5)
+    write_invoice(outbox, "INV-1")
+    with HostileServer(behaviour) as server:
+        url = f"{server.base_url}/{SECRET}"
+        result = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert result.exit_code == 0, result.output
+    said = [line for line in result.stderr.splitlines() if "the ping URL" in line]
+    assert len(said) == 2, said  # /start and /0
+    assert all(line.startswith("invoicectl: the ping URL's /") for line in said)
+    assert_nowhere(url, result.output, result.stderr)
+
+
+def test_an_answer_that_never_ends_is_read_no_further_than_a_kilobyte(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    with HostileServer(endless(200)) as server:
+        result = invoke(
+            "send", str(outbox), "--sandbox", *FAST, "--ping-url", f"{server.base_url}/{SECRET}"
+        )
+
+    assert result.exit_code == 0, result.output
+    assert "the ping URL" not in result.stderr  # a 200, its body not waited for
+    assert len(server.requests) == 2
+
+
+def test_a_ping_url_nobody_listens_on_is_one_line(outbox: Path):
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/{SECRET}"  # closed once the block ends
+    write_invoice(outbox, "INV-1")
+
+    result = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert result.exit_code == 0, result.output
+    assert "the ping URL's /start ping failed: it could not be reached" in result.stderr
+    assert_nowhere(url, result.output, result.stderr)
+
+
+@pytest.mark.parametrize(
+    "bad", [f"ftp://{SECRET}.example", f"https://{SECRET}.example/x?q=1", f"{SECRET}"]
+)
+def test_a_bad_ping_url_is_refused_without_being_shown(outbox: Path, bad: str):
+    result = invoke("send", str(outbox), "--sandbox", "--ping-url", bad)
+
+    assert result.exit_code == 2
+    assert "ping_url" in result.output
+    assert SECRET not in result.output
+
+
+def test_the_tail_is_the_last_ten_kilobytes_in_plain_text():
+    tail = pings.OutputTail()
+    for number in range(5000):
+        tail.add(f"\x1b[1;32mline {number}\x1b[0m\r\n")
+
+    text = tail.text()
+    assert len(text) <= pings.TAIL_BYTES
+    assert text.endswith(b"line 4999\n")
+    assert b"\x1b" not in text and b"\r" not in text
