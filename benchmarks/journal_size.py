@@ -8,7 +8,7 @@ times, as subprocesses of the real CLI against the emulator (``invoicectl sandbo
 loopback, no latency, no limit):
 
     send        ``send`` of 10 new files (a new outbox each round)
-    reconcile   ``reconcile`` with 10 lookups to make (the 10 just sent, delivered by then)
+    reconcile   ``reconcile`` with 10 invoices to look up (the 10 just sent, delivered by then)
     status      ``status --limit 0``: the counts and the exit code
     json        ``status --format json`` to a file (every invoice)
     show        ``show ID`` of an invoice in the middle of the journal
@@ -149,7 +149,7 @@ def build(path: Path, size: int, work: Path, base_url: str) -> float:
         while made < size:
             with journal.bulk_writes(), journal.transaction():
                 made = _clone_batch(journal, templates, facts, data, made, size, base_url, at)
-                journal.end_scan()  # store_found's rows of temp.scan: not a scan's
+                journal.begin_scan()  # store_found's rows of temp.scan: not a scan's
             print(f"  built {made:,} of {size:,} invoices", file=sys.stderr, flush=True)
     with Journal(path):  # any migration of a freshly built journal, before timing
         pass
@@ -298,12 +298,13 @@ def measure(size: int, work: Path, rounds: int, base_url: str, key: str) -> dict
             del exported
         middle = f"HIST-{size // 2:07d}" if size > TEMPLATES else "TPL-000000"
         samples["show"].append(timed([*cli, "show", middle, *journal], env))
-        # The emulator delivers a transaction 6 s after it is made: then reconcile's 10 GETs
-        # find each delivered, record it, and the next round has only its own 10 to look up.
+        # The emulator delivers a transaction 6 s after it is made: then reconcile finds the
+        # 10 delivered (from one page of the transactions list, or 10 GETs), records them,
+        # and the next round has only its own 10 to look up.
         time.sleep(max(0.0, sent_at + 6.5 - time.monotonic()))
         looked = timed([*cli, "reconcile", *journal, *fast, "--format", "json"], env)
         requests = json.loads(looked.stdout)["requests"]
-        assert requests == 10, f"reconcile made {requests} requests, not 10"
+        assert 1 <= requests <= 10, f"reconcile made {requests} requests for 10 invoices"
         samples["reconcile"].append(looked)
     figures = {
         name: (
