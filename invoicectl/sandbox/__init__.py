@@ -21,8 +21,9 @@ Modules, each importing only modules on the lines below its own:
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from invoicectl.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from invoicectl.sandbox.config import DEFAULT_API_KEY, Faults, SandboxConfig
@@ -52,11 +53,4 @@ _HOMES = {
     "serve": "server",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)

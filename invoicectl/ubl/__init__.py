@@ -20,8 +20,9 @@ This module re-exports the names the rest of invoicectl uses: ``from invoicectl 
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from invoicectl.lazy_exports import lazy_exports
 
 if TYPE_CHECKING:
     from invoicectl.ubl.encoding import document_text
@@ -55,11 +56,4 @@ _HOMES = {
     "read_document": "reading",
 }
 
-
-def __getattr__(name: str) -> Any:
-    home = _HOMES.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_exports(__name__, _HOMES)
