@@ -196,3 +196,29 @@ def test_quiet_says_what_was_refused_on_stderr(ready: Path):
     assert result.exit_code == 2
     assert result.stdout == ""
     assert result.stderr == "invoicectl: error: INV-1: not held\n"
+
+
+def test_quiet_sends_and_reconciles_in_silence_and_json_still_answers(outbox: Path):
+    write_invoice(outbox, "INV-1")
+    fast = ["--sandbox", "--rate", "60000"]
+
+    sent = runner.invoke(app, ["send", str(outbox), *fast, "-q"])
+    reconciled = runner.invoke(app, ["reconcile", *fast, "--quiet"])
+    checked = runner.invoke(app, ["doctor", "--sandbox", "-q"])
+    as_json = runner.invoke(app, ["show", "INV-1", "--sandbox", "-q", "--json"])
+
+    assert (sent.exit_code, sent.stdout) == (0, "")
+    assert (reconciled.exit_code, reconciled.stdout) == (0, "")
+    assert (checked.exit_code, checked.stdout) == (0, "")
+    assert json.loads(as_json.stdout)["invoice"]["state"] == "accepted"  # the data asked for
+
+
+def test_quiet_doctor_prints_only_the_checks_that_fail(tmp_path: Path):
+    (tmp_path / "a-file").write_text("not a directory")
+    journal = tmp_path / "a-file" / "journal.db"
+
+    result = runner.invoke(app, ["doctor", "--sandbox", "--journal", str(journal), "-q"])
+
+    assert result.exit_code == 1
+    assert result.stdout.splitlines()
+    assert all(line.startswith("fail") for line in result.stdout.splitlines()), result.stdout

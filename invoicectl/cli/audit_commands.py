@@ -52,7 +52,8 @@ def verify(
 
     result = check(journal_path(journal, sandbox), subset=parse_subset(read_data_subset))
     if as_json:
-        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        document = {**result.as_dict(), "exit_code": 0 if result.ok else 1}
+        print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         for finding in result.findings:
             print(finding.line())
