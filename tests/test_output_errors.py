@@ -222,3 +222,11 @@ def test_quiet_doctor_prints_only_the_checks_that_fail(tmp_path: Path):
     assert result.exit_code == 1
     assert result.stdout.splitlines()
     assert all(line.startswith("fail") for line in result.stdout.splitlines()), result.stdout
+
+
+@pytest.mark.parametrize("spelling", [["--format", "jsonl"], ["--format=jsonl"]])
+def test_status_jsonl_answers_errors_in_json_too(spelling: list[str]):
+    result = runner.invoke(app, ["status", *spelling, "--state", "lost"])
+
+    assert result.exit_code == 2
+    assert error_document(result)["error"].startswith("unknown state 'lost'")
