@@ -21,16 +21,19 @@ from invoicectl.cli.options import (
     ConcurrencyOption,
     FormatOption,
     JournalOption,
+    JsonOption,
     MaxAttemptsOption,
     MaxWaitOption,
     MetricsFileOption,
     OutboxArgument,
     OutputFormat,
     PingUrlOption,
+    QuietOption,
     RateOption,
     RecursiveOption,
     SandboxOption,
     TierOption,
+    chosen_format,
 )
 from invoicectl.cli.pinging import start_pings
 from invoicectl.cli.send_lines import continue_command, say_stopping
@@ -134,9 +137,8 @@ def send(
             "--dry-run", help="Scan and plan (the order, and what would be late); send nothing."
         ),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
-    ] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
     metrics_file: MetricsFileOption = None,
     ping_url: PingUrlOption = None,
 ) -> None:
@@ -176,7 +178,7 @@ def send(
     output = SendOutput(
         stdout_console(),
         interactive=sys.stdout.isatty(),
-        quiet=as_json,
+        quiet=as_json or quiet,
         batch_size=settings.batch_size,
     )
     if dry_run:
@@ -185,7 +187,7 @@ def send(
         warn_if_empty(report.files, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
-        else:
+        elif not quiet:
             output.dry_run(report, plan)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
@@ -245,7 +247,9 @@ def reconcile(
             "everything needing a person stays as it is.",
         ),
     ] = False,
-    output_format: FormatOption = OutputFormat.table,
+    output_format: FormatOption = None,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
     output: Annotated[
         Path | None, typer.Option(help="Write the report to FILE (atomically), not stdout.")
     ] = None,
@@ -275,12 +279,13 @@ def reconcile(
     Examples:
       invoicectl reconcile
       invoicectl reconcile --apply             # adopt what is unambiguous
-      invoicectl reconcile --format json --output report.json
+      invoicectl reconcile --json --output report.json
     """
     from invoicectl.reconcile.runner import reconcile as run_reconcile
     from invoicectl.render.reconcile import Format, print_report, render, write_output
     from invoicectl.settings import resolve
 
+    output_format = chosen_format(output_format, as_json, OutputFormat.table)
     settings = resolve(
         journal=journal,
         sandbox=sandbox,
@@ -304,9 +309,11 @@ def reconcile(
     fmt: Format = output_format.value
     if output is not None:
         write_output(output, render(report, fmt))
-        say(f"report written to {output}")
+        if not quiet:
+            say(f"report written to {output}")
     elif output_format is OutputFormat.table:
-        print_report(stdout_console(), report, every=every)
+        if not quiet:
+            print_report(stdout_console(), report, every=every)
     else:
         sys.stdout.write(render(report, fmt))
     raise typer.Exit(int(report.exit_code))
@@ -324,9 +331,8 @@ def validate(
     concurrency: ConcurrencyOption = None,
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON summary on stdout.")
-    ] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Have GoRoute validate what is pending in DIRECTORY.
 
@@ -361,7 +367,7 @@ def validate(
     summary.exit_code = worst(summary.exit_code, report.input_code)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
-    else:
+    elif not quiet:
         for checked in summary.checked:
             print(checked.line())
         print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")
