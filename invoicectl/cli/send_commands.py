@@ -178,6 +178,7 @@ def send(
         interactive=sys.stdout.isatty(),
         quiet=as_json,
         batch_size=settings.batch_size,
+        rate_per_minute=settings.rate_per_minute,
     )
     if dry_run:
         scan = scanning(directory, recursive=recursive)
@@ -215,6 +216,7 @@ def send(
             on_scanned=scanned,
             on_start=output.started,
             on_progress=output.progressed,
+            on_wait=output.waited,
             on_stopping=say_stopping,
             session=_session(settings),
         )

@@ -1,7 +1,9 @@
 """What ``invoicectl send`` shows while it works and when it ends.
 
-On a terminal: a progress bar (sent / total, rate, ETA) and a summary table. Not on a
-terminal (cron): one plain line per batch and one summary line. ``--json``: nothing while it
+On a terminal: a progress bar (sent / total; accepted, retrying, failed; what the run waits
+for; rate, ETA: ``render.send_bar``) and a summary table. Not on a terminal (cron): one plain
+line per batch, one line when a wait of more than ``PLAIN_WAIT_SHOWN`` seconds starts (so a
+log explains its gap), and one summary line. ``--json``: nothing while it
 works, one JSON document at the end. Data goes to stdout, diagnostics to stderr.
 """
 
@@ -22,10 +24,30 @@ if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: importe
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
+    from invoicectl.goroute.limiter import Wait
+    from invoicectl.render.send_bar import BarState
+
+# A wait at least this long gets a plain line when not on a terminal; shorter ones are the
+# run going at its pace.
+PLAIN_WAIT_SHOWN = 5.0
+
 
 class SendOutput:
-    def __init__(self, console: Console, *, interactive: bool, quiet: bool, batch_size: int):
+    def __init__(
+        self,
+        console: Console,
+        *,
+        interactive: bool,
+        quiet: bool,
+        batch_size: int,
+        rate_per_minute: int = 100,
+        long_wait: float = PLAIN_WAIT_SHOWN,
+    ):
         self.console = console
+        self.rate_per_minute = rate_per_minute
+        self.long_wait = long_wait
+        self._bar: BarState | None = None
+        self._told_until = 0.0  # when the last wait a plain line told of ends
         self.interactive = interactive
         self.quiet = quiet
         self.batch_size = max(1, batch_size)
@@ -33,14 +55,12 @@ class SendOutput:
         self._task: TaskID | None = None
         self._batch: Counter[str] = Counter()
         self._batches = 0
-        self._started = time.monotonic()
 
     def scanned(self, report: ScanReport) -> None:
         if not self.quiet:
             print_scan_report(self.console, report)
 
     def started(self, summary: SendSummary) -> None:
-        self._started = time.monotonic()
         if self.quiet:
             return
         held = f", {len(summary.held)} held for reconcile" if summary.held else ""
@@ -49,36 +69,36 @@ class SendOutput:
             highlight=False,
         )
         if self.interactive and summary.planned:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from invoicectl.render.send_bar import BarState, send_bar
 
-            self._progress = Progress(
-                TextColumn("sending"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}/min"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=True,
-            )
+            self._bar = BarState(summary, self.rate_per_minute)
+            self._progress = send_bar(self.console, self._bar)
             self._progress.start()
-            self._task = self._progress.add_task("send", total=summary.planned, rate="0.0")
+            self._task = self._progress.add_task("send", total=summary.planned)
+
+    def waited(self, wait: Wait) -> None:
+        """A wait is about to start (``goroute.limiter.Wait``): the bar says so; without a terminal,
+        a long one gets a line, once (a hold that several 429s extend is told again only
+        when it ends well after the one told)."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.waiting(wait)
+            return
+        if self.interactive or wait.seconds < self.long_wait:
+            return
+        until = time.monotonic() + wait.seconds
+        if until < self._told_until + self.long_wait:
+            return
+        self._told_until = until
+        self.console.print(wait_line(wait, self.rate_per_minute), highlight=False)
 
     def progressed(self, result: InvoiceResult, summary: SendSummary) -> None:
         if self.quiet:
             return
         done = len(summary.results)
         if self._progress is not None and self._task is not None:
-            minutes = max(time.monotonic() - self._started, 1e-9) / 60
-            self._progress.update(self._task, completed=done, rate=f"{done / minutes:.1f}")
+            self._progress.update(self._task, completed=done)
             return
         self._batch[result.state] += 1
         if sum(self._batch.values()) >= self.batch_size or done == summary.planned:
@@ -118,6 +138,16 @@ class SendOutput:
                 f"  late     {invoice_id}: due {due}, would go out after it at this rate",
                 highlight=False,
             )
+
+
+def wait_line(wait: Wait, rate_per_minute: int) -> str:
+    """The plain line for a long wait: how long, and whose rule it is."""
+    seconds = f"waiting {wait.seconds:.0f} s"
+    if wait.cause == "retry_after":
+        return f"{seconds} (Retry-After from the API: it answered 429, too many requests)"
+    if wait.cause == "rate":
+        return f"{seconds} on the rate limit ({rate_per_minute} requests a minute)"
+    return f"{seconds} before trying a request again (no answer from the API)"
 
 
 def summary_line(summary: SendSummary) -> str:
