@@ -33,7 +33,7 @@ from invoicectl.cli.options import (
     TierOption,
 )
 from invoicectl.cli.pinging import start_pings
-from invoicectl.cli.send_lines import continue_command, say_stopping
+from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 from invoicectl.errors import worst
 
@@ -296,12 +296,14 @@ def reconcile(
         ping_url=ping_url,
     )
     start_pings(settings)
-    with metrics_after(settings, "reconcile"):
+    with metrics_after(settings, "reconcile"), reconcile_progress(settings) as shown:
         report = run_reconcile(
             settings,
             apply=apply,
             allow_environment_change=allow_environment_change,
             session=_session(settings),
+            on_progress=shown.looked,
+            on_wait=shown.waited,
         )
     fmt: Format = output_format.value
     if output is not None:

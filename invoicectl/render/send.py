@@ -9,13 +9,13 @@ works, one JSON document at the end. Data goes to stdout, diagnostics to stderr.
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from itertools import groupby
 from typing import TYPE_CHECKING
 
 from invoicectl.journal.records import InvoiceState
 from invoicectl.render.status import print_scan_report
+from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
 
@@ -26,10 +26,6 @@ if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: importe
 
     from invoicectl.goroute.limiter import Wait
     from invoicectl.render.send_bar import BarState
-
-# A wait at least this long gets a plain line when not on a terminal; shorter ones are the
-# run going at its pace.
-PLAIN_WAIT_SHOWN = 5.0
 
 
 class SendOutput:
@@ -45,9 +41,8 @@ class SendOutput:
     ):
         self.console = console
         self.rate_per_minute = rate_per_minute
-        self.long_wait = long_wait
         self._bar: BarState | None = None
-        self._told_until = 0.0  # when the last wait a plain line told of ends
+        self._wait_lines = WaitLines(rate_per_minute, long_wait)
         self.interactive = interactive
         self.quiet = quiet
         self.batch_size = max(1, batch_size)
@@ -85,13 +80,9 @@ class SendOutput:
         if self._bar is not None:
             self._bar.waiting(wait)
             return
-        if self.interactive or wait.seconds < self.long_wait:
-            return
-        until = time.monotonic() + wait.seconds
-        if until < self._told_until + self.long_wait:
-            return
-        self._told_until = until
-        self.console.print(wait_line(wait, self.rate_per_minute), highlight=False)
+        line = None if self.interactive else self._wait_lines.line(wait)
+        if line is not None:
+            self.console.print(line, highlight=False)
 
     def progressed(self, result: InvoiceResult, summary: SendSummary) -> None:
         if self.quiet:
@@ -138,16 +129,6 @@ class SendOutput:
                 f"  late     {invoice_id}: due {due}, would go out after it at this rate",
                 highlight=False,
             )
-
-
-def wait_line(wait: Wait, rate_per_minute: int) -> str:
-    """The plain line for a long wait: how long, and whose rule it is."""
-    seconds = f"waiting {wait.seconds:.0f} s"
-    if wait.cause == "retry_after":
-        return f"{seconds} (Retry-After from the API: it answered 429, too many requests)"
-    if wait.cause == "rate":
-        return f"{seconds} on the rate limit ({rate_per_minute} requests a minute)"
-    return f"{seconds} before trying a request again (no answer from the API)"
 
 
 def summary_line(summary: SendSummary) -> str:

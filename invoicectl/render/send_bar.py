@@ -1,8 +1,11 @@
 """The bar ``invoicectl send`` draws on a terminal, and what it says while the run waits.
 
-One line: what the run is doing ("sending", "waiting 30 s (Retry-After)", "waiting on the
-rate limit"), the bar, done/total, accepted / retrying / failed, the rate, the time so far and
-the ETA. Every column is computed when rich redraws (ten times a second), not when an invoice
+Two lines, each fitting 80 columns: what the run is doing ("sending", "waiting 30 s
+(Retry-After)", "waiting on the rate limit"), the bar, done/total, the rate and the ETA; below
+it, accepted / retrying / failed (the summary at the end gives the time taken). Cut, not
+wrapped, on a narrower terminal.
+
+Every column is computed when rich redraws (ten times a second), not when an invoice
 finishes, so during a long wait the countdown runs, the rate falls and the ETA grows instead
 of freezing on the last invoice's figures.
 
@@ -16,25 +19,22 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from typing import Any
 
-from rich.console import Console
+from rich.console import Console, RenderableType
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
     ProgressColumn,
     Task,
-    TimeElapsedColumn,
 )
 from rich.text import Text
 
 from invoicectl.goroute.limiter import Wait
+from invoicectl.render.waits import WaitShown
 from invoicectl.send.summary import SendSummary
-
-# A pacing wait shorter than this is the run going at the limit, not waiting on it: the bar
-# says "sending" (at 100/min every start waits 0.6 s for its slot).
-RATE_WAIT_SHOWN = 1.0
 
 
 class BarState:
@@ -50,25 +50,13 @@ class BarState:
         self.rate_per_minute = max(1, rate_per_minute)
         self.clock = clock
         self.started = clock()
-        self.wait: Wait | None = None
-        self.wait_until = -math.inf
+        self.shown = WaitShown(clock)
 
     def waiting(self, wait: Wait) -> None:
-        until = self.clock() + wait.seconds
-        if wait.cause == "backoff":  # one request's, not the run's: "retrying" counts it
-            return
-        if wait.cause == "rate" and wait.seconds < RATE_WAIT_SHOWN:
-            return
-        if self.wait is None or until >= self.wait_until or self.clock() >= self.wait_until:
-            self.wait, self.wait_until = wait, until
+        self.shown.waiting(wait)  # a backoff is one request's: "retrying" counts it
 
     def status(self) -> str:
-        left = self.wait_until - self.clock()
-        if self.wait is None or left <= 0:
-            return "sending"
-        if self.wait.cause == "retry_after":
-            return f"waiting {math.ceil(left)} s (Retry-After)"
-        return "waiting on the rate limit"
+        return self.shown.status("sending")
 
     def counts(self) -> str:
         summary = self.summary
@@ -91,31 +79,42 @@ class BarState:
         each = 60.0 / self.rate_per_minute
         if done:
             each = max(each, (now - self.started) / done)
-        held = 0.0
-        if self.wait is not None and self.wait.cause == "retry_after":
-            held = max(0.0, self.wait_until - now)
-        return remaining * each + held
+        return remaining * each + self.shown.held_for()
 
 
-class _Column(ProgressColumn):
+class LiveColumn(ProgressColumn):
+    """A column computed when rich redraws, from ``render()``."""
+
     def __init__(self, render: Callable[[], str]) -> None:
         super().__init__()
         self._render = render
 
     def render(self, task: Task) -> Text:
-        return Text(self._render())
+        # Cut rather than wrapped: a bar that wraps at 80 columns becomes three lines.
+        return Text(self._render(), no_wrap=True, overflow="ellipsis")
+
+
+class _WithCounts(Progress):
+    """The bar's line, and the counts on a line of their own below it."""
+
+    def __init__(self, *columns: ProgressColumn, below: Callable[[], str], **options: Any):
+        self._below = below  # first: rich draws once while it is being built
+        super().__init__(*columns, **options)
+
+    def get_renderables(self) -> Iterable[RenderableType]:
+        yield self.make_tasks_table(self.tasks)
+        yield Text(f"  {self._below()}", no_wrap=True, overflow="ellipsis")
 
 
 def send_bar(console: Console, state: BarState) -> Progress:
     """The bar, not started; the caller adds its one task and starts it."""
-    return Progress(
-        _Column(state.status),
-        BarColumn(),
+    return _WithCounts(
+        LiveColumn(state.status),
+        BarColumn(bar_width=16),
         MofNCompleteColumn(),
-        _Column(state.counts),
-        _Column(lambda: f"{state.per_minute():.1f}/min"),
-        TimeElapsedColumn(),
-        _Column(lambda: f"ETA {_clock_time(state.eta())}"),
+        LiveColumn(lambda: f"{state.per_minute():.0f}/min"),
+        LiveColumn(lambda: f"ETA {_clock_time(state.eta())}"),
+        below=state.counts,
         console=console,
         transient=True,
     )
