@@ -36,7 +36,7 @@ from invoicectl.cli.options import (
     chosen_format,
 )
 from invoicectl.cli.pinging import start_pings
-from invoicectl.cli.send_lines import continue_command, say_stopping
+from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 from invoicectl.errors import worst
 
@@ -180,6 +180,7 @@ def send(
         interactive=sys.stdout.isatty(),
         quiet=as_json or quiet,
         batch_size=settings.batch_size,
+        rate_per_minute=settings.rate_per_minute,
     )
     if dry_run:
         scan = scanning(directory, recursive=recursive)
@@ -217,6 +218,7 @@ def send(
             on_scanned=scanned,
             on_start=output.started,
             on_progress=output.progressed,
+            on_wait=output.waited,
             on_stopping=say_stopping,
             session=_session(settings),
         )
@@ -299,12 +301,14 @@ def reconcile(
         ping_url=ping_url,
     )
     start_pings(settings)
-    with metrics_after(settings, "reconcile"):
+    with metrics_after(settings, "reconcile"), reconcile_progress(settings) as shown:
         report = run_reconcile(
             settings,
             apply=apply,
             allow_environment_change=allow_environment_change,
             session=_session(settings),
+            on_progress=shown.looked,
+            on_wait=shown.waited,
         )
     fmt: Format = output_format.value
     if output is not None:
