@@ -103,3 +103,23 @@ def test_a_long_wait_gets_one_plain_line_and_a_short_one_none() -> None:
     assert lines == [
         "reconcile: waiting 30 s (Retry-After from the API: it answered 429, too many requests)"
     ]
+
+
+@pytest.mark.parametrize("quiet", [False, True])
+def test_reconcile_progress_says_nothing_under_quiet(
+    quiet: bool, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from invoicectl.cli.send_lines import reconcile_progress
+    from invoicectl.settings import resolve
+
+    settings = resolve(journal=tmp_path / "journal.db", sandbox=True, need_key=False)
+    with reconcile_progress(settings, quiet=quiet) as shown:
+        shown.waited(Wait("retry_after", 30.0))
+        for checked in range(0, 1001, 50):
+            shown.looked(LookupProgress(checked=checked, total=1000, requests=checked // 100))
+
+    said = capsys.readouterr().err
+    if quiet:
+        assert said == ""
+    else:  # not a terminal: the wait's line and a few counts
+        assert "waiting 30 s" in said and "checked 1,000 of 1,000 invoices" in said

@@ -6,7 +6,6 @@ validation of what is pending; nothing sent). All take the run options of
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -37,15 +36,14 @@ from invoicectl.cli.options import (
 )
 from invoicectl.cli.pinging import start_pings
 from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
-from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
+from invoicectl.cli.send_options import (
+    BatchSizeOption,
+    DeadlineOption,
+    NewVersionOption,
+    OrderOption,
+    SendOrderChoice,
+)
 from invoicectl.errors import worst
-
-
-class SendOrderChoice(StrEnum):
-    due = "due"
-    issue = "issue"
-    scan = "scan"
-
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -68,39 +66,13 @@ def send(
     tier: TierOption = None,
     rate: RateOption = None,
     concurrency: ConcurrencyOption = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
-    ] = None,
+    batch_size: BatchSizeOption = None,
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
-    deadline: Annotated[
-        float | None,
-        typer.Option(
-            min=0,
-            help=f"Stop after this many seconds, scan included: no new work, and requests "
-            f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
-            "by the next run under the same key). Exit 75.",
-        ),
-    ] = None,
-    new_version: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--new-version",
-            metavar="ID",
-            help="Send this invoice's current content under its next key, invoice-<id>-v<n> "
-            "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
-        ),
-    ] = None,
+    deadline: DeadlineOption = None,
+    new_version: NewVersionOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
-    order: Annotated[
-        SendOrderChoice,
-        typer.Option(
-            "--order",
-            help="New sends soonest due first (due: the due date, else the issue date), "
-            "oldest issued first (issue), or as scanned (scan). Replays always go first.",
-        ),
-    ] = SendOrderChoice.due,
+    order: OrderOption = SendOrderChoice.due,
     no_receiver_check: Annotated[
         bool,
         typer.Option(
@@ -301,7 +273,7 @@ def reconcile(
         ping_url=ping_url,
     )
     start_pings(settings)
-    with metrics_after(settings, "reconcile"), reconcile_progress(settings) as shown:
+    with metrics_after(settings, "reconcile"), reconcile_progress(settings, quiet=quiet) as shown:
         report = run_reconcile(
             settings,
             apply=apply,

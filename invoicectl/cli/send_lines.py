@@ -13,11 +13,14 @@ if TYPE_CHECKING:
     from invoicectl.settings import Settings
 
 
-def reconcile_progress(settings: Settings) -> ReconcileProgress:
+def reconcile_progress(settings: Settings, *, quiet: bool) -> ReconcileProgress:
     """Reconcile's progress on stderr: a bar on a terminal, else plain lines through ``say``
-    (stdout is the report's). A context manager: the bar goes when the lookups end."""
+    (stdout is the report's); nothing with ``--quiet``. A context manager: the bar goes when
+    the lookups end."""
     from invoicectl.render.reconcile_progress import ReconcileProgress
 
+    if quiet:
+        return ReconcileProgress(lambda line: None, rate_per_minute=settings.rate_per_minute)
     return ReconcileProgress(
         say, console=stderr_bar_console(), rate_per_minute=settings.rate_per_minute
     )
