@@ -152,6 +152,7 @@ class Sender:
 
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
+        self.journal.savepoints_in_memory()  # the grouped commits' savepoints: no temp files
         # Requests of a run that ended moments ago still count in the API's window.
         self.limiter.prime(self._started - ago for ago in recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
