@@ -53,7 +53,7 @@ class LineStream:
         fmt: LogFormat,
         clock: Callable[[], datetime] = _now,
     ) -> None:
-        self._stream = stream
+        self.beneath = stream  # the stream written to (a ping's tee may sit between)
         self.name = name  # "stdout" or "stderr": where ``tag`` finds it
         self.fmt = fmt
         self._clock = clock
@@ -72,10 +72,10 @@ class LineStream:
         if self._started is None:
             self._started = self._clock().strftime(STAMP_FORMAT)
             if self.fmt is LogFormat.text:
-                self._stream.write(self._started + ("" if piece == "\n" else " "))
+                self.beneath.write(self._started + ("" if piece == "\n" else " "))
         ended = piece.endswith("\n")
         if self.fmt is LogFormat.text:
-            self._stream.write(piece)
+            self.beneath.write(piece)
         else:
             self._line += piece.rstrip("\n")
             if ended:
@@ -95,7 +95,7 @@ class LineStream:
             "message": line,
             **fields,
         }
-        self._stream.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
+        self.beneath.write(json.dumps(record, ensure_ascii=False, default=str) + "\n")
 
     def tag(self, fields: dict[str, Any]) -> None:
         if self.fmt is LogFormat.json:
@@ -111,14 +111,14 @@ class LineStream:
             self.write(line)
 
     def flush(self) -> None:
-        self._stream.flush()
+        self.beneath.flush()
 
     def isatty(self) -> bool:
         # JSON lines on a terminal too: no progress bar or table drawn into them.
-        return False if self.fmt is LogFormat.json else bool(self._stream.isatty())
+        return False if self.fmt is LogFormat.json else bool(self.beneath.isatty())
 
     def __getattr__(self, name: str) -> Any:  # fileno, encoding, buffer, ...
-        return getattr(self._stream, name)
+        return getattr(self.beneath, name)
 
 
 def level_of(line: str, stream: str) -> str:

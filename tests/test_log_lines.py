@@ -315,3 +315,18 @@ def test_the_journal_s_causes_are_what_its_exit_code_is_chosen_from(outbox: Path
     ]
     assert explain(ExitCode.NEEDS_FIX, causes) == "1 invalid; also 1 waiting to be sent"
     assert explain(ExitCode.OK, []) == "done; nothing needs attention"
+
+
+def test_the_ping_s_tail_is_the_log_as_written_timestamps_and_last_line_included(
+    outbox: Path, tmp_path: Path
+) -> None:
+    write_invoice(outbox, "INV-1")
+    with HostileServer(answer(200, b"OK")) as pinged, BackgroundServer(emulator()) as server:
+        env = cli_env(tmp_path / "journal.db", server.base_url)
+        url = f"{pinged.base_url}/ping/{SECRET_PING}"
+        code, _, stderr = run(env, "send", str(outbox), *FAST, "--ping-url", url)
+    assert code == 0, stderr
+    assert [request.path for request in pinged.requests][-1] == f"/ping/{SECRET_PING}/0"
+    body = pinged.requests[-1].body.decode()
+    assert "accepted 1" in body
+    assert unstamped(body).splitlines()[-1] == "exit 0: 1 accepted"  # every line stamped

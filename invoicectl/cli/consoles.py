@@ -117,18 +117,27 @@ def ask(question: str) -> bool:
 
 
 def tee_output(tail: Any) -> Any:
-    """From here on, what stdout and stderr are given is also given to ``tail.add`` (the
-    health-check ping's tail, ``pings``); the returned function flushes both and puts the
-    streams back."""
+    """From here on, what stdout and stderr write is also given to ``tail.add`` (the
+    health-check ping's tail, ``pings``): beneath a ``LineStream``, so that the tail holds
+    the log's lines as written, timestamps included; the returned function flushes both and
+    puts the streams back."""
+    from invoicectl.loglines import LineStream
     from invoicectl.pings import TeeStream
 
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = TeeStream(stdout, tail)
-    sys.stderr = TeeStream(stderr, tail)
+    beneath = {id(s): s.beneath for s in (stdout, stderr) if isinstance(s, LineStream)}
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        if isinstance(stream, LineStream):
+            stream.beneath = TeeStream(stream.beneath, tail)
+        else:
+            setattr(sys, name, TeeStream(stream, tail))
 
     def restore() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        for stream in (stdout, stderr):
+            if isinstance(stream, LineStream):
+                stream.beneath = beneath[id(stream)]
         sys.stdout, sys.stderr = stdout, stderr
 
     return restore
