@@ -213,6 +213,8 @@ def test_help_version_and_completion_are_not_log_lines(tmp_path: Path) -> None:
     for args in (("--help",), ("status", "-h"), ("--version",), ("status", "--version")):
         code, stdout, stderr = run(env, *args)
         assert code == 0 and stdout and not STAMP.match(stdout) and stderr == "", args
+    code, stdout, stderr = run(env)  # no command: the root's help, on stderr
+    assert code == 2 and stderr.startswith("Usage: invoicectl") and stdout == ""
 
 
 # --- errors end with their cause too ----------------------------------------------------------

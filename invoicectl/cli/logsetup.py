@@ -113,7 +113,10 @@ def wraps(args: list[str], environ: Mapping[str, str] | None = None) -> bool:
     environ = os.environ if environ is None else environ
     if any(name.startswith("_") and name.endswith("_COMPLETE") for name in environ):
         return False  # shell completion asking: its answer is read by the shell
-    return command_of(args) not in _UNWRAPPED and not _NOT_A_RUN & set(_options(args))
+    command = command_of(args)  # none: the root's help
+    return (
+        command is not None and command not in _UNWRAPPED and not _NOT_A_RUN & set(_options(args))
+    )
 
 
 def last_line(args: list[str], exit_code: int) -> str | None:
