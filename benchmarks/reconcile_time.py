@@ -18,6 +18,15 @@ accepted invoices (their transactions just created in the emulator, still on the
 the emulator's own stats (``transaction_lists``, ``transaction_gets``); the target is at most
 one request per 50 invoices. Then a journal whose accepted invoices are all delivered, asked
 twice: the second reconcile must make no request at all.
+
+    .venv/bin/python benchmarks/reconcile_time.py --history 10000,100000
+
+builds journals of those sizes whose accepted invoices are all final (sent two days ago and
+delivered; ``journal_size.build``) and runs the real CLI's ``reconcile`` on each as a
+subprocess against ``invoicectl sandbox`` on loopback: its wall time, its peak RSS (GNU time)
+and the requests it made (the emulator's ``/_sandbox/stats``: transaction GETs and list
+pages), then the largest/smallest ratios side by side. Target: no request, and time and RSS
+that do not grow with history (ratio near 1).
 """
 
 from __future__ import annotations
@@ -33,6 +42,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from invoicectl.goroute.apikey import ApiKey  # noqa: E402
 from invoicectl.goroute.client import GoRouteClient  # noqa: E402
@@ -145,6 +155,44 @@ def delivery_requests(args: argparse.Namespace) -> None:
                     )
 
 
+def history(args: argparse.Namespace) -> None:
+    """``reconcile`` on journals of ``--history`` sizes, every accepted invoice final."""
+    import httpx
+    from journal_size import build, emulator, timed  # type: ignore[import-not-found]
+
+    sizes = [int(size) for size in args.history.split(",")]
+    figures: dict[int, tuple[float, float, int]] = {}
+    with emulator() as (base_url, key), tempfile.TemporaryDirectory() as tmp:
+        env = {**os.environ, "GOROUTE_BASE_URL": base_url, "GOROUTE_API_KEY": key}
+        headers = {"X-API-Key": key}
+
+        def requests_seen() -> int:
+            stats = httpx.get(f"{base_url}/_sandbox/stats", headers=headers).json()
+            return int(stats["transaction_gets"]) + int(stats["transaction_lists"])
+
+        for size in sizes:
+            path = Path(tmp) / f"journal-{size}.db"
+            built = build(path, size, Path(tmp) / f"build-{size}", base_url)
+            print(f"{size:,} invoices built in {built:.0f} s", flush=True)
+            command = [sys.executable, "-m", "invoicectl", "reconcile", "--journal", str(path)]
+            samples = []
+            for _ in range(args.rounds):
+                before = requests_seen()
+                run = timed([*command, "--format", "json"], env)
+                samples.append((run.seconds, run.rss_mb, requests_seen() - before))
+            seconds = sorted(sample[0] for sample in samples)[len(samples) // 2]
+            figures[size] = (seconds, max(s[1] for s in samples), max(s[2] for s in samples))
+            path.unlink()
+    small, large = min(sizes), max(sizes)
+    print(f"{'invoices':>10} {'seconds':>8} {'RSS MB':>7} {'requests':>8}")
+    for size, (seconds, rss, requests) in figures.items():
+        print(f"{size:>10,} {seconds:>8.2f} {rss:>7.1f} {requests:>8}")
+    print(
+        f"ratio {large:,} / {small:,}: time {figures[large][0] / figures[small][0]:.2f}, "
+        f"RSS {figures[large][1] / figures[small][1]:.2f} (median of {args.rounds} rounds)"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=2000)
@@ -159,7 +207,14 @@ def main() -> None:
     parser.add_argument(
         "--accepted", type=int, default=0, help="count delivery refreshes of N accepted invoices"
     )
+    parser.add_argument(
+        "--history", help="journal sizes, all accepted invoices final (e.g. 10000,100000)"
+    )
+    parser.add_argument("--rounds", type=int, default=3, help="reconciles per size (--history)")
     args = parser.parse_args()
+    if args.history:
+        history(args)
+        return
     if args.accepted:
         delivery_requests(args)
         return

@@ -132,13 +132,12 @@ class _Commands(typer.core.TyperGroup):
 
 def answers_in_json(args: list[str]) -> bool:
     """Whether the command line asks for JSON output: ``--json``, ``--format json`` or
-    ``--format=json``. Past ``--`` these are arguments, not options."""
+    ``--format=json`` (``jsonl`` too: its reader parses JSON). Past ``--`` these are
+    arguments, not options."""
     options = args[: args.index("--")] if "--" in args else args
-    return (
-        "--json" in options
-        or "--format=json" in options
-        or ("--format", "json") in pairwise(options)
-    )
+    given = [value for option, value in pairwise(options) if option == "--format"]
+    given += [option.partition("=")[2] for option in options if option.startswith("--format=")]
+    return "--json" in options or any(value in ("json", "jsonl") for value in given)
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:

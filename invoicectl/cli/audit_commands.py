@@ -10,10 +10,14 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
-from invoicectl.cli.options import JournalOption, SandboxOption, journal_path
+from invoicectl.cli.options import (
+    JournalOption,
+    JsonOption,
+    QuietOption,
+    SandboxOption,
+    journal_path,
+)
 from invoicectl.errors import UsageError
-
-JsonOption = Annotated[bool, typer.Option("--json", help="One JSON document on stdout.")]
 
 
 @app.command()
@@ -27,6 +31,7 @@ def verify(
         ),
     ] = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
 ) -> None:
@@ -47,11 +52,13 @@ def verify(
 
     result = check(journal_path(journal, sandbox), subset=parse_subset(read_data_subset))
     if as_json:
-        print(json.dumps(result.as_dict(), indent=2, ensure_ascii=False))
+        document = {**result.as_dict(), "exit_code": 0 if result.ok else 1}
+        print(json.dumps(document, indent=2, ensure_ascii=False))
     else:
         for finding in result.findings:
             print(finding.line())
-        print(result.summary())
+        if not quiet:
+            print(result.summary())
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -91,6 +98,8 @@ def export(
     ] = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Write a signed archive of what was sent to DEST.
 
@@ -112,7 +121,7 @@ def export(
     path = journal_path(journal, sandbox)
     start, end = _range(since, until)
     key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
-    if retired:
+    if retired and not (as_json or quiet):
         print(f"retired signing key {retired}; now signing with {key.key_id}")
     done = write_export(
         path,
@@ -124,7 +133,13 @@ def export(
         now=datetime.now(UTC),
         retention_years=_retention_years(),
     )
-    print(done.line())
+    if as_json:
+        from invoicectl.render.documents import export_document
+        from invoicectl.render.formats import to_json
+
+        print(to_json(export_document(done, retired)))
+    elif not quiet:
+        print(done.line())
 
 
 @app.command("verify-export")
@@ -135,6 +150,7 @@ def verify_export(
         typer.Option("--trusted-key", metavar="KEY_ID", help="Accept only these key ids."),
     ] = None,
     as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Check an export's signatures and files, without a journal.
 
@@ -151,11 +167,13 @@ def verify_export(
     found, checked = check(destination, set(trusted_key) if trusted_key else None)
     if as_json:
         problems = [{"subject": f.subject, "problem": f.problem} for f in found]
-        print(json.dumps({"ok": not found, "parts": checked, "problems": problems}, indent=2))
+        document = {"ok": not found, "parts": checked, "problems": problems}
+        print(json.dumps({**document, "exit_code": 0 if not found else 1}, indent=2))
     else:
         for finding in found:
             print(finding.line())
-        print(f"{'ok' if not found else f'{len(found)} problem(s)'}: {checked} part(s) checked")
+        if not quiet:
+            print(f"{'ok' if not found else f'{len(found)} problem(s)'}: {checked} part(s) checked")
     raise typer.Exit(0 if not found else 1)
 
 

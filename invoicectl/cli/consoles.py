@@ -104,6 +104,16 @@ def warn_if_empty(files: int, directory: Path, recursive: bool) -> None:
         say(f"invoicectl: warning: no *.xml file in {directory}{where}; is the path right?")
 
 
+def stderr_bar_console() -> Console | None:
+    """A console to draw a progress bar on stderr when it is a terminal; None otherwise
+    (then progress is told in plain lines, through ``say``)."""
+    if not sys.stderr.isatty():
+        return None
+    from rich.console import Console
+
+    return Console(stderr=True, markup=False, emoji=False, highlight=False)
+
+
 def say_error(message: str) -> None:
     """``invoicectl: error: <message>`` on stderr."""
     say(f"invoicectl: error: {message}")

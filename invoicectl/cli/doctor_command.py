@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Annotated
-
 import typer
 
 from invoicectl.cli.app import app
-from invoicectl.cli.options import ApiKeyFileOption, JournalOption, SandboxOption
+from invoicectl.cli.options import (
+    ApiKeyFileOption,
+    JournalOption,
+    JsonOption,
+    QuietOption,
+    SandboxOption,
+)
 
 
 @app.command()
@@ -15,9 +19,8 @@ def doctor(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
     api_key_file: ApiKeyFileOption = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="One JSON document on stdout (stable keys).")
-    ] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Check that a run can work here, one line per check.
 
@@ -36,6 +39,7 @@ def doctor(
       invoicectl doctor --json | jq '.checks[] | select(.status != "ok")'
       invoicectl doctor --sandbox         # the built-in emulator, no account
     """
+    from invoicectl.doctor.checks import Status
     from invoicectl.doctor.run import diagnose
     from invoicectl.render.formats import to_json
 
@@ -49,6 +53,10 @@ def doctor(
     )
     if as_json:
         print(to_json(diagnosis.to_dict()))
+    elif quiet:  # the checks that failed, the cause of a non-zero exit
+        for check in diagnosis.checks:
+            if check.status is Status.fail:
+                print(check.line())
     else:
         for check in diagnosis.checks:
             print(check.line())

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Annotated
 
@@ -14,13 +15,16 @@ from invoicectl.cli.monitoring import metrics_after
 from invoicectl.cli.options import (
     FormatOption,
     JournalOption,
+    JsonOption,
     MetricsFileOption,
     OutboxArgument,
     OutputFormat,
+    QuietOption,
     RecursiveOption,
     SandboxOption,
     StatusFormat,
     check_verdict,
+    chosen_format,
     journal_path,
 )
 from invoicectl.errors import UsageError, explain, worst
@@ -33,7 +37,8 @@ def scan(
     recursive: RecursiveOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Record every *.xml of DIRECTORY in the journal.
 
@@ -62,7 +67,7 @@ def scan(
     code = worst(*(cause.code for cause in causes))
     if as_json:
         print(to_json(report.to_dict()))
-    else:
+    elif not quiet:
         # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
         tag("scan.done", files=report.files, counts=report.file_counts)
         print("\n".join(report.summary_lines()))
@@ -81,9 +86,13 @@ def status(
         typer.Option("--verdict", help="Only invoices whose last reconcile verdict is this."),
     ] = None,
     output_format: Annotated[
-        StatusFormat,
-        typer.Option("--format", help="table, json, jsonl (one invoice a line) or csv."),
-    ] = StatusFormat.table,
+        StatusFormat | None,
+        typer.Option(
+            "--format",
+            help="table (the default), json (as --json), jsonl (one invoice a line) or csv.",
+            show_default=False,
+        ),
+    ] = None,
     limit: Annotated[
         int | None,
         typer.Option(
@@ -113,6 +122,8 @@ def status(
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
     metrics_file: MetricsFileOption = None,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Counts per state, and what needs a person first.
 
@@ -132,6 +143,7 @@ def status(
     from invoicectl.lifecycle.plan import attention_causes, plan
     from invoicectl.settings import resolve
 
+    chosen = chosen_format(output_format, as_json, StatusFormat.table)
     states = [str(known) for known in InvoiceState]
     if state is not None and state not in states:
         raise UsageError(f"unknown state {state!r}; choose from {', '.join(states)}")
@@ -149,13 +161,14 @@ def status(
         unanswered = len(plan(opened, opened.clock()).replays)
         failed = opened.delivery_failure_count()
         if since is not None or until is not None:
-            write_period(opened, output_format, since, until)
+            write_period(opened, chosen, since, until, quiet)
             raise typer.Exit(attention_code)
         # Written while the journal is open: read row by row as they are written out.
-        tag("status.counts", counts=counts, delivery_failed=failed, unanswered=unanswered)
-        write_status(
-            opened, output_format, (counts, holds, unanswered, failed), state, verdict, limit, every
-        )
+        if not (quiet and chosen is StatusFormat.table):
+            tag("status.counts", counts=counts, delivery_failed=failed, unanswered=unanswered)
+            write_status(
+                opened, chosen, (counts, holds, unanswered, failed), state, verdict, limit, every
+            )
     raise typer.Exit(attention_code)
 
 
@@ -164,34 +177,44 @@ def show(
     invoice_id: Annotated[str, typer.Argument(metavar="ID", help="The invoice ID.")],
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """One invoice: its state, every revision, attempt and event.
 
     \b
-    Example:
+    Examples:
       invoicectl show INV-1042
+      invoicectl show INV-1042 --json | jq '.attempts[-1].outcome'
     """
     from invoicectl.journal import Journal
-    from invoicectl.render.status import print_invoice
+    from invoicectl.render.status import invoice_record, print_invoice
 
     with Journal(journal_path(journal, sandbox)) as opened:
         invoice = opened.invoice(invoice_id)
         if invoice is None:
             raise UsageError(f"no invoice {invoice_id!r} in the journal {opened.path}")
-        print_invoice(
-            stdout_console(),
-            invoice,
+        found = (
             opened.revisions(invoice_id),
             opened.attempts(invoice_id),
             opened.events(invoice_id),
         )
+    if as_json:
+        from invoicectl.render.documents import invoice_document
+        from invoicectl.render.formats import to_json
+
+        print(to_json(invoice_document(invoice_record(invoice), invoice, *found)))
+    elif not quiet:
+        print_invoice(stdout_console(), invoice, *found)
 
 
 @app.command()
 def receivers(
-    output_format: FormatOption = OutputFormat.table,
+    output_format: FormatOption = None,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """What the participant lookups said of each receiver.
 
@@ -200,18 +223,24 @@ def receivers(
     \b
     Examples:
       invoicectl receivers
-      invoicectl receivers --format json
+      invoicectl receivers --json
+      invoicectl receivers --format csv > receivers.csv
     """
     from invoicectl.journal import Journal
-    from invoicectl.render.formats import to_json
+    from invoicectl.render.formats import to_csv, to_json
     from invoicectl.render.status import receiver_line, receiver_record
 
+    chosen = chosen_format(output_format, as_json, OutputFormat.table)
     with Journal(journal_path(journal, sandbox)) as opened:
         records = [receiver_record(check) for check in opened.receiver_checks()]
-    if output_format is OutputFormat.json:
+    if chosen is OutputFormat.json:
         print(to_json(records))
-        return
-    print("\n".join(map(receiver_line, records)) or "no receiver looked up yet")
+    elif chosen is OutputFormat.csv:
+        from invoicectl.render.documents import RECEIVER_FIELDS, receiver_row
+
+        sys.stdout.write(to_csv([receiver_row(record) for record in records], RECEIVER_FIELDS))
+    elif not quiet:
+        print("\n".join(map(receiver_line, records)) or "no receiver looked up yet")
 
 
 @app.command()
@@ -221,6 +250,8 @@ def backup(
     ],
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Copy the journal to DEST, safely beside a running send.
 
@@ -234,4 +265,11 @@ def backup(
     """
     from invoicectl.journal.backup import backup as copy_journal
 
-    print(copy_journal(journal_path(journal, sandbox), destination).line())
+    copied = copy_journal(journal_path(journal, sandbox), destination)
+    if as_json:
+        from invoicectl.render.documents import backup_document
+        from invoicectl.render.formats import to_json
+
+        print(to_json(backup_document(copied)))
+    elif not quiet:
+        print(copied.line())

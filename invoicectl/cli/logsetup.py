@@ -10,7 +10,7 @@ puts a ``LineStream`` under each stream that is not a terminal (any stream with 
 - help, ``--version``, shell completion and ``sandbox`` (a server's own log): left as they are.
 
 Every run command ends with ``exit N: <cause>`` on stderr (``last_line``), except with
-``--quiet``, and with ``--json`` or ``--format json`` in the text format (one document and
+``--quiet``, and with ``--json`` or ``--format json|jsonl`` in the text format (one document and
 nothing else); with ``--log-format json`` it is the ``run.exit`` object on stderr.
 """
 
@@ -69,7 +69,10 @@ def log_format(args: list[str], environ: Mapping[str, str] | None = None) -> Log
     if value is None:
         from invoicectl.settings import config_path, load_config
 
-        value = load_config(environ).get("log_format")
+        try:
+            value = load_config(environ).get("log_format")
+        except ConfigError:  # the command's own settings say what is wrong with the file
+            value = None
         where = f"config file {config_path(environ)}"
     if value is None:
         return LogFormat.text
@@ -101,11 +104,10 @@ def data_on_stdout(args: list[str]) -> bool:
 
 
 def _answers_in_json(options: list[str]) -> bool:
-    return (
-        "--json" in options
-        or "--format=json" in options
-        or ("--format", "json") in set(pairwise(options))
-    )
+    """``--json``, ``--format json`` or ``jsonl`` (as ``app.answers_in_json``): one document."""
+    given = [value for option, value in pairwise(options) if option == "--format"]
+    given += [option.partition("=")[2] for option in options if option.startswith("--format=")]
+    return "--json" in options or any(value in ("json", "jsonl") for value in given)
 
 
 def wraps(args: list[str], environ: Mapping[str, str] | None = None) -> bool:

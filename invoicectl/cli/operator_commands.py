@@ -16,8 +16,15 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
-from invoicectl.cli.consoles import ask
-from invoicectl.cli.options import JournalOption, SandboxOption, check_verdict, journal_path
+from invoicectl.cli.consoles import ask, say_error
+from invoicectl.cli.options import (
+    JournalOption,
+    JsonOption,
+    QuietOption,
+    SandboxOption,
+    check_verdict,
+    journal_path,
+)
 from invoicectl.errors import ExitCode, UsageError
 
 IdsArgument = Annotated[
@@ -48,6 +55,8 @@ def hold(
     dry_run: DryRunOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Never send or replay these invoices until released.
 
@@ -59,7 +68,17 @@ def hold(
       invoicectl hold INV-1042 --reason "customer asked to wait"
       invoicectl hold --verdict unknown_sent_earlier --reason "ask GoRoute" --yes
     """
-    _decide("hold", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+    _decide(
+        "hold",
+        ids,
+        reason,
+        state,
+        verdict,
+        yes,
+        dry_run,
+        journal_path(journal, sandbox),
+        _output(as_json, quiet),
+    )
 
 
 @app.command()
@@ -71,6 +90,8 @@ def release(
     dry_run: DryRunOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Lift a hold: the rules of the invoice's state apply again.
 
@@ -82,7 +103,17 @@ def release(
       invoicectl release INV-1042
       invoicectl release --state unknown --dry-run
     """
-    _decide("release", ids, None, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+    _decide(
+        "release",
+        ids,
+        None,
+        state,
+        verdict,
+        yes,
+        dry_run,
+        journal_path(journal, sandbox),
+        _output(as_json, quiet),
+    )
 
 
 @app.command()
@@ -95,6 +126,8 @@ def abandon(
     dry_run: DryRunOption = False,
     journal: JournalOption = None,
     sandbox: SandboxOption = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Settled outside invoicectl: never send these again.
 
@@ -104,7 +137,17 @@ def abandon(
     Example:
       invoicectl abandon INV-1042 --reason "sent by post on 3 May"
     """
-    _decide("abandon", ids, reason, state, verdict, yes, dry_run, journal_path(journal, sandbox))
+    _decide(
+        "abandon",
+        ids,
+        reason,
+        state,
+        verdict,
+        yes,
+        dry_run,
+        journal_path(journal, sandbox),
+        _output(as_json, quiet),
+    )
 
 
 def _decide(
@@ -116,6 +159,7 @@ def _decide(
     yes: bool,
     dry_run: bool,
     path: Path,
+    output: str,
 ) -> None:
     from invoicectl.journal import locked_journal
     from invoicectl.journal.records import InvoiceState
@@ -152,14 +196,29 @@ def _decide(
             else:
                 decision = holds.abandon(opened, invoice_id, reason or "", by, dry_run=dry_run)
             decisions.append(decision)
-    prefix = "would be " if dry_run else ""
-    for decision in decisions:
-        shown = decision.message if not decision.done else prefix + decision.message
-        print(f"{decision.invoice_id}: {shown}")
-    if not decisions:
-        print(f"nothing to {action}")
     refused = [decision for decision in decisions if not decision.done]
-    raise typer.Exit(ExitCode.USAGE if refused else ExitCode.OK)
+    exit_code = ExitCode.USAGE if refused else ExitCode.OK
+    if output == "json":
+        from invoicectl.render.documents import decisions_document
+        from invoicectl.render.formats import to_json
+
+        print(to_json(decisions_document(action, dry_run, decisions, int(exit_code))))
+    elif output == "quiet":  # what was refused explains the exit code: said on stderr
+        for decision in refused:
+            say_error(f"{decision.invoice_id}: {decision.message}")
+    else:
+        prefix = "would be " if dry_run else ""
+        for decision in decisions:
+            shown = decision.message if not decision.done else prefix + decision.message
+            print(f"{decision.invoice_id}: {shown}")
+        if not decisions:
+            print(f"nothing to {action}")
+    raise typer.Exit(exit_code)
+
+
+def _output(as_json: bool, quiet: bool) -> str:
+    """json, quiet or plain: ``--json`` wins, its document being the data asked for."""
+    return "json" if as_json else "quiet" if quiet else "plain"
 
 
 def _confirm(action: str, count: int, yes: bool) -> None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
@@ -68,7 +68,12 @@ SandboxOption = Annotated[
         "(sandbox.db beside the default journal). No account, no network.",
     ),
 ]
-FormatOption = Annotated[OutputFormat, typer.Option("--format", help="table, json or csv.")]
+FormatOption = Annotated[
+    OutputFormat | None,
+    typer.Option(
+        "--format", help="table (the default), json (as --json) or csv.", show_default=False
+    ),
+]
 ApiKeyFileOption = Annotated[
     Path | None,
     typer.Option(help="File holding the API key (mode 0600). Default: $GOROUTE_API_KEY."),
@@ -139,3 +144,38 @@ PingUrlOption = Annotated[
         show_default=False,
     ),
 ]
+
+
+# The output contract every command keeps (issue 12): ``--json`` gives one JSON document on
+# stdout, errors included; ``--quiet`` only the errors and the data asked for.
+JsonOption = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="One JSON document on stdout, errors too (the README's keys, stable)."
+    ),
+]
+QuietOption = Annotated[
+    bool,
+    typer.Option(
+        "--quiet",
+        "-q",
+        help="Print only errors and the data asked for (--json, --format); the exit code "
+        "says the rest.",
+    ),
+]
+
+
+_Format = TypeVar("_Format", OutputFormat, StatusFormat)
+
+
+def chosen_format(output_format: _Format | None, as_json: bool, table: _Format) -> _Format:
+    """The one format of a command that takes both ``--format`` and ``--json``: ``--json``
+    is ``--format json``; both given and different is a usage error, said once."""
+    if not as_json:
+        return table if output_format is None else output_format
+    wanted = type(table)("json")
+    if output_format is not None and output_format != wanted:
+        raise UsageError(
+            f"--json and --format {output_format} ask for two outputs; give one of them"
+        )
+    return wanted

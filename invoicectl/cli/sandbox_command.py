@@ -7,6 +7,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
+from invoicectl.cli.options import JsonOption
 from invoicectl.defaults import DEFAULT_TIER, TIERS
 
 # The sandbox knows one tier more than an account can name: "enterprise", with its numbers
@@ -34,6 +35,7 @@ def sandbox(
         typer.Option(help="Fraction of sends recorded, then answered with a dropped connection."),
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Seed for reproducible faults.")] = None,
+    as_json: JsonOption = False,  # the ready line as one JSON line; errors in JSON
 ) -> None:
     """Serve a local GoRoute emulator over HTTP; state in memory.
 
@@ -43,6 +45,7 @@ def sandbox(
     Examples:
       invoicectl sandbox --port 8080
       invoicectl sandbox --port 0 --latency-ms 300 --error-rate 0.05 --seed 1
+      invoicectl sandbox --port 0 --json    # {"base_url": ..., "api_key": ...}
     """
     from invoicectl.sandbox import Sandbox, serve
     from invoicectl.sandbox.config import config_from_options
@@ -59,6 +62,13 @@ def sandbox(
     emulator = Sandbox(config)
 
     def ready(base_url: str) -> None:
+        if as_json:  # one line, not indented: a script reads it while the server runs on
+            import json
+
+            from invoicectl.render.documents import sandbox_document
+
+            print(json.dumps(sandbox_document(base_url, emulator.api_key)), flush=True)
+            return
         print(f"GoRoute sandbox on {base_url}", flush=True)
         print(f"GOROUTE_BASE_URL={base_url}", flush=True)
         print(f"GOROUTE_API_KEY={emulator.api_key}", flush=True)

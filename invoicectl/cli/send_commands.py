@@ -6,7 +6,6 @@ validation of what is pending; nothing sent). All take the run options of
 from __future__ import annotations
 
 import sys
-from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -21,29 +20,31 @@ from invoicectl.cli.options import (
     ConcurrencyOption,
     FormatOption,
     JournalOption,
+    JsonOption,
     MaxAttemptsOption,
     MaxWaitOption,
     MetricsFileOption,
     OutboxArgument,
     OutputFormat,
     PingUrlOption,
+    QuietOption,
     RateOption,
     RecursiveOption,
     SandboxOption,
     TierOption,
+    chosen_format,
 )
 from invoicectl.cli.pinging import start_pings
-from invoicectl.cli.send_lines import continue_command, say_stopping
-from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
+from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
+from invoicectl.cli.send_options import (
+    BatchSizeOption,
+    DeadlineOption,
+    NewVersionOption,
+    OrderOption,
+    SendOrderChoice,
+)
 from invoicectl.errors import worst
 from invoicectl.loglines import explain_exit
-
-
-class SendOrderChoice(StrEnum):
-    due = "due"
-    issue = "issue"
-    scan = "scan"
-
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -66,39 +67,13 @@ def send(
     tier: TierOption = None,
     rate: RateOption = None,
     concurrency: ConcurrencyOption = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
-    ] = None,
+    batch_size: BatchSizeOption = None,
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
-    deadline: Annotated[
-        float | None,
-        typer.Option(
-            min=0,
-            help=f"Stop after this many seconds, scan included: no new work, and requests "
-            f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
-            "by the next run under the same key). Exit 75.",
-        ),
-    ] = None,
-    new_version: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--new-version",
-            metavar="ID",
-            help="Send this invoice's current content under its next key, invoice-<id>-v<n> "
-            "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
-        ),
-    ] = None,
+    deadline: DeadlineOption = None,
+    new_version: NewVersionOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
-    order: Annotated[
-        SendOrderChoice,
-        typer.Option(
-            "--order",
-            help="New sends soonest due first (due: the due date, else the issue date), "
-            "oldest issued first (issue), or as scanned (scan). Replays always go first.",
-        ),
-    ] = SendOrderChoice.due,
+    order: OrderOption = SendOrderChoice.due,
     no_receiver_check: Annotated[
         bool,
         typer.Option(
@@ -135,9 +110,8 @@ def send(
             "--dry-run", help="Scan and plan (the order, and what would be late); send nothing."
         ),
     ] = False,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON summary on stdout (errors too).")
-    ] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
     metrics_file: MetricsFileOption = None,
     ping_url: PingUrlOption = None,
 ) -> None:
@@ -177,8 +151,9 @@ def send(
     output = SendOutput(
         stdout_console(),
         interactive=sys.stdout.isatty(),
-        quiet=as_json,
+        quiet=as_json or quiet,
         batch_size=settings.batch_size,
+        rate_per_minute=settings.rate_per_minute,
     )
     if dry_run:
         scan = scanning(directory, recursive=recursive)
@@ -186,7 +161,7 @@ def send(
         warn_if_empty(report.files, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
-        else:
+        elif not quiet:
             output.dry_run(report, plan)
         explain_exit(plan.exit_code, plan.exit_cause)
         raise typer.Exit(plan.exit_code)
@@ -217,6 +192,7 @@ def send(
             on_scanned=scanned,
             on_start=output.started,
             on_progress=output.progressed,
+            on_wait=output.waited,
             on_stopping=say_stopping,
             session=_session(settings),
         )
@@ -250,7 +226,9 @@ def reconcile(
             "everything needing a person stays as it is.",
         ),
     ] = False,
-    output_format: FormatOption = OutputFormat.table,
+    output_format: FormatOption = None,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
     output: Annotated[
         Path | None, typer.Option(help="Write the report to FILE (atomically), not stdout.")
     ] = None,
@@ -280,12 +258,13 @@ def reconcile(
     Examples:
       invoicectl reconcile
       invoicectl reconcile --apply             # adopt what is unambiguous
-      invoicectl reconcile --format json --output report.json
+      invoicectl reconcile --json --output report.json
     """
     from invoicectl.reconcile.runner import reconcile as run_reconcile
     from invoicectl.render.reconcile import Format, print_report, render, write_output
     from invoicectl.settings import resolve
 
+    output_format = chosen_format(output_format, as_json, OutputFormat.table)
     settings = resolve(
         journal=journal,
         sandbox=sandbox,
@@ -299,19 +278,23 @@ def reconcile(
         ping_url=ping_url,
     )
     start_pings(settings)
-    with metrics_after(settings, "reconcile"):
+    with metrics_after(settings, "reconcile"), reconcile_progress(settings, quiet=quiet) as shown:
         report = run_reconcile(
             settings,
             apply=apply,
             allow_environment_change=allow_environment_change,
             session=_session(settings),
+            on_progress=shown.looked,
+            on_wait=shown.waited,
         )
     fmt: Format = output_format.value
     if output is not None:
         write_output(output, render(report, fmt))
-        say(f"report written to {output}")
+        if not quiet:
+            say(f"report written to {output}")
     elif output_format is OutputFormat.table:
-        print_report(stdout_console(), report, every=every)
+        if not quiet:
+            print_report(stdout_console(), report, every=every)
     else:
         sys.stdout.write(render(report, fmt))
     explain_exit(report.exit_code, report.exit_cause, counts=report.counts)
@@ -330,9 +313,8 @@ def validate(
     concurrency: ConcurrencyOption = None,
     max_attempts: MaxAttemptsOption = None,
     max_wait: MaxWaitOption = None,
-    as_json: Annotated[
-        bool, typer.Option("--json", help="Print one JSON summary on stdout.")
-    ] = False,
+    as_json: JsonOption = False,
+    quiet: QuietOption = False,
 ) -> None:
     """Have GoRoute validate what is pending in DIRECTORY.
 
@@ -367,7 +349,7 @@ def validate(
     summary.exit_code = worst(summary.exit_code, report.input_code)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
-    else:
+    elif not quiet:
         for checked in summary.checked:
             print(checked.line())
         print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")

@@ -1,10 +1,29 @@
-"""Lines ``send`` says besides its report: at a first signal, and the command that goes on."""
+"""Lines ``send`` and ``reconcile`` say besides their reports: at a first signal, the command
+that goes on, reconcile's progress."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from invoicectl.cli.consoles import say
+from invoicectl.cli.consoles import say, stderr_bar_console
+
+if TYPE_CHECKING:
+    from invoicectl.render.reconcile_progress import ReconcileProgress
+    from invoicectl.settings import Settings
+
+
+def reconcile_progress(settings: Settings, *, quiet: bool) -> ReconcileProgress:
+    """Reconcile's progress on stderr: a bar on a terminal, else plain lines through ``say``
+    (stdout is the report's); nothing with ``--quiet``. A context manager: the bar goes when
+    the lookups end."""
+    from invoicectl.render.reconcile_progress import ReconcileProgress
+
+    if quiet:
+        return ReconcileProgress(lambda line: None, rate_per_minute=settings.rate_per_minute)
+    return ReconcileProgress(
+        say, console=stderr_bar_console(), rate_per_minute=settings.rate_per_minute
+    )
 
 
 def say_stopping(signal_name: str, in_flight: int) -> None:

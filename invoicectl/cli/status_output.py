@@ -75,9 +75,14 @@ def write_status(
 
 
 def write_period(
-    journal: JournalBackend, output_format: StatusFormat, since: str | None, until: str | None
+    journal: JournalBackend,
+    output_format: StatusFormat,
+    since: str | None,
+    until: str | None,
+    quiet: bool = False,
 ) -> None:
-    """``--since/--until``: the invoices per state and per day (render/period.py)."""
+    """``--since/--until``: the invoices per state and per day (render/period.py); with
+    ``--quiet`` the table is not written (the dates are still checked)."""
     from datetime import UTC, date, datetime
 
     from invoicectl.errors import UsageError
@@ -104,7 +109,7 @@ def write_period(
         write_json_array(out, rows)
     elif output_format is StatusFormat.jsonl:
         write_json_lines(out, rows)
-    else:
+    elif not quiet:
         write_period_table(out, rows, first.isoformat(), last.isoformat())
 
 

@@ -28,7 +28,7 @@ from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.journal.health import examine
-from invoicectl.journal.runlock import lock_state
+from invoicectl.journal.runlock import lock_path_for, lock_state
 from invoicectl.settings import Settings
 
 # Without a key the health check and the clock can still be asked about: the client needs a
@@ -55,9 +55,19 @@ def diagnose(
     for check in _remote(settings, key, transport, now):
         checks[check.name] = check
     checks["journal"] = journal_check(examine(settings.journal), settings.base_url)
-    checks["lock"] = lock_check(lock_state(settings.journal), settings.journal)
+    checks["lock"] = _lock(settings.journal)
     checks["disk"] = disk_check(settings.journal)
     return Diagnosis([checks[name] for name in NAMES])
+
+
+def _lock(journal: Path) -> Check:
+    """The lock check; a lock file that cannot even be opened (its directory is a file, no
+    permission) fails this check: it must not end the diagnosis with an error instead."""
+    try:
+        state = lock_state(journal)
+    except OSError as error:
+        return fail("lock", f"cannot look at the lock {lock_path_for(journal)}: {error.strerror}")
+    return lock_check(state, journal)
 
 
 def _remote(

@@ -29,6 +29,15 @@ at the gate ever sleeps here, so the waits it accounts never overlap: ``waited_f
 request from starting (for pacing, for a Retry-After hold), not caller-seconds. Their sum is
 at most the run's duration; while requests queue for the rate, ``waited_for_rate`` grows
 with the run's wall time, which says the rate was the bottleneck.
+
+**Telling.** ``on_wait``, when set, hears every sleep at the gate before it starts, as a
+``Wait`` (its cause and its length). The retry policy tells its backoffs through the same
+hook. It is how the output layer learns that nothing will happen for a while, and why: a bar
+can say "waiting 30 s (Retry-After)" instead of freezing, a cron log gets a line that explains
+a long gap. It is called in the event loop, must return at once and must not raise; it costs
+one attribute test per sleep, nothing when the limiter lets a caller through at once. (``Wait``
+lives here, not in a module of its own, because this module imports nothing of invoicectl's:
+the chain from ``send.options`` through ``retry`` ends here.)
 """
 
 from __future__ import annotations
@@ -38,6 +47,7 @@ import math
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
 from typing import Literal
 
 DEFAULT_WINDOW = 60.0
@@ -49,6 +59,22 @@ DEFAULT_MARGIN = 1.0
 _TOLERANCE = 1e-6
 
 Cause = Literal["rate", "retry_after"]
+
+# ``rate``: the client's own pacing under the limit; ``retry_after``: a 429 holds the whole
+# run (its Retry-After, or the 429 backoff without one); ``backoff``: one request waits
+# before trying again after an answer that was no answer (5xx, timeout, connection).
+WaitCause = Literal["rate", "retry_after", "backoff"]
+
+
+@dataclass(frozen=True, slots=True)
+class Wait:
+    """A wait about to start: why, and for how many seconds (from now)."""
+
+    cause: WaitCause
+    seconds: float
+
+
+OnWait = Callable[[Wait], None]
 
 
 class RateLimiter:
@@ -62,6 +88,7 @@ class RateLimiter:
         sleep: Callable[[float], Awaitable[None]] = asyncio.sleep,
         window: float = DEFAULT_WINDOW,
         margin: float = DEFAULT_MARGIN,
+        on_wait: OnWait | None = None,
     ) -> None:
         if rate_per_minute < 1:
             raise ValueError(f"rate must be at least 1 request per window, not {rate_per_minute}")
@@ -72,6 +99,7 @@ class RateLimiter:
         self.interval = self.span / rate_per_minute
         self.clock = clock
         self.sleep = sleep
+        self.on_wait = on_wait
         self.waited_for_rate = 0.0
         self.waited_for_retry_after = 0.0
         self.started = 0
@@ -100,6 +128,8 @@ class RateLimiter:
                 due, cause = self._earliest_start()
                 if due - now <= _TOLERANCE:
                     break
+                if self.on_wait is not None:
+                    self.on_wait(Wait(cause, due - now))
                 await self.sleep(due - now)
                 slept = True
                 self._account(cause, self.clock() - now)

@@ -37,6 +37,8 @@ tried once more, as design.md asks ("capped by --max-wait; then carry on").
 
 Waits: the limiter accounts the run's pacing and Retry-After waits (wall time); the
 transient backoff sleeps happen here, per request, through the injected ``sleep``.
+``on_wait`` (``limiter.Wait``) hears each transient backoff before it is slept; the 429
+holds are the limiter's to tell (its own ``on_wait``).
 Exceptions from ``attempt()`` are not retried: they propagate (a network failure should
 already be a ``Transient``; anything else is a bug or a cancellation).
 """
@@ -55,7 +57,7 @@ from invoicectl.goroute.outcomes import Outcome, RateLimited, Transient
 if TYPE_CHECKING:
     import tenacity
 
-    from invoicectl.goroute.limiter import RateLimiter
+    from invoicectl.goroute.limiter import OnWait, RateLimiter
 
 
 @dataclass(frozen=True)
@@ -89,6 +91,7 @@ async def call_with_retry(
     sleep: Callable[[float], Awaitable[None]] | None = None,
     rng: random.Random | None = None,
     should_stop: Callable[[], bool] = lambda: False,
+    on_wait: OnWait | None = None,
 ) -> Outcome | None:
     """Try ``attempt`` until it settles, by the rules in the module doc.
 
@@ -112,9 +115,23 @@ async def call_with_retry(
         wait=tries.wait,
         sleep=sleep or limiter.sleep,
         retry_error_callback=tries.last_outcome,
+        before_sleep=None if on_wait is None else _telling(on_wait),
     )
     result: Outcome | None = await retrying(tries.one)
     return result
+
+
+def _telling(on_wait: OnWait) -> Callable[[tenacity.RetryCallState], None]:
+    """tenacity's ``before_sleep``: a backoff about to be slept, told as a ``Wait``."""
+
+    from invoicectl.goroute.limiter import Wait
+
+    def before_sleep(state: tenacity.RetryCallState) -> None:
+        seconds = state.next_action.sleep if state.next_action else 0.0
+        if seconds > 0:  # after a 429 the wait is the limiter's hold, which it tells itself
+            on_wait(Wait("backoff", seconds))
+
+    return before_sleep
 
 
 def _worth_another_try(outcome: Outcome | None) -> bool:

@@ -55,6 +55,7 @@ from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
 from invoicectl.reconcile.journal_only import judge_amended, judge_conflict
 from invoicectl.reconcile.key_reused import judge_key_reused
 from invoicectl.reconcile.matching import CLOCK_SLACK, compare
+from invoicectl.reconcile.progress import OnLookup
 from invoicectl.reconcile.report import ReconcileReport
 from invoicectl.reconcile.search import Lookups
 from invoicectl.reconcile.search_result import LOOK_BACK, SearchSummary
@@ -103,15 +104,19 @@ async def reconcile(
     max_list_pages: int = 50,
     concurrency: int = 10,
     run_id: int | None = None,
+    on_progress: OnLookup | None = None,
 ) -> ReconcileReport:
     """Judge every invoice that needs a look; with ``apply``, adopt the unambiguous ones.
+
+    ``on_progress`` hears how far the lookups have got (``reconcile.progress``); the waits
+    are told by the limiter's ``on_wait``.
 
     Raises ``CredentialsRefused`` (exit 5) on a 401/403, before anything is written.
     """
     if concurrency < 1:
         raise ValueError("concurrency must be at least 1")
     subjects = find_subjects(journal)
-    lookups = Lookups(client, limiter, policy, concurrency)
+    lookups = Lookups(client, limiter, policy, concurrency, on_progress)
     await lookups.run(subjects, list_limit=list_limit, max_list_pages=max_list_pages)
     moment = now()
     cases = [judge(subject, lookups, moment) for subject in subjects]

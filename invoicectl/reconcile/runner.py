@@ -10,11 +10,12 @@ from __future__ import annotations
 import httpx
 
 from invoicectl.environment import check_environment
-from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
+from invoicectl.reconcile.progress import OnLookup
 from invoicectl.runs import REAL_CLOCKS, Clocks, Session, make_client, no_session, recorded_run
 from invoicectl.settings import Settings
 
@@ -27,8 +28,14 @@ def reconcile(
     transport: httpx.AsyncBaseTransport | None = None,
     session: Session = no_session,
     clocks: Clocks = REAL_CLOCKS,
+    on_progress: OnLookup | None = None,
+    on_wait: OnWait | None = None,
 ) -> ReconcileReport:
-    """What really happened to every send that needs a look; nothing is ever resent."""
+    """What really happened to every send that needs a look; nothing is ever resent.
+
+    ``on_progress`` hears how far the lookups have got, ``on_wait`` every wait before it
+    starts (pacing, Retry-After, a backoff): the CLI draws them, the report comes at the end.
+    """
     journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
@@ -42,12 +49,16 @@ def reconcile(
                         journal,
                         client,
                         limiter=RateLimiter(
-                            settings.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep
+                            settings.rate_per_minute,
+                            clock=clocks.monotonic,
+                            sleep=clocks.sleep,
+                            on_wait=on_wait,
                         ),
                         policy=settings.retry_policy(),
                         apply=apply,
                         concurrency=settings.concurrency,
                         run_id=run_id,
+                        on_progress=on_progress,
                     )
 
             report = run_cancelled_by_signals(signals, run())

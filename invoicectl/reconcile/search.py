@@ -14,7 +14,7 @@ production.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
@@ -26,6 +26,7 @@ from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.goroute.transactions import Found, Transaction, TransactionPage
 from invoicectl.reconcile.delivery_list import DeliveryRows, list_budget, worth_listing
 from invoicectl.reconcile.matching import compare, first_time, parse_time
+from invoicectl.reconcile.progress import LookupProgress, OnLookup
 from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.subjects import Subject
 
@@ -56,8 +57,14 @@ class Lookups:
         limiter: RateLimiter,
         policy: RetryPolicy,
         concurrency: int,
+        on_progress: OnLookup | None = None,
     ) -> None:
         self._client = client
+        self._on_progress = on_progress
+        self.checked = 0  # invoices whose lookups are done (LookupProgress)
+        self.to_check = 0
+        self._per_id: dict[str, int] = {}  # invoices per transaction id to GET
+        self._counted: set[str] = set()
         self._limiter = limiter
         self._policy = policy
         self._concurrency = concurrency
@@ -82,10 +89,14 @@ class Lookups:
         searched = [s for s in subjects if s.search]
         wanted = {s.get_id for s in following if s.get_id}
         rows = DeliveryRows(wanted, list_budget(len(wanted), list_limit))
+        for subject in subjects:
+            if subject.get_id:
+                self._per_id[subject.get_id] = self._per_id.get(subject.get_id, 0) + 1
+        self.to_check = sum(self._per_id.values()) + len(searched)
         jobs: list[Callable[[], Awaitable[None]]] = []
         if searched:
             # First: its pages follow one another, so it should not wait behind the GETs.
-            feed = rows.see if listing else None
+            feed = self._feeding(rows) if listing else None
             jobs.append(lambda: self._search(searched, list_limit, max_list_pages, feed))
         elif listing:
             jobs.append(lambda: self._refresh_from_list(rows, list_limit))
@@ -114,8 +125,33 @@ class Lookups:
             if not isinstance(outcome, _Page):
                 break  # what it did not show falls back to its GET
             cursor = rows.take(outcome.page)
+            self._checked(rows.rows)
             if cursor is None:
                 break
+
+    def _feeding(self, rows: DeliveryRows) -> Callable[[TransactionPage], object]:
+        """The unanswered search's pages, handed to ``rows`` and counted as they come."""
+
+        def feed(page: TransactionPage) -> None:
+            rows.see(page)
+            self._checked(rows.rows)
+
+        return feed
+
+    def _checked(self, txn_ids: Iterable[str]) -> None:
+        """These ids' invoices have their answer (a GET's, or a row the list showed; one the
+        GET must confirm counts once). Tells the progress hook when the count moves."""
+        before = self.checked
+        for txn_id in txn_ids:
+            if txn_id not in self._counted:
+                self._counted.add(txn_id)
+                self.checked += self._per_id.get(txn_id, 0)
+        if self.checked != before:
+            self._tell()
+
+    def _tell(self) -> None:
+        if self._on_progress is not None:
+            self._on_progress(LookupProgress(self.checked, self.to_check, self.requests))
 
     def _answer_from_list(self, following: list[Subject], rows: DeliveryRows) -> None:
         self.delivery_pages = rows.pages
@@ -166,6 +202,7 @@ class Lookups:
             self.transactions[txn_id] = await self._retried(
                 lambda: self._client.get_transaction(txn_id)
             )
+            self._checked((txn_id,))
 
         return job
 
@@ -175,6 +212,7 @@ class Lookups:
             outcome = await call()
             if isinstance(outcome, AuthRefused | WrongEndpoint) and self._refused is None:
                 self._refused = outcome
+            self._tell()
             return outcome
 
         return await call_with_retry(
@@ -182,6 +220,7 @@ class Lookups:
             policy=self._policy,
             limiter=self._limiter,
             should_stop=lambda: self._refused is not None,
+            on_wait=self._limiter.on_wait,
         )
 
     def _page_call(self, limit: int, cursor: str | None) -> Callable[[], Awaitable[Outcome]]:
@@ -201,6 +240,8 @@ class Lookups:
         wanted = {s.invoice_id for s in subjects}
         paging = _Paging(limit, max_pages, _search_horizon(subjects))
         await self._search_list(wanted, limit, paging, feed)
+        self.checked += len(subjects)  # the search answers them all at once, at its end
+        self._tell()
 
     async def _search_list(
         self,

@@ -1,13 +1,14 @@
 """What ``invoicectl send`` shows while it works and when it ends.
 
-On a terminal: a progress bar (sent / total, rate, ETA) and a summary table. Not on a
-terminal (cron): one plain line per batch and one summary line. ``--json``: nothing while it
+On a terminal: a progress bar (sent / total; accepted, retrying, failed; what the run waits
+for; rate, ETA: ``render.send_bar``) and a summary table. Not on a terminal (cron): one plain
+line per batch, one line when a wait of more than ``PLAIN_WAIT_SHOWN`` seconds starts (so a
+log explains its gap), and one summary line. ``--json``: nothing while it
 works, one JSON document at the end. Data goes to stdout, diagnostics to stderr.
 """
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from itertools import groupby
 from typing import TYPE_CHECKING
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from invoicectl.journal.records import InvoiceState
 from invoicectl.loglines import tag
 from invoicectl.render.status import print_scan_report
+from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
 
@@ -23,10 +25,25 @@ if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: importe
     from rich.progress import Progress, TaskID
     from rich.table import Table
 
+    from invoicectl.goroute.limiter import Wait
+    from invoicectl.render.send_bar import BarState
+
 
 class SendOutput:
-    def __init__(self, console: Console, *, interactive: bool, quiet: bool, batch_size: int):
+    def __init__(
+        self,
+        console: Console,
+        *,
+        interactive: bool,
+        quiet: bool,
+        batch_size: int,
+        rate_per_minute: int = 100,
+        long_wait: float = PLAIN_WAIT_SHOWN,
+    ):
         self.console = console
+        self.rate_per_minute = rate_per_minute
+        self._bar: BarState | None = None
+        self._wait_lines = WaitLines(rate_per_minute, long_wait)
         self.interactive = interactive
         self.quiet = quiet
         self.batch_size = max(1, batch_size)
@@ -34,14 +51,12 @@ class SendOutput:
         self._task: TaskID | None = None
         self._batch: Counter[str] = Counter()
         self._batches = 0
-        self._started = time.monotonic()
 
     def scanned(self, report: ScanReport) -> None:
         if not self.quiet:
             print_scan_report(self.console, report)
 
     def started(self, summary: SendSummary) -> None:
-        self._started = time.monotonic()
         if self.quiet:
             return
         held = f", {len(summary.held)} held for reconcile" if summary.held else ""
@@ -51,36 +66,32 @@ class SendOutput:
             highlight=False,
         )
         if self.interactive and summary.planned:
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                Progress,
-                TextColumn,
-                TimeElapsedColumn,
-                TimeRemainingColumn,
-            )
+            from invoicectl.render.send_bar import BarState, send_bar
 
-            self._progress = Progress(
-                TextColumn("sending"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[rate]}/min"),
-                TimeElapsedColumn(),
-                TextColumn("ETA"),
-                TimeRemainingColumn(),
-                console=self.console,
-                transient=True,
-            )
+            self._bar = BarState(summary, self.rate_per_minute)
+            self._progress = send_bar(self.console, self._bar)
             self._progress.start()
-            self._task = self._progress.add_task("send", total=summary.planned, rate="0.0")
+            self._task = self._progress.add_task("send", total=summary.planned)
+
+    def waited(self, wait: Wait) -> None:
+        """A wait is about to start (``goroute.limiter.Wait``): the bar says so; without a terminal,
+        a long one gets a line, once (a hold that several 429s extend is told again only
+        when it ends well after the one told)."""
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.waiting(wait)
+            return
+        line = None if self.interactive else self._wait_lines.line(wait)
+        if line is not None:
+            self.console.print(line, highlight=False)
 
     def progressed(self, result: InvoiceResult, summary: SendSummary) -> None:
         if self.quiet:
             return
         done = len(summary.results)
         if self._progress is not None and self._task is not None:
-            minutes = max(time.monotonic() - self._started, 1e-9) / 60
-            self._progress.update(self._task, completed=done, rate=f"{done / minutes:.1f}")
+            self._progress.update(self._task, completed=done)
             return
         self._batch[result.state] += 1
         if sum(self._batch.values()) >= self.batch_size or done == summary.planned:

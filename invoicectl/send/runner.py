@@ -43,6 +43,8 @@ from invoicectl.settings import Settings
 if TYPE_CHECKING:
     import httpx
 
+    from invoicectl.goroute.limiter import OnWait
+
 
 def send(
     settings: Settings,
@@ -54,6 +56,7 @@ def send(
     on_scanned: Callable[[ScanReport], None] = lambda report: None,
     on_start: Callable[[SendSummary], None] = lambda summary: None,
     on_progress: Progress = lambda result, summary: None,
+    on_wait: OnWait | None = None,
     on_stopping: Callable[[str, int], None] = lambda signal_name, in_flight: None,
     transport: httpx.AsyncBaseTransport | None = None,
     session: Session = no_session,
@@ -63,7 +66,8 @@ def send(
     records every step.
 
     ``options.deadline`` counts from here, scan included, so a cron run ends in time.
-    ``on_stopping(signal name, requests in flight)`` is called at once for a first signal.
+    ``on_stopping(signal name, requests in flight)`` is called at once for a first signal;
+    ``on_wait`` hears every wait of the run before it starts (``goroute.limiter.Wait``).
     """
     started = clocks.monotonic()
     journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
@@ -101,7 +105,12 @@ def send(
             def bind() -> None:
                 bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
 
-            callbacks = {"on_start": on_start, "on_progress": on_progress, "bind": bind}
+            callbacks = {
+                "on_start": on_start,
+                "on_progress": on_progress,
+                "on_wait": on_wait,
+                "bind": bind,
+            }
             stopping = Stopping(grace=options.stop_grace, on_stopping=on_stopping)
             if idle:
                 summary = idle_run(

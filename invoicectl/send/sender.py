@@ -9,7 +9,9 @@
 4. stops taking work on a stop request (signal, deadline, refused credentials, outage); what
    is in flight finishes, or after a deadline or a signal is abandoned (``send.stopping``).
 
-It never prints: progress goes to an ``on_progress`` callback, the result is a ``SendSummary``.
+It never prints: progress goes to an ``on_progress`` callback, every wait about to start
+(pacing, a Retry-After hold, a backoff) to ``on_wait`` (``goroute.limiter.Wait``), the result is a
+``SendSummary``.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import StoredCopyDamaged
 from invoicectl.goroute.client import GoRouteClient, build_send_body
-from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
@@ -55,6 +57,7 @@ from invoicectl.lifecycle.transitions import current
 from invoicectl.send.commits import GroupCommits
 from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
+from invoicectl.send.pacing import recent_starts
 from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
@@ -82,6 +85,7 @@ class Sender:
         rng: random.Random | None = None,
         on_start: Callable[[SendSummary], None] = lambda summary: None,
         on_progress: Progress = lambda result, summary: None,
+        on_wait: OnWait | None = None,
         bind: Callable[[], None] = lambda: None,
         stopping: Stopping | None = None,
     ) -> None:
@@ -94,7 +98,10 @@ class Sender:
         self.monotonic = monotonic
         self.on_start = on_start
         self.on_progress = on_progress
-        self.limiter = RateLimiter(options.rate_per_minute, clock=monotonic, sleep=sleep)
+        self.on_wait = on_wait
+        self.limiter = RateLimiter(
+            options.rate_per_minute, clock=monotonic, sleep=sleep, on_wait=on_wait
+        )
         self.receivers = (
             ReceiverChecks(
                 journal,
@@ -146,7 +153,7 @@ class Sender:
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
         # Requests of a run that ended moments ago still count in the API's window.
-        self.limiter.prime(self._started - ago for ago in _recent_starts(self.journal, 60.0))
+        self.limiter.prime(self._started - ago for ago in recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
             new_version(self.journal, invoice_id, self.summary.run_id)
         planned = plan(self.journal, self.journal.clock(), self.options.order)
@@ -272,6 +279,8 @@ class Sender:
             finally:
                 self.stopping.in_flight.discard(task)
             self._observe(outcome)
+            if isinstance(outcome, Transient | RateLimited):
+                self.summary.retrying.add(invoice_id)  # until its call_with_retry ends
             return outcome
 
         try:
@@ -281,6 +290,7 @@ class Sender:
                 limiter=self.limiter,
                 should_stop=self.should_stop,
                 rng=self.rng,
+                on_wait=self.on_wait,
             )
         except asyncio.CancelledError:
             # Unused key back, or unknown: then it counts as unanswered, to be replayed.
@@ -289,6 +299,8 @@ class Sender:
             raise
         except _WindowClosed:
             outcome = None
+        finally:
+            self.summary.retrying.discard(invoice_id)
         if outcome is None:  # stopped before any request: the invoice is as it was
             settle(self.journal, item, None)
             return None
@@ -384,15 +396,3 @@ class Sender:
     def _record_ingest_to_accept(self, item: WorkItem) -> None:
         ingested = datetime.fromisoformat(item.ingested_at)
         self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
-
-
-def _recent_starts(journal: JournalBackend, seconds: float) -> list[float]:
-    """How long ago (seconds) each request of the last ``seconds`` started. A start the
-    wall clock puts in the future (it was set back since) is taken as now: counted as
-    recent, it would otherwise hold the limiter for as long as the clock jumped."""
-    now = journal.clock()
-    since = (now - timedelta(seconds=seconds)).isoformat()
-    return [
-        max(0.0, (now - datetime.fromisoformat(started)).total_seconds())
-        for started in journal.attempt_starts_since(since)
-    ]

@@ -65,6 +65,16 @@ class SendSummary:
     held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
     durable_commits: int = 0  # commits of attempts and answers (send/commits.py)
     durable_writes: int = 0  # the writes they held: writes / commits is the grouping
+    # Live, for the progress bar (not in to_dict): invoices whose last try got no final
+    # answer (5xx, timeout, 429) and that are waiting to be tried again.
+    retrying: set[str] = field(default_factory=set)
+
+    @property
+    def failed(self) -> int:
+        """Invoices this run settled other than accepted (rejected, key_reused, ...); those
+        left without an answer are ``unanswered``, not failed."""
+        settled = (InvoiceState.accepted, InvoiceState.unknown)
+        return sum(1 for result in self.results if result.state not in settled)
 
     def counts(self) -> dict[str, int]:
         return dict(Counter(result.state for result in self.results))

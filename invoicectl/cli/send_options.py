@@ -1,0 +1,48 @@
+"""The options only ``send`` takes, declared here so that the command reads as its steps."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+
+from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
+
+
+class SendOrderChoice(StrEnum):
+    due = "due"
+    issue = "issue"
+    scan = "scan"
+
+
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
+]
+DeadlineOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0,
+        help=f"Stop after this many seconds, scan included: no new work, and requests "
+        f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
+        "by the next run under the same key). Exit 75.",
+    ),
+]
+NewVersionOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--new-version",
+        metavar="ID",
+        help="Send this invoice's current content under its next key, invoice-<id>-v<n> "
+        "(an amended, key_reused, unknown or rejected invoice). Repeatable; logged.",
+    ),
+]
+OrderOption = Annotated[
+    SendOrderChoice,
+    typer.Option(
+        "--order",
+        help="New sends soonest due first (due: the due date, else the issue date), "
+        "oldest issued first (issue), or as scanned (scan). Replays always go first.",
+    ),
+]
