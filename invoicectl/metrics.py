@@ -188,11 +188,21 @@ def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> N
 
 
 def write(path: Path, registry: CollectorRegistry) -> str | None:
-    """Write ``registry`` to ``path`` atomically; the one line to say when that fails."""
+    """Write ``registry`` to ``path`` atomically; the one line to say when that fails.
+
+    Readable by all whatever the umask (contrib's service has UMask=0077): node_exporter runs
+    as another user, and metrics hold no secret. The umask is eased only for this write, so
+    the temporary file is born readable and the rename never shows a file it cannot read."""
+    import os
+
     from prometheus_client import write_to_textfile
 
+    strict = os.umask(0o022)
+    os.umask(strict & ~0o044)
     try:
         write_to_textfile(str(path), registry)
     except OSError as error:
         return f"invoicectl: cannot write the metrics file {path}: {error.strerror or error}"
+    finally:
+        os.umask(strict)
     return None

@@ -66,8 +66,23 @@ def test_the_service_runs_a_send_invoicectl_accepts(tmp_path: Path) -> None:
     outbox.mkdir()
     args = [str(outbox) if word == "/srv/invoices/outbox" else word for word in words[1:]]
     args = [str(key) if word == "%d/goroute-api-key" else word for word in args]
+    args = [str(tmp_path / "m.prom") if word.endswith(".prom") else word for word in args]
     result = CliRunner().invoke(app, [*args, "--dry-run", "--journal", str(tmp_path / "j.db")])
     assert result.exit_code == 66, result.output  # the options parse; the outbox is empty
+
+
+def test_the_service_writes_metrics_where_it_may_and_pings_from_its_environment_file() -> None:
+    """Issue 12 item 10: the service is wired for monitoring, not left for later."""
+    text = (CONTRIB / "invoicectl.service").read_text(encoding="utf-8")
+    run = unit("invoicectl.service")["Service"]
+    words = shlex.split(run["ExecStart"])
+    assert "--metrics-file" in words
+    metrics = Path(words[words.index("--metrics-file") + 1])
+    assert metrics.suffix == ".prom"
+    writable = [path.lstrip("-") for path in run["ReadWritePaths"].split()]
+    assert str(metrics.parent) in writable  # ProtectSystem=strict: else every write fails
+    assert "--ping-url" not in words  # a secret: from the EnvironmentFile=, never this line
+    assert "INVOICECTL_PING_URL" in text and "Once send has" not in text
 
 
 @pytest.mark.skipif(shutil.which("systemd-analyze") is None, reason="no systemd here")

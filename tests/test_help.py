@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 
@@ -111,5 +113,29 @@ def _completion(*words: str) -> list[str]:
 def test_shell_completion_completes_commands_and_options() -> None:
     assert _completion("do") == ["doctor"]
     assert "--allow-environment-change" in _completion("send", "--al")
-    script = runner.invoke(app, ["--show-completion", "bash"])
-    assert script.exit_code == 0 and "_INVOICECTL_COMPLETE" in script.stdout
+    script = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "--show-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert script.returncode == 0 and "_INVOICECTL_COMPLETE=complete_bash" in script.stdout
+
+
+@pytest.mark.parametrize(
+    ("shell", "mark"),
+    [("bash", "complete_bash"), ("zsh", "complete_zsh"), ("fish", "complete_fish")],
+)
+def test_show_completion_prints_the_shell_named_whatever_shell_runs_it(
+    shell: str, mark: str
+) -> None:
+    """README: ``invoicectl --show-completion bash > /etc/bash_completion.d/invoicectl``. A
+    provisioning script runs under sh (dash), cron or sudo: the shell named is the one wanted,
+    not whichever shell happens to be the parent (typer guesses, and "dash" is no shell it
+    knows)."""
+    sh = shutil.which("dash") or shutil.which("sh")
+    assert sh is not None
+    command = f"{shlex.quote(sys.executable)} -m invoicectl --show-completion {shell}"
+    done = subprocess.run([sh, "-c", command], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"_INVOICECTL_COMPLETE={mark}" in done.stdout

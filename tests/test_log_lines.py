@@ -252,6 +252,16 @@ def test_refused_credentials_end_with_exit_5(outbox: Path, tmp_path: Path) -> No
     )
 
 
+def test_doctor_s_last_line_names_the_checks_that_failed(tmp_path: Path) -> None:
+    """Not the exit-code table's "could not run (configuration, journal unreadable, bug)":
+    which checks failed, as the summary above it says."""
+    env = cli_env(tmp_path / "journal.db", "http://127.0.0.1:9")
+    code, _, stderr = run(env, "doctor")
+    assert code == 75  # nothing answers at the base URL: transient
+    last = unstamped(stderr).splitlines()[-1]
+    assert last.startswith("exit 75: 1 of 8 checks failed (base_url)"), stderr
+
+
 def test_a_usage_error_ends_with_exit_2_after_typer_s_message() -> None:
     result = invoke("status", "--bogus")
     assert result.exit_code == 2
@@ -283,6 +293,22 @@ def test_the_config_file_s_log_format_is_read(tmp_path: Path, monkeypatch: pytes
     assert code == 0, stderr
     assert [json.loads(line)["event"] for line in stderr.splitlines()] == ["run.exit"]
     assert json.loads(stdout.splitlines()[0])["event"] == "status.counts"
+
+
+@pytest.mark.parametrize("value", ['["json"]', "{ a = 1 }", "true"])
+def test_a_config_log_format_of_another_type_is_one_line_not_a_traceback(
+    tmp_path: Path, value: str
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(f"log_format = {value}\n", encoding="utf-8")
+    env = {
+        **cli_env(tmp_path / "journal.db", "http://127.0.0.1:9"),
+        "INVOICECTL_CONFIG": str(config),
+    }
+    code, stdout, stderr = run(env, "status")
+    assert code == 1
+    assert "Traceback" not in stderr + stdout
+    assert f"log_format (config file {config}) must be text or json" in stderr
 
 
 def test_no_secret_reaches_a_log_line(outbox: Path, tmp_path: Path) -> None:

@@ -181,3 +181,20 @@ def journal_statements(journal: Journal) -> list[tuple[str, tuple[object, ...]]]
     finally:
         journal.db.execute = real  # type: ignore[method-assign]
     return [(sql, params) for sql, params in seen if sql.startswith("SELECT")]
+
+
+def test_the_metrics_file_is_readable_by_node_exporter_under_a_strict_umask(tmp_path: Path):
+    """contrib's service runs with UMask=0077, and node_exporter as another user: a file only
+    its owner may read would be a scrape error, every time. Metrics hold no secret."""
+    import os
+
+    prom = tmp_path / "send.prom"
+    before = os.umask(0o077)
+    try:
+        result = CliRunner().invoke(
+            app, ["status", "--journal", str(tmp_path / "j.db"), "--metrics-file", str(prom)]
+        )
+    finally:
+        os.umask(before)
+    assert result.exit_code == 0, result.output
+    assert prom.stat().st_mode & 0o777 == 0o644

@@ -217,7 +217,23 @@ def _root(
     """Send UBL e-invoices to the GoRoute Peppol API."""
 
 
+def _show_completion_named(args: list[str]) -> None:
+    """``--show-completion SHELL`` prints SHELL's script. Typer's flag takes no value: it
+    guesses the parent shell and ignores the word, so ``--show-completion bash`` run by sh
+    (dash), cron or sudo printed another shell's script, or "Shell dash not supported"."""
+    if len(args) != 2 or args[0] != "--show-completion":
+        return
+    from typer._completion_shared import Shells, get_completion_script
+
+    if args[1] not in {shell.value for shell in Shells}:
+        return  # typer says what is wrong
+    print(get_completion_script(prog_name="invoicectl", complete_var="_INVOICECTL_COMPLETE",
+                                shell=args[1]))  # fmt: skip
+    sys.exit(0)
+
+
 def main() -> None:
+    _show_completion_named(sys.argv[1:])
     # SIGTERM and SIGHUP outside a send's loop (which holds them itself) end like Ctrl-C:
     # every journal write is its own transaction, so stopping between them loses nothing.
     raise_on_signals()

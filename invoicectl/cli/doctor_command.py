@@ -12,6 +12,7 @@ from invoicectl.cli.options import (
     QuietOption,
     SandboxOption,
 )
+from invoicectl.loglines import explain_exit
 
 
 @app.command()
@@ -61,4 +62,6 @@ def doctor(
         for check in diagnosis.checks:
             print(check.line())
         print(diagnosis.summary())
+    # The last line names the failed checks, not the exit-code table's words for the code.
+    explain_exit(int(diagnosis.exit_code), diagnosis.summary().rsplit("; exit ", 1)[0])
     raise typer.Exit(int(diagnosis.exit_code))

@@ -66,7 +66,7 @@ def scan(
     causes = report.exit_causes()
     code = worst(*(cause.code for cause in causes))
     if as_json:
-        print(to_json(report.to_dict()))
+        print(to_json({**report.to_dict(), "exit_code": code}))  # as every object document
     elif not quiet:
         # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
         tag("scan.done", files=report.files, counts=report.file_counts)
@@ -203,7 +203,8 @@ def show(
         from invoicectl.render.documents import invoice_document
         from invoicectl.render.formats import to_json
 
-        print(to_json(invoice_document(invoice_record(invoice), invoice, *found)))
+        document = invoice_document(invoice_record(invoice), invoice, *found)
+        print(to_json({**document, "exit_code": 0}))  # as every object document
     elif not quiet:
         print_invoice(stdout_console(), invoice, *found)
 

@@ -76,7 +76,7 @@ def log_format(args: list[str], environ: Mapping[str, str] | None = None) -> Log
         where = f"config file {config_path(environ)}"
     if value is None:
         return LogFormat.text
-    if value not in set(LogFormat):
+    if not isinstance(value, str) or value not in set(LogFormat):  # TOML gives lists, tables
         error = UsageError if where == "the command line" else ConfigError
         raise error(f"log_format ({where}) must be text or json, not {value!r}")
     return LogFormat(value)

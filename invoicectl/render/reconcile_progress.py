@@ -51,6 +51,7 @@ class ReconcileProgress:
         self._lines = WaitLines(rate_per_minute, clock=clock)
         self._last: LookupProgress | None = None
         self._told_checked = 0
+        self._told_requests = 0
         self._told_at = clock()
         self._progress: Progress | None = None
         self._task: TaskID | None = None
@@ -66,9 +67,19 @@ class ReconcileProgress:
         done = progress.checked >= progress.total and self._told_checked > 0
         due = progress.checked - self._told_checked >= self._every
         late = now - self._told_at >= self._seconds
-        if progress.checked != self._told_checked and (due or late or done):
-            self._say(progress_line(progress))
-            self._told_checked, self._told_at = progress.checked, now
+        # Requests with no invoice newly checked (GETs confirming what the list showed, retries)
+        # still say the run is alive once it has spoken: no silent minutes after "N of N".
+        working = progress.requests != self._told_requests and self._told_checked > 0
+        if (progress.checked != self._told_checked and (due or late or done)) or (working and late):
+            self._tell(progress, now)
+
+    def _tell(self, progress: LookupProgress, now: float) -> None:
+        self._say(progress_line(progress))
+        self._told_checked, self._told_requests, self._told_at = (
+            progress.checked,
+            progress.requests,
+            now,
+        )
 
     def waited(self, wait: Wait) -> None:
         if self._console is not None:
@@ -85,10 +96,17 @@ class ReconcileProgress:
         self.finished()
 
     def finished(self) -> None:
-        """The lookups are over: the bar goes (the report follows)."""
+        """The lookups are over: the bar goes (the report follows); a log that was told a count
+        gets the final one, when requests were made since."""
         if self._progress is not None:
             self._progress.stop()
             self._progress = None
+        last = self._last
+        told = (self._told_checked, self._told_requests)
+        untold = last is not None and (last.checked, last.requests) != told
+        if self._console is None and self._told_checked > 0 and untold:
+            assert last is not None
+            self._tell(last, self._clock())
 
     def _draw(self, progress: LookupProgress) -> None:
         if self._progress is None:
