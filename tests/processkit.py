@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +27,10 @@ def cli_env(journal: Path, base_url: str, api_key: str = DEFAULT_API_KEY) -> dic
 def cli_process(
     journal: Path, base_url: str, *args: str, api_key: str = DEFAULT_API_KEY, **popen: Any
 ) -> subprocess.Popen[str]:
-    """``invoicectl ARGS`` with the journal and the server given; stdout and stderr piped."""
+    """``invoicectl ARGS`` with the journal and the server given; stdout and stderr piped.
+    SIGINT as a terminal's foreground job has it: a suite started in the background by a
+    shell inherits SIGINT ignored, and so would every CLI it starts."""
+    popen.setdefault("preexec_fn", _sigint_as_in_a_terminal)
     popen.setdefault("stdout", subprocess.PIPE)
     popen.setdefault("stderr", subprocess.PIPE)
     return subprocess.Popen(
@@ -35,6 +39,10 @@ def cli_process(
         text=True,
         **popen,
     )
+
+
+def _sigint_as_in_a_terminal() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def send_process(

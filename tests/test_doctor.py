@@ -346,3 +346,16 @@ def test_the_sandbox_is_checked_in_this_process(tmp_path: Path) -> None:
 
     assert result.exit_code == 0, result.output
     assert not (tmp_path / "s-emulator.json").exists()
+
+
+def test_a_journal_that_could_never_be_made_fails(
+    monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path
+) -> None:
+    # /proc takes no new directory, whatever os.access says to root.
+    monkeypatch.setenv("INVOICECTL_JOURNAL", "/proc/invoicectl-doctor/journal.db")
+    result = doctor(monkeypatch, emulator)
+
+    assert statuses(result)["journal"] == "fail", result.stdout
+    assert result.exit_code != 0
+    assert not list(Path("/proc").glob(".invoicectl-doctor-*"))
+    assert not list(tmp_path.glob(".invoicectl-doctor-*"))

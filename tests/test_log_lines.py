@@ -146,7 +146,7 @@ def test_the_last_lines_name_each_cause(
         last.append(unstamped(stderr).splitlines()[-1])
     assert last[:4] == [
         "exit 3: 1 invalid, 2 rejected",
-        "exit 0: 2 delivery_pending",
+        "exit 0: 2 delivery pending",
         "exit 3: 1 invalid file",
         "exit 3: 1 invalid, 2 rejected",
     ]

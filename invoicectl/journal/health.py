@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -101,4 +102,12 @@ def _creatable(directory: Path) -> bool:
         if directory.parent == directory:
             return False
         directory = directory.parent
-    return directory.is_dir() and os.access(directory, os.W_OK | os.X_OK)
+    if not directory.is_dir():
+        return False
+    # Tried, not asked: os.access says yes to root everywhere, /proc and read-only mounts
+    # included, where the first run's mkdir would then fail.
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".invoicectl-doctor-", dir=directory))
+    except OSError:
+        return False
+    return True

@@ -33,14 +33,16 @@ class ReconcileReport:
         return {verdict: present.count(verdict) for verdict in VERDICT_ORDER if verdict in present}
 
     def exit_causes(self) -> list[Cause]:
-        """The cases per exit code and verdict (``2 delivery_failed``): the exit code is the
+        """The cases per exit code and verdict (``2 delivery failed``): the exit code is the
         worst of the cases', so these are what it was chosen from."""
         found: dict[tuple[ExitCode, Verdict], int] = {}
         for case in self.cases:
             found[case.exit_code, case.verdict] = found.get((case.exit_code, case.verdict), 0) + 1
-        return [Cause(code, f"{count} {verdict}") for (code, verdict), count in found.items()] or [
-            Cause(ExitCode.OK, "nothing to reconcile")
+        causes = [
+            Cause(code, f"{count} {verdict.replace('_', ' ')}")
+            for (code, verdict), count in found.items()
         ]
+        return causes or [Cause(ExitCode.OK, "nothing to reconcile")]
 
     @property
     def exit_cause(self) -> str:
