@@ -34,7 +34,8 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
+from operator import itemgetter
 from typing import Any
 
 ZERO_HASH = "0" * 64
@@ -117,6 +118,55 @@ def append(
         conn.execute(_INSERT, events[0])
     elif events:
         conn.executemany(_INSERT, events)
+    return seq, previous
+
+
+# canonical()'s encoder without the sort, for payloads whose keys are already in sorted
+# order at every level (``append_values``): the same bytes, and sorting some forty keys was a
+# third of an event's encoding.
+_IN_ORDER = json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+
+
+def append_values(
+    conn: sqlite3.Connection,
+    table: str,
+    names: Sequence[str],
+    rows: Iterable[Sequence[Any]],
+    at: str,
+    after: Head | None = None,
+) -> Head:
+    """``append`` for rows as SQLite reads them: each a tuple of every column's value, in
+    the order of ``names`` (a ``SELECT *``'s description). The same events, byte for byte,
+    in about two thirds of the time: each payload is built with its keys in sorted order,
+    top level ("at" < "key" < "kind" < "row" < "seq" < "table") and row (its columns sorted
+    once), which is the order canonical form's sort gives, and SQLite's values (text,
+    integers, floats, NULL) nest no object that would need sorting. The previous hash stays
+    32 bytes from event to event instead of hex parsed again."""
+    kind, key_column = COVERED[table]
+    order = sorted(range(len(names)), key=names.__getitem__)
+    sorted_names = [names[index] for index in order]
+    # (itemgetter of one index gives the value, not a tuple: every covered table has more)
+    in_order = itemgetter(*order) if len(order) > 1 else lambda values: (values[order[0]],)
+    key_at = names.index(key_column)
+    invoice_at = names.index("invoice_id") if "invoice_id" in names else None
+    seq, previous = head(conn) if after is None else after
+    digest = bytes.fromhex(previous)
+    encode = _IN_ORDER.encode
+    events = []
+    for values in rows:
+        seq += 1
+        row = dict(zip(sorted_names, in_order(values), strict=True))
+        text = encode(
+            {"at": at, "key": values[key_at], "kind": kind, "row": row, "seq": seq, "table": table}
+        )
+        chained = hashlib.sha256(digest)
+        chained.update(text.encode("utf-8"))
+        digest = chained.digest()
+        invoice_id = None if invoice_at is None else values[invoice_at]
+        events.append((seq, kind, invoice_id, text, digest.hex()))
+    if events:
+        conn.executemany(_INSERT, events)
+        previous = events[-1][4]
     return seq, previous
 
 

@@ -141,8 +141,11 @@ class ScanRecords(JournalBase):
             ],
         )
         # Their chain events from the rows read in one query, not one query a row.
-        added = self.db.execute("SELECT * FROM revisions WHERE id > ? ORDER BY id", (last,))
-        self.chained_rows("revisions", [dict(row) for row in added])
+        added = self.plain_cursor().execute(
+            "SELECT * FROM revisions WHERE id > ? ORDER BY id", (last,)
+        )
+        names = [column[0] for column in added.description]
+        self.chained_values("revisions", names, added.fetchall())
         self.remember_stats(
             (item.path, item.stat, item.sha256, item.invoice_id)
             for item in batch
@@ -274,13 +277,15 @@ class ScanRecords(JournalBase):
         # Their chain events from rows read in one query (a query a row was half the chain's
         # cost at a first scan's 20,000 invoices), a batch at a time: memory stays flat.
         new: list[str] = []
-        inserted = self.db.execute(
+        inserted = self.plain_cursor().execute(
             "SELECT * FROM invoices WHERE invoice_id IN (SELECT invoice_id FROM temp.fresh)"
             " ORDER BY invoice_id"
         )
-        while rows := [dict(row) for row in inserted.fetchmany(_CHAIN_BATCH)]:
-            self.chained_rows("invoices", rows)
-            new.extend(row["invoice_id"] for row in rows)
+        names = [column[0] for column in inserted.description]
+        id_at = names.index("invoice_id")
+        while rows := inserted.fetchmany(_CHAIN_BATCH):
+            self.chained_values("invoices", names, rows)
+            new.extend(row[id_at] for row in rows)
         refused = self.db.execute(
             "SELECT invoice_id, reason FROM invoices WHERE state = ?"
             " AND invoice_id IN (SELECT invoice_id FROM temp.fresh) ORDER BY invoice_id",

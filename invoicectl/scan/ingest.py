@@ -26,7 +26,11 @@ from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
 from invoicectl.ubl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
-_COMMIT_EVERY = 500
+# Each commit writes again every page it changed, and the blobs' and revisions' indexes on
+# sha256 take their rows all over: a first scan of 20,000 files wrote 353 MB to the WAL and
+# the database (a 127 MB journal) in commits of 500 files, 285 MB in commits of 2,000, with
+# 0.1-0.2 s less CPU; 5,000 saved little more.
+_COMMIT_EVERY = 2000
 _COMMIT_BYTES = 16 * 1024 * 1024
 # A directory with fewer files is scanned in well under a second: no head start.
 _HEAD_START_FILES = 1000

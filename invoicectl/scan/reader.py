@@ -18,7 +18,7 @@ from itertools import islice
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-from invoicectl.scan.scanned import ScannedFile, StatKey, as_text, stat_key
+from invoicectl.scan.scanned import ScannedFile, StatKey, Wire, as_text, from_wire, stat_key
 
 if TYPE_CHECKING:
     from invoicectl.scan.forkpool import ForkPool
@@ -196,7 +196,7 @@ class _Reader:
         self.known_sha256 = known_sha256
         self.workers = workers
         self.known: Container[str] | None = None
-        self.pool: ForkPool[tuple[str, StatKey | None], ScannedFile] | None = None
+        self.pool: ForkPool[tuple[str, StatKey | None], Wire] | None = None
         # Files not handed out yet: until the pool starts, and for the next chunk.
         self.waiting: list[tuple[str, StatKey | None]] = []
         self.chunk: list[tuple[str, StatKey | None]] = []
@@ -226,7 +226,7 @@ class _Reader:
         if self.chunk:
             yield from self._hand_out()
         for answers in self.pool.drain():
-            yield from answers
+            yield from map(from_wire, answers)
 
     def close(self) -> None:
         if self.pool is not None:
@@ -270,7 +270,7 @@ class _Reader:
         assert self.pool is not None
         chunk, self.chunk, self.chunk_bytes = self.chunk, [], 0
         for answers in self.pool.submit(chunk):
-            yield from answers
+            yield from map(from_wire, answers)
 
     def _known(self) -> Container[str]:
         if self.known is None:

@@ -12,7 +12,7 @@ import os
 import stat
 import time
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 # A file changed within this long before it was checked may still be being written, in the
 # same timestamp tick: its stat proves nothing and it is hashed again next time. A stat
@@ -60,6 +60,28 @@ class ScannedFile(NamedTuple):
     # The lstat taken before the bytes were read, to remember; None when the file was not
     # read (its stat is already in the journal) or is not a regular file.
     stat: StatKey | None = None
+
+
+# A ScannedFile as it crosses from a worker process: a plain tuple, its stat one too. A named
+# tuple pickles through a Python-level __getnewargs__ and unpickles through its Python-level
+# __new__: 20,000 answers took the workers 0.29 s to pickle and this process 0.16 s to
+# unpickle, against 0.15 s (the conversion included) and 0.12 s as plain tuples.
+Wire = tuple[Any, ...]
+_new = tuple.__new__
+
+
+def to_wire(answer: ScannedFile) -> Wire:
+    """``answer`` as a worker sends it (``from_wire`` makes it again)."""
+    if answer.stat is None:
+        return tuple(answer)
+    return (*answer[:-1], tuple(answer.stat))
+
+
+def from_wire(wire: Wire) -> ScannedFile:
+    """The ``ScannedFile`` a worker sent as ``to_wire``."""
+    if wire[-1] is None:
+        return _new(ScannedFile, wire)
+    return _new(ScannedFile, (*wire[:-1], _new(StatKey, wire[-1])))
 
 
 def as_text(name: str) -> str:

@@ -16,7 +16,7 @@ from typing import Any, NamedTuple
 
 from invoicectl.journal.packing import pack
 from invoicectl.journal.records import fact_columns
-from invoicectl.scan.scanned import ScannedFile, StatKey, as_text
+from invoicectl.scan.scanned import ScannedFile, StatKey, Wire, as_text, to_wire
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
 from invoicectl.ubl.reading import read_document
@@ -124,8 +124,12 @@ def init_worker(root: Path, known_sha256: Container[str]) -> None:
     _worker_state["known"] = known_sha256
 
 
-def scan_chunk(chunk: list[tuple[str, StatKey | None]]) -> list[ScannedFile]:
-    return scan_many(chunk, _worker_state["place"], _worker_state["known"])
+def scan_chunk(chunk: list[tuple[str, StatKey | None]]) -> list[Wire]:
+    """A worker's answers to ``chunk``, as they cross back (``scanned.to_wire``)."""
+    return [
+        to_wire(answer)
+        for answer in scan_many(chunk, _worker_state["place"], _worker_state["known"])
+    ]
 
 
 def facts_record(facts: InvoiceFacts) -> dict[str, Any]:
