@@ -2,7 +2,8 @@
 
 Speed lives in ``benchmarks/``; these tests hold the changes that bought it in place: the
 grouped commits' savepoints keep their undo pages in memory (no temporary file per
-transaction), and doing so loses neither a savepoint's undo nor a later scan's tables.
+transaction), and doing so loses neither a savepoint's undo nor a later scan's tables; a
+send reads each invoice's row twice (its claim, and its write-ahead row's check).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.send.sender import Sender
 
 _MEMORY = 2  # PRAGMA temp_store: 0 default (a file), 1 file, 2 memory
 
@@ -67,3 +69,35 @@ def test_a_scan_after_the_switch_builds_its_temporary_tables_again(outbox: Path,
         scan_directory(journal, outbox, workers=1)
         assert {invoice.invoice_id for invoice in journal.invoices()} == {"AFTER-1", "AFTER-2"}
         assert temp_store(journal) == _MEMORY
+
+
+def test_a_send_reads_each_invoice_row_twice(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Once to claim its key, once inside the write-ahead row's transaction (the key and
+    bytes about to leave checked against the journal itself); the receiver check, the key's
+    window, the answer's write and the result use the record those left (six reads before)."""
+    for n in range(6):
+        write_invoice(outbox, f"READ-{n}")
+    reads: list[str] = []
+    sending = False
+    invoice, run = Journal.invoice, Sender.run
+
+    def counted(journal: Journal, invoice_id: str):  # type: ignore[no-untyped-def]
+        if sending:
+            reads.append(invoice_id)
+        return invoice(journal, invoice_id)
+
+    async def watched(sender: Sender):  # type: ignore[no-untyped-def]
+        nonlocal sending
+        sending = True
+        try:
+            return await run(sender)
+        finally:
+            sending = False
+
+    monkeypatch.setattr(Journal, "invoice", counted)
+    monkeypatch.setattr(Sender, "run", watched)
+    _report, summary = send(settings_for(tmp_path / "j.db"), outbox, emulator().transport())
+    assert summary.counts().get("accepted") == 6
+    assert sorted(reads) == sorted(f"READ-{n}" for n in range(6) for _ in range(2))
