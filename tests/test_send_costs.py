@@ -3,11 +3,13 @@
 Speed lives in ``benchmarks/``; these tests hold the changes that bought it in place: the
 grouped commits' savepoints keep their undo pages in memory (no temporary file per
 transaction), and doing so loses neither a savepoint's undo nor a later scan's tables; a
-send reads each invoice's row twice (its claim, and its write-ahead row's check).
+send reads each invoice's row twice (its claim, and its write-ahead row's check); a grouped
+commit waits a pass of the event loop more, so writers woken together share it.
 """
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
 from pathlib import Path
 
@@ -17,9 +19,20 @@ from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.send.commits import GroupCommits
 from invoicectl.send.sender import Sender
 
 _MEMORY = 2  # PRAGMA temp_store: 0 default (a file), 1 file, 2 memory
+
+
+def committed_events(path: Path) -> list[str]:
+    with sqlite3.connect(path) as witness:
+        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
+
+
+def note(journal: Journal, detail: str) -> str:
+    journal.add_event(None, "note", detail)
+    return detail
 
 
 def temp_store(journal: Journal) -> int:
@@ -101,3 +114,25 @@ def test_a_send_reads_each_invoice_row_twice(
     _report, summary = send(settings_for(tmp_path / "j.db"), outbox, emulator().transport())
     assert summary.counts().get("accepted") == 6
     assert sorted(reads) == sorted(f"READ-{n}" for n in range(6) for _ in range(2))
+
+
+def test_a_writer_one_pass_of_the_loop_later_shares_the_commit(tmp_path: Path):
+    """Writers woken together reach their write a pass apart (an answer's read takes two):
+    the commit waits one pass more, so they share it (they had a sync each)."""
+    path = tmp_path / "journal.db"
+
+    async def writers(journal: Journal) -> tuple[list[tuple[str, bool]], GroupCommits]:
+        commits = GroupCommits(journal)
+
+        async def a_pass_later() -> tuple[str, bool]:
+            await asyncio.sleep(0)
+            return await commits.durable(lambda: note(journal, "late"))
+
+        done = await asyncio.gather(commits.durable(lambda: note(journal, "first")), a_pass_later())
+        return list(done), commits
+
+    with Journal(path) as journal:
+        done, commits = asyncio.run(writers(journal))
+    assert done == [("first", False), ("late", False)]
+    assert (commits.commits, commits.writes) == (1, 2)
+    assert committed_events(path) == ["first", "late"]
