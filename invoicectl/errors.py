@@ -17,6 +17,7 @@ Library code raises these and never prints or exits; the CLI catches them in one
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import NamedTuple
 
 
 class ExitCode(IntEnum):
@@ -66,6 +67,24 @@ _RANK = [
 def worst(*codes: ExitCode) -> ExitCode:
     """The highest-ranked of several exit codes (OK when given none)."""
     return min(codes, key=_RANK.index, default=ExitCode.OK)
+
+
+class Cause(NamedTuple):
+    """One reason for an exit code, in plain words (``2 rejected``, ``deadline reached``):
+    a run's exit code is the worst of its causes' codes, and its last line names them."""
+
+    code: ExitCode
+    text: str
+
+
+def explain(code: ExitCode, causes: tuple[Cause, ...] | list[Cause]) -> str:
+    """``1 invalid, 2 rejected``: the causes of ``code`` (else what the code means), then
+    those of lesser codes after ``also``; the words of the run's last line, ``exit 3: ...``."""
+    ranked = sorted(causes, key=lambda cause: _RANK.index(cause.code))
+    own = [cause.text for cause in ranked if cause.code == code]
+    others = [cause.text for cause in ranked if cause.code not in (code, ExitCode.OK)]
+    text = ", ".join(dict.fromkeys(own)) or MEANINGS[code]
+    return text + (f"; also {', '.join(dict.fromkeys(others))}" if others else "")
 
 
 class InvoicectlError(Exception):

@@ -5,7 +5,8 @@ The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoice
 ``tier``, ``rate``, ``concurrency``, ``batch_size``, ``max_attempts``, ``max_wait``,
 ``request_timeout`` (also ``$INVOICECTL_REQUEST_TIMEOUT``), ``metrics_file`` (a Prometheus
 textfile, ``metrics``), ``ping_url`` (a health-check URL, also ``$INVOICECTL_PING_URL``; a
-secret, never shown: ``pings``). The API key
+secret, never shown: ``pings``), ``log_format`` (``text`` or ``json``, also
+``$INVOICECTL_LOG_FORMAT``: ``cli/logsetup``). The API key
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
 ``api_key_file``.
 
@@ -43,7 +44,7 @@ SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
     "max_attempts", "max_wait", "request_timeout", "signing_key", "retention_years",
-    "metrics_file", "ping_url",
+    "metrics_file", "ping_url", "log_format",
 }  # fmt: skip
 
 

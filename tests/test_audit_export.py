@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from logkit import output_of, said
 from sendkit import at, emulator, send, settings_for
 from typer.testing import CliRunner
 from ublfactory import write_invoice
@@ -29,7 +30,7 @@ IDS = ["E-001", "E-002", "E/3 ü"]
 
 def run(*args: str) -> tuple[int, str]:
     result = CliRunner().invoke(app, list(args))
-    return result.exit_code, result.output
+    return result.exit_code, output_of(args, result)
 
 
 @pytest.fixture
@@ -283,7 +284,7 @@ def export_onto_tmpfs(sent: Path, mountpoint: Path, options: str) -> tuple[int, 
         capture_output=True, text=True, check=False, timeout=120,
     )  # fmt: skip
     assert done.returncode != 99, done.stderr
-    return done.returncode, out.read_text().splitlines(), done.stdout
+    return done.returncode, said(out.read_text(), done.returncode).splitlines(), done.stdout
 
 
 @needs_mounts

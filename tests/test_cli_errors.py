@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logkit import said, unstamped
 from sendkit import emulator
 from typer.testing import CliRunner
 from ublfactory import write_invoice
@@ -121,7 +122,7 @@ def test_a_long_error_is_one_line_on_stderr_when_stderr_is_not_a_terminal(tmp_pa
     )
 
     assert result.returncode == 1, result.stderr
-    assert result.stderr == f"invoicectl: error: the outbox {missing} is not a directory\n"
+    assert said(result.stderr, 1) == f"invoicectl: error: the outbox {missing} is not a directory\n"
 
 
 def test_the_credentials_stop_of_send_is_one_line_on_stderr(outbox: Path, tmp_path: Path):
@@ -146,7 +147,7 @@ def test_the_credentials_stop_of_send_is_one_line_on_stderr(outbox: Path, tmp_pa
         result = send("sk_test_not_a_known_key")
 
     assert result.returncode == 5, result.stderr
-    (line,) = result.stderr.splitlines()
+    (line,) = unstamped(result.stderr).splitlines()  # --json: no exit line
     assert line.startswith("invoicectl: error: the API refused the credentials (")
     assert line.endswith("); nothing changed state")
 

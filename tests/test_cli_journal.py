@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logkit import said, without_exit_line
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -112,7 +113,7 @@ def test_status_csv_and_state_filter(outbox: Path):
     result = invoke("status", "--format", "csv", "--state", "pending")
 
     assert result.exit_code == 75, result.output  # pending: the next send continues
-    rows = list(csv.DictReader(io.StringIO(result.output)))
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert [row["invoice_id"] for row in rows] == ["INV-1", "INV-2"]
 
 
@@ -199,7 +200,7 @@ def test_a_write_that_fails_mid_scan_is_a_clear_error_and_loses_nothing(
     )
 
     assert failed.returncode == 1, failed.stderr
-    assert " ".join(failed.stderr.split()) == (
+    assert " ".join(said(failed.stderr, 1).split()) == (
         f"invoicectl: error: the journal {journal} could not be used (disk I/O error): the "
         "system refused a read or write (a full disk, a file-size limit such as `ulimit -f`, "
         "or a failing disk: see `dmesg`); fix that and run again; everything committed "
@@ -220,7 +221,8 @@ def test_a_journal_directory_that_cannot_be_made_is_one_line_not_a_traceback(tmp
 
     assert result.exit_code == 1
     expected = f"invoicectl: error: cannot use {tmp_path / 'a-file' / 'state'}: Not a directory"
-    assert "".join(result.stderr.split()) == "".join(expected.split())  # however it wraps
+    stderr = without_exit_line(result.stderr, 1)
+    assert "".join(stderr.split()) == "".join(expected.split())  # however it wraps
 
 
 def test_journal_option_overrides_the_environment(outbox: Path, tmp_path: Path):

@@ -97,7 +97,7 @@ def test_reconcile_formats_agree_and_the_output_file_is_written(outbox: Path, tm
 
     assert table.exit_code in (0, 75), table.output
     document = json.loads(as_json.output)
-    rows = list(csv.DictReader(io.StringIO(as_csv.output)))
+    rows = list(csv.DictReader(io.StringIO(as_csv.stdout)))
     assert [row["invoice_id"] for row in rows] == ["INV-1"]
     assert json.loads(report_file.read_text())["summary"] == document["summary"]
     assert written.exit_code == as_json.exit_code

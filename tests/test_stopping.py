@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 from hostile import Behaviour, HostileServer, answer_json, hang, in_turn, routes, trickle
+from logkit import said, unstamped
 from processkit import cli_process, journal_states, open_attempts, run_cli, wait_for
 from ublfactory import write_invoice
 
@@ -65,7 +66,7 @@ def documents_sent(server: HostileServer) -> list:
 
 def stopped_line(stderr: str) -> str:
     """The one line naming what stopped the run."""
-    lines = [line for line in stderr.splitlines() if "stopped" in line]
+    lines = [line for line in unstamped(stderr).splitlines() if "stopped" in line]
     assert len(lines) == 1, stderr
     return lines[0]
 
@@ -120,9 +121,9 @@ def test_a_first_signal_says_what_is_in_flight_a_second_abandons_it(outbox: Path
         time.sleep(0.2)
         process.send_signal(signal.SIGINT)
         assert process.stderr is not None
-        notice = process.stderr.readline()
+        notice = unstamped(process.stderr.readline())
         while "WARNING" in notice:  # --trust-new-journal says it skipped the history check
-            notice = process.stderr.readline()
+            notice = unstamped(process.stderr.readline())
         assert notice.strip() == (
             "invoicectl: SIGINT: stopping: 4 in flight; Ctrl-C again to abandon them"
         )
@@ -164,7 +165,7 @@ def test_the_text_summary_counts_what_went_out_unanswered(outbox: Path, journal:
         stdout, stderr = process.communicate(timeout=30)
 
     assert process.returncode == 130, stderr
-    summary = stdout.strip().splitlines()[-1]
+    summary = unstamped(stdout).strip().splitlines()[-1]
     assert "2 unanswered, will be replayed; 4 not started" in summary
     assert "nothing sent" not in summary
     assert summary.endswith(f"continue with: invoicectl send {outbox} --journal {journal}")
@@ -235,7 +236,9 @@ def test_sighup_during_a_scan_says_so_and_exits_130(outbox: Path, journal: Path)
     if process.returncode == 0:  # pragma: no cover - the scan outran the signal
         pytest.skip("the scan finished before the signal arrived")
     assert process.returncode == 130, stdout + stderr
-    assert stderr.strip().splitlines()[-1] == "invoicectl: interrupted by SIGHUP; state saved"
+    assert said(stderr, 130).strip().splitlines()[-1] == (
+        "invoicectl: interrupted by SIGHUP; state saved"
+    )
 
 
 def test_sighup_during_reconcile_lookups_exits_130_and_records_the_run(outbox: Path, journal: Path):
@@ -255,7 +258,9 @@ def test_sighup_during_reconcile_lookups_exits_130_and_records_the_run(outbox: P
         stdout, stderr = process.communicate(timeout=30)
 
     assert process.returncode == 130, stdout + stderr
-    assert stderr.strip().splitlines()[-1] == "invoicectl: interrupted by SIGHUP; state saved"
+    assert said(stderr, 130).strip().splitlines()[-1] == (
+        "invoicectl: interrupted by SIGHUP; state saved"
+    )
     with Journal(journal) as opened:
         (code, summary) = opened.db.execute(
             "SELECT exit_code, summary FROM runs WHERE command = 'reconcile'"

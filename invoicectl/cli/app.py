@@ -31,10 +31,19 @@ import typer.core  # noqa: E402
 from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
 
 from invoicectl import __version__  # noqa: E402
-from invoicectl.cli.consoles import guard_stdout, say, say_error  # noqa: E402
+from invoicectl.cli.consoles import guard_stdout, install_log_streams, say, say_error  # noqa: E402
 from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
+from invoicectl.cli.logsetup import (  # noqa: E402
+    data_on_stdout,
+    last_line,
+    log_format,
+    quiet_log_format,
+    split_log_format,
+    wraps,
+)
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
 from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
+from invoicectl.loglines import explain_exit  # noqa: E402
 
 ROOT_HELP = f"""Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice.
 
@@ -47,6 +56,11 @@ Examples:
 
 Each command's purpose, options and examples: invoicectl COMMAND -h. Shell completion:
 invoicectl --install-completion (or --show-completion to see it first).
+
+Logs: where a stream is not a terminal, each line starts with its UTC time
+(2026-12-01T17:20:03Z); --log-format json (before or after any command; or
+$INVOICECTL_LOG_FORMAT, or log_format in the config file) writes one JSON object a line
+instead. Every run ends with a line naming its exit code's cause: exit 3: 2 rejected.
 
 {exit_codes_table()}
 """
@@ -68,6 +82,7 @@ class _Commands(typer.core.TyperGroup):
         # still answer in JSON.
         ctx.meta["json"] = answers_in_json(args)
         ctx.meta["args"] = list(args)
+        _, args = split_log_format(args)  # every command's, read by ``logsetup``
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -83,17 +98,23 @@ class _Commands(typer.core.TyperGroup):
             exit_code = 1
             raise
         finally:
+            line = last_line(ctx.meta.get("args", []), exit_code)
+            if line is not None:
+                say(line)  # the run's last line: the exit code's cause
             finish_pings(exit_code)  # a run that started pings ends them, however it ended
 
     def _invoke(self, ctx: Any) -> Any:
         try:
+            log_format(ctx.meta.get("args", []))  # a bad --log-format is a usage error
             return super().invoke(ctx)
         except ClickUsageError as error:
+            explain_exit(ExitCode.USAGE, f"usage error: {error.format_message()}")
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
-                raise  # typer prints the usage and the message on stderr, and exits 2
+                error.show()  # the usage and the message on stderr, as typer would
             raise typer.Exit(int(ExitCode.USAGE)) from None
         except KeyboardInterrupt as interrupted:  # a stop signal outside a send's loop
             message = f"interrupted by {signal_name(interrupted)}; state saved"
+            explain_exit(ExitCode.INTERRUPTED, message)
             if not _json_error(ctx, message, ExitCode.INTERRUPTED):
                 say(f"invoicectl: {message}")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
@@ -103,6 +124,7 @@ class _Commands(typer.core.TyperGroup):
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
             failure = _as_invoicectl_error(error, ctx.meta.get("args", []))
+            explain_exit(failure.exit_code, str(failure))
             if not _json_error(ctx, str(failure), failure.exit_code):
                 say_error(str(failure))
             raise typer.Exit(int(failure.exit_code)) from None
@@ -200,6 +222,10 @@ def main() -> None:
     # every journal write is its own transaction, so stopping between them loses nothing.
     raise_on_signals()
     guard_stdout()  # a closed stdout stops the output, never the work
+    args = sys.argv[1:]
+    restore_streams = install_log_streams(  # a timestamp on every line, or JSON lines
+        quiet_log_format(args), wrap=wraps(args), stdout_too=not data_on_stdout(args)
+    )
     try:
         app(prog_name="invoicectl")
     except KeyboardInterrupt as interrupted:  # between a command's end and the exit
@@ -209,3 +235,4 @@ def main() -> None:
         # State is saved and the exit code chosen: a signal now changes nothing, and must not
         # kill the process while Python shuts down (which puts back the default handlers).
         ignore_stop_signals()
+        restore_streams()  # a line left unfinished is written whole

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from rich.console import Console
+
+    from invoicectl.loglines import LogFormat
 
 
 # Invoice IDs, file names and API answers are data, never rich markup or emoji codes: an ID
@@ -124,18 +127,50 @@ def ask(question: str) -> bool:
 
 
 def tee_output(tail: Any) -> Any:
-    """From here on, what stdout and stderr are given is also given to ``tail.add`` (the
-    health-check ping's tail, ``pings``); the returned function flushes both and puts the
-    streams back."""
+    """From here on, what stdout and stderr write is also given to ``tail.add`` (the
+    health-check ping's tail, ``pings``): beneath a ``LineStream``, so that the tail holds
+    the log's lines as written, timestamps included; the returned function flushes both and
+    puts the streams back."""
+    from invoicectl.loglines import LineStream
     from invoicectl.pings import TeeStream
 
     stdout, stderr = sys.stdout, sys.stderr
-    sys.stdout = TeeStream(stdout, tail)
-    sys.stderr = TeeStream(stderr, tail)
+    beneath = {id(s): s.beneath for s in (stdout, stderr) if isinstance(s, LineStream)}
+    for name, stream in (("stdout", stdout), ("stderr", stderr)):
+        if isinstance(stream, LineStream):
+            stream.beneath = TeeStream(stream.beneath, tail)
+        else:
+            setattr(sys, name, TeeStream(stream, tail))
 
     def restore() -> None:
         for stream in (sys.stdout, sys.stderr):
             stream.flush()
+        for stream in (stdout, stderr):
+            if isinstance(stream, LineStream):
+                stream.beneath = beneath[id(stream)]
         sys.stdout, sys.stderr = stdout, stderr
 
+    return restore
+
+
+def install_log_streams(fmt: LogFormat, *, wrap: bool, stdout_too: bool) -> Callable[[], None]:
+    """Each stream that takes log lines under a ``loglines.LineStream``: one that is not a
+    terminal, or any in the JSON format; stdout only when it carries no data (``logsetup``
+    decides ``wrap`` and ``stdout_too``). The returned function ends an unfinished line and
+    puts the streams back."""
+    from invoicectl import loglines
+
+    stdout, stderr = sys.stdout, sys.stderr
+
+    def restore() -> None:
+        loglines.uninstall()
+        sys.stdout, sys.stderr = stdout, stderr
+
+    if not wrap:
+        return restore
+    json_lines = fmt is loglines.LogFormat.json
+    if json_lines or not sys.stderr.isatty():
+        sys.stderr = loglines.install(sys.stderr, "stderr", fmt)
+    if stdout_too and (json_lines or not sys.stdout.isatty()):
+        sys.stdout = loglines.install(sys.stdout, "stdout", fmt)
     return restore

@@ -27,7 +27,8 @@ from invoicectl.cli.options import (
     chosen_format,
     journal_path,
 )
-from invoicectl.errors import ExitCode, UsageError, worst
+from invoicectl.errors import UsageError, explain, worst
+from invoicectl.loglines import explain_exit, tag
 
 
 @app.command()
@@ -62,15 +63,17 @@ def scan(
         locked_journal(path, "scan") as opened,
     ):
         report = scan.into(opened)
+    causes = report.exit_causes()
+    code = worst(*(cause.code for cause in causes))
     if as_json:
         print(to_json(report.to_dict()))
     elif not quiet:
         # Plain lines, not rich: a scan that imports no rich starts 20 ms sooner.
+        tag("scan.done", files=report.files, counts=report.file_counts)
         print("\n".join(report.summary_lines()))
     warn_if_empty(report.files, directory, recursive)
-    raise typer.Exit(
-        worst(ExitCode.NEEDS_FIX if report.invalid else ExitCode.OK, report.input_code)
-    )
+    explain_exit(code, explain(code, causes), files=report.files, counts=report.file_counts)
+    raise typer.Exit(code)
 
 
 @app.command()
@@ -137,7 +140,7 @@ def status(
     from invoicectl.cli.status_output import write_period, write_status
     from invoicectl.journal import Journal
     from invoicectl.journal.records import InvoiceState
-    from invoicectl.lifecycle.plan import attention, plan
+    from invoicectl.lifecycle.plan import attention_causes, plan
     from invoicectl.settings import resolve
 
     chosen = chosen_format(output_format, as_json, StatusFormat.table)
@@ -152,7 +155,9 @@ def status(
     with metrics_after(settings, "status"), Journal(settings.journal) as opened:
         counts = opened.state_counts()
         holds = opened.hold_counts()
-        attention_code = attention(opened, opened.clock())
+        causes = attention_causes(opened, opened.clock())
+        attention_code = worst(*(cause.code for cause in causes))
+        explain_exit(attention_code, explain(attention_code, causes), counts=counts)
         unanswered = len(plan(opened, opened.clock()).replays)
         failed = opened.delivery_failure_count()
         if since is not None or until is not None:
@@ -160,6 +165,7 @@ def status(
             raise typer.Exit(attention_code)
         # Written while the journal is open: read row by row as they are written out.
         if not (quiet and chosen is StatusFormat.table):
+            tag("status.counts", counts=counts, delivery_failed=failed, unanswered=unanswered)
             write_status(
                 opened, chosen, (counts, holds, unanswered, failed), state, verdict, limit, every
             )

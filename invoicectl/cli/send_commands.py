@@ -44,6 +44,7 @@ from invoicectl.cli.send_options import (
     SendOrderChoice,
 )
 from invoicectl.errors import worst
+from invoicectl.loglines import explain_exit
 
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
@@ -162,6 +163,7 @@ def send(
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         elif not quiet:
             output.dry_run(report, plan)
+        explain_exit(plan.exit_code, plan.exit_cause)
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
     start_pings(settings)
@@ -208,6 +210,9 @@ def send(
         say(stopped)
     if as_json:
         print(to_json({"scan": report.to_dict(), **summary.to_dict()}))
+    explain_exit(
+        summary.exit_code, summary.exit_cause, run_id=summary.run_id, counts=summary.counts()
+    )
     raise typer.Exit(summary.exit_code)
 
 
@@ -292,6 +297,7 @@ def reconcile(
             print_report(stdout_console(), report, every=every)
     else:
         sys.stdout.write(render(report, fmt))
+    explain_exit(report.exit_code, report.exit_cause, counts=report.counts)
     raise typer.Exit(int(report.exit_code))
 
 
@@ -347,6 +353,7 @@ def validate(
         for checked in summary.checked:
             print(checked.line())
         print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")
+    explain_exit(summary.exit_code, summary.exit_cause(report))
     raise typer.Exit(summary.exit_code)
 
 

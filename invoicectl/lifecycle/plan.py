@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, InvoiceState, SendOrder
 from invoicectl.lifecycle.window import window_open
@@ -43,17 +43,27 @@ def attention(journal: JournalBackend, now: datetime) -> ExitCode:
     to decide, or an accepted invoice whose delivery failed: reconcile's ``delivery_failed``
     verdict is 4 too, and the resend under a new key is a person's call), 75 the next run. An
     abandoned invoice asks nothing more."""
+    return worst(*(cause.code for cause in attention_causes(journal, now)))
+
+
+def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
+    """``attention``'s code as its causes, each with its count in words (``2 rejected``):
+    the exit code and the run's last line come from this one reading of the journal."""
     counts = journal.state_counts(on_hold=False)
     held = plan(journal, now).held
-    codes = [ExitCode.OK]
     on_hold = journal.hold_counts()[Hold.held]
     failed = journal.delivery_failure_count(on_hold=False)
-    if counts[InvoiceState.key_reused] or counts[InvoiceState.amended] or held or on_hold:
-        codes.append(ExitCode.NEEDS_RECONCILE)
-    if failed:
-        codes.append(ExitCode.NEEDS_RECONCILE)
-    if counts[InvoiceState.invalid] or counts[InvoiceState.rejected]:
-        codes.append(ExitCode.NEEDS_FIX)
-    if counts[InvoiceState.pending] or counts[InvoiceState.unknown] > len(held):
-        codes.append(ExitCode.INCOMPLETE)  # sent, or replayed safely, by the next send
-    return worst(*codes)
+    unknown = counts[InvoiceState.unknown] - len(held)
+    found = [
+        (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.key_reused], "key_reused"),
+        (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.amended], "amended"),
+        (ExitCode.NEEDS_RECONCILE, len(held), "unanswered past the 24-hour window"),
+        (ExitCode.NEEDS_RECONCILE, on_hold, "on hold"),
+        (ExitCode.NEEDS_RECONCILE, failed, "delivery failed"),
+        (ExitCode.NEEDS_FIX, counts[InvoiceState.invalid], "invalid"),
+        (ExitCode.NEEDS_FIX, counts[InvoiceState.rejected], "rejected"),
+        # Sent, or replayed safely, by the next send.
+        (ExitCode.INCOMPLETE, counts[InvoiceState.pending], "waiting to be sent"),
+        (ExitCode.INCOMPLETE, unknown, "unanswered, replayed by the next send"),
+    ]
+    return [Cause(code, f"{count} {what}") for code, count, what in found if count > 0]

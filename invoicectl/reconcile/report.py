@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from invoicectl.errors import ExitCode
+from invoicectl.errors import Cause, ExitCode, explain
 from invoicectl.reconcile.search_result import SearchSummary
 from invoicectl.reconcile.verdicts import VERDICT_ORDER, Case, Verdict
 
@@ -31,6 +31,20 @@ class ReconcileReport:
         """Cases per verdict, in ``VERDICT_ORDER``, verdicts without cases left out."""
         present = [case.verdict for case in self.cases]
         return {verdict: present.count(verdict) for verdict in VERDICT_ORDER if verdict in present}
+
+    def exit_causes(self) -> list[Cause]:
+        """The cases per exit code and verdict (``2 delivery_failed``): the exit code is the
+        worst of the cases', so these are what it was chosen from."""
+        found: dict[tuple[ExitCode, Verdict], int] = {}
+        for case in self.cases:
+            found[case.exit_code, case.verdict] = found.get((case.exit_code, case.verdict), 0) + 1
+        return [Cause(code, f"{count} {verdict}") for (code, verdict), count in found.items()] or [
+            Cause(ExitCode.OK, "nothing to reconcile")
+        ]
+
+    @property
+    def exit_cause(self) -> str:
+        return explain(self.exit_code, self.exit_causes())
 
     @property
     def needs_person(self) -> int:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 from rich.console import Console
 from rich.table import Table
 
+from invoicectl.loglines import tag
 from invoicectl.reconcile.report import ReconcileReport
 from invoicectl.reconcile.verdicts import VERDICT_ORDER, Case, Verdict
 
@@ -151,6 +152,13 @@ def print_report(console: Console, report: ReconcileReport, *, every: bool = Tru
     """The terminal view: the summary line; the verdicts that need a person first, each a
     table with its next step; the rest one table each too, or with ``every`` off one line
     each (``--all`` lists them); then the summary again, in plain words, at the end."""
+    tag(
+        "reconcile.summary",
+        exit_code=int(report.exit_code),
+        counts=report.counts,
+        needs_person=report.needs_person,
+        requests=report.requests,
+    )
     console.print(summary_line(report), highlight=False, markup=False, soft_wrap=True)
     groups = sorted(_groups(report), key=lambda group: not _needs_person(group[1]))
     summarised = 0

@@ -14,6 +14,7 @@ from itertools import groupby
 from typing import TYPE_CHECKING
 
 from invoicectl.journal.records import InvoiceState
+from invoicectl.loglines import tag
 from invoicectl.render.status import print_scan_report
 from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
@@ -59,6 +60,7 @@ class SendOutput:
         if self.quiet:
             return
         held = f", {len(summary.held)} held for reconcile" if summary.held else ""
+        tag("send.start", run_id=summary.run_id, planned=summary.planned, replays=summary.replays)
         self.console.print(
             f"sending {summary.planned} invoices ({summary.replays} replays{held})",
             highlight=False,
@@ -95,6 +97,14 @@ class SendOutput:
         if sum(self._batch.values()) >= self.batch_size or done == summary.planned:
             self._batches += 1
             counts = ", ".join(f"{state} {n}" for state, n in sorted(self._batch.items()))
+            tag(
+                "send.batch",
+                run_id=summary.run_id,
+                batch=self._batches,
+                done=done,
+                planned=summary.planned,
+                counts=dict(self._batch),
+            )
             self.console.print(
                 f"batch {self._batches}: {done}/{summary.planned} done ({counts})",
                 highlight=False,
@@ -108,6 +118,14 @@ class SendOutput:
             return
         if self.interactive:
             self.console.print(summary_table(summary))
+        tag(
+            "send.summary",
+            run_id=summary.run_id,
+            exit_code=int(summary.exit_code),
+            counts=summary.counts(),
+            not_started=summary.unsent,
+            requests=summary.requests,
+        )
         self.console.print(summary_line(summary), highlight=False)
 
     def dry_run(self, report: ScanReport, plan: DryRun) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
-from invoicectl.errors import ExitCode
+from invoicectl.errors import Cause, ExitCode
 
 # What ``scan`` says of each file, in the order it says it.
 CATEGORIES = ("new", "unchanged", "changed", "amended", "invalid")
@@ -38,6 +38,16 @@ class ScanReport:
         """``NO_INPUT`` when the outbox held no ``*.xml`` at all (a mistyped or unmounted
         path, most often; never a silent 0), else ``OK``."""
         return ExitCode.NO_INPUT if self.files == 0 else ExitCode.OK
+
+    def exit_causes(self) -> list[Cause]:
+        """What ``scan``'s exit code is chosen from: invalid files (3), no ``*.xml`` (66)."""
+        causes = [Cause(ExitCode.OK, f"{self.files} files scanned")]
+        if self.invalid:
+            invalid = self.file_counts["invalid"] or len(self.invalid)
+            causes.append(Cause(ExitCode.NEEDS_FIX, f"{invalid} invalid file{_s(invalid)}"))
+        if self.input_code is not ExitCode.OK:
+            causes.append(Cause(self.input_code, "no *.xml file in the outbox"))
+        return causes
 
     def count_files(
         self, invalid_ids: Iterable[str], shared: Mapping[str, int], unidentified: int
@@ -77,3 +87,7 @@ class ScanReport:
             for invoice_id in self.repaired
         ]
         return lines
+
+
+def _s(count: int) -> str:
+    return "" if count == 1 else "s"

@@ -1,22 +1,50 @@
-"""A send run's exit code, from what it did and what the journal holds after it."""
+"""A send run's exit code and its causes, from what it did and what the journal holds after it.
+
+The code and the words of the run's last line (``exit 3: 1 invalid, 2 rejected``) come from
+the same causes, so that the line can never name a reason the code was not chosen for.
+"""
 
 from __future__ import annotations
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.lifecycle.plan import attention
+from invoicectl.lifecycle.plan import attention_causes
 from invoicectl.send.summary import SendSummary
 
 
 def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
     """design.md's exit codes, the highest-ranked that applies."""
-    codes = [attention(journal, journal.clock())]
+    return worst(*(cause.code for cause in send_causes(summary, journal)))
+
+
+def judge_exit(summary: SendSummary, journal: JournalBackend) -> None:
+    """Set the summary's exit code and the causes it was chosen from."""
+    causes = send_causes(summary, journal)
+    summary.exit_causes = tuple(causes)
+    summary.exit_code = worst(*(cause.code for cause in causes))
+
+
+def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
+    """What the run itself stopped on first, then what the journal asks of a person, then
+    (for an exit 0) what the run did."""
+    causes = []
     if summary.stopped_by == "credentials":
-        codes.append(ExitCode.AUTH_REFUSED)
+        causes.append(Cause(ExitCode.AUTH_REFUSED, "the API refused the credentials"))
     if summary.stopped_by == "wrong_url":
-        codes.append(ExitCode.COULD_NOT_RUN)
+        causes.append(Cause(ExitCode.COULD_NOT_RUN, "the base URL did not answer as GoRoute"))
     if summary.signals:  # also when the deadline or an outage stopped it first
-        codes.append(ExitCode.INTERRUPTED)
+        causes.append(Cause(ExitCode.INTERRUPTED, f"interrupted by {summary.signals[0]}"))
     if "deadline" in summary.stops:
-        codes.append(ExitCode.INCOMPLETE)
-    return worst(*codes)
+        left = f", {summary.unsent} not started" if summary.unsent > 0 else ""
+        causes.append(Cause(ExitCode.INCOMPLETE, f"deadline reached{left}"))
+    journal_causes = attention_causes(journal, journal.clock())
+    if any(cause.code is ExitCode.INCOMPLETE for cause in journal_causes):
+        for stop, text in (("outage", "GoRoute did not answer"), ("rate_limit", "rate limited")):
+            if stop in summary.stops:
+                causes.append(Cause(ExitCode.INCOMPLETE, text))
+    causes += journal_causes
+    done = sorted(summary.counts().items())
+    causes += [Cause(ExitCode.OK, f"{n} {state}") for state, n in done if state != "unknown"]
+    if not summary.results:
+        causes.append(Cause(ExitCode.OK, "nothing to send"))
+    return causes

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.plan import plan
-from invoicectl.send.exit_codes import exit_code_for
+from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import SendSummary
@@ -57,5 +57,5 @@ def idle_run(
     summary.stops = tuple(stopping.reasons)
     summary.elapsed = monotonic() - started
     summary.journal_counts = journal.state_counts()
-    summary.exit_code = exit_code_for(summary, journal)
+    judge_exit(summary, journal)
     return summary

@@ -15,13 +15,13 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from invoicectl.environment import bind_environment, check_environment
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
-from invoicectl.lifecycle.plan import Plan, attention, plan
+from invoicectl.lifecycle.plan import Plan, attention_causes, plan
 from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.runs import (
     REAL_CLOCKS,
@@ -128,7 +128,7 @@ def send(
                 )
                 summary = _run_loop(signals, stopping, run)
             summary.heard_late(signals.received)
-            summary.exit_code = worst(summary.exit_code, report.input_code)
+            summary.add_cause(Cause(report.input_code, "the outbox holds no *.xml file"))
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
     summary.heard_late(signals.received)
     return report, summary
@@ -189,7 +189,8 @@ def dry_run(
         now = journal.clock()
         planned = plan(journal, now, order)
         counts = journal.state_counts()
-        code = attention(journal, now)
+        # What is left to send is the plan, not a problem: a dry run says 0 for it.
+        causes = [c for c in attention_causes(journal, now) if c.code is not ExitCode.INCOMPLETE]
         late = _late(journal, planned, settings.rate_per_minute, now)
         on_hold = journal.hold_counts()[Hold.held]
     skipped = {
@@ -205,8 +206,8 @@ def dry_run(
         skipped=skipped,
         estimated_seconds=requests * _PACE / settings.rate_per_minute,
         rate_per_minute=settings.rate_per_minute,
-        # What is left to send is the plan, not a problem: a dry run says 0 for it.
-        exit_code=worst(ExitCode.OK if code is ExitCode.INCOMPLETE else code, report.input_code),
+        exit_code=worst(*(cause.code for cause in causes), report.input_code),
+        exit_causes=(*causes, *_no_input(report)),
         order=order,
         late=late,
         on_hold=on_hold,
@@ -230,3 +231,7 @@ def _late(
         if due is not None and goes_out.date().isoformat() > due:
             late.append((invoice_id, due))
     return tuple(late)
+
+
+def _no_input(report: ScanReport) -> list[Cause]:
+    return [Cause(report.input_code, "the outbox holds no *.xml file")] if report.files == 0 else []

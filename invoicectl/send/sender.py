@@ -54,7 +54,7 @@ from invoicectl.lifecycle.sending import (
 )
 from invoicectl.lifecycle.transitions import current
 from invoicectl.send.commits import GroupCommits
-from invoicectl.send.exit_codes import exit_code_for
+from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
 from invoicectl.send.pacing import recent_starts
 from invoicectl.send.receivers import ReceiverChecks
@@ -206,7 +206,7 @@ class Sender:
             self.summary.validations = self.validations.asked
             self.summary.unvalidated = len(self.validations.failed)
             self.summary.held_for_validation = tuple(self.held_for_validation)
-        self.summary.exit_code = exit_code_for(self.summary, self.journal)
+        judge_exit(self.summary, self.journal)
         return self.summary
 
     async def _worker(self, queue: asyncio.Queue[tuple[str, bool]]) -> None:

@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import Cause, ExitCode, explain, worst
 from invoicectl.journal.records import InvoiceState
 from invoicectl.send.stopping import SIGNAL_NAMES
 
@@ -54,6 +54,7 @@ class SendSummary:
     rate_limited_answers: int = 0
     requests: int = 0
     exit_code: ExitCode = ExitCode.OK
+    exit_causes: tuple[Cause, ...] = ()  # what chose exit_code, in words (send/exit_codes.py)
     journal_counts: dict[InvoiceState, int] = field(default_factory=dict)
     receiver_lookups: int = 0  # participant lookups asked in this run
     receivers_unchecked: int = 0  # receivers whose lookup failed: their invoices went unchecked
@@ -79,6 +80,17 @@ class SendSummary:
         return dict(Counter(result.state for result in self.results))
 
     @property
+    def exit_cause(self) -> str:
+        """The words after ``exit N:`` on the run's last line."""
+        return explain(self.exit_code, self.exit_causes)
+
+    def add_cause(self, cause: Cause) -> None:
+        """One more reason for the exit code (none when it is OK and says nothing)."""
+        if cause.code is not ExitCode.OK:
+            self.exit_causes += (cause,)
+            self.exit_code = worst(self.exit_code, cause.code)
+
+    @property
     def signals(self) -> tuple[str, ...]:
         return tuple(stop for stop in self.stops if stop in SIGNAL_NAMES)
 
@@ -99,7 +111,7 @@ class SendSummary:
         if late:
             self.stops += tuple(late)
             self.stopped_by = self.stopped_by or "signal"
-            self.exit_code = worst(self.exit_code, ExitCode.INTERRUPTED)
+            self.add_cause(Cause(ExitCode.INTERRUPTED, f"interrupted by {late[0]}; state saved"))
 
     @property
     def unsent(self) -> int:
@@ -177,6 +189,11 @@ class DryRun:
     order: str = "due"  # of the new sends in would_send
     late: tuple[tuple[str, str], ...] = ()  # (id, due date) that would go out after it
     on_hold: int = 0  # invoices an operator (or reconcile --apply) holds: not sent
+    exit_causes: tuple[Cause, ...] = ()  # what chose exit_code, in words
+
+    @property
+    def exit_cause(self) -> str:
+        return explain(self.exit_code, self.exit_causes)
 
     def to_dict(self) -> dict[str, Any]:
         return {

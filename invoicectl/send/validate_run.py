@@ -14,7 +14,7 @@ from typing import Any
 
 import httpx
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import Cause, ExitCode, explain, worst
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
@@ -63,6 +63,16 @@ class ValidateSummary:
             "validations": self.requests,
             "invoices": [vars(checked) for checked in self.checked],
         }
+
+    def exit_cause(self, report: ScanReport) -> str:
+        """What the exit code was chosen from, in words, for the run's last line."""
+        invalid = sum(checked.verdict == "invalid" for checked in self.checked)
+        causes = [Cause(ExitCode.NEEDS_FIX, f"{invalid} invalid (validation)")] if invalid else []
+        if self.exit_code is ExitCode.AUTH_REFUSED:
+            causes.append(Cause(ExitCode.AUTH_REFUSED, "the API refused the credentials"))
+        if report.files == 0:
+            causes.append(Cause(report.input_code, "the outbox holds no *.xml file"))
+        return explain(self.exit_code, causes)
 
 
 def validate(
