@@ -33,6 +33,8 @@ class Request:
     path: str  # with its query string, as sent
     headers: Mapping[str, str]  # names lower-cased
     body: bytes
+    # Every header line as sent (names lower-cased), repeats kept: ``headers`` keeps the last.
+    header_lines: tuple[tuple[str, str], ...] = ()
 
 
 class Wire:
@@ -241,9 +243,11 @@ def _request_on(sock: socket.socket) -> Request | None:
     lines = head_bytes.decode("latin-1").split("\r\n")
     method, path, _version = lines[0].split(" ", 2)
     headers = {}
+    header_lines = []
     for line in lines[1:]:
         name, _, value = line.partition(":")
         headers[name.strip().lower()] = value.strip()
+        header_lines.append((name.strip().lower(), value.strip()))
     length = int(headers.get("content-length", "0") or 0)
     deadline = time.monotonic() + 30
     while len(rest) < length and time.monotonic() < deadline:
@@ -254,7 +258,13 @@ def _request_on(sock: socket.socket) -> Request | None:
         if not data:
             break
         rest += data
-    return Request(method=method, path=path, headers=headers, body=rest[:length])
+    return Request(
+        method=method,
+        path=path,
+        headers=headers,
+        body=rest[:length],
+        header_lines=tuple(header_lines),
+    )
 
 
 _REASONS = {

@@ -288,3 +288,32 @@ def test_an_exception_from_the_attempt_is_not_retried() -> None:
 def test_a_policy_that_cannot_work_is_refused(policy: Callable[[], RetryPolicy]) -> None:
     with pytest.raises(ValueError):
         policy()
+
+
+@pytest.mark.parametrize("answer", [ACCEPTED, Rejected(http_status=422, code="X")])
+def test_a_call_settled_at_its_first_try_builds_no_retrying(
+    answer: Outcome, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The first try goes out before tenacity is built: what a send costs per invoice."""
+    import tenacity
+
+    def refused(*args: object, **kwargs: object) -> None:
+        raise AssertionError("tenacity was built for a call that needed no retry")
+
+    monkeypatch.setattr(tenacity, "AsyncRetrying", refused)
+    outcome, server, sleep, _limiter = retry([answer])
+    assert outcome is answer and len(server.tried_at) == 1 and sleep.waits == []
+
+
+def test_a_retried_first_try_counts_as_tenacitys_first() -> None:
+    """Two 503s then a 202 with max_attempts 3: the first try made outside tenacity is its
+    first attempt, so the same three requests go out after the same two backoffs."""
+    outcome, server, sleep, _limiter = retry(
+        [SERVER_ERROR, SERVER_ERROR, ACCEPTED], policy=RetryPolicy(max_attempts=3)
+    )
+    assert outcome is ACCEPTED and len(server.tried_at) == 3
+    assert len(sleep.waits) == 2 and 0.5 <= sleep.waits[0] <= 1.0 and 1.0 <= sleep.waits[1] <= 2.0
+    outcome, server, sleep, _limiter = retry(
+        [SERVER_ERROR, SERVER_ERROR, ACCEPTED], policy=RetryPolicy(max_attempts=2)
+    )
+    assert outcome is SERVER_ERROR and len(server.tried_at) == 2 and len(sleep.waits) == 1

@@ -47,6 +47,7 @@ from invoicectl.goroute.answers import (
     unexpected_shape,
 )
 from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.building import RequestBuilder
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.identifiers import usable_id, why_unusable
 from invoicectl.goroute.lanes import KeyAuth, Lanes
@@ -90,6 +91,8 @@ _PLAIN_LOOKUP_PATH = "/participants/lookup"
 _VALIDATE_PATH = "/api/v1/validate"
 # What ``probe`` and the wrong-URL check ask: the health check, the cheapest keyed GET.
 PROBES = {"version": (_VERSION_PATH, {}), "transactions": (_TRANSACTIONS_PATH, {"limit": 1})}
+# The paths whose URL a client merges with its base URL once (``building``).
+_FIXED_PATHS = frozenset({_DOCUMENTS_PATH, _VALIDATE_PATH, _VERSION_PATH})
 
 # The most each answer may be (``reading``): a 202 or an error is a few KB, a transaction one,
 # a page of 100 transactions some tens of KB; the lookup and validation caps are their modules'.
@@ -160,6 +163,7 @@ class GoRouteClient:
         self._plain_lookup = False  # only /participants/lookup answers lookups here
         self._no_lookup = False  # neither route does
         self._api = ApiCheck(self._get, list(PROBES.values()))
+        self._requests = RequestBuilder(_FIXED_PATHS)
         self._timeout = httpx.Timeout(
             connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
@@ -346,9 +350,7 @@ class GoRouteClient:
         with self._lanes.least_busy() as http:
             answer = await exchange(
                 http,
-                lambda: http.build_request(
-                    method, path, content=content, params=params, headers=headers
-                ),
+                lambda: self._requests.build(http, method, path, content, params, headers),
                 Bounds(max_bytes, self._time_limit(content), self._timeout),
                 monotonic=self._monotonic,
                 redact=self._redact,

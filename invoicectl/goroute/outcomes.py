@@ -70,3 +70,14 @@ class WrongEndpoint(Outcome):
     nothing reached the API, every request would fail alike; stop the run, change nothing."""
 
     message: str = ""
+
+
+def proves_api(outcome: Outcome) -> bool:
+    """Whether ``outcome`` came from the GoRoute API itself (what binds a journal to its URL).
+
+    Not proof: no answer (refused, unreachable, timed out), a web page where the API should be
+    (``WrongEndpoint``), a redirect or a 2xx that is not the API's, or a refused key (a
+    sandbox key at the production URL must not tie the journal there)."""
+    if isinstance(outcome, Accepted | KeyReused | Rejected | RateLimited):
+        return True
+    return isinstance(outcome, Transient) and (outcome.http_status or 0) >= 500

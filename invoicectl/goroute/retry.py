@@ -99,8 +99,6 @@ async def call_with_retry(
     clock (holds are clock times). ``rng`` jitters the backoff (default: a fresh
     ``random.Random()``).
     """
-    import tenacity
-
     tries = _Tries(
         attempt,
         policy=policy,
@@ -109,6 +107,15 @@ async def call_with_retry(
         rng=rng or random.Random(),
         should_stop=should_stop,
     )
+    # The first try outside tenacity: nearly every call settles there, and tenacity's own
+    # bookkeeping (a retry state, its action chain, a coroutine check of every callback) cost
+    # a send about as much as two of the journal's reads. A try worth another one goes on in
+    # tenacity exactly as if tenacity had made it (``_Tries.replay_first``).
+    first = await tries.one()
+    if not _worth_another_try(first):
+        return first
+    import tenacity
+
     retrying = tenacity.AsyncRetrying(
         retry=tenacity.retry_if_result(_worth_another_try),
         stop=tries.give_up,
@@ -117,7 +124,7 @@ async def call_with_retry(
         retry_error_callback=tries.last_outcome,
         before_sleep=None if on_wait is None else _telling(on_wait),
     )
-    result: Outcome | None = await retrying(tries.one)
+    result: Outcome | None = await retrying(tries.replay_first)
     return result
 
 
@@ -162,6 +169,7 @@ class _Tries:
         self.rate_limited = 0
         self.first_rate_limited_at = 0.0
         self.resume_at = 0.0
+        self._first_replayed = False
 
     async def one(self) -> Outcome | None:
         """One try, unless told to stop; then the last outcome stands (None: never tried)."""
@@ -178,6 +186,14 @@ class _Tries:
         elif isinstance(outcome, RateLimited):
             self._hold_run(outcome)
         return outcome
+
+    async def replay_first(self) -> Outcome | None:
+        """tenacity's first call answers with the try already made (``one``'s outcome and
+        counts stand as it left them); every later call is ``one``."""
+        if not self._first_replayed:
+            self._first_replayed = True
+            return self.last
+        return await self.one()
 
     def _hold_run(self, outcome: RateLimited) -> None:
         now = self._clock()

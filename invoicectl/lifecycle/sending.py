@@ -17,7 +17,7 @@ the key's 24-hour window is open.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from invoicectl.goroute.outcomes import (
     Accepted,
@@ -48,6 +48,9 @@ class WorkItem:
     receiver_id: str
     ingested_at: str
     replay: bool  # an unanswered send, replayed under its key
+    # The invoice as ``claim_key`` read it: the sender's checks before the first request
+    # (the receiver, the validation, the key's window) read it from here, not the journal.
+    invoice: Invoice | None = field(default=None, compare=False, repr=False)
 
 
 def claim_key(journal: JournalBackend, invoice_id: str, *, replay: bool) -> WorkItem:
@@ -71,18 +74,28 @@ def claim_key(journal: JournalBackend, invoice_id: str, *, replay: bool) -> Work
         receiver_id=receiver["id"],
         ingested_at=invoice.ingested_at,
         replay=replay,
+        invoice=invoice,
     )
 
 
-def key_window_open(journal: JournalBackend, item: WorkItem) -> bool:
-    """Checked again just before each request: a replay may have waited a long time."""
-    return window_open(current(journal, item.invoice_id).key_first_used_at, journal.clock())
+def key_window_open(
+    journal: JournalBackend, item: WorkItem, invoice: Invoice | None = None
+) -> bool:
+    """Checked again just before each request: a replay may have waited a long time.
+    ``invoice``: the record as this send last read or wrote it (else it is read)."""
+    record = invoice or current(journal, item.invoice_id)
+    return window_open(record.key_first_used_at, journal.clock())
 
 
-def begin_attempt(journal: JournalBackend, run_id: int, item: WorkItem, body_sha256: str) -> int:
+def begin_attempt(
+    journal: JournalBackend, run_id: int, item: WorkItem, body_sha256: str
+) -> tuple[int, Invoice]:
     """The write-ahead row, committed before the request leaves; the first one under a key
     commits the key and the content it carries, and starts the key's 24-hour window, in the
-    same transaction."""
+    same transaction. Returns the attempt's id and the invoice as this leaves it.
+
+    The invoice is read here, inside the write's transaction, whatever the caller holds: the
+    key and bytes about to leave are checked against the journal itself."""
     now = journal.now()
     with journal.transaction():
         invoice = current(journal, item.invoice_id)
@@ -92,7 +105,7 @@ def begin_attempt(journal: JournalBackend, run_id: int, item: WorkItem, body_sha
             run_id, item.invoice_id, item.sha256, item.key, body_sha256, started_at=now
         )
         if invoice.key_first_used_at is None:
-            write(
+            invoice = write(
                 journal,
                 Transition.use_key,
                 invoice,
@@ -101,7 +114,7 @@ def begin_attempt(journal: JournalBackend, run_id: int, item: WorkItem, body_sha
                 key_sha256=item.sha256,
                 key_first_used_at=now,
             )
-    return attempt_id
+    return attempt_id, invoice
 
 
 def _check_same_key(invoice: Invoice, item: WorkItem) -> None:
@@ -146,52 +159,30 @@ def withdraw_attempt(journal: JournalBackend, attempt_id: int, why: str | None) 
 
 
 def record_answer(
-    journal: JournalBackend, attempt_id: int, item: WorkItem, outcome: Outcome
-) -> None:
+    journal: JournalBackend,
+    attempt_id: int,
+    item: WorkItem,
+    outcome: Outcome,
+    was: Invoice | None = None,
+) -> Invoice | None:
     """The answer, and for a final one the invoice's new state, in one transaction: a crash
-    can never leave an accepted attempt under an invoice that still looks unsent."""
+    can never leave an accepted attempt under an invoice that still looks unsent. Returns
+    the invoice as a final answer left it (None for any other answer).
+
+    ``was``: the invoice as ``begin_attempt`` left it, written over on condition that the row
+    still holds its state and key (``Journal.save``): no read, and no stale overwrite."""
     with journal.transaction():
         journal.finish_attempt(attempt_id, answer_of(outcome))
         if isinstance(outcome, Accepted | KeyReused | Rejected):
-            settle(journal, item, outcome)
+            return _answered(journal, item, outcome, was or current(journal, item.invoice_id))
+    return None
 
 
 def settle(journal: JournalBackend, item: WorkItem, outcome: Outcome | None) -> InvoiceState:
     """Record what the request came to in the invoice's state; return the state."""
-    invoice = current(journal, item.invoice_id)
+    if isinstance(outcome, Accepted | KeyReused | Rejected):
+        return _answered(journal, item, outcome, current(journal, item.invoice_id)).state
     match outcome:
-        case Accepted(transaction_id=transaction_id):
-            write(
-                journal,
-                Transition.record_answer,
-                invoice,
-                state=InvoiceState.accepted,
-                reason=None,
-                transaction_id=transaction_id,
-                accepted_at=journal.now(),
-            )
-            return InvoiceState.accepted
-        case KeyReused(existing_transaction_id=existing):
-            write(
-                journal,
-                Transition.record_answer,
-                invoice,
-                state=InvoiceState.key_reused,
-                existing_transaction_id=existing,
-                reason=f"key {item.key} already carried another request"
-                + (f" (transaction {existing})" if existing else "")
-                + "; run `invoicectl reconcile`",
-            )
-            return InvoiceState.key_reused
-        case Rejected():
-            write(
-                journal,
-                Transition.record_answer,
-                invoice,
-                state=InvoiceState.rejected,
-                reason=message_of(outcome),
-            )
-            return InvoiceState.rejected
         case Transient():
             return _settle_unanswered(
                 journal,
@@ -202,6 +193,45 @@ def settle(journal: JournalBackend, item: WorkItem, outcome: Outcome | None) -> 
         case _:
             # Not tried, stopped, rate limited to the end, or credentials refused.
             return _settle_unanswered(journal, item)
+
+
+def _answered(
+    journal: JournalBackend,
+    item: WorkItem,
+    outcome: Accepted | KeyReused | Rejected,
+    invoice: Invoice,
+) -> Invoice:
+    """A final answer in the invoice's state, written over ``invoice``."""
+    match outcome:
+        case Accepted(transaction_id=transaction_id):
+            return write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.accepted,
+                reason=None,
+                transaction_id=transaction_id,
+                accepted_at=journal.now(),
+            )
+        case KeyReused(existing_transaction_id=existing):
+            return write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.key_reused,
+                existing_transaction_id=existing,
+                reason=f"key {item.key} already carried another request"
+                + (f" (transaction {existing})" if existing else "")
+                + "; run `invoicectl reconcile`",
+            )
+        case _:
+            return write(
+                journal,
+                Transition.record_answer,
+                invoice,
+                state=InvoiceState.rejected,
+                reason=message_of(outcome),
+            )
 
 
 def _settle_unanswered(

@@ -30,16 +30,15 @@ from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
-    KeyReused,
     Outcome,
     RateLimited,
-    Rejected,
     Transient,
     WrongEndpoint,
+    proves_api,
 )
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import InvoiceState
+from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
 from invoicectl.lifecycle.holds import hold, hold_damaged
 from invoicectl.lifecycle.plan import plan
@@ -225,6 +224,10 @@ class Sender:
         # The key and the bytes it carries, checked against their sha256 before anything
         # is asked or spent; nothing is written until the first request (begin_attempt).
         item = claim_key(self.journal, invoice_id, replay=replay)
+        # The invoice as claimed, then as each write leaves it: under the run's lock nothing
+        # else writes it, and every write is conditional on the row's state and key (save).
+        record = item.invoice or current(self.journal, invoice_id)
+        answered: Invoice | None = None
         try:
             body = self._body(item)
         except StoredCopyDamaged as damage:  # this invoice only: the rest go on
@@ -234,14 +237,14 @@ class Sender:
         # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers
         if receivers is not None:
-            reason = await receivers.problem(current(self.journal, invoice_id))
+            reason = await receivers.problem(record)
             if reason is not None:
                 if hold(self.journal, invoice_id, reason, by="receiver check").done:
                     self.held_for_receiver.append(invoice_id)
                 return None
         validations = None if replay else self.validations
         if validations is not None:
-            reason = await validations.problem(current(self.journal, invoice_id))
+            reason = await validations.problem(record)
             if self.should_stop():
                 return None
             if reason is not None:
@@ -252,13 +255,13 @@ class Sender:
         requests = 0
 
         async def one_request() -> Outcome:
-            nonlocal requests
+            nonlocal requests, record, answered
             requests += 1
             task = asyncio.current_task()
             assert task is not None
-            if not key_window_open(self.journal, item):
+            if not key_window_open(self.journal, item, record):
                 raise _WindowClosed  # waits outlasted the margin: a replay now is unsafe
-            attempt_id, cancelled = await self.commits.durable(
+            (attempt_id, record), cancelled = await self.commits.durable(
                 lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
             )
             if cancelled or self.stopping.stopped:  # stopped while its row was committed
@@ -272,7 +275,9 @@ class Sender:
                     abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                     self.summary.requests += 1
                     raise
-                _, cut = await self.commits.durable(lambda: self._record(attempt_id, item, outcome))
+                answered, cut = await self.commits.durable(
+                    lambda: self._record(attempt_id, item, outcome, record)
+                )
                 if cut:  # cancelled while its answer was committed: the answer stands
                     if self.stopping.abandoned_by is None:
                         raise asyncio.CancelledError  # a cancel from outside the stop: honoured
@@ -321,7 +326,7 @@ class Sender:
         if isinstance(outcome, Transient | RateLimited):
             settle(self.journal, item, outcome)  # final answers were settled already
         self._watch_for_outage(outcome)
-        invoice = current(self.journal, invoice_id)
+        invoice = answered or current(self.journal, invoice_id)  # a final answer's own record
         if isinstance(outcome, Accepted):
             self._record_ingest_to_accept(item)
         return InvoiceResult(
@@ -359,24 +364,16 @@ class Sender:
             self.summary.outage_reason = outcome.reason
             self.request_stop("outage")
 
-    def _record(self, attempt_id: int, item: WorkItem, outcome: Outcome) -> None:
-        record_answer(self.journal, attempt_id, item, outcome)
-        self._bind_on_api_answer(outcome)
-
-    def _bind_on_api_answer(self, outcome: Outcome) -> None:
-        """Bind the journal to the base URL with the first answer from a server there, in
-        the answer's own transaction, so no key the server may have seen goes unbound.
-
-        Not bound by: no answer (refused, unreachable, timed out), a web page where the API
-        should be (``WrongEndpoint``), a redirect or a 2xx that is not the API's, or a refused
-        key (a sandbox key at the production URL must not tie the journal there)."""
-        status = outcome.http_status or 0
-        proves_api = isinstance(outcome, Accepted | KeyReused | Rejected | RateLimited) or (
-            isinstance(outcome, Transient) and status >= 500
-        )
-        if proves_api and self._bind is not None:
+    def _record(
+        self, attempt_id: int, item: WorkItem, outcome: Outcome, was: Invoice
+    ) -> Invoice | None:
+        """The answer; the journal bound to the base URL with the first answer from the API
+        there, in the answer's own transaction, so no key it may have seen goes unbound."""
+        answered = record_answer(self.journal, attempt_id, item, outcome, was)
+        if self._bind is not None and proves_api(outcome):
             self._bind()
             self._bind = None
+        return answered
 
     def _body(self, item: WorkItem) -> bytes:
         """The request body, built from the stored bytes the key carries, never the file."""
