@@ -20,6 +20,7 @@ from sendkit import FAST_RETRY, emulator, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.audit.verify import verify
+from invoicectl.errors import UsageError
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal import Journal
 from invoicectl.runs import make_client
@@ -309,3 +310,24 @@ def test_a_writer_the_run_forgot_is_committed_before_the_loop_closes(tmp_path: P
         assert (
             witness.execute("SELECT count(*) FROM events WHERE detail = 'late'").fetchone()[0] == 1
         )
+
+
+def test_new_version_of_an_amended_file_after_an_unanswered_send_says_what_works(
+    outbox: Path, tmp_path: Path
+):
+    """Refused (the old key may have delivered), and the refusal does not promise a replay
+    `send` will not make: an amended invoice is held, so the advice is to restore the file."""
+    write_invoice(outbox, "M-2")
+    journal_path = tmp_path / "j.db"
+    once = RetryPolicy(max_attempts=1, max_wait=1.0, backoff_initial=0.01, backoff_max=0.02)
+    with HostileServer(api(in_turn(UNAVAILABLE, accepted))) as server:
+        settings = settings_for(journal_path, server.base_url)
+        send(settings, outbox, None, policy=once, **QUICK)
+        write_invoice(outbox, "M-2", amount="999.00")
+        with pytest.raises(UsageError) as refused:
+            send(settings, outbox, None, new_versions=("M-2",), **QUICK)
+        assert len(documents(server)) == 1
+    message = str(refused.value)
+    assert "is amended" in message and "a new key could deliver it twice" in message
+    assert "Restore the file to the content that key carried" in message
+    assert "replays it safely" not in message

@@ -27,12 +27,7 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             + ("`invoicectl release` it first" if invoice.hold is Hold.held else "it is final")
         )
     if _may_be_delivered(invoice) and window_open(invoice.key_first_used_at, now):
-        what = "is unknown" if state is InvoiceState.unknown else f"is {state}, its send unknown,"
-        raise UsageError(
-            f"invoice {invoice_id} {what} and its key's 24-hour window is still open: "
-            "`invoicectl send` replays it safely under the same key; a new key could "
-            "deliver it twice"
-        )
+        raise UsageError(_replay_first(invoice))
     if not allowed(Transition.new_version, state) or (
         state is InvoiceState.accepted and invoice.remote_status != "failed"
     ):
@@ -42,6 +37,27 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "GoRoute holds, and for accepted invoices whose delivery failed"
         )
     return invoice
+
+
+def _replay_first(invoice: Invoice) -> str:
+    """Why a new key is refused while the old one may have delivered, and what to do instead:
+    an unknown invoice is replayed by `send`; an amended or duplicate one only once its file
+    holds again the content its key carried (`send` replays nothing held)."""
+    refused = (
+        f"its key {invoice.idempotency_key}'s 24-hour window is still open, and a new key could "
+        "deliver it twice"
+    )
+    if invoice.state is InvoiceState.unknown:
+        return (
+            f"invoice {invoice.invoice_id} is unknown and {refused}: `invoicectl send` replays "
+            "it safely under the same key"
+        )
+    return (
+        f"invoice {invoice.invoice_id} is {invoice.state} and its send under the old content got "
+        f"no answer; {refused}. Restore the file to the content that key carried (`invoicectl "
+        f"show {invoice.invoice_id}` names it), then `invoicectl send` replays it under the same "
+        "key; or wait until the window has closed and `invoicectl reconcile` has looked it up"
+    )
 
 
 def _may_be_delivered(invoice: Invoice) -> bool:
