@@ -97,7 +97,11 @@ class _Atomic:
             conn.execute("SAVEPOINT nested")
         else:
             self._db.chain_head = None
-            conn.execute("BEGIN")
+            # The write lock first, waited for (busy_timeout): a transaction that read first
+            # and wrote next could not upgrade while another connection wrote, and SQLite
+            # answers that "database is locked" at once, without waiting (seen as a first
+            # send's begin_run failing while `status` opened the new journal).
+            conn.execute("BEGIN IMMEDIATE")
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         conn = self._db.conn
