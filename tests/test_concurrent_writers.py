@@ -30,13 +30,12 @@ def test_a_transaction_that_reads_first_waits_for_the_other_writer(tmp_path: Pat
 
     thread = threading.Thread(target=other_writer)
     thread.start()
-    with Journal(path) as journal:
-        with journal.transaction():
-            journal.chain_head()  # a read: the transaction's snapshot starts here
-            read_done.set()
-            other_tried.wait(10)
-            threading.Event().wait(0.3)  # the other writer commits now, if it can
-            journal.add_event(None, "test", "this writer")
+    with Journal(path) as journal, journal.transaction():
+        journal.chain_head()  # a read: the transaction's snapshot starts here
+        read_done.set()
+        other_tried.wait(10)
+        threading.Event().wait(0.3)  # the other writer commits now, if it can
+        journal.add_event(None, "test", "this writer")
     thread.join(30)
 
     assert failures == []
