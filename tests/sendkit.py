@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -71,3 +72,15 @@ def assert_each_delivered_once(sandbox_stats: dict[str, Any], invoice_ids: list[
     assert sandbox_stats["duplicates"] == []
     missing = [invoice_id for invoice_id in invoice_ids if per_invoice.get(invoice_id) != 1]
     assert missing == [], f"not exactly one transaction: {missing[:10]}"
+
+
+def committed_events(path: Path) -> list[str]:
+    """The events' details as another connection sees them: what is committed, in order."""
+    with sqlite3.connect(path) as witness:
+        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
+
+
+def note(journal: Journal, detail: str) -> str:
+    """A small write of the journal's own (an event), for tests of how writes commit."""
+    journal.add_event(None, "note", detail)
+    return detail

@@ -13,23 +13,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from sendkit import assert_each_delivered_once, emulator, send, settings_for
+from sendkit import assert_each_delivered_once, committed_events, emulator, note, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.audit.verify import verify
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal import Journal
 from invoicectl.send.commits import GroupCommits
-
-
-def committed_events(path: Path) -> list[str]:
-    with sqlite3.connect(path) as witness:
-        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
-
-
-def note(journal: Journal, detail: str) -> str:
-    journal.add_event(None, "note", detail)
-    return detail
 
 
 def test_a_batch_commits_its_writes_together_and_a_failing_one_alone_is_undone(tmp_path: Path):

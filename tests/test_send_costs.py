@@ -14,7 +14,7 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from sendkit import emulator, send, settings_for
+from sendkit import committed_events, emulator, note, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
@@ -23,16 +23,6 @@ from invoicectl.send.commits import GroupCommits
 from invoicectl.send.sender import Sender
 
 _MEMORY = 2  # PRAGMA temp_store: 0 default (a file), 1 file, 2 memory
-
-
-def committed_events(path: Path) -> list[str]:
-    with sqlite3.connect(path) as witness:
-        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
-
-
-def note(journal: Journal, detail: str) -> str:
-    journal.add_event(None, "note", detail)
-    return detail
 
 
 def temp_store(journal: Journal) -> int:

@@ -37,6 +37,7 @@ from invoicectl.cli.logsetup import (  # noqa: E402
     data_on_stdout,
     last_line,
     log_format,
+    options_of,
     quiet_log_format,
     split_log_format,
     wraps,
@@ -134,7 +135,7 @@ def answers_in_json(args: list[str]) -> bool:
     """Whether the command line asks for JSON output: ``--json``, ``--format json`` or
     ``--format=json`` (``jsonl`` too: its reader parses JSON). Past ``--`` these are
     arguments, not options."""
-    options = args[: args.index("--")] if "--" in args else args
+    options = options_of(args)
     given = [value for option, value in pairwise(options) if option == "--format"]
     given += [option.partition("=")[2] for option in options if option.startswith("--format=")]
     return "--json" in options or any(value in ("json", "jsonl") for value in given)
@@ -157,7 +158,7 @@ def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
 def _journal_of(args: list[str]) -> Path | None:
     """The journal the command line names (``--journal``, ``--sandbox``, else the settings'),
     for an error that names no file; None when that cannot be told."""
-    options = args[: args.index("--")] if "--" in args else args
+    options = options_of(args)
     named: str | None = None
     for index, arg in enumerate(options):
         if arg == "--journal" and index + 1 < len(options):

@@ -33,14 +33,15 @@ _NOT_A_RUN = frozenset({"-h", "--help", "--version", "--install-completion", "--
 _DATA_FORMATS = frozenset({"json", "jsonl", "csv"})
 
 
-def _options(args: list[str]) -> list[str]:
+def options_of(args: list[str]) -> list[str]:
+    """The command line's options: what comes before ``--`` (after it, arguments)."""
     return args[: args.index("--")] if "--" in args else args
 
 
 def split_log_format(args: list[str]) -> tuple[str | None, list[str]]:
     """The ``--log-format`` value given (the last one), and the arguments without it, for the
     command's own parser, which does not know it."""
-    options, rest = _options(args), args[len(_options(args)) :]
+    options, rest = options_of(args), args[len(options_of(args)) :]
     value: str | None = None
     kept: list[str] = []
     skip = False
@@ -92,12 +93,12 @@ def quiet_log_format(args: list[str]) -> LogFormat:
 
 def command_of(args: list[str]) -> str | None:
     """The command named (the first word that is not an option: the root's take no value)."""
-    return next((arg for arg in _options(args) if not arg.startswith("-")), None)
+    return next((arg for arg in options_of(args) if not arg.startswith("-")), None)
 
 
 def data_on_stdout(args: list[str]) -> bool:
     """Whether stdout carries a document a script parses, never log lines."""
-    options = _options(args)
+    options = options_of(args)
     formats = {value for flag, value in pairwise(options) if flag == "--format"}
     formats |= {arg.partition("=")[2] for arg in options if arg.startswith("--format=")}
     return "--json" in options or bool(formats & _DATA_FORMATS)
@@ -117,14 +118,14 @@ def wraps(args: list[str], environ: Mapping[str, str] | None = None) -> bool:
         return False  # shell completion asking: its answer is read by the shell
     command = command_of(args)  # none: the root's help
     return (
-        command is not None and command not in _UNWRAPPED and not _NOT_A_RUN & set(_options(args))
+        command is not None and command not in _UNWRAPPED and not _NOT_A_RUN & set(options_of(args))
     )
 
 
 def last_line(args: list[str], exit_code: int) -> str | None:
     """The run's last line, ``exit 3: 1 invalid, 2 rejected``, for stderr (tagged
     ``run.exit`` for the JSON log); None where the command writes none."""
-    options = _options(args)
+    options = options_of(args)
     if command_of(args) not in RUN_COMMANDS or _NOT_A_RUN & set(options):
         return None
     if "--quiet" in options or "-q" in options:
