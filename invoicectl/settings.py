@@ -33,6 +33,7 @@ from invoicectl.defaults import (
     TIERS,
 )
 from invoicectl.errors import ConfigError
+from invoicectl.locations import Location, journal_location
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -59,7 +60,7 @@ def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
 
 @dataclass(frozen=True)
 class Settings:
-    journal: Path
+    journal: Location
     base_url: str
     api_key: ApiKey | None  # None only for commands that need no API
     sandbox: bool
@@ -157,7 +158,7 @@ def config_path(environ: Mapping[str, str]) -> Path:
 
 def resolve(
     *,
-    journal: Path | None = None,
+    journal: Path | str | None = None,
     sandbox: bool = False,
     api_key_file: Path | None = None,
     tier: str | None = None,
@@ -203,7 +204,9 @@ def resolve(
         sources["base_url"] = "--sandbox"
         key: ApiKey | None = ApiKey(DEFAULT_API_KEY)
         sources["api_key"] = "--sandbox"
-        journal_path = journal or default_journal_path(environ).with_name("sandbox.db")
+        journal_path = journal_location(
+            journal or default_journal_path(environ).with_name("sandbox.db")
+        )
         sources["journal"] = "option" if journal else "--sandbox"
     else:
         base_url = config_values.base_url(
@@ -212,7 +215,7 @@ def resolve(
         chosen, source = pick("journal", journal, "INVOICECTL_JOURNAL", None)
         if chosen is not None and not isinstance(chosen, Path):
             chosen = config_values.text("journal", chosen, source)
-        journal_path = Path(chosen or default_journal_path(environ)).expanduser()
+        journal_path = journal_location(chosen or default_journal_path(environ))
         key = _api_key(api_key_file, config, in_config, environ, sources) if need_key else None
 
     chosen_metrics, source = pick("metrics_file", metrics_file, None, None)

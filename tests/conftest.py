@@ -41,3 +41,38 @@ def outbox(tmp_path: Path) -> Path:
     directory = tmp_path / "outbox"
     directory.mkdir()
     return directory
+
+
+# ---- a PostgreSQL server for the tests of the PostgreSQL journal (tests/pgserver.py) -----
+
+
+@pytest.fixture(scope="session")
+def pg_server():
+    """One throwaway PostgreSQL server for the session; each test takes a new database."""
+    import pgserver
+
+    reason = pgserver.missing_reason()
+    if reason is not None:
+        if pgserver.required():
+            pytest.fail(f"INVOICECTL_REQUIRE_POSTGRES=1 but {reason}")
+        pytest.skip(reason)
+    with pgserver.running_server() as server:
+        yield server
+
+
+@pytest.fixture
+def pg_url(pg_server) -> str:
+    """The URL of a new, empty database (a journal's) on the session's server."""
+    return pg_server.new_database()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def journal_at(request: pytest.FixtureRequest, tmp_path: Path):
+    """Where a test's journal lives, once on each backend: a SQLite file, then a PostgreSQL
+    database. ``open_journal(journal_at)`` opens it; the CLI takes ``str(...)`` for a path
+    and ``journal_url(...)`` for either."""
+    from invoicectl.locations import JournalURL
+
+    if request.param == "sqlite":
+        return tmp_path / "journal.db"
+    return JournalURL(request.getfixturevalue("pg_url"))

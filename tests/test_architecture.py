@@ -119,9 +119,15 @@ def test_the_journal_depends_on_nothing_above_it() -> None:
         for name in MODULES
         if name.startswith("invoicectl.journal")
         for imported in IMPORTS[name]
-        if not imported.startswith("invoicectl.journal") and imported != "invoicectl.errors"
+        if not imported.startswith("invoicectl.journal") and imported not in _LEAVES
     }
     assert above == set()
+    # The leaves it may import themselves import no more than errors.
+    assert {imported for leaf in _LEAVES for imported in IMPORTS[leaf]} <= {"invoicectl.errors"}
+
+
+# Modules below the journal: the errors, and where a journal lives (settings read it too).
+_LEAVES = ("invoicectl.errors", "invoicectl.locations")
 
 
 def test_only_the_lifecycle_writes_an_invoice_row() -> None:

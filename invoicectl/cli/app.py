@@ -17,7 +17,7 @@ import sqlite3
 import sys
 from itertools import pairwise
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 # httpx's package imports its own command-line tool (``httpx._main``), and with it click,
 # pygments and rich's syntax highlighting, whenever those are installed: 20 ms of every
@@ -45,6 +45,9 @@ from invoicectl.cli.logsetup import (  # noqa: E402
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
 from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
 from invoicectl.loglines import explain_exit  # noqa: E402
+
+if TYPE_CHECKING:
+    from invoicectl.locations import Location
 
 ROOT_HELP = f"""Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice.
 
@@ -119,7 +122,7 @@ class _Commands(typer.core.TyperGroup):
             if not _json_error(ctx, message, ExitCode.INTERRUPTED):
                 say(f"invoicectl: {message}")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
-        except (InvoicectlError, sqlite3.DatabaseError, OSError) as error:
+        except _reported_errors() as error:
             # A closed stdout never gets here (``guard_stdout``); where it is not guarded (a
             # test's runner), it is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
@@ -150,12 +153,33 @@ def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
 
     if isinstance(error, sqlite3.DatabaseError):
         # Mid-run: SQLite commits whole or not at all, so what was committed stays.
-        return JournalError(explain_sqlite(error, _journal_of(args)))
+        return JournalError(explain_sqlite(error, _file_of(args)))
+    if isinstance(error, _database_errors()):
+        from invoicectl.journal.pg_database import pg_failure
+
+        return pg_failure(error, _journal_of(args))
     assert isinstance(error, OSError)
-    return InvoicectlError(explain_os(error, None if error.filename else _journal_of(args)))
+    return InvoicectlError(explain_os(error, None if error.filename else _file_of(args)))
 
 
-def _journal_of(args: list[str]) -> Path | None:
+def _file_of(args: list[str]) -> Path | None:
+    """``_journal_of``, when it is a SQLite file."""
+    journal = _journal_of(args)
+    return journal if isinstance(journal, Path) else None
+
+
+def _reported_errors() -> tuple[type[Exception], ...]:
+    """What a command's failure may be that the user gets as one line, not a traceback."""
+    return (InvoicectlError, sqlite3.DatabaseError, OSError, *_database_errors())
+
+
+def _database_errors() -> tuple[type[Exception], ...]:
+    """PostgreSQL's errors, once a PostgreSQL journal has loaded psycopg (never before)."""
+    psycopg = sys.modules.get("psycopg")
+    return () if psycopg is None else (psycopg.Error,)
+
+
+def _journal_of(args: list[str]) -> Location | None:
     """The journal the command line names (``--journal``, ``--sandbox``, else the settings'),
     for an error that names no file; None when that cannot be told."""
     options = options_of(args)
@@ -168,8 +192,7 @@ def _journal_of(args: list[str]) -> Path | None:
     try:
         from invoicectl.settings import resolve
 
-        journal = Path(named) if named else None
-        return resolve(journal=journal, sandbox="--sandbox" in options, need_key=False).journal
+        return resolve(journal=named, sandbox="--sandbox" in options, need_key=False).journal
     except Exception:  # a bad setting has its own message; this one only names a file
         return None
 

@@ -18,6 +18,7 @@ from invoicectl.cli.options import (
     journal_path,
 )
 from invoicectl.errors import UsageError
+from invoicectl.locations import sqlite_file
 
 
 @app.command()
@@ -50,7 +51,10 @@ def verify(
     from invoicectl.audit.verify import parse_subset
     from invoicectl.audit.verify import verify as check
 
-    result = check(journal_path(journal, sandbox), subset=parse_subset(read_data_subset))
+    path = sqlite_file(
+        journal_path(journal, sandbox), "verify", "copy it to SQLite to check its chain"
+    )
+    result = check(path, subset=parse_subset(read_data_subset))
     if as_json:
         document = {**result.as_dict(), "exit_code": 0 if result.ok else 1}
         print(json.dumps(document, indent=2, ensure_ascii=False))
@@ -118,7 +122,9 @@ def export(
     from invoicectl.audit.export import export as write_export
     from invoicectl.audit.signing import load_or_create
 
-    path = journal_path(journal, sandbox)
+    path = sqlite_file(
+        journal_path(journal, sandbox), "export", "copy it to SQLite to export from it"
+    )
     start, end = _range(since, until)
     key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
     if retired and not (as_json or quiet):

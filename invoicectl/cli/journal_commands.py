@@ -28,6 +28,7 @@ from invoicectl.cli.options import (
     journal_path,
 )
 from invoicectl.errors import UsageError, explain, worst
+from invoicectl.locations import sqlite_file
 from invoicectl.loglines import explain_exit, tag
 
 
@@ -59,7 +60,9 @@ def scan(
     path = journal_path(journal, sandbox)
     # The scan opens first: a large first scan starts reading while the journal opens.
     with (
-        OpenScan(directory, recursive=recursive, journal_path=path) as scan,
+        OpenScan(
+            directory, recursive=recursive, journal_path=path if isinstance(path, Path) else None
+        ) as scan,
         locked_journal(path, "scan") as opened,
     ):
         report = scan.into(opened)
@@ -138,7 +141,7 @@ def status(
       invoicectl status --since 2026-03-01 --until 2026-03-31 --format csv
     """
     from invoicectl.cli.status_output import write_period, write_status
-    from invoicectl.journal import Journal
+    from invoicectl.journal import opened_journal
     from invoicectl.journal.records import InvoiceState
     from invoicectl.lifecycle.plan import attention_causes, plan
     from invoicectl.settings import resolve
@@ -152,7 +155,7 @@ def status(
     if every and limit is not None:
         raise UsageError("--all lists every invoice; give it or --limit, not both")
     settings = resolve(journal=journal, sandbox=sandbox, need_key=False, metrics_file=metrics_file)
-    with metrics_after(settings, "status"), Journal(settings.journal) as opened:
+    with metrics_after(settings, "status"), opened_journal(settings.journal) as opened:
         counts = opened.state_counts()
         holds = opened.hold_counts()
         causes = attention_causes(opened, opened.clock())
@@ -187,10 +190,10 @@ def show(
       invoicectl show INV-1042
       invoicectl show INV-1042 --json | jq '.attempts[-1].outcome'
     """
-    from invoicectl.journal import Journal
+    from invoicectl.journal import opened_journal
     from invoicectl.render.status import invoice_record, print_invoice
 
-    with Journal(journal_path(journal, sandbox)) as opened:
+    with opened_journal(journal_path(journal, sandbox)) as opened:
         invoice = opened.invoice(invoice_id)
         if invoice is None:
             raise UsageError(f"no invoice {invoice_id!r} in the journal {opened.path}")
@@ -227,12 +230,12 @@ def receivers(
       invoicectl receivers --json
       invoicectl receivers --format csv > receivers.csv
     """
-    from invoicectl.journal import Journal
+    from invoicectl.journal import opened_journal
     from invoicectl.render.formats import to_csv, to_json
     from invoicectl.render.status import receiver_line, receiver_record
 
     chosen = chosen_format(output_format, as_json, OutputFormat.table)
-    with Journal(journal_path(journal, sandbox)) as opened:
+    with opened_journal(journal_path(journal, sandbox)) as opened:
         records = [receiver_record(check) for check in opened.receiver_checks()]
     if chosen is OutputFormat.json:
         print(to_json(records))
@@ -266,7 +269,12 @@ def backup(
     """
     from invoicectl.journal.backup import backup as copy_journal
 
-    copied = copy_journal(journal_path(journal, sandbox), destination)
+    source = sqlite_file(
+        journal_path(journal, sandbox),
+        "backup",
+        "back the database up with pg_dump or the server's own backups",
+    )
+    copied = copy_journal(source, destination)
     if as_json:
         from invoicectl.render.documents import backup_document
         from invoicectl.render.formats import to_json

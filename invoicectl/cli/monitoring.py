@@ -15,6 +15,7 @@ from invoicectl.cli.consoles import say
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from invoicectl.locations import Location
     from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
@@ -30,7 +31,7 @@ def write_metrics(settings: Settings, writer: str, summary: SendSummary | None =
 
 
 def write_after_run(
-    path: Path, journal_path: Path, writer: str, summary: SendSummary | None = None
+    path: Path, journal_path: Location, writer: str, summary: SendSummary | None = None
 ) -> str | None:
     """After a run (or a status): the journal's figures, and a send's own, written to
     ``path``; None when written, else the one line to say on stderr. Never raises for a
@@ -39,10 +40,10 @@ def write_after_run(
 
     from invoicectl import metrics
     from invoicectl.errors import InvoicectlError
-    from invoicectl.journal import Journal
+    from invoicectl.journal import opened_journal
 
     try:
-        with Journal(journal_path) as journal:
+        with opened_journal(journal_path) as journal:
             figures = metrics.journal_figures(journal, journal.clock())
             run = None if summary is None else metrics.send_figures(journal, summary)
     except (InvoicectlError, sqlite3.Error, OSError) as error:

@@ -10,7 +10,6 @@ form (``--state``, ``--verdict``) says how many invoices it would change and ask
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -26,6 +25,7 @@ from invoicectl.cli.options import (
     journal_path,
 )
 from invoicectl.errors import ExitCode, UsageError
+from invoicectl.locations import Location
 
 IdsArgument = Annotated[
     list[str] | None, typer.Argument(metavar="ID...", help="Invoice IDs.", show_default=False)
@@ -158,7 +158,7 @@ def _decide(
     verdict: str | None,
     yes: bool,
     dry_run: bool,
-    path: Path,
+    path: Location,
     output: str,
 ) -> None:
     from invoicectl.journal import locked_journal

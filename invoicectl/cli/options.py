@@ -10,12 +10,15 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
 from invoicectl.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_WAIT, DEFAULT_TIER, TIERS
 from invoicectl.errors import UsageError
+
+if TYPE_CHECKING:
+    from invoicectl.locations import Location
 
 
 class OutputFormat(StrEnum):
@@ -52,10 +55,10 @@ RecursiveOption = Annotated[
     bool, typer.Option("--recursive", "-r", help="Descend into subdirectories.")
 ]
 JournalOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--journal",
-        help="Journal file. Default: $INVOICECTL_JOURNAL, else "
+        help="Journal file, or a postgresql:// URL. Default: $INVOICECTL_JOURNAL, else "
         "~/.local/state/invoicectl/journal.db.",
         show_default=False,
     ),
@@ -107,7 +110,7 @@ AllowEnvironmentChangeOption = Annotated[
 ]
 
 
-def journal_path(journal: Path | None, sandbox: bool = False) -> Path:
+def journal_path(journal: str | None, sandbox: bool = False) -> Location:
     """The journal a command that needs no API key opens: ``--journal``, else the settings'."""
     from invoicectl.settings import resolve
 

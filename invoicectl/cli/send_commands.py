@@ -44,6 +44,7 @@ from invoicectl.cli.send_options import (
     SendOrderChoice,
 )
 from invoicectl.errors import worst
+from invoicectl.locations import sqlite_file
 from invoicectl.loglines import explain_exit
 
 if TYPE_CHECKING:
@@ -376,6 +377,8 @@ def _session(settings: Settings) -> Session:
     def sandbox() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
         from invoicectl.sandbox.session import sandbox_session  # a send with no work: never
 
-        return sandbox_session(settings.journal)
+        return sandbox_session(
+            sqlite_file(settings.journal, "--sandbox", "the sandbox keeps its own SQLite journal")
+        )
 
     return sandbox

@@ -34,7 +34,7 @@ def say_stopping(signal_name: str, in_flight: int) -> None:
 def continue_command(
     directory: Path,
     recursive: bool,
-    journal: Path | None,
+    journal: str | None,
     sandbox: bool,
     api_key_file: Path | None,
 ) -> str:

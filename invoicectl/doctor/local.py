@@ -30,7 +30,7 @@ _SHOWN_SETTINGS = (
 
 
 def settings_check(
-    journal: Path | None, sandbox: bool, environ: Mapping[str, str]
+    journal: Path | str | None, sandbox: bool, environ: Mapping[str, str]
 ) -> tuple[Check, Settings | None]:
     """The settings as a run would resolve them, and where each value came from."""
     config_file = config_path(environ)

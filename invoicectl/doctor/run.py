@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 
-from invoicectl.doctor.checks import NAMES, Check, Diagnosis, fail, skipped
+from invoicectl.doctor.checks import NAMES, Check, Diagnosis, fail, ok, skipped
 from invoicectl.doctor.local import (
     api_key_check,
     disk_check,
@@ -29,6 +29,7 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.journal.health import examine
 from invoicectl.journal.runlock import lock_path_for, lock_state
+from invoicectl.locations import JournalURL
 from invoicectl.settings import Settings
 
 # Without a key the health check and the clock can still be asked about: the client needs a
@@ -38,7 +39,7 @@ _NO_KEY = "invoicectl-doctor-without-a-key"
 
 def diagnose(
     *,
-    journal: Path | None = None,
+    journal: Path | str | None = None,
     sandbox: bool = False,
     api_key_file: Path | None = None,
     transport: httpx.AsyncBaseTransport | None = None,
@@ -54,10 +55,33 @@ def diagnose(
     checks = {check.name: check for check in (config, key_check)}
     for check in _remote(settings, key, transport, now):
         checks[check.name] = check
-    checks["journal"] = journal_check(examine(settings.journal), settings.base_url)
-    checks["lock"] = _lock(settings.journal)
-    checks["disk"] = disk_check(settings.journal)
+    if isinstance(settings.journal, JournalURL):
+        checks.update(_database_checks(settings.journal))
+    else:
+        checks["journal"] = journal_check(examine(settings.journal), settings.base_url)
+        checks["lock"] = _lock(settings.journal)
+        checks["disk"] = disk_check(settings.journal)
     return Diagnosis([checks[name] for name in NAMES])
+
+
+def _database_checks(journal: JournalURL) -> dict[str, Check]:
+    """A PostgreSQL journal: reachable, its schema up to date (opening it migrates it, as
+    any command's first use does); its locks and disk are the server's."""
+    from invoicectl.journal import opened_journal
+
+    server = "kept by the PostgreSQL server"
+    try:
+        with opened_journal(journal) as opened:
+            counts = opened.state_counts()
+    except InvoicectlError as error:
+        failed = fail("journal", str(error))
+        return {"journal": failed, "lock": skipped("lock", server), "disk": skipped("disk", server)}
+    total = sum(counts.values())
+    return {
+        "journal": ok("journal", f"{journal}: reachable, schema up to date, {total} invoices"),
+        "lock": skipped("lock", f"{server} (advisory locks)"),
+        "disk": skipped("disk", server),
+    }
 
 
 def _lock(journal: Path) -> Check:

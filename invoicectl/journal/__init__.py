@@ -32,43 +32,84 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.composed import Journal
 from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import Clock, utc_now
 from invoicectl.journal.failures import explain_os, explain_sqlite
-from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.invoices import InvoiceRecords
-from invoicectl.journal.monitoring import MonitoringRecords
 from invoicectl.journal.runlock import RunLock
-from invoicectl.journal.scans import ScanRecords
-from invoicectl.journal.sending import SendingRecords
+from invoicectl.locations import JournalURL, Location
 
-__all__ = ["Clock", "Journal", "StoredContents", "locked_journal", "peek_stored", "utc_now"]
+__all__ = [
+    "Clock",
+    "Journal",
+    "StoredContents",
+    "locked_journal",
+    "open_journal",
+    "opened_journal",
+    "peek_stored",
+    "utc_now",
+]
 
 
-class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords, MonitoringRecords):
-    """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
+def open_journal(location: Location, clock: Clock = utc_now) -> Journal | PgJournal:
+    """The journal at ``location``: a SQLite file, or a PostgreSQL database (``pg_journal``,
+    imported only then: psycopg is loaded by no command that does not use it)."""
+    if isinstance(location, JournalURL):
+        from invoicectl.journal.pg_journal import PgJournal
 
-    def __enter__(self) -> Journal:
-        return self
+        return PgJournal(location, clock)
+    return Journal(location, clock)
 
 
 @contextmanager
-def locked_journal(path: Path, command: str, clock: Clock = utc_now) -> Iterator[Journal]:
+def opened_journal(location: Location, clock: Clock = utc_now) -> Iterator[Journal | PgJournal]:
+    """``open_journal`` for the block, closed at its end; a database error in it is one
+    ``JournalError`` line naming the journal and the cause (``failures``, ``pg_database``)."""
+    with _explained(location), open_journal(location, clock) as journal:
+        yield journal
+
+
+@contextmanager
+def locked_journal(
+    path: Location, command: str, clock: Clock = utc_now
+) -> Iterator[Journal | PgJournal]:
     """The journal, for a command that writes it: one at a time (send, scan, reconcile).
 
     A SQLite error while it is held, or a system error naming no other file (the run lock's
     own writes name none), is the journal's: one ``JournalError`` line naming it and the
-    cause (``failures``). A closed stdout (``BrokenPipeError``) is not the journal's."""
+    cause (``failures``). A closed stdout (``BrokenPipeError``) is not the journal's. A
+    PostgreSQL journal's run lock is the server's (``pg_journal.pg_run_lock``)."""
+    if isinstance(path, JournalURL):
+        from invoicectl.journal.pg_journal import PgJournal, pg_run_lock
+
+        with _explained(path), PgJournal(path, clock) as opened, pg_run_lock(opened, command):
+            yield opened
+        return
+    with _explained(path), RunLock(path, command=command), Journal(path, clock) as journal:
+        yield journal
+
+
+@contextmanager
+def _explained(location: Location) -> Iterator[None]:
+    if isinstance(location, JournalURL):
+        import psycopg
+
+        from invoicectl.journal.pg_database import explain_pg
+
+        try:
+            yield
+        except psycopg.Error as error:
+            raise JournalError(explain_pg(error, location)) from None
+        return
     try:
-        with RunLock(path, command=command), Journal(path, clock) as journal:
-            yield journal
+        yield
     except sqlite3.DatabaseError as error:
-        raise JournalError(explain_sqlite(error, path)) from None
+        raise JournalError(explain_sqlite(error, location)) from None
     except OSError as error:
         if isinstance(error, BrokenPipeError) or error.filename:
             raise
-        raise JournalError(explain_os(error, path)) from None
+        raise JournalError(explain_os(error, location)) from None
 
 
 def peek_stored(path: Path, directory: str) -> Container[str] | None:
@@ -95,5 +136,8 @@ def peek_stored(path: Path, directory: str) -> Container[str] | None:
     return StoredContents(path)
 
 
-if TYPE_CHECKING:  # the SQLite journal is a JournalBackend; mypy checks it here
+if TYPE_CHECKING:  # each journal is a JournalBackend; mypy checks it here
+    from invoicectl.journal.pg_journal import PgJournal
+
     _backend: type[JournalBackend] = Journal
+    _pg_backend: type[JournalBackend] = PgJournal

@@ -40,7 +40,7 @@ class StoredContents:
                 .execute("SELECT 1 FROM revisions WHERE sha256 = ? LIMIT 1", (sha256,))
                 .fetchone()
             )
-        except sqlite3.Error:
+        except self.error_kinds:
             return False
         return row is not None
 
@@ -60,9 +60,14 @@ class StoredContents:
                 )
                 .fetchall()
             )
-        except sqlite3.Error:
+        except self.error_kinds:
             return set()
         return {sha256 for (sha256,) in rows}
+
+    @property
+    def error_kinds(self) -> tuple[type[Exception], ...]:
+        """The errors that mean "cannot be read this way" (a journal being made, say)."""
+        return (sqlite3.Error,)
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None or self._pid != os.getpid():

@@ -1,16 +1,13 @@
-"""The journal's SQLite connection, and what every part of the journal shares.
+"""The journal's connection, and what every part of the journal shares.
 
-WAL mode, ``synchronous=FULL`` and a busy timeout; the file created 0600 before SQLite writes
-a byte; the schema brought up to date (``migrations``) on every open. ``Database`` is the only
-object that holds the connection. ``JournalBase`` holds it for the journal's parts
+``Database`` is the only object that holds the connection (opened by ``sqlite_open``, or
+``pg_database`` for PostgreSQL). ``JournalBase`` holds it for the journal's parts
 (``invoices``, ``sending``, ``scans``), each a mixin over it, assembled into ``Journal``.
 """
 
 from __future__ import annotations
 
-import os
 import sqlite3
-import time
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from datetime import UTC, datetime
@@ -19,36 +16,7 @@ from typing import Any
 
 from invoicectl.errors import JournalError
 from invoicectl.journal.chain import Head, append, append_rows, append_values, head
-from invoicectl.journal.failures import explain_os, explain_sqlite
-from invoicectl.journal.migrations import bring_up_to_date
 from invoicectl.journal.records import Written
-
-# SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
-# the log, then to the database at each checkpoint), one page per system call: with 16 KB
-# pages a first scan of 20,000 invoices spends 0.2 s less CPU committing (0.39 s -> 0.17 s).
-# A send's commits touch a few pages each, so they write a few times more bytes, still well
-# under a megabyte a second at the API's pace.
-_PAGE_SIZE = 16384
-
-
-# How long opening a new journal waits for another process that is setting it up.
-_SETUP_WAIT_SECONDS = 10.0
-
-
-def _set_wal_mode(conn: sqlite3.Connection) -> None:
-    """WAL mode, which the first process to open a new journal sets. Switching takes an
-    exclusive lock, and SQLite answers "database is locked" at once, without busy_timeout,
-    to a process that tries while another switches: two runs opening a new journal at the
-    same moment (a cron run and a person) would fail. Retry, briefly."""
-    deadline = time.monotonic() + _SETUP_WAIT_SECONDS
-    while True:
-        try:
-            conn.execute("PRAGMA journal_mode = WAL")
-            return
-        except sqlite3.OperationalError as error:
-            if "locked" not in str(error) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
 
 
 class Database:
@@ -58,6 +26,9 @@ class Database:
     autocommit mode and never opens a transaction behind the caller's back. ``atomic`` makes
     a block one transaction, and a block inside another a savepoint.
     """
+
+    # What opens a write transaction: the write lock first (``_Atomic``).
+    begin: tuple[str, ...] = ("BEGIN IMMEDIATE",)
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -101,7 +72,8 @@ class _Atomic:
             # and wrote next could not upgrade while another connection wrote, and SQLite
             # answers that "database is locked" at once, without waiting (seen as a first
             # send's begin_run failing while `status` opened the new journal).
-            conn.execute("BEGIN IMMEDIATE")
+            for statement in self._db.begin:
+                conn.execute(statement)
 
     def __exit__(self, kind: type[BaseException] | None, *_: object) -> None:
         conn = self._db.conn
@@ -129,41 +101,6 @@ class _Atomic:
             self._db.chain_head = None
 
 
-def open_database(path: Path) -> Database:
-    """The journal at ``path``, created if need be; a failure is one ``JournalError`` line
-    naming the file and its cause (``failures``)."""
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        if not path.exists():
-            # Created 0600 before SQLite writes a byte: the journal holds invoices.
-            os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    except OSError as error:
-        raise JournalError(explain_os(error, path)) from None
-    try:
-        conn = sqlite3.connect(path, isolation_level=None)
-    except sqlite3.DatabaseError as error:
-        raise JournalError(explain_sqlite(error, path)) from None
-    try:
-        conn.row_factory = sqlite3.Row
-        conn.execute("PRAGMA busy_timeout = 10000")
-        # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
-        conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
-        _set_wal_mode(conn)
-        conn.execute("PRAGMA synchronous = FULL")
-        bring_up_to_date(conn)
-    except sqlite3.DatabaseError as error:
-        conn.close()
-        raise JournalError(explain_sqlite(error, path)) from None
-    except BaseException:
-        conn.close()
-        raise
-    for suffix in ("-wal", "-shm"):
-        sidecar = Path(f"{path}{suffix}")
-        if sidecar.exists():
-            sidecar.chmod(0o600)
-    return Database(conn)
-
-
 Clock = Callable[[], datetime]
 
 
@@ -172,10 +109,13 @@ def utc_now() -> datetime:
 
 
 class JournalBase:
-    def __init__(self, path: Path, clock: Clock = utc_now) -> None:
+    """What every part of the journal holds: where it is, its clock, its connection (opened
+    by the backend's class: ``composed.Journal`` for SQLite, ``pg_journal.PgJournal``)."""
+
+    def __init__(self, path: Path, clock: Clock, db: Database) -> None:
         self.path = path
         self.clock = clock
-        self.db: Database = open_database(path)
+        self.db = db
 
     def close(self) -> None:
         self.db.close()

@@ -44,10 +44,10 @@ class HistoryRecords(JournalBase):
         with self.transaction():
             cursor = self.db.execute(
                 "INSERT INTO history_checks (base_url, run_id, checked_at, why, outcome)"
-                " VALUES (?, ?, ?, ?, ?)",
+                " VALUES (?, ?, ?, ?, ?) RETURNING id",
                 (base_url, run_id, self.now(), why, json.dumps(outcome, sort_keys=True)),
             )
-            self.chained("history_checks", [cursor.lastrowid])
+            self.chained("history_checks", [cursor.fetchone()[0]])
 
     def run_started_at(self, run_id: int) -> str | None:
         """When run ``run_id`` started; None when this journal holds no such run."""

@@ -53,7 +53,8 @@ class SendingRecords(JournalBase):
         with self.transaction():
             cursor = self.db.execute(
                 "INSERT INTO runs (command, options, base_url, key_fingerprint, pid, host,"
-                " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                " started_at, chain_seq, chain_head) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+                " RETURNING id",
                 (
                     command,
                     json.dumps(options, sort_keys=True, default=str),
@@ -65,9 +66,9 @@ class SendingRecords(JournalBase):
                     *self.chain_head(),
                 ),
             )
-            assert cursor.lastrowid is not None
-            self.chained("runs", [cursor.lastrowid])
-        return cursor.lastrowid
+            (run_id,) = cursor.fetchone()
+            self.chained("runs", [run_id])
+        return int(run_id)
 
     def finish_run(self, run_id: int, exit_code: int, summary: dict[str, Any]) -> None:
         """The run's end, with the chain's head then: a later change to the chain before

@@ -1,0 +1,187 @@
+"""A PostgreSQL journal's connection: opening it, its schema, and its failures as one line.
+
+The same numbered migrations as SQLite's (``migrations.MIGRATIONS``), their DDL translated
+(``pg_dialect.translate_schema``) and recorded in ``journal_migrations``; all that a journal
+lacks is applied in one transaction under the journal's write lock, so processes on several
+hosts opening a new journal at once find it migrated once. Each statement commits on its own
+outside ``atomic``, as SQLite's does; ``synchronous_commit`` stays on (the server's default:
+a commit returns once the server has it on disk), which is SQLite's ``synchronous=FULL``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from invoicectl.errors import ExitCode, JournalError
+from invoicectl.journal.database import Database
+from invoicectl.journal.migrations import MIGRATIONS
+from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection
+from invoicectl.journal.pg_dialect import translate_schema
+from invoicectl.locations import JournalURL
+
+# How long a statement may wait for a lock another journal user holds (a migration, a
+# long write) before it fails; and how long connecting may take.
+_LOCK_TIMEOUT = "60s"
+_CONNECT_TIMEOUT_SECONDS = 10
+
+# SQLite-only expressions in shipped migrations, as PostgreSQL says them (m008).
+_MIGRATION_FUNCTIONS = (
+    ("lower(hex(randomblob(16)))", "replace(gen_random_uuid()::text, '-', '')"),
+    (
+        "strftime('%Y-%m-%dT%H:%M:%SZ', 'now')",
+        "to_char(now() AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS\"Z\"')",
+    ),
+)
+
+
+class JournalUnreachable(JournalError):
+    """The PostgreSQL server could not be reached or refused the connection: nothing was
+    read or changed, and a later run may succeed (exit 75, as a network failure)."""
+
+    exit_code = ExitCode.INCOMPLETE
+
+
+class PgDatabase(Database):
+    """``Database`` over PostgreSQL: every write transaction takes the write lock first."""
+
+    begin = ("BEGIN", f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+
+
+def open_pg_database(location: JournalURL) -> PgDatabase:
+    """The PostgreSQL journal at ``location``, its schema brought up to date."""
+    import psycopg
+
+    try:
+        raw = psycopg.connect(
+            location.connection_url(),
+            autocommit=True,
+            connect_timeout=_CONNECT_TIMEOUT_SECONDS,
+            application_name="invoicectl",
+        )
+    except psycopg.Error as error:
+        raise JournalUnreachable(explain_pg(error, location)) from None
+    conn = PgConnection(raw)
+    try:
+        conn.execute(f"SET lock_timeout = '{_LOCK_TIMEOUT}'")
+        conn.execute("SET TIME ZONE 'UTC'")
+        _bring_up_to_date(conn)
+    except psycopg.Error as error:
+        conn.close()
+        raise JournalError(explain_pg(error, location)) from None
+    except BaseException:
+        conn.close()
+        raise
+    return PgDatabase(conn)  # type: ignore[arg-type]
+
+
+def explain_pg(error: Exception, location: JournalURL) -> str:
+    """One line for a PostgreSQL error on the journal: which journal (no password), what the
+    server or libpq said (any password it echoes masked), what to do."""
+    said = _masked(
+        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+    )
+    import psycopg
+
+    if isinstance(error, psycopg.OperationalError):
+        advice = (
+            "check that the server is running and reachable, and the URL's host, port, user "
+            "and database (libpq reads PGPASSWORD, ~/.pgpass and PGSSL* for what the URL "
+            "leaves out); nothing was changed"
+        )
+        return f"the journal {location} cannot be reached: {said}; {advice}"
+    return f"the journal {location}: {said}"
+
+
+def pg_failure(error: Exception, location: object) -> JournalError:
+    """A PostgreSQL error that reached the command line mid-run, as the journal's one line:
+    a transaction commits whole or not at all, so what was committed stays. A lost
+    connection is exit 75 (run again); anything else exit 1."""
+    import psycopg
+
+    where = location if isinstance(location, JournalURL) else JournalURL("postgresql://")
+    failure = JournalUnreachable if isinstance(error, psycopg.OperationalError) else JournalError
+    return failure(f"{explain_pg(error, where)}; everything committed before is kept")
+
+
+_SECRET_IN_MESSAGE = re.compile(r"(?i)(password[=:]\s*)\S+")
+
+
+def _masked(message: str) -> str:
+    message = re.sub(r"postgres(?:ql)?://[^\s\"']+", lambda m: str(JournalURL(m.group(0))), message)
+    return _SECRET_IN_MESSAGE.sub(r"\1***", message)
+
+
+# ---- the schema ---------------------------------------------------------------------------
+
+
+class _Migrating:
+    """What a migration function asks of sqlite-utils' ``Database``, over PostgreSQL."""
+
+    def __init__(self, conn: PgConnection) -> None:
+        self.conn = conn
+
+    def executescript(self, script: str) -> None:
+        for old, new in _MIGRATION_FUNCTIONS:
+            script = script.replace(old, new)
+        for statement in translate_schema(script):
+            self.conn.raw.execute(statement)
+
+    def execute(self, sql: str) -> None:
+        self.executescript(sql)
+
+
+def _bring_up_to_date(conn: PgConnection) -> None:
+    applied = _applied(conn)
+    if applied is not None and _check_known(applied):
+        return
+    conn.execute("BEGIN")
+    try:
+        conn.execute(f"SELECT pg_advisory_xact_lock({WRITE_LOCK})")
+        conn.raw.execute(
+            "CREATE TABLE IF NOT EXISTS journal_migrations"
+            ' (name TEXT COLLATE "C" PRIMARY KEY, applied_at TEXT NOT NULL)'
+        )
+        applied = _applied(conn) or set()
+        if not _check_known(applied):
+            _apply(conn, applied)
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _check_known(applied: set[str]) -> bool:
+    """Whether every migration is applied; JournalError when the journal holds one this
+    version does not know (a newer invoicectl wrote it)."""
+    ours = [migration.__name__ for migration in MIGRATIONS]
+    if unknown := applied - set(ours):
+        raise JournalError(
+            "the journal was written by a newer invoicectl "
+            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
+        )
+    return applied.issuperset(ours)
+
+
+def _apply(conn: PgConnection, applied: set[str]) -> None:
+    migrating: Any = _Migrating(conn)
+    for migration in MIGRATIONS:
+        if migration.__name__ in applied:
+            continue
+        apply: Callable[[Any], None] = migration
+        apply(migrating)
+        conn.execute(
+            "INSERT INTO journal_migrations (name, applied_at) VALUES (?, ?)",
+            (migration.__name__, datetime.now(UTC).isoformat()),
+        )
+
+
+def _applied(conn: PgConnection) -> set[str] | None:
+    """The migrations the journal records as applied; None before the first."""
+    (table,) = conn.execute("SELECT to_regclass('journal_migrations') IS NOT NULL").fetchone()
+    if not table:
+        return None
+    return {name for (name,) in conn.execute("SELECT name FROM journal_migrations")}

@@ -1,0 +1,225 @@
+"""The journal in a PostgreSQL database: ``Journal``'s every method, on a shared server.
+
+``PgJournal`` is the SQLite ``Journal`` with a PostgreSQL connection under it
+(``pg_connection``: the same statements, translated), and its own statements where SQLite's
+cannot be translated: a scan's temporary tables (PostgreSQL has no ``rowid`` and keeps
+booleans apart from integers), the due dates it reads again, and the SQLite-only settings
+(``synchronous``, ``temp_store``). The guarantees are the same: each write commits before
+the method returns, a transaction commits whole, the chain is appended in the transaction of
+the change, and writers take turns (the write lock every transaction takes first).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Collection, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any, cast
+
+from invoicectl.journal.contents import StoredContents
+from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.history import HistoryRecords
+from invoicectl.journal.invoices import InvoiceRecords
+from invoicectl.journal.monitoring import MonitoringRecords
+from invoicectl.journal.pg_connection import PgConnection
+from invoicectl.journal.pg_database import open_pg_database
+from invoicectl.journal.records import FACT_COLUMNS, InvoiceState
+from invoicectl.journal.scans import _COLUMNS, _SAME_STAT, ScanRecords
+from invoicectl.journal.sending import SendingRecords
+from invoicectl.locations import JournalURL
+
+_SAME = _SAME_STAT.replace("j.value = f.size", "j.value = f.size::text")
+
+
+class PgStoredContents(StoredContents):
+    """``StoredContents`` over PostgreSQL: a scan's forked worker opens its own connection
+    (a connection must never cross a fork: both ends would speak on one socket)."""
+
+    def __init__(self, location: JournalURL, conn: PgConnection, unless: Collection[str]) -> None:
+        super().__init__(location, conn, unless)  # type: ignore[arg-type]
+        self._location = location
+
+    def _connection(self) -> Any:
+        if self._conn is None or self._pid != os.getpid():
+            import psycopg
+
+            self._pid = os.getpid()
+            self._conn = PgConnection(  # type: ignore[assignment]
+                psycopg.connect(self._location.connection_url(), autocommit=True)
+            )
+        return self._conn
+
+    @property
+    def error_kinds(self) -> tuple[type[Exception], ...]:
+        import psycopg
+
+        return (psycopg.Error,)
+
+
+class PgScanRecords(ScanRecords):
+    """A scan's statements that SQLite's dialect cannot say for PostgreSQL."""
+
+    def stored_contents(self, unless: Collection[str] = frozenset()) -> StoredContents:
+        return PgStoredContents(self.path, self.db.conn, unless)  # type: ignore[arg-type]
+
+    def take_unchanged(
+        self, prefix: str, found: Mapping[str, str], racy_ns: int, unless: Collection[str] = ()
+    ) -> set[str]:
+        same, params = _SAME, {"found": json.dumps(found), "racy_ns": racy_ns}
+        if unless:
+            same += " AND f.sha256 NOT IN (SELECT value FROM json_each(:unless))"
+            params["unless"] = json.dumps([*unless])
+        cursor = self.db.execute(
+            "INSERT INTO temp.scan (invoice_id, sha256, name, path)"
+            " SELECT f.invoice_id, f.sha256, substr(f.path, :name_at), f.path"
+            " FROM json_each_text(CAST(:found AS json)) AS j"
+            f" JOIN file_stats AS f ON f.path = j.key WHERE {same}",
+            {**params, "name_at": len(prefix) + 1},
+        )
+        if cursor.rowcount == len(found):
+            return set()
+        rows = self.db.execute(
+            "SELECT j.key FROM json_each_text(CAST(:found AS json)) AS j WHERE NOT EXISTS"
+            f" (SELECT 1 FROM file_stats AS f WHERE f.path = j.key AND {same})",
+            params,
+        )
+        return {path for (path,) in rows}
+
+    def begin_scan(self) -> None:
+        columns = ", ".join(f'{name} TEXT COLLATE "C"' for name in FACT_COLUMNS)
+        self.db.execute(
+            'CREATE TEMP TABLE IF NOT EXISTS scan (invoice_id TEXT COLLATE "C",'
+            ' sha256 TEXT COLLATE "C", name TEXT COLLATE "C", path TEXT COLLATE "C",'
+            f" reason TEXT, {columns}, rowid BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY)"
+        )
+        self.db.execute("DELETE FROM temp.scan")
+
+    @contextmanager
+    def bulk_writes(self) -> Iterator[None]:
+        """As SQLite's: a scan's stores commit without waiting for the disk (the server's
+        ``synchronous_commit = off``, which never corrupts; a crash loses only the last
+        commits, which the next scan reads again); settling commits as usual."""
+        if self.db.conn.in_transaction:
+            yield
+            return
+        self.db.execute("SET synchronous_commit = off")
+        try:
+            yield
+        finally:
+            self.db.execute("SET synchronous_commit = on")
+
+    def group_by_id(self) -> None:
+        self.db.execute(
+            'CREATE TEMP TABLE IF NOT EXISTS ids (invoice_id TEXT COLLATE "C" PRIMARY KEY,'
+            " one_content BOOLEAN, scan_row BIGINT, same BOOLEAN, state TEXT)"
+        )
+        self.db.execute(
+            "CREATE OR REPLACE TEMP VIEW fresh AS"
+            " SELECT i.invoice_id, s.sha256, s.path, i.scan_row FROM temp.ids i"
+            " JOIN temp.scan s ON s.rowid = i.scan_row WHERE i.one_content AND i.same IS NULL"
+        )
+        self.db.execute("DELETE FROM temp.ids")
+        # An ID in several files stands for its file named first, as SQLite's grouping says.
+        self.db.execute(
+            "INSERT INTO temp.ids"
+            " SELECT g.invoice_id, g.one_content, g.scan_row, g.sha256 = i.current_sha256, i.state"
+            " FROM (SELECT DISTINCT ON (invoice_id) invoice_id, rowid AS scan_row,"
+            "   min(sha256) OVER w = max(sha256) OVER w AS one_content,"
+            "   min(sha256) OVER w AS sha256"
+            "   FROM temp.scan WHERE invoice_id IS NOT NULL"
+            "   WINDOW w AS (PARTITION BY invoice_id)"
+            "   ORDER BY invoice_id, path) g"
+            " LEFT JOIN invoices i ON i.invoice_id = g.invoice_id"
+        )
+
+    def count_unchanged(self, unless: InvoiceState) -> int:
+        (count,) = self.db.execute(
+            "SELECT count(*) FROM temp.ids WHERE one_content AND same AND state != ?",
+            (unless,),
+        ).fetchone()
+        return int(count)
+
+    def fill_columns(self, scan_row: int, columns: tuple[str | None, ...]) -> None:
+        self.db.execute(
+            f"UPDATE temp.scan SET ({_COLUMNS}) = ROW({', '.join('?' * len(columns))})"
+            " WHERE rowid = ?",
+            (*columns, scan_row),
+        )
+
+    def undated(self, state: InvoiceState) -> list[tuple[str, str]]:
+        rows = self.db.execute(
+            "SELECT i.invoice_id, i.current_sha256 FROM invoices i JOIN revisions r"
+            " ON r.invoice_id = i.invoice_id AND r.sha256 = i.current_sha256"
+            " WHERE i.state = ? AND i.due_date IS NULL"
+            " AND (CAST(r.facts AS jsonb) -> 'due_date') IS NULL",
+            (state,),
+        )
+        return [(invoice_id, sha256) for invoice_id, sha256 in rows]
+
+    def _record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
+        # SQLite's json_set keeps the rest of the text as it was; so does this, in Python.
+        rows = self.db.execute(
+            "SELECT id, facts FROM revisions WHERE invoice_id = ? AND sha256 = ?",
+            (invoice_id, sha256),
+        ).fetchall()
+        for revision_id, facts in rows:
+            updated = {**json.loads(facts), "due_date": due_date}
+            self.db.execute(
+                "UPDATE revisions SET facts = ? WHERE id = ?",
+                (json.dumps(updated, separators=(",", ":"), ensure_ascii=False), revision_id),
+            )
+        self.chained("revisions", [revision_id for revision_id, _ in rows])
+        cursor = self.db.execute(
+            "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
+            (due_date, invoice_id, sha256),
+        )
+        if cursor.rowcount:
+            self.chained("invoices", [invoice_id])
+
+
+class PgJournal(InvoiceRecords, SendingRecords, PgScanRecords, HistoryRecords, MonitoringRecords):
+    """One open PostgreSQL journal; ``with PgJournal(url) as journal: ...`` closes it. The
+    SQLite ``Journal``'s parts (``composed``), over a PostgreSQL connection."""
+
+    def __init__(self, location: JournalURL, clock: Clock = utc_now) -> None:
+        super().__init__(location, clock, open_pg_database(location))  # type: ignore[arg-type]
+
+    def __enter__(self) -> PgJournal:
+        return self
+
+    def savepoints_in_memory(self) -> None:
+        """PostgreSQL keeps a savepoint's undo in its own memory: nothing to change."""
+
+
+# One run at a time on a PostgreSQL journal, as the SQLite journal's run lock: a session
+# advisory lock, which the server lets go when the connection ends, however the process did.
+_RUN_LOCK = 0x1A7C_0002
+
+
+@contextmanager
+def pg_run_lock(journal: PgJournal, command: str) -> Iterator[None]:
+    """Held for the block, or ``JournalLocked`` at once naming the holder's command."""
+    from invoicectl.errors import JournalLocked
+
+    conn = cast(PgConnection, journal.db.conn)
+    (taken,) = conn.execute(f"SELECT pg_try_advisory_lock({_RUN_LOCK})").fetchone()
+    if not taken:
+        holder = conn.execute(
+            "SELECT a.application_name, a.client_addr, a.pid FROM pg_locks l"
+            " JOIN pg_stat_activity a ON a.pid = l.pid"
+            " WHERE l.locktype = 'advisory' AND l.objid = ? AND l.granted LIMIT 1",
+            (_RUN_LOCK,),
+        ).fetchone()
+        who = (
+            "another invoicectl run" if holder is None else f"{holder[0]} (server pid {holder[2]})"
+        )
+        raise JournalLocked(
+            f"the journal {journal.path} is in use by {who}: one run at a time; {command}"
+            " did nothing. Run again when it has finished"
+        )
+    try:
+        yield
+    finally:
+        if not conn.raw.closed:
+            conn.execute(f"SELECT pg_advisory_unlock({_RUN_LOCK})")

@@ -1,0 +1,84 @@
+"""Where a journal lives: a SQLite file (a ``Path``) or a PostgreSQL database (``JournalURL``).
+
+Settings read ``journal`` (option, environment, config, profile) through ``journal_location``;
+a value starting ``postgresql://`` or ``postgres://`` is a database, anything else a path.
+A ``JournalURL`` prints without its password (the URL's, or a ``password=`` parameter), so
+no message, report, run record or repr can carry one; psycopg gets the whole URL, and libpq
+reads the usual ``PG*`` variables and ``~/.pgpass`` for whatever it leaves out. Imports
+nothing heavy: every command resolves its settings.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+_SCHEMES = ("postgresql://", "postgres://")
+_PASSWORD_PARAMETER = re.compile(r"(?i)(password=)[^&]*")
+
+
+class JournalURL:
+    """A PostgreSQL journal's connection URL; ``str()`` and ``repr()`` never show a password."""
+
+    __slots__ = ("_url",)
+
+    def __init__(self, url: str) -> None:
+        self._url = url
+
+    def connection_url(self) -> str:
+        """The whole URL, password included: for psycopg only, never for a message."""
+        return self._url
+
+    def __str__(self) -> str:
+        return redacted(self._url)
+
+    def __repr__(self) -> str:
+        return f"JournalURL({redacted(self._url)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, JournalURL) and other._url == self._url
+
+    def __hash__(self) -> int:
+        return hash(self._url)
+
+
+Location = Path | JournalURL
+
+
+def is_database_url(text: str) -> bool:
+    return text.strip().lower().startswith(_SCHEMES)
+
+
+def journal_location(text: str | Path) -> Location:
+    """``text`` as a journal's location: a PostgreSQL URL, or a path (``~`` expanded)."""
+    if isinstance(text, Path):
+        return text
+    if is_database_url(text):
+        return JournalURL(text.strip())
+    return Path(text).expanduser()
+
+
+def redacted(url: str) -> str:
+    """``url`` without any password: ``postgresql://user:***@host/db``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://(unreadable URL)"
+    netloc = parts.netloc
+    if "@" in netloc:
+        userinfo, _, hostport = netloc.rpartition("@")
+        user = userinfo.split(":", 1)[0]
+        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
+    query = _PASSWORD_PARAMETER.sub(r"\1***", parts.query)
+    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+
+
+def sqlite_file(location: Location, command: str, instead: str) -> Path:
+    """``location`` for a command that reads the SQLite file itself; for a PostgreSQL
+    journal a ``UsageError`` saying what to do instead (exit 2, nothing done)."""
+    if isinstance(location, Path):
+        return location
+    from invoicectl.errors import UsageError
+
+    raise UsageError(f"{command} works on a SQLite journal, not {location}: {instead}")

@@ -1,0 +1,133 @@
+"""The PostgreSQL journal on a real server (tests/pgserver.py): a send, its guarantees, and
+what an operator sees when the server is away. The journal's own behaviour on both backends
+is in the tests parametrised by ``journal_at`` (conftest)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import psycopg
+import pytest
+from pgserver import free_port
+from sendkit import assert_each_delivered_once, emulator, send, settings_for
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.errors import ExitCode, JournalLocked
+from invoicectl.journal import locked_journal, open_journal
+from invoicectl.journal.records import InvoiceState
+from invoicectl.locations import JournalURL, journal_location, redacted
+from invoicectl.sandbox import DEFAULT_API_KEY
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_a_send_through_a_postgresql_journal_delivers_each_invoice_once(pg_url, tmp_path):
+    outbox = tmp_path / "outbox"
+    shutil.copytree(REPO / "sample_invoices", outbox)
+    sandbox = emulator()
+    settings = settings_for(pg_url)
+
+    _report, summary = send(settings, outbox, sandbox.transport())
+    _again, second = send(settings, outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.OK
+    assert second.planned == 0 and second.requests == 0
+    with open_journal(journal_location(pg_url)) as journal:
+        counts = journal.state_counts()
+        accepted = [invoice.invoice_id for invoice in journal.invoices(InvoiceState.accepted)]
+        attempts = [journal.attempts(invoice_id) for invoice_id in accepted]
+    assert counts[InvoiceState.accepted] == 13
+    assert all(len(each) == 1 and each[0].outcome == "accepted" for each in attempts)
+    assert_each_delivered_once(sandbox.stats(), accepted)
+
+
+def test_the_stored_bytes_come_back_exactly(pg_url, tmp_path):
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    path = write_invoice(outbox, "INV-BYTES", note="€ æøå ünïcode")
+    send(settings_for(pg_url), outbox, emulator().transport())
+    with open_journal(journal_location(pg_url)) as journal:
+        invoice = journal.invoice("INV-BYTES")
+        assert invoice is not None
+        assert journal.content(invoice.current_sha256) == path.read_bytes()
+
+
+def test_a_second_run_on_the_same_database_is_refused_while_one_runs(pg_url):
+    location = journal_location(pg_url)
+    with (
+        locked_journal(location, "send"),
+        pytest.raises(JournalLocked, match="one run at a time"),
+        locked_journal(location, "reconcile"),
+    ):
+        pass
+    with locked_journal(location, "reconcile"):  # let go when the first ended
+        pass
+
+
+def test_migrations_are_applied_once_and_a_newer_schema_is_refused(pg_url):
+    open_journal(journal_location(pg_url)).close()
+    open_journal(journal_location(pg_url)).close()
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        (applied,) = conn.execute("SELECT count(*) FROM journal_migrations").fetchone()
+        conn.execute("INSERT INTO journal_migrations VALUES ('m999_future', 'x')")
+    assert applied == 13
+    with pytest.raises(Exception, match="newer invoicectl"):
+        open_journal(journal_location(pg_url))
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "GOROUTE_API_KEY": DEFAULT_API_KEY}
+    return subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=environ,
+    )
+
+
+def test_an_unreachable_server_is_one_line_exit_75_and_never_the_password():
+    url = f"postgresql://clerk:hunter2-secret@127.0.0.1:{free_port()}/invoices"
+
+    for args in (["status"], ["send", str(REPO / "sample_invoices")], ["doctor"]):
+        done = _cli(*args, "--journal", url)
+        said = done.stdout + done.stderr
+        assert "hunter2" not in said
+        assert "Traceback" not in said
+        if args[0] != "doctor":
+            assert done.returncode == ExitCode.INCOMPLETE, said
+            assert "postgresql://clerk:***@127.0.0.1" in said and "cannot be reached" in said
+
+
+def test_a_password_never_shows_in_a_location():
+    url = "postgresql://clerk:hunter2@db.example:5432/inv?sslmode=require&password=other"
+    location = journal_location(url)
+    assert isinstance(location, JournalURL)
+    assert "hunter2" not in str(location) + repr(location) and "other" not in str(location)
+    assert location.connection_url() == url
+    assert redacted("postgresql://clerk@db/inv") == "postgresql://clerk@db/inv"
+
+
+def test_status_reads_a_postgresql_journal(pg_url, tmp_path):
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-S1")
+    send(settings_for(pg_url), outbox, emulator().transport())
+
+    result = CliRunner().invoke(app, ["status", "--journal", pg_url, "--json"])
+
+    assert result.exit_code == 0, result.output
+    assert '"INV-S1"' in result.output
+
+
+def test_commands_that_read_the_sqlite_file_itself_say_what_to_do_instead(pg_url, tmp_path):
+    for args in (["backup", str(tmp_path / "copy.db")], ["verify"]):
+        result = CliRunner().invoke(app, [*args, "--journal", pg_url])
+        assert result.exit_code == ExitCode.USAGE, result.output
+        assert "works on a SQLite journal" in result.output
