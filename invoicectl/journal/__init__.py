@@ -1,11 +1,16 @@
-"""The journal: one SQLite file that holds every invoice, revision, byte, attempt and run.
+"""The journal: one SQLite file (or a PostgreSQL database) that holds every invoice,
+revision, byte, attempt and run.
 
 It is the only place invoicectl keeps state, the only home of SQL, and the reason a crash
 loses nothing: WAL mode, ``synchronous=FULL``, and every state change committed before the
-program moves on. ``Journal(path)`` opens (or creates) one and brings its schema up to date;
-its methods take and return typed records (``records``), never rows. The parts:
+program moves on. ``open_journal(location)`` opens (or creates) one, a ``Journal`` for a path
+or a ``PgJournal`` for a ``postgresql://`` URL (``invoicectl.locations``), and brings its
+schema up to date; its methods take and return typed records (``records``), never rows. The
+parts:
 
-    database    the connection: opening, WAL, the transaction and savepoint rules
+    database    the connection: the transaction and savepoint rules, what the parts share
+    sqlite_open opening a SQLite file: WAL, synchronous=FULL, its mode, its migrations
+    composed    ``Journal``: the parts below assembled over a SQLite connection
     interface   the journal's interface as a Protocol: what every module above it uses
     migrations  the schema, as numbered append-only migrations
     records     the typed records: Invoice, Revision, Attempt, Event, ...
@@ -18,6 +23,10 @@ its methods take and return typed records (``records``), never rows. The parts:
     failures    a SQLite or system error on the journal as one line: the file, the cause
     monitoring  what the metrics ask: oldest unfinished work, closing key windows, runs
     backup      a consistent copy while a send runs (SQLite's online backup)
+    pg_*        the PostgreSQL journal: ``pg_journal`` (the same parts, and what a scan says
+                its own way), ``pg_connection`` (a sqlite3-like connection over psycopg),
+                ``pg_dialect`` (the parts' statements translated), ``pg_database``
+                (opening, migrations, failures as one line)
 
 What each state means and when it may change is not the journal's business but the
 lifecycle's (``invoicectl.lifecycle``).
