@@ -102,6 +102,7 @@ class Settings:
         refresh_receivers: bool = False,
         validate: bool = False,
         history: Mapping[str, Any] | None = None,
+        supplier: str | None = None,
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
@@ -122,6 +123,7 @@ class Settings:
             check_receivers=check_receivers,
             refresh_receivers=refresh_receivers,
             validate=validate,
+            supplier=supplier,
             **(history or {}),
         )
 

@@ -46,3 +46,20 @@ OrderOption = Annotated[
         "oldest issued first (issue), or as scanned (scan). Replays always go first.",
     ),
 ]
+SupplierOption = Annotated[
+    str | None,
+    typer.Option(
+        "--supplier",
+        metavar="SCHEME:ID",
+        help="Only this supplier's invoices.",
+        show_default=False,
+    ),
+]
+AllProfilesOption = Annotated[
+    bool, typer.Option("--all-profiles", help="Each invoice by its supplier's profile.")
+]
+ProfileSetOption = Annotated[
+    str | None,
+    typer.Option("--profiles", metavar="A,B", help="As --all-profiles, these only.",
+                 show_default=False),
+]  # fmt: skip
