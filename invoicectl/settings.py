@@ -103,6 +103,7 @@ class Settings:
         validate: bool = False,
         history: Mapping[str, Any] | None = None,
         supplier: str | None = None,
+        skip_invoices: Sequence[str] = (),
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
@@ -124,6 +125,7 @@ class Settings:
             refresh_receivers=refresh_receivers,
             validate=validate,
             supplier=supplier,
+            skip_invoices=tuple(skip_invoices),
             **(history or {}),
         )
 

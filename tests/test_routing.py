@@ -372,3 +372,35 @@ def test_an_account_that_refuses_the_key_stalls_nobody(tmp_path: Path, outbox: P
     assert by_name["acme"]["exit_code"] == 0 and by_name["beta"]["exit_code"] == 5
     assert result.returncode == 5  # the refused credentials outrank the rest
     assert set(states(journal_of(tmp_path, "beta")).values()) == {"pending"}
+
+
+def test_an_invoice_sent_through_another_profile_s_account_is_never_sent_again(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """acme's journal was used before profiles had senders: a plain send took every
+    supplier's invoices through acme's account. beta's own send must not send B-1 again
+    (its receiver would have it twice); acme's holds nothing it already sent."""
+    write(outbox, "a1.xml", ACME, "A-1")
+    write(outbox, "b1.xml", BETA, "B-1")
+    write(outbox, "b2.xml", BETA, "B-2")
+    acme, beta = emulator(KEY_A), emulator(KEY_B)
+    old = tmp_path / "old.db"
+    with BackgroundServer(acme) as acme_server, BackgroundServer(beta) as beta_server:
+        environ = bureau(tmp_path, acme_server.base_url, beta_server.base_url)
+        config = Path(environ["INVOICECTL_CONFIG"])
+        config.write_text(config.read_text().replace(
+            "[profiles.acme]\n", f'[profiles.acme]\njournal = "{old}"\n'
+        ))  # fmt: skip
+        (outbox / "b2.xml").rename(tmp_path / "b2.xml")  # B-2 comes later: never sent by acme
+        before = cli("send", str(outbox), "--journal", str(old), "--no-receiver-check",
+                     "--trust-new-journal", environ={**environ, "GOROUTE_API_KEY": KEY_A,
+                     "GOROUTE_BASE_URL": acme_server.base_url})  # fmt: skip
+        (tmp_path / "b2.xml").rename(outbox / "b2.xml")
+        result = cli("send", "--all-profiles", str(outbox), *FLAGS, environ=environ)
+
+    assert before.returncode == 0, before.stderr
+    assert acme.stats()["per_invoice"] == {"A-1": 1, "B-1": 1}  # both, once, before profiles
+    assert beta.stats()["per_invoice"] == {"B-2": 1}  # B-1 not again
+    assert "B-1 (acme)" in result.stderr and "never sent again through beta" in result.stderr
+    assert "B-1" not in states(journal_of(tmp_path, "beta"))
+    assert result.returncode == 0, result.stderr

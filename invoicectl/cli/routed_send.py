@@ -34,7 +34,7 @@ _SHARED_ENV = ("GOROUTE_API_KEY", "GOROUTE_BASE_URL", "INVOICECTL_JOURNAL")
 # Options naming one account, journal or limits: each profile has its own.
 _REFUSED = (
     "journal", "sandbox", "api_key_file", "tier", "rate", "concurrency", "new_version",
-    "supplier", "metrics_file", "ping_url", "allow_environment_change",
+    "supplier", "metrics_file", "ping_url", "allow_environment_change", "skip_invoice",
 )  # fmt: skip
 # Options of this command that are not a profile's send's.
 _OWN = ("directory", "all_profiles", "profile_set", "as_json", "quiet")
@@ -61,9 +61,10 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     recursive = bool(given.get("recursive"))
     chosen, senders = _chosen_profiles(only)
     routing = route(directory, senders, chosen, recursive=recursive)
+    skips = _sent_elsewhere(senders)
     commands = {
         name: [sys.executable, "-m", "invoicectl", "--profile", name, "send", str(directory),
-               *passed, "--json"]
+               *passed, *_skipping(name, skips.get(name, {})), "--json"]
         for name in chosen
     }  # fmt: skip
     env = {key: value for key, value in os.environ.items() if key != profiles.ENV}
@@ -162,6 +163,45 @@ def _words(name: str, value: Any) -> list[str]:
     if isinstance(value, bool):
         return [_flag(name)] if value else []
     return [_flag(name), str(getattr(value, "value", value))]
+
+
+def _sent_elsewhere(senders: Mapping[str, str]) -> dict[str, dict[str, str]]:
+    """For each profile, the invoices of its supplier that another profile's journal holds
+    as sent, or perhaps sent, through that account (a journal used before it had a sender):
+    invoice ID -> that profile. Its own send never takes them (``--skip-invoice``): sent
+    again through this account, the receiver could have it twice."""
+    from invoicectl.journal import Journal
+    from invoicectl.journal.records import InvoiceState
+    from invoicectl.settings import resolve
+
+    found: dict[str, dict[str, str]] = {}
+    for sender, name in senders.items():
+        path = resolve(profile=name, need_key=False).journal
+        if not path.exists():
+            continue
+        with Journal(path) as journal:
+            for invoice in journal.invoices():
+                supplier, other = (
+                    invoice.sender_endpoint,
+                    senders.get(invoice.sender_endpoint or ""),
+                )
+                never_sent = invoice.state is InvoiceState.pending and not invoice.key_first_used_at
+                if supplier in (None, sender) or other is None or never_sent:
+                    continue
+                found.setdefault(other, {})[invoice.invoice_id] = name
+    return found
+
+
+def _skipping(name: str, skipped: Mapping[str, str]) -> list[str]:
+    """The ``--skip-invoice`` words of one profile's send, said once on stderr."""
+    if skipped:
+        shown = ", ".join(
+            f"{invoice_id} ({other})" for invoice_id, other in list(skipped.items())[:5]
+        )
+        say(f"invoicectl: profile {name}: {len(skipped)} invoice(s) of its supplier are in "
+            f"another profile's journal as sent through that account: {shown}"
+            f"{', ...' if len(skipped) > 5 else ''}; never sent again through {name}")  # fmt: skip
+    return [word for invoice_id in skipped for word in ("--skip-invoice", invoice_id)]
 
 
 def _tagged_lines() -> Any:

@@ -44,6 +44,7 @@ from invoicectl.cli.send_options import (
     OrderOption,
     ProfileSetOption,
     SendOrderChoice,
+    SkipInvoiceOption,
     SupplierOption,
 )
 from invoicectl.errors import worst
@@ -120,6 +121,7 @@ def send(
     supplier: SupplierOption = None,
     all_profiles: AllProfilesOption = False,
     profile_set: ProfileSetOption = None,
+    skip_invoice: SkipInvoiceOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -186,7 +188,7 @@ def send(
     with metrics_after(settings, "send") as after:
         report, summary = runner.send(
             settings,
-            scanning(directory, recursive=recursive, supplier=supplier),
+            scanning(directory, recursive=recursive, supplier=supplier, skip=skip_invoice or ()),
             settings.send_options(
                 deadline=deadline,
                 new_versions=new_versions,
@@ -196,6 +198,7 @@ def send(
                 validate=validate,
                 history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
                 supplier=supplier,
+                skip_invoices=skip_invoice or (),
             ),
             allow_environment_change=allow_environment_change,
             run_options=settings.send_run_options(

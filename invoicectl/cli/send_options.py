@@ -58,6 +58,8 @@ SupplierOption = Annotated[
 AllProfilesOption = Annotated[
     bool, typer.Option("--all-profiles", help="Each invoice by its supplier's profile.")
 ]
+# Given by ``send --all-profiles`` to a profile's send, never by a person (hidden).
+SkipInvoiceOption = Annotated[list[str] | None, typer.Option("--skip-invoice", hidden=True)]
 ProfileSetOption = Annotated[
     str | None,
     typer.Option("--profiles", metavar="A,B", help="As --all-profiles, these only.",

@@ -9,7 +9,7 @@ each of the rest becomes is the lifecycle's decision (``lifecycle.scanning``), o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
@@ -43,19 +43,27 @@ def scan_directory(
     recursive: bool = False,
     workers: int | None = None,
     supplier: str | None = None,
+    skip: Collection[str] = (),
 ) -> ScanReport:
     """Hash, parse and record every ``*.xml`` under ``directory``; with ``supplier``
-    (``scheme:id``), only the files of that supplier's invoices (``SupplierFilter``)."""
-    with OpenScan(directory, recursive=recursive, workers=workers, supplier=supplier) as scan:
+    (``scheme:id``), only the files of that supplier's invoices, less the invoice IDs in
+    ``skip`` (``SupplierFilter``)."""
+    with OpenScan(
+        directory, recursive=recursive, workers=workers, supplier=supplier, skip=skip
+    ) as scan:
         return scan.into(journal)
 
 
 def scanning(
-    directory: Path, *, recursive: bool = False, supplier: str | None = None
+    directory: Path,
+    *,
+    recursive: bool = False,
+    supplier: str | None = None,
+    skip: Collection[str] = (),
 ) -> Callable[[JournalBackend], ScanReport]:
     """A scan of ``directory``, for a run to make once it holds the journal."""
     return lambda journal: scan_directory(
-        journal, directory, recursive=recursive, supplier=supplier
+        journal, directory, recursive=recursive, supplier=supplier, skip=skip
     )
 
 
@@ -78,9 +86,11 @@ class OpenScan:
         workers: int | None = None,
         journal_path: Path | None = None,
         supplier: str | None = None,
+        skip: Collection[str] = (),
     ) -> None:
         self.root = directory.expanduser().absolute()
         self.supplier = supplier
+        self.skip = frozenset(skip)
         if not self.root.is_dir():
             raise ConfigError(f"the outbox {directory} is not a directory")
         self.workers = workers
@@ -108,7 +118,7 @@ class OpenScan:
         found: Iterable[ScannedFile] = chain(self.unlisted, scanned)
         if self.supplier is None:
             return Ingest(journal, self.root).run(found)
-        only = SupplierFilter(self.supplier)
+        only = SupplierFilter(self.supplier, self.skip)
         report = Ingest(journal, self.root).run(only.kept(found))
         report.left_for_others = only.left
         return report
@@ -120,10 +130,13 @@ class SupplierFilter:
     as it is, for the run of its own profile (``send --all-profiles`` reports what belongs
     to none). Known content read again carries no facts: it is in this journal already,
     taken by an earlier scan of this supplier (a send holds any other, ``lifecycle.suppliers``).
+    ``skip``: invoice IDs of this supplier another profile's journal holds as sent through its
+    account (``send --all-profiles`` finds them): never taken here, never sent twice.
     """
 
-    def __init__(self, supplier: str) -> None:
+    def __init__(self, supplier: str, skip: frozenset[str] = frozenset()) -> None:
         self.supplier = supplier
+        self.skip = skip
         self.left = 0
 
     def kept(self, found: Iterable[ScannedFile]) -> Iterator[ScannedFile]:
@@ -135,7 +148,7 @@ class SupplierFilter:
 
     def takes(self, item: ScannedFile) -> bool:
         if item.columns is not None:
-            return item.columns[SENDER_COLUMN] == self.supplier
+            return item.columns[SENDER_COLUMN] == self.supplier and item.invoice_id not in self.skip
         return item.reason is None and item.sha256 is not None
 
 

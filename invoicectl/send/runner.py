@@ -84,7 +84,7 @@ def send(
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
             report.held_for_others = hold_other_suppliers(
-                journal, options.supplier, options.new_versions
+                journal, options.supplier, options.new_versions, options.skip_invoices
             )
         if options.deadline is not None:
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
