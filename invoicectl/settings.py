@@ -6,9 +6,12 @@ The config file is TOML: ``$INVOICECTL_CONFIG``, else ``$XDG_CONFIG_HOME/invoice
 ``request_timeout`` (also ``$INVOICECTL_REQUEST_TIMEOUT``), ``metrics_file`` (a Prometheus
 textfile, ``metrics``), ``ping_url`` (a health-check URL, also ``$INVOICECTL_PING_URL``; a
 secret, never shown: ``pings``), ``log_format`` (``text`` or ``json``, also
-``$INVOICECTL_LOG_FORMAT``: ``cli/logsetup``). The API key
+``$INVOICECTL_LOG_FORMAT``: ``cli/logsetup``), ``[profiles.NAME]`` tables (one GoRoute
+account each: ``profiles``; chosen by ``--profile`` or ``$INVOICECTL_PROFILE``, and their
+values come between the environment's and the top-level keys'). The API key
 itself is never read from the config file or an argument: ``GOROUTE_API_KEY`` or a 0600
-``api_key_file``.
+``api_key_file`` (a profile's own ``api_key_file``, or ``api_key_env``: the name of the
+variable holding its key).
 
 This module owns where the journal lives by default and the run objects built from resolved
 settings (``Settings.retry_policy()``, ``Settings.send_options()``); the defaults themselves
@@ -23,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicectl import DEFAULT_BASE_URL, config_values
+from invoicectl import DEFAULT_BASE_URL, config_values, profiles
 from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
@@ -32,7 +35,7 @@ from invoicectl.defaults import (
     DEFAULT_TIER,
     TIERS,
 )
-from invoicectl.errors import ConfigError
+from invoicectl.errors import ConfigError, UsageError
 from invoicectl.locations import Location, journal_location
 
 if TYPE_CHECKING:
@@ -45,7 +48,7 @@ SANDBOX_BASE_URL = "http://sandbox.invoicectl.invalid"
 _CONFIG_KEYS = {
     "journal", "base_url", "api_key_file", "tier", "rate", "concurrency", "batch_size",
     "max_attempts", "max_wait", "request_timeout", "signing_key", "retention_years",
-    "metrics_file", "ping_url", "log_format",
+    "metrics_file", "ping_url", "log_format", "profiles",
 }  # fmt: skip
 
 
@@ -73,6 +76,9 @@ class Settings:
     request_timeout: float = DEFAULT_REQUEST_TIMEOUT  # seconds for one whole request
     metrics_file: Path | None = None  # where the run's metrics go (invoicectl/metrics.py)
     ping_url: str | None = None  # a secret: never printed, logged or journalled (pings.py)
+    profile: str | None = None  # the profile chosen (``profiles``), None for none
+    sender: str | None = None  # the profile's Peppol id: only its invoices go through it
+    tier: str | None = None  # the tier named, if any (rate and concurrency are what count)
 
     def __repr__(self) -> str:
         # The key's own repr shows only its fingerprint; say so explicitly anyway.
@@ -97,6 +103,8 @@ class Settings:
         refresh_receivers: bool = False,
         validate: bool = False,
         history: Mapping[str, Any] | None = None,
+        supplier: str | None = None,
+        skip_invoices: Sequence[str] = (),
     ) -> SendOptions:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
@@ -117,6 +125,8 @@ class Settings:
             check_receivers=check_receivers,
             refresh_receivers=refresh_receivers,
             validate=validate,
+            supplier=supplier,
+            skip_invoices=tuple(skip_invoices),
             **(history or {}),
         )
 
@@ -171,23 +181,36 @@ def resolve(
     metrics_file: Path | None = None,
     ping_url: str | None = None,
     environ: Mapping[str, str] | None = None,
+    profile: str | None = None,
 ) -> Settings:
-    """The settings of one command, each value checked (``config_values``) before use."""
+    """The settings of one command, each value checked (``config_values``) before use.
+
+    ``profile``: the profile's name (else ``--profile`` as the group read it, else
+    ``$INVOICECTL_PROFILE``); its values come after the option's and the environment's,
+    before the config file's top-level keys."""
     environ = os.environ if environ is None else environ
     config = load_config(environ)
     in_config = f"config file {config_path(environ)}"
     sources: dict[str, str] = {}
+    profile_name, table, sandbox = _profile(profile, sandbox, config, in_config, environ, sources)
+    in_profile = f"profile {profile_name} ({in_config})"
 
-    def pick(name: str, option: Any, env_name: str | None, default: Any) -> tuple[Any, str]:
-        """The value and where it came from: ``option``, ``$VAR``, the config file, default."""
+    def pick(
+        name: str, option: Any, env_name: str | None, default: Any, top: Mapping[str, Any] = config
+    ) -> tuple[Any, str]:
+        """The value and where it came from: ``option``, ``$VAR``, the profile, the config
+        file, default."""
         if option is not None:
             sources[name] = "option"
         elif env_name and environ.get(env_name):
             sources[name] = f"${env_name}"
             option = environ[env_name]
-        elif name in config:
+        elif name in table:
+            sources[name] = f"profile {profile_name}"
+            return table[name], in_profile
+        elif name in top:
             sources[name] = "config file"
-            return config[name], in_config
+            return top[name], in_config
         else:
             sources[name] = "default"
             option = default
@@ -200,23 +223,31 @@ def resolve(
         from invoicectl.goroute.apikey import ApiKey
         from invoicectl.sandbox.config import DEFAULT_API_KEY
 
+        sandboxed = "--sandbox" if sources["profile"] == "--sandbox" else "profile sandbox"
         base_url = SANDBOX_BASE_URL
-        sources["base_url"] = "--sandbox"
+        sources["base_url"] = sandboxed
         key: ApiKey | None = ApiKey(DEFAULT_API_KEY)
-        sources["api_key"] = "--sandbox"
+        sources["api_key"] = sandboxed
         journal_path = journal_location(
             journal or default_journal_path(environ).with_name("sandbox.db")
         )
-        sources["journal"] = "option" if journal else "--sandbox"
+        sources["journal"] = "option" if journal else sandboxed
     else:
         base_url = config_values.base_url(
             *pick("base_url", None, "GOROUTE_BASE_URL", DEFAULT_BASE_URL)
         )
-        chosen, source = pick("journal", journal, "INVOICECTL_JOURNAL", None)
+        # A profile never inherits the top-level journal: each account keeps its own.
+        chosen, source = pick(
+            "journal", journal, "INVOICECTL_JOURNAL", None, config if profile_name is None else {}
+        )
         if chosen is not None and not isinstance(chosen, Path):
             chosen = config_values.text("journal", chosen, source)
+        if chosen is None and profile_name is not None:
+            chosen = profile_journal(profile_name, environ)
+            sources["journal"] = f"profile {profile_name} (its default)"
         journal_path = journal_location(chosen or default_journal_path(environ))
-        key = _api_key(api_key_file, config, in_config, environ, sources) if need_key else None
+        keys = _KeyPlaces(api_key_file, table, in_profile, config, in_config)
+        key = _api_key(keys, environ, sources) if need_key else None
 
     chosen_metrics, source = pick("metrics_file", metrics_file, None, None)
     if chosen_metrics is not None and not isinstance(chosen_metrics, Path):
@@ -247,29 +278,82 @@ def resolve(
         ),
         metrics_file=None if chosen_metrics is None else Path(chosen_metrics).expanduser(),
         ping_url=chosen_ping,
+        profile=profile_name,
+        sender=table.get("sender"),
+        tier=tier_name,
     )
 
 
-def _api_key(
-    option: Path | None,
+def profile_journal(name: str, environ: Mapping[str, str]) -> Path:
+    """A profile's journal when it names none: ``journal-NAME.db`` beside the default one."""
+    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    return Path(state_home) / "invoicectl" / f"journal-{name}.db"
+
+
+def _profile(
+    option: str | None,
+    sandbox: bool,
     config: Mapping[str, Any],
     in_config: str,
     environ: Mapping[str, str],
     sources: dict[str, str],
-) -> ApiKey:
+) -> tuple[str | None, Mapping[str, Any], bool]:
+    """The profile chosen (its name, its table, whether it is the sandbox), checked."""
+    known = profiles.read_profiles(config, in_config)
+    name, source = profiles.chosen(option or profiles.given_option(), environ)
+    if sandbox and name not in (None, profiles.SANDBOX) and source == "option":
+        raise UsageError(f"--sandbox and --profile {name} name two accounts; give one of them")
+    if sandbox:  # --sandbox is the sandbox profile, whatever $INVOICECTL_PROFILE says
+        name, source = profiles.SANDBOX, "--sandbox"
+    sources["profile"] = source
+    if name is None:
+        return None, {}, False
+    if name == profiles.SANDBOX:
+        return name, {}, True
+    if name not in known:
+        raise profiles.unknown(name, source, list(known))
+    if known[name].sender is not None:
+        sources["sender"] = f"profile {name}"
+    return name, known[name].values, False
+
+
+@dataclass(frozen=True)
+class _KeyPlaces:
+    """Where a key may be named: ``--api-key-file``, the profile's table, the config file."""
+
+    option: Path | None
+    table: Mapping[str, Any]
+    in_profile: str
+    config: Mapping[str, Any]
+    in_config: str
+
+
+def _api_key(places: _KeyPlaces, environ: Mapping[str, str], sources: dict[str, str]) -> ApiKey:
     from invoicectl.goroute.apikey import ApiKey  # here: hashlib and hmac only when needed
 
-    if option is not None:
+    table, in_profile, in_config = places.table, places.in_profile, places.in_config
+    if places.option is not None:
         sources["api_key"] = "--api-key-file"
-        return ApiKey.from_file(option, named_by="--api-key-file")
+        return ApiKey.from_file(places.option, named_by="--api-key-file")
     if environ.get("GOROUTE_API_KEY"):
         sources["api_key"] = "$GOROUTE_API_KEY"
         return ApiKey.from_env(environ)
-    if "api_key_file" in config:
+    if "api_key_env" in table:
+        sources["api_key"] = f"${table['api_key_env']} ({in_profile.partition(' (')[0]})"
+        try:
+            return ApiKey.from_env(environ, table["api_key_env"])
+        except ConfigError as error:
+            raise ConfigError(f"{error} (api_key_env of {in_profile})") from None
+    if "api_key_file" in table:
+        sources["api_key"] = in_profile.partition(" (")[0]
+        path = config_values.text("api_key_file", table["api_key_file"], in_profile)
+        return ApiKey.from_file(Path(path).expanduser(), named_by=f"api_key_file ({in_profile})")
+    if "api_key_file" in places.config:
         sources["api_key"] = "config file"
-        path = config_values.text("api_key_file", config["api_key_file"], in_config)
+        path = config_values.text("api_key_file", places.config["api_key_file"], in_config)
         return ApiKey.from_file(Path(path).expanduser(), named_by=f"api_key_file ({in_config})")
     raise ConfigError(
         "no API key: set GOROUTE_API_KEY or pass --api-key-file PATH (a file only you can "
         "read, chmod 600); to try invoicectl without an account, add --sandbox"
+        + (f" (or give {in_profile} an api_key_file or api_key_env)" if table else "")
     )

@@ -29,6 +29,7 @@ def isolated_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Pat
         "INVOICECTL_DEBUG",
         "INVOICECTL_CONFIG",
         "INVOICECTL_PING_URL",
+        "INVOICECTL_PROFILE",
     ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("NO_COLOR", "1")

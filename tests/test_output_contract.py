@@ -70,6 +70,11 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
     for number in (1, 2):
         write_invoice(outbox, f"INV-{number}")
     (outbox / "broken.xml").write_text("<nope")  # an invalid file: scan's lists are not empty
+    # A profile beside the built-in sandbox: the profiles document's values both set and not.
+    (root / "config" / "invoicectl").mkdir(parents=True)
+    (root / "config" / "invoicectl" / "config.toml").write_text(
+        '[profiles.acme]\ntier = "standard"\nsender = "0088:1"\napi_key_env = "ACME_KEY"\n'
+    )
     found: dict[str, Any] = {}
     with pytest.MonkeyPatch.context() as patch:
         patch.setenv("INVOICECTL_JOURNAL", str(root / "state" / "journal.db"))
@@ -98,6 +103,7 @@ def documents(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, An
             "reconcile": ["reconcile", "--sandbox", "--json", *FAST],
             "doctor": ["doctor", "--sandbox", "--json"],
             "error": ["show", "INV-404", "--sandbox", "--json"],
+            "profiles": ["profiles", "--json"],
         }
         for name, args in story.items():
             result = invoke(*args)
@@ -125,6 +131,7 @@ COMMANDS = [
     "reconcile",
     "doctor",
     "error",
+    "profiles",
 ]
 
 

@@ -11,6 +11,7 @@ No SQL and no HTTP here. The package is small modules behind this facade:
     audit_commands    verify, export, verify-export
     doctor_command    doctor
     sandbox_command   sandbox
+    profile_commands  profiles
 
 Importing this package registers every command on ``app``; ``main`` is the entry point of
 the ``invoicectl`` script and of ``python -m invoicectl``.
@@ -25,6 +26,7 @@ from invoicectl.cli import (  # noqa: F401
     audit_commands,
     doctor_command,
     sandbox_command,
+    profile_commands,
 )
 from invoicectl.cli.app import app, main
 

@@ -45,6 +45,7 @@ from invoicectl.cli.logsetup import (  # noqa: E402
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
 from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
 from invoicectl.loglines import explain_exit  # noqa: E402
+from invoicectl.profiles import give_option, split_profile  # noqa: E402
 
 if TYPE_CHECKING:
     from invoicectl.locations import Location
@@ -60,6 +61,10 @@ Examples:
 
 Each command's purpose, options and examples: invoicectl COMMAND -h. Shell completion:
 invoicectl --install-completion (or --show-completion to see it first).
+
+Profiles: --profile NAME (before or after any command; or $INVOICECTL_PROFILE) takes a
+[profiles.NAME] table of the config file: one GoRoute account, its key, limits, journal
+and sender. invoicectl profiles lists them; --profile sandbox is --sandbox.
 
 Logs: where a stream is not a terminal, each line starts with its UTC time
 (2026-12-01T17:20:03Z); --log-format json (before or after any command; or
@@ -87,6 +92,8 @@ class _Commands(typer.core.TyperGroup):
         ctx.meta["json"] = answers_in_json(args)
         ctx.meta["args"] = list(args)
         _, args = split_log_format(args)  # every command's, read by ``logsetup``
+        profile, args = split_profile(args)  # every command's, read by ``settings.resolve``
+        give_option(profile)
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -106,6 +113,7 @@ class _Commands(typer.core.TyperGroup):
             if line is not None:
                 say(line)  # the run's last line: the exit code's cause
             finish_pings(exit_code)  # a run that started pings ends them, however it ended
+            give_option(None)  # this command's --profile, not the next one's (a test's runner)
 
     def _invoke(self, ctx: Any) -> Any:
         try:

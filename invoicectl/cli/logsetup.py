@@ -92,7 +92,12 @@ def quiet_log_format(args: list[str]) -> LogFormat:
 
 
 def command_of(args: list[str]) -> str | None:
-    """The command named (the first word that is not an option: the root's take no value)."""
+    """The command named (the first word that is not an option or the value of a global
+    one: ``--log-format``, ``--profile``; the root's own options take no value)."""
+    from invoicectl.profiles import split_profile
+
+    _, args = split_log_format(args)
+    _, args = split_profile(args)
     return next((arg for arg in options_of(args) if not arg.startswith("-")), None)
 
 

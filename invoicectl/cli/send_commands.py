@@ -37,14 +37,17 @@ from invoicectl.cli.options import (
 from invoicectl.cli.pinging import start_pings
 from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
 from invoicectl.cli.send_options import (
+    AllProfilesOption,
     BatchSizeOption,
     DeadlineOption,
     NewVersionOption,
     OrderOption,
+    ProfileSetOption,
     SendOrderChoice,
+    SkipInvoiceOption,
+    SupplierOption,
 )
 from invoicectl.errors import worst
-from invoicectl.locations import sqlite_file
 from invoicectl.loglines import explain_exit
 
 if TYPE_CHECKING:
@@ -115,6 +118,10 @@ def send(
     quiet: QuietOption = False,
     metrics_file: MetricsFileOption = None,
     ping_url: PingUrlOption = None,
+    supplier: SupplierOption = None,
+    all_profiles: AllProfilesOption = False,
+    profile_set: ProfileSetOption = None,
+    skip_invoice: SkipInvoiceOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -128,13 +135,17 @@ def send(
       invoicectl send ./outbox --tier professional
       invoicectl send ./outbox --deadline 240 --json   # cron, every 5 minutes
     """
+    from invoicectl.cli.routed_send import say_supplier_filter, send_routed
     from invoicectl.journal.records import SendOrder
+    from invoicectl.profiles import supplier_of_send
     from invoicectl.render.formats import to_json
     from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import scanning
     from invoicectl.send import runner
     from invoicectl.settings import resolve
 
+    if all_profiles or profile_set is not None:
+        send_routed(directory, profile_set, as_json=as_json, quiet=quiet)
     settings = resolve(
         journal=journal,
         sandbox=sandbox,
@@ -156,10 +167,11 @@ def send(
         batch_size=settings.batch_size,
         rate_per_minute=settings.rate_per_minute,
     )
+    supplier = supplier_of_send(supplier, settings.sender, settings.profile)
     if dry_run:
-        scan = scanning(directory, recursive=recursive)
+        scan = scanning(directory, recursive=recursive, supplier=supplier)
         report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
-        warn_if_empty(report.files, directory, recursive)
+        warn_if_empty(report.files + report.left_for_others, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
         elif not quiet:
@@ -171,12 +183,12 @@ def send(
 
     def scanned(found: ScanReport) -> None:
         output.scanned(found)
-        warn_if_empty(found.files, directory, recursive)
+        warn_if_empty(found.files + found.left_for_others, directory, recursive)
 
     with metrics_after(settings, "send") as after:
         report, summary = runner.send(
             settings,
-            scanning(directory, recursive=recursive),
+            scanning(directory, recursive=recursive, supplier=supplier, skip=skip_invoice or ()),
             settings.send_options(
                 deadline=deadline,
                 new_versions=new_versions,
@@ -185,6 +197,8 @@ def send(
                 refresh_receivers=refresh_receivers,
                 validate=validate,
                 history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
+                supplier=supplier,
+                skip_invoices=skip_invoice or (),
             ),
             allow_environment_change=allow_environment_change,
             run_options=settings.send_run_options(
@@ -198,8 +212,11 @@ def send(
             session=_session(settings),
         )
         after.summary = summary
-    summary.continue_with = continue_command(directory, recursive, journal, sandbox, api_key_file)
+    summary.continue_with = continue_command(
+        directory, recursive, journal, sandbox, api_key_file, settings.profile
+    )
     output.finished(summary)
+    say_supplier_filter(report, supplier, quiet=as_json or quiet)
     if summary.stopped_by == "credentials":
         say_error(
             f"the API refused the credentials ({summary.auth_message}); nothing changed state"
@@ -377,8 +394,6 @@ def _session(settings: Settings) -> Session:
     def sandbox() -> AbstractContextManager[httpx.AsyncBaseTransport | None]:
         from invoicectl.sandbox.session import sandbox_session  # a send with no work: never
 
-        return sandbox_session(
-            sqlite_file(settings.journal, "--sandbox", "the sandbox keeps its own SQLite journal")
-        )
+        return sandbox_session(settings.journal)
 
     return sandbox

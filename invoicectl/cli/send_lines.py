@@ -37,11 +37,14 @@ def continue_command(
     journal: str | None,
     sandbox: bool,
     api_key_file: Path | None,
+    profile: str | None = None,
 ) -> str:
-    """The ``send`` that continues this one: the same outbox, journal and key file."""
+    """The ``send`` that continues this one: the same outbox, profile, journal and key file."""
     import shlex
 
     words = ["invoicectl", "send", str(directory)]
+    if profile is not None and not sandbox:
+        words[1:1] = ["--profile", profile]
     if recursive:
         words.append("--recursive")
     if journal is not None:

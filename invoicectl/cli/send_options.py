@@ -46,3 +46,22 @@ OrderOption = Annotated[
         "oldest issued first (issue), or as scanned (scan). Replays always go first.",
     ),
 ]
+SupplierOption = Annotated[
+    str | None,
+    typer.Option(
+        "--supplier",
+        metavar="SCHEME:ID",
+        help="Only this supplier's invoices.",
+        show_default=False,
+    ),
+]
+AllProfilesOption = Annotated[
+    bool, typer.Option("--all-profiles", help="Each invoice by its supplier's profile.")
+]
+# Given by ``send --all-profiles`` to a profile's send, never by a person (hidden).
+SkipInvoiceOption = Annotated[list[str] | None, typer.Option("--skip-invoice", hidden=True)]
+ProfileSetOption = Annotated[
+    str | None,
+    typer.Option("--profiles", metavar="A,B", help="As --all-profiles, these only.",
+                 show_default=False),
+]  # fmt: skip

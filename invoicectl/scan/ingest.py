@@ -9,14 +9,14 @@ each of the rest becomes is the lifecycle's decision (``lifecycle.scanning``), o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
 from invoicectl.errors import ConfigError, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import InvoiceState, ScannedCopy, fact_columns
+from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.holds import damaged_content, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.scan.candidates import find_candidates
@@ -37,16 +37,34 @@ _HEAD_START_FILES = 1000
 
 
 def scan_directory(
-    journal: JournalBackend, directory: Path, *, recursive: bool = False, workers: int | None = None
+    journal: JournalBackend,
+    directory: Path,
+    *,
+    recursive: bool = False,
+    workers: int | None = None,
+    supplier: str | None = None,
+    skip: Collection[str] = (),
 ) -> ScanReport:
-    """Hash, parse and record every ``*.xml`` under ``directory``."""
-    with OpenScan(directory, recursive=recursive, workers=workers) as scan:
+    """Hash, parse and record every ``*.xml`` under ``directory``; with ``supplier``
+    (``scheme:id``), only the files of that supplier's invoices, less the invoice IDs in
+    ``skip`` (``SupplierFilter``)."""
+    with OpenScan(
+        directory, recursive=recursive, workers=workers, supplier=supplier, skip=skip
+    ) as scan:
         return scan.into(journal)
 
 
-def scanning(directory: Path, *, recursive: bool = False) -> Callable[[JournalBackend], ScanReport]:
+def scanning(
+    directory: Path,
+    *,
+    recursive: bool = False,
+    supplier: str | None = None,
+    skip: Collection[str] = (),
+) -> Callable[[JournalBackend], ScanReport]:
     """A scan of ``directory``, for a run to make once it holds the journal."""
-    return lambda journal: scan_directory(journal, directory, recursive=recursive)
+    return lambda journal: scan_directory(
+        journal, directory, recursive=recursive, supplier=supplier, skip=skip
+    )
 
 
 class OpenScan:
@@ -67,8 +85,12 @@ class OpenScan:
         recursive: bool = False,
         workers: int | None = None,
         journal_path: Path | None = None,
+        supplier: str | None = None,
+        skip: Collection[str] = (),
     ) -> None:
         self.root = directory.expanduser().absolute()
+        self.supplier = supplier
+        self.skip = frozenset(skip)
         if not self.root.is_dir():
             raise ConfigError(f"the outbox {directory} is not a directory")
         self.workers = workers
@@ -93,7 +115,44 @@ class OpenScan:
         head, self.head = self.head, None  # scan_files closes its reader
         known, cached = _reading_again(journal, damaged_content(journal), has_stats)
         scanned = scan_files(self.names, self.root, known, cached, workers=self.workers, head=head)
-        return Ingest(journal, self.root).run(chain(self.unlisted, scanned))
+        found: Iterable[ScannedFile] = chain(self.unlisted, scanned)
+        if self.supplier is None:
+            return Ingest(journal, self.root).run(found)
+        only = SupplierFilter(self.supplier, self.skip)
+        report = Ingest(journal, self.root).run(only.kept(found))
+        report.left_for_others = only.left
+        return report
+
+
+class SupplierFilter:
+    """Only one supplier's invoices go into this journal (a profile's ``sender``): a file
+    whose supplier EndpointID is another's, or cannot be told (unreadable, no ID), is left
+    as it is, for the run of its own profile (``send --all-profiles`` reports what belongs
+    to none). Known content read again carries no facts: it is in this journal already,
+    taken by an earlier scan of this supplier (a send holds any other, ``lifecycle.suppliers``).
+    ``skip``: invoice IDs of this supplier another profile's journal holds as sent through its
+    account (``send --all-profiles`` finds them): never taken here, never sent twice.
+    """
+
+    def __init__(self, supplier: str, skip: frozenset[str] = frozenset()) -> None:
+        self.supplier = supplier
+        self.skip = skip
+        self.left = 0
+
+    def kept(self, found: Iterable[ScannedFile]) -> Iterator[ScannedFile]:
+        for item in found:
+            if self.takes(item):
+                yield item
+            else:
+                self.left += 1
+
+    def takes(self, item: ScannedFile) -> bool:
+        if item.columns is not None:
+            return item.columns[SENDER_COLUMN] == self.supplier and item.invoice_id not in self.skip
+        return item.reason is None and item.sha256 is not None
+
+
+SENDER_COLUMN = FACT_COLUMNS.index("sender_endpoint")
 
 
 def _reading_again(

@@ -29,15 +29,24 @@ class ScanReport:
     # Files per category (``CATEGORIES``), each file in exactly one, so they add up to
     # ``files``; the lists above name invoice IDs, and two files may share one.
     file_counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(CATEGORIES, 0))
+    # Files a supplier filter left for other profiles (``ingest.SupplierFilter``): not in
+    # ``files``, nor in the JSON document (``send --all-profiles`` lists them itself).
+    left_for_others: int = 0
+    # Invoices of other suppliers this journal held all the same (``lifecycle.suppliers``),
+    # by a profile's send; ``status`` shows them on hold.
+    held_for_others: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        document = asdict(self)
+        del document["left_for_others"], document["held_for_others"]
+        return document
 
     @property
     def input_code(self) -> ExitCode:
         """``NO_INPUT`` when the outbox held no ``*.xml`` at all (a mistyped or unmounted
-        path, most often; never a silent 0), else ``OK``."""
-        return ExitCode.NO_INPUT if self.files == 0 else ExitCode.OK
+        path, most often; never a silent 0), else ``OK``. Files of other suppliers are
+        there: a filtered scan that took none is not an empty outbox."""
+        return ExitCode.NO_INPUT if self.files == 0 and not self.left_for_others else ExitCode.OK
 
     def exit_causes(self) -> list[Cause]:
         """What ``scan``'s exit code is chosen from: invalid files (3), no ``*.xml`` (66)."""

@@ -36,4 +36,6 @@ class SendOptions:
     validate: bool = False  # GoRoute's validation of each revision before its first send
     outbox: Path | None = None  # where the history marker lives; None: no marker
     trust_new_journal: bool = False  # send from a journal with no history without checking
+    supplier: str | None = None  # only this supplier's invoices (scheme:id): a profile's sender
+    skip_invoices: tuple[str, ...] = ()  # of that supplier, sent through another's account
     warn: Callable[[str], None] = field(default=_stderr, compare=False, repr=False)

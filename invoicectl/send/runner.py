@@ -23,6 +23,7 @@ from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.plan import Plan, attention_causes, plan
 from invoicectl.lifecycle.sending import close_unanswered
+from invoicectl.lifecycle.suppliers import hold_other_suppliers
 from invoicectl.runs import (
     REAL_CLOCKS,
     Clocks,
@@ -81,6 +82,10 @@ def send(
         check_environment(journal, settings.base_url, allow_change=allow_environment_change)
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
+        if options.supplier is not None:  # a profile's send: its supplier's invoices only
+            report.held_for_others = hold_other_suppliers(
+                journal, options.supplier, options.new_versions, options.skip_invoices
+            )
         if options.deadline is not None:
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
@@ -234,4 +239,5 @@ def _late(
 
 
 def _no_input(report: ScanReport) -> list[Cause]:
-    return [Cause(report.input_code, "the outbox holds no *.xml file")] if report.files == 0 else []
+    no_input = report.input_code is not ExitCode.OK
+    return [Cause(report.input_code, "the outbox holds no *.xml file")] if no_input else []
