@@ -91,6 +91,30 @@ def test_a_supplier_s_send_takes_only_its_invoices(tmp_path: Path, outbox: Path)
     assert summary.exit_code == 0, summary.exit_causes
 
 
+def test_a_routed_profile_s_scan_reads_only_the_files_routed_to_it(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """send --all-profiles hands each profile's send the names of its own files: another
+    supplier's files are not read, parsed or hashed there (before, every profile's send read
+    the whole outbox, a first scan and every run after it)."""
+    from invoicectl.send.routing import route
+
+    write(outbox, "a1.xml", ACME, "INV-1")
+    write(outbox, "a2.xml", ACME, "INV-2")
+    for number in range(5):
+        write(outbox, f"b{number}.xml", BETA, f"INV-B{number}")
+    routing = route(outbox, {ACME: "acme", BETA: "beta"}, ["acme", "beta"])
+    names = tmp_path / "acme.names"
+    names.write_text("\0".join(routing.names["acme"]))
+
+    with Journal(tmp_path / "acme.db") as journal:
+        report = scanning(outbox, supplier=ACME, names=names)(journal)
+
+    assert sorted(routing.names["acme"]) == ["a1.xml", "a2.xml"]
+    assert report.files == 2 and report.left_for_others == 0
+    assert sorted(report.new) == ["INV-1", "INV-2"]
+
+
 def test_a_supplier_with_no_file_in_the_outbox_is_not_an_empty_outbox(
     tmp_path: Path, outbox: Path
 ) -> None:

@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 import threading
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import typer
 
@@ -26,6 +27,9 @@ from invoicectl.cli.logsetup import ENV as LOG_ENV
 from invoicectl.cli.logsetup import log_format
 from invoicectl.errors import MEANINGS, Cause, ConfigError, ExitCode, UsageError, explain, worst
 from invoicectl.loglines import explain_exit
+
+if TYPE_CHECKING:
+    from invoicectl.send.routing import Routing
 
 # Each would come before every profile's own value (option > environment > profile).
 _SHARED_ENV = ("GOROUTE_API_KEY", "GOROUTE_BASE_URL", "INVOICECTL_JOURNAL")
@@ -62,14 +66,16 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     chosen, senders = _chosen_profiles(only)
     routing = route(directory, senders, chosen, recursive=recursive)
     skips = _sent_elsewhere(senders, routing.ids)
-    commands = {
-        name: [sys.executable, "-m", "invoicectl", "--profile", name, "send", str(directory),
-               *passed, *_skipping(name, skips.get(name, {})), "--json"]
-        for name in chosen
-    }  # fmt: skip
     env = {key: value for key, value in os.environ.items() if key != profiles.ENV}
     env[LOG_ENV] = log_format(ctx.meta.get("args", [])).value  # as this run's, --log-format too
-    finished, signals = run_children(commands, env, _tagged_lines())
+    with tempfile.TemporaryDirectory(prefix="invoicectl-routed-") as lists:
+        commands = {
+            name: [sys.executable, "-m", "invoicectl", "--profile", name, "send", str(directory),
+                   *passed, *_skipping(name, skips.get(name, {})),
+                   "--routed-names", _names_file(Path(lists), name, routing), "--json"]
+            for name in chosen
+        }  # fmt: skip
+        finished, signals = run_children(commands, env, _tagged_lines())
     codes: dict[str, ExitCode] = {}
     causes: list[Cause] = []
     for name in chosen:
@@ -198,6 +204,14 @@ def _sent_elsewhere(
                         continue  # never sent from there: held there by its supplier check
                     found.setdefault(profile, {})[invoice_id] = name
     return found
+
+
+def _names_file(directory: Path, name: str, routing: Routing) -> str:
+    """The file of the outbox's names routed to profile ``name`` (NUL-separated, as found):
+    its send reads those alone, never another supplier's files."""
+    path = directory / f"{name}.names"
+    path.write_text("\0".join(routing.names.get(name, [])), "utf-8", "surrogateescape")
+    return str(path)
 
 
 def _skipping(name: str, skipped: Mapping[str, str]) -> list[str]:

@@ -35,7 +35,12 @@ from invoicectl.cli.options import (
     chosen_format,
 )
 from invoicectl.cli.pinging import start_pings
-from invoicectl.cli.send_lines import continue_command, reconcile_progress, say_stopping
+from invoicectl.cli.send_lines import (
+    continue_command,
+    outage_after,
+    reconcile_progress,
+    say_stopping,
+)
 from invoicectl.cli.send_options import (
     AllProfilesOption,
     BatchSizeOption,
@@ -43,6 +48,7 @@ from invoicectl.cli.send_options import (
     NewVersionOption,
     OrderOption,
     ProfileSetOption,
+    RoutedNamesOption,
     SendOrderChoice,
     SkipInvoiceOption,
     SupplierOption,
@@ -57,7 +63,6 @@ if TYPE_CHECKING:
 
     from invoicectl.runs import Session
     from invoicectl.scan.report import ScanReport
-    from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
 
@@ -122,6 +127,7 @@ def send(
     all_profiles: AllProfilesOption = False,
     profile_set: ProfileSetOption = None,
     skip_invoice: SkipInvoiceOption = None,
+    routed_names: RoutedNamesOption = None,
 ) -> None:
     """Scan DIRECTORY, then send what is pending, under the limit.
 
@@ -168,8 +174,11 @@ def send(
         rate_per_minute=settings.rate_per_minute,
     )
     supplier = supplier_of_send(supplier, settings.sender, settings.profile)
+    skip = skip_invoice or ()
+    scan = scanning(
+        directory, recursive=recursive, supplier=supplier, skip=skip, names=routed_names
+    )
     if dry_run:
-        scan = scanning(directory, recursive=recursive, supplier=supplier)
         report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
         warn_if_empty(report.files + report.left_for_others, directory, recursive)
         if as_json:
@@ -188,7 +197,7 @@ def send(
     with metrics_after(settings, "send") as after:
         report, summary = runner.send(
             settings,
-            scanning(directory, recursive=recursive, supplier=supplier, skip=skip_invoice or ()),
+            scan,
             settings.send_options(
                 deadline=deadline,
                 new_versions=new_versions,
@@ -198,7 +207,7 @@ def send(
                 validate=validate,
                 history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
                 supplier=supplier,
-                skip_invoices=skip_invoice or (),
+                skip_invoices=skip,
             ),
             allow_environment_change=allow_environment_change,
             run_options=settings.send_run_options(
@@ -223,7 +232,7 @@ def send(
         )
     if summary.stopped_by == "wrong_url":
         say_error(str(summary.endpoint_message))
-    stopped = stop_line(summary, deadline=deadline, outage_after=_outage_after(summary))
+    stopped = stop_line(summary, deadline=deadline, outage_after=outage_after(summary))
     if stopped is not None:
         say(stopped)
     if as_json:
@@ -373,15 +382,6 @@ def validate(
         print(f"{summary.requests} validations asked; exit {int(summary.exit_code)}")
     explain_exit(summary.exit_code, summary.exit_cause(report))
     raise typer.Exit(summary.exit_code)
-
-
-def _outage_after(summary: SendSummary) -> int:
-    """For the line of an outage stop (a run that sent nothing never imports the sender)."""
-    if "outage" not in summary.stops:
-        return 0
-    from invoicectl.send.sender import OUTAGE_AFTER
-
-    return OUTAGE_AFTER
 
 
 def _session(settings: Settings) -> Session:

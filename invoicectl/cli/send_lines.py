@@ -10,6 +10,7 @@ from invoicectl.cli.consoles import say, stderr_bar_console
 
 if TYPE_CHECKING:
     from invoicectl.render.reconcile_progress import ReconcileProgress
+    from invoicectl.send.summary import SendSummary
     from invoicectl.settings import Settings
 
 
@@ -54,3 +55,12 @@ def continue_command(
     if api_key_file is not None:
         words += ["--api-key-file", str(api_key_file)]
     return shlex.join(words)
+
+
+def outage_after(summary: SendSummary) -> int:
+    """For the line of an outage stop (a run that sent nothing never imports the sender)."""
+    if "outage" not in summary.stops:
+        return 0
+    from invoicectl.send.sender import OUTAGE_AFTER
+
+    return OUTAGE_AFTER

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -60,6 +61,8 @@ AllProfilesOption = Annotated[
 ]
 # Given by ``send --all-profiles`` to a profile's send, never by a person (hidden).
 SkipInvoiceOption = Annotated[list[str] | None, typer.Option("--skip-invoice", hidden=True)]
+# From send --all-profiles to each profile's send: a file naming the outbox's files routed to it.
+RoutedNamesOption = Annotated[Path | None, typer.Option("--routed-names", hidden=True)]
 ProfileSetOption = Annotated[
     str | None,
     typer.Option("--profiles", metavar="A,B", help="As --all-profiles, these only.",

@@ -44,12 +44,13 @@ def scan_directory(
     workers: int | None = None,
     supplier: str | None = None,
     skip: Collection[str] = (),
+    names: Collection[str] | None = None,
 ) -> ScanReport:
     """Hash, parse and record every ``*.xml`` under ``directory``; with ``supplier``
     (``scheme:id``), only the files of that supplier's invoices, less the invoice IDs in
-    ``skip`` (``SupplierFilter``)."""
+    ``skip`` (``SupplierFilter``); with ``names``, only those of the files found."""
     with OpenScan(
-        directory, recursive=recursive, workers=workers, supplier=supplier, skip=skip
+        directory, recursive=recursive, workers=workers, supplier=supplier, skip=skip, names=names
     ) as scan:
         return scan.into(journal)
 
@@ -60,11 +61,26 @@ def scanning(
     recursive: bool = False,
     supplier: str | None = None,
     skip: Collection[str] = (),
+    names: Path | None = None,
 ) -> Callable[[JournalBackend], ScanReport]:
-    """A scan of ``directory``, for a run to make once it holds the journal."""
-    return lambda journal: scan_directory(
-        journal, directory, recursive=recursive, supplier=supplier, skip=skip
-    )
+    """A scan of ``directory``, for a run to make once it holds the journal. ``names``: a
+    file of the names (as found, NUL-separated) to take, the others left unread: what
+    ``send --all-profiles`` routed to this profile, so that no profile reads, parses or
+    hashes the files of another's supplier, on a first scan or any other."""
+
+    def scan(journal: JournalBackend) -> ScanReport:
+        only = (
+            None if names is None else set(names.read_text("utf-8", "surrogateescape").split("\0"))
+        )
+        return scan_directory(
+            journal, directory, recursive=recursive, supplier=supplier, skip=skip, names=only
+        )
+
+    return scan
+
+
+def _names(path: Path) -> list[str]:
+    return path.read_text("utf-8", "surrogateescape").split("\0")
 
 
 class OpenScan:
@@ -87,6 +103,7 @@ class OpenScan:
         journal_path: Path | None = None,
         supplier: str | None = None,
         skip: Collection[str] = (),
+        names: Collection[str] | None = None,
     ) -> None:
         self.root = directory.expanduser().absolute()
         self.supplier = supplier
@@ -96,6 +113,8 @@ class OpenScan:
         self.workers = workers
         self.unlisted: list[ScannedFile] = []
         self.names = find_candidates(self.root, recursive, self.unlisted)
+        if names is not None:
+            self.names = [name for name in self.names if name in names]
         self.head: HeadStart | None = None
         if journal_path is not None and len(self.names) >= _HEAD_START_FILES:
             known = peek_stored(journal_path, as_text(str(self.root)))

@@ -58,6 +58,7 @@ class Routing:
     elsewhere: dict[str, int] = field(default_factory=dict)  # profile not in this run -> files
     unrouted: list[Unrouted] = field(default_factory=list)
     ids: dict[str, set[str]] = field(default_factory=dict)  # profile of the run -> invoice IDs
+    names: dict[str, list[str]] = field(default_factory=dict)  # profile of the run -> files
 
 
 def route(
@@ -106,6 +107,7 @@ def _place(routing: Routing, name: str, root: Path, senders: Mapping[str, str]) 
     elif profile in routing.files:
         routing.files[profile] += 1
         routing.ids.setdefault(profile, set()).add(facts.invoice_id)
+        routing.names.setdefault(profile, []).append(name)
     else:
         routing.elsewhere[profile] = routing.elsewhere.get(profile, 0) + 1
 
