@@ -272,3 +272,96 @@ def _no_retry() -> Any:
     from invoicectl.goroute.retry import RetryPolicy
 
     return RetryPolicy(max_attempts=1, max_wait=0.1, backoff_initial=0.01, backoff_max=0.01)
+
+
+def test_a_copy_that_reads_back_otherwise_is_rolled_back_naming_the_table(tmp_path, pg_url):
+    """The server changes what it is given (a trigger stands for any such fault): the rows
+    read back are not the source's, and nothing of the copy is kept."""
+    journal, _outbox = made_journal(tmp_path)
+    assert invoke("status", "--journal", pg_url).exit_code in (0, 75)  # migrates the target
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE FUNCTION touch() RETURNS trigger LANGUAGE plpgsql AS"
+            " $$ BEGIN NEW.reason := 'changed on the way'; RETURN NEW; END $$"
+        )
+        conn.execute(
+            "CREATE TRIGGER touch BEFORE INSERT ON invoices FOR EACH ROW EXECUTE FUNCTION touch()"
+        )
+
+    result = invoke("journal", "copy", "--journal", str(journal), "--to", pg_url)
+
+    assert result.exit_code == 1
+    assert "the copy of table invoices" in result.stderr and "rolled back" in result.stderr
+    for table in ("invoices", "blobs", "attempts", "runs", "events"):
+        assert table_rows(JournalURL(pg_url), table) == [], table
+
+
+def test_the_row_digest_tells_a_value_of_another_type():
+    from invoicectl.journal.copy_checks import RowDigest
+
+    def digest(*row: Any) -> str:
+        made = RowDigest()
+        made.add(row)
+        return made.hexdigest()
+
+    forms = [(1,), ("1",), (1.0,), (b"1",), (None,), ("",), ("a", "b"), ("ab",), ("a\n",)]
+    assert len({digest(*row) for row in forms}) == len(forms)
+
+
+@pytest.mark.slow
+def test_a_copy_killed_half_way_leaves_the_target_empty_and_can_be_run_again(tmp_path, pg_url):
+    """kill -9 while the rows stream in: the server rolls the transaction back; the next
+    copy finds the target empty and completes."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from historykit import add_history
+
+    journal = tmp_path / "journal.db"
+    with Journal(journal) as opened:
+        add_history(opened, 4000)
+    before = sha256_of(journal)
+    args = [sys.executable, "-m", "invoicectl", "journal", "copy", "--journal", str(journal)]
+    child = subprocess.Popen(
+        [*args, "--to", pg_url], stdout=subprocess.PIPE, stderr=subprocess.PIPE
+    )
+    copying = False
+    with psycopg.connect(pg_url, autocommit=True) as watch:
+        deadline = time.monotonic() + 60
+        while child.poll() is None and time.monotonic() < deadline and not copying:
+            (copying,) = watch.execute(
+                "SELECT count(*) > 0 FROM pg_stat_activity WHERE query LIKE 'COPY %'"
+                " AND state = 'active' AND pid != pg_backend_pid()"
+            ).fetchone()
+    os.kill(child.pid, signal.SIGKILL)
+    child.communicate(timeout=60)
+    assert copying, "the copy ended before it could be killed"
+
+    for table in ("invoices", "blobs", "attempts", "runs", "revisions"):
+        assert table_rows(JournalURL(pg_url), table) == [], table
+    again = invoke("journal", "copy", "--journal", str(journal), "--to", pg_url, "--json")
+    assert again.exit_code == 0, again.output
+    assert json.loads(again.stdout)["tables"]["invoices"] == 4000
+    assert sha256_of(journal) == before
+
+
+def test_a_database_of_something_else_or_a_newer_journal_is_refused(tmp_path, pg_server):
+    journal, _outbox = made_journal(tmp_path)
+    other = pg_server.new_database()
+    with psycopg.connect(other, autocommit=True) as conn:
+        conn.execute("CREATE TABLE customers (id int)")
+    newer = pg_server.new_database()
+    assert invoke("status", "--journal", newer).exit_code in (0, 75)  # a journal, migrated
+    with psycopg.connect(newer, autocommit=True) as conn:
+        conn.execute("INSERT INTO journal_migrations VALUES ('m099_from_the_future', 'now')")
+
+    foreign = invoke("journal", "copy", "--journal", str(journal), "--to", other)
+    future = invoke("journal", "copy", "--journal", str(journal), "--to", newer)
+
+    assert foreign.exit_code == ExitCode.USAGE == future.exit_code
+    assert "holds tables that are not a journal's (customers)" in foreign.stderr
+    assert "newer invoicectl (migrations m099_from_the_future)" in future.stderr
+    assert public_tables(other) == 1  # no journal's tables made beside the customers

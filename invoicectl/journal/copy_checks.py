@@ -89,11 +89,18 @@ class RowDigest:
 
 
 class BlobCheck:
-    """Every blob read back: its bytes, unpacked, hash to its sha256 and have its size."""
+    """Every blob read back: its bytes, unpacked, hash to its sha256 and have its size. The
+    first that does not is raised by ``settle``, once the table's rows are known to be the
+    source's: the damage is then the source's own, and the line says so."""
 
     def __init__(self, columns: list[str]) -> None:
         self._at = [columns.index(name) for name in ("sha256", "size", "codec", "data")]
         self.count = 0
+        self._problem: str | None = None
+
+    def settle(self) -> None:
+        if self._problem is not None:
+            raise CopyMismatch(self._problem)
 
     def check(self, row: Sequence[Any], target: JournalURL) -> None:
         sha256, size, codec, data = (row[index] for index in self._at)
@@ -105,8 +112,8 @@ class BlobCheck:
             why = "" if hashlib.sha256(content).hexdigest() == sha256 else "do not hash to it"
             if not why and len(content) != size:
                 why = f"are {len(content)} bytes, not the {size} recorded"
-        if why:
-            raise CopyMismatch(
+        if why and self._problem is None:
+            self._problem = (
                 f"the copy of table blobs in {target}: blob {str(sha256)[:16]}'s bytes {why},"
                 " as in the source (invoicectl verify on the SQLite journal names it): the copy"
                 " was rolled back, the target holds none of it"

@@ -49,9 +49,9 @@ def probe_target(target: JournalURL) -> None:
             )
         }
         if tables and "journal_migrations" not in tables:
-            listed = ", ".join(sorted(tables)[:5])
+            named = ", ".join(sorted(tables)[:5])
             raise CopyRefused(
-                f"the target {target} holds tables that are not a journal's ({listed}): copy"
+                f"the target {target} holds tables that are not a journal's ({named}): copy"
                 f" into a new, empty database; {NOTHING_WRITTEN}"
             )
         if tables:
@@ -200,6 +200,8 @@ class Target:
                     f" ({digest.rows:,} rows read back, {each.rows:,} copied; their digests"
                     " differ): the copy was rolled back, the target holds none of it"
                 )
+            if blobs is not None and each.name == "blobs":
+                blobs.settle()
         row = self.raw.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
         theirs = (0, "0" * 64) if row is None else (int(row[0]), str(row[1]))
         if theirs != head:
