@@ -261,6 +261,8 @@ def test_sending_after_the_copy_delivers_each_invoice_once(tmp_path, pg_url):
         for invoice_id, key in unknown.items():
             invoice = target.invoice(invoice_id)
             assert invoice is not None and invoice.idempotency_key == key
+            replays = target.attempts(invoice_id)
+            assert len(replays) == 2 and {a.idempotency_key for a in replays} == {key}
         for invoice_id in accepted:
             assert len(target.attempts(invoice_id)) == 1  # never sent again
     # The marker names this journal and its last run: no second check of GoRoute's history.
