@@ -39,6 +39,7 @@ from invoicectl.audit.findings import Finding, Verification
 from invoicectl.errors import UsageError
 from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.chain import COVERED
+from invoicectl.locations import JournalURL, Location
 
 __all__ = ["Finding", "Verification", "parse_subset", "verify"]
 
@@ -60,8 +61,12 @@ def parse_subset(text: str | None) -> float:
     return share
 
 
-def verify(path: Path, *, subset: float = 1.0, rng: random.Random | None = None) -> Verification:
+def verify(
+    path: Location, *, subset: float = 1.0, rng: random.Random | None = None
+) -> Verification:
     """Every check of the module docstring on the journal at ``path``, read-only."""
+    if isinstance(path, JournalURL):
+        return _verify_database(path, subset, rng)
     result = Verification(str(path))
     if not path.is_file():
         result.add("journal", f"no journal file at {path}")
@@ -75,23 +80,44 @@ def verify(path: Path, *, subset: float = 1.0, rng: random.Random | None = None)
         return result
     with reader:
         _step(result, "the integrity check", lambda: _integrity(reader, result))
-        if not _is_journal(reader, result):
-            return result
-        state = ChainState()
-        _step(result, "the chain check", lambda: check_chain(reader, result, state))
-        _step(result, "the run heads check", lambda: check_run_heads(reader, result))
-        _step(result, "the identity check", lambda: check_identity(reader, result, state))
-        _step(result, "the blob check", lambda: check_blobs(reader, result, subset, rng))
-        if not state.complete:
-            result.add(
-                "journal",
-                "the rows were not checked against their events: the chain could not be read",
-            )
-            return result
-        for table in COVERED:
-            if table in state.covered:
-                _step(result, f"the {table} check", lambda t=table: check_rows(reader, result, t))  # type: ignore[misc]
+        _checks(reader, result, subset, rng)
     return result
+
+
+def _verify_database(
+    location: JournalURL, subset: float, rng: random.Random | None
+) -> Verification:
+    """``verify`` on a PostgreSQL journal: the same checks but SQLite's file checks (the
+    server keeps its own pages); unreachable, one line and exit 75 (``JournalUnreachable``)."""
+    from invoicectl.journal.pg_audit import PgAuditReader
+
+    result = Verification(str(location))
+    result.file_checks = False
+    with PgAuditReader(location) as reader:
+        _checks(reader, result, subset, rng)
+    return result
+
+
+def _checks(
+    reader: AuditReader, result: Verification, subset: float, rng: random.Random | None
+) -> None:
+    """The chain, the run heads, the identity, the blobs and every covered row."""
+    if not _is_journal(reader, result):
+        return
+    state = ChainState()
+    _step(result, "the chain check", lambda: check_chain(reader, result, state))
+    _step(result, "the run heads check", lambda: check_run_heads(reader, result))
+    _step(result, "the identity check", lambda: check_identity(reader, result, state))
+    _step(result, "the blob check", lambda: check_blobs(reader, result, subset, rng))
+    if not state.complete:
+        result.add(
+            "journal",
+            "the rows were not checked against their events: the chain could not be read",
+        )
+        return
+    for table in COVERED:
+        if table in state.covered:
+            _step(result, f"the {table} check", lambda t=table: check_rows(reader, result, t))  # type: ignore[misc]
 
 
 def _step(result: Verification, name: str, check: Callable[[], None]) -> None:

@@ -24,6 +24,7 @@ from invoicectl.cli import (  # noqa: F401
     send_commands,
     operator_commands,
     audit_commands,
+    journal_group,
     doctor_command,
     sandbox_command,
     profile_commands,
