@@ -24,6 +24,7 @@ from invoicectl.journal import Journal, open_journal
 from invoicectl.journal.copying import CopyMismatch, CopyRefused, copy_journal
 from invoicectl.journal.records import InvoiceState
 from invoicectl.locations import JournalURL
+from invoicectl.sandbox import DEFAULT_API_KEY
 
 runner = CliRunner()
 
@@ -93,7 +94,7 @@ def test_a_copy_holds_every_row_and_the_sqlite_file_is_as_it_was(tmp_path, pg_ur
     assert sha256_of(journal) == before
     # SQLite's read-only connection makes the WAL's index beside the file, and writes nothing.
     new = {path.name for path in tmp_path.iterdir()} - set(sidecars)
-    assert new <= {"journal.db-wal", "journal.db-shm"}
+    assert new <= {"journal.db-wal", "journal.db-shm", "journal.db.moved"}
     assert (
         not (tmp_path / "journal.db-wal").exists()
         or not (tmp_path / "journal.db-wal").stat().st_size
@@ -367,3 +368,26 @@ def test_a_database_of_something_else_or_a_newer_journal_is_refused(tmp_path, pg
     assert "holds tables that are not a journal's (customers)" in foreign.stderr
     assert "newer invoicectl (migrations m099_from_the_future)" in future.stderr
     assert public_tables(other) == 1  # no journal's tables made beside the customers
+
+
+def test_after_a_copy_the_sqlite_file_is_an_archive_no_run_writes(tmp_path, pg_url, monkeypatch):
+    """Both journals carry one identity and continue from one chain head: a send from the
+    old file after the move would look, to the new journal, like nothing was sent."""
+    journal, outbox = made_journal(tmp_path)
+    assert invoke("journal", "copy", "--journal", str(journal), "--to", pg_url).exit_code == 0
+    before = sha256_of(journal)
+    write_invoice(outbox, "INV-AFTER")
+    monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
+
+    refused = [
+        invoke(*command, "--journal", str(journal))
+        for command in (["send", str(outbox)], ["scan", str(outbox)], ["release", "INV-HELD"])
+    ]
+
+    for result in refused:
+        assert result.exit_code == ExitCode.COULD_NOT_RUN, result.output
+        assert "is an archive now" in result.output and "postgresql://" in result.output
+    assert sha256_of(journal) == before
+    assert invoke("status", "--journal", str(journal)).exit_code in (0, 3, 4)  # reading: yes
+    (tmp_path / "journal.db.moved").unlink()  # how a person undoes the move
+    assert invoke("scan", str(outbox), "--journal", str(journal)).exit_code in (0, 3, 4)

@@ -46,6 +46,7 @@ from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import Clock, utc_now
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.moved import refuse_if_moved
 from invoicectl.journal.runlock import RunLock
 from invoicectl.locations import JournalURL, Location
 
@@ -95,8 +96,10 @@ def locked_journal(
         with _explained(path), PgJournal(path, clock) as opened, pg_run_lock(opened, command):
             yield opened
         return
-    with _explained(path), RunLock(path, command=command), Journal(path, clock) as journal:
-        yield journal
+    with _explained(path), RunLock(path, command=command):
+        refuse_if_moved(path, command)
+        with Journal(path, clock) as journal:
+            yield journal
 
 
 @contextmanager

@@ -34,6 +34,8 @@ from typing import Any, cast
 from invoicectl.journal.copy_checks import CopyMismatch, CopyRefused, TableCopy
 from invoicectl.journal.copy_source import check_source_file, opened_source
 from invoicectl.journal.copy_target import BATCH, Target, pg_errors, probe_target
+from invoicectl.journal.database import utc_now
+from invoicectl.journal.moved import note_move
 from invoicectl.journal.runlock import RunLock
 from invoicectl.locations import JournalURL
 
@@ -99,6 +101,8 @@ def copy_journal(
             writer = Target(cast(Any, journal.db.conn).raw, target)
             copied, checked = writer.copy_all(reader, tables, batch)
             seq, head = reader.head()
+        # Committed: from now on the file is an archive (``moved``), still under its lock.
+        note_move(source, str(target), utc_now().isoformat())
     return CopyReport(
         source=str(source),
         target=str(target),
