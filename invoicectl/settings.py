@@ -33,7 +33,7 @@ from invoicectl.defaults import (
     TIERS,
 )
 from invoicectl.errors import ConfigError
-from invoicectl.locations import Location, journal_location
+from invoicectl.locations import JournalURL, Location, journal_location
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -158,7 +158,7 @@ def config_path(environ: Mapping[str, str]) -> Path:
 
 def resolve(
     *,
-    journal: Path | str | None = None,
+    journal: Location | str | None = None,
     sandbox: bool = False,
     api_key_file: Path | None = None,
     tier: str | None = None,
@@ -213,7 +213,7 @@ def resolve(
             *pick("base_url", None, "GOROUTE_BASE_URL", DEFAULT_BASE_URL)
         )
         chosen, source = pick("journal", journal, "INVOICECTL_JOURNAL", None)
-        if chosen is not None and not isinstance(chosen, Path):
+        if chosen is not None and not isinstance(chosen, (Path, JournalURL)):
             chosen = config_values.text("journal", chosen, source)
         journal_path = journal_location(chosen or default_journal_path(environ))
         key = _api_key(api_key_file, config, in_config, environ, sources) if need_key else None

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,14 +15,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from backends import chain_findings, witness_rows
 from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.audit.verify import verify
 from invoicectl.errors import JournalError
 from invoicectl.goroute.outcomes import RateLimited, Transient
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
 from invoicectl.lifecycle.sending import answer_of
+from invoicectl.locations import Location
 from invoicectl.runs import make_client
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.options import SendOptions
@@ -32,10 +33,10 @@ from invoicectl.send.stopping import Stopping
 
 
 def test_a_429_with_whole_seconds_retry_after_keeps_the_chain_verifiable(
-    outbox: Path, tmp_path: Path
+    outbox: Path, journal_at: Location
 ):
     """Retry-After: 1 (the usual form) on a 429: the attempt row's event must be the row."""
-    journal_path = tmp_path / "send.db"
+    journal_path = journal_at
     for number in range(12):
         write_invoice(outbox, f"INV-{number:04d}")
     sandbox = emulator(max_concurrent=2, latency_ms=150)  # answers 429, Retry-After: 1
@@ -49,23 +50,24 @@ def test_a_429_with_whole_seconds_retry_after_keeps_the_chain_verifiable(
     )
 
     assert summary.rate_limited_answers > 0
-    with sqlite3.connect(journal_path) as witness:
-        (rows,) = witness.execute(
-            "SELECT count(*) FROM attempts WHERE retry_after IS NOT NULL"
-        ).fetchone()
+    ((rows,),) = witness_rows(
+        journal_path, "SELECT count(*) FROM attempts WHERE retry_after IS NOT NULL"
+    )
     assert rows > 0
-    assert [finding.line() for finding in verify(journal_path).findings] == []
+    assert chain_findings(journal_path) == []
 
 
-def test_finish_attempt_event_is_the_row_for_whole_number_reals(tmp_path: Path):
+def test_finish_attempt_event_is_the_row_for_whole_number_reals(
+    tmp_path: Path, journal_at: Location
+):
     """The same at the journal level: duration 0.0 (``Transient(sent=False)``'s default, the
     request that could not even be built) and a Retry-After of 30 s: the chain's event must
     hold 0.0 / 30.0, as SELECT reads them. Only the row-against-event findings are asked."""
-    path = tmp_path / "journal.db"
+    path = journal_at
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     write_invoice(outbox, "INV-1")
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         scan_directory(journal, outbox)
         sha256 = journal.invoice("INV-1").current_sha256
         run_id = journal.begin_run("send", {})
@@ -77,13 +79,13 @@ def test_finish_attempt_event_is_the_row_for_whole_number_reals(tmp_path: Path):
                 run_id, "INV-1", sha256, "invoice-INV-1", "b" * 64, started_at=journal.now()
             )
             journal.finish_attempt(attempt, answer)
-        with sqlite3.connect(path) as witness:
-            stored = witness.execute("SELECT duration, retry_after FROM attempts").fetchall()
+        stored = witness_rows(path, "SELECT duration, retry_after FROM attempts ORDER BY id")
     assert stored == [(0.0, None), (2.0, 30.0)]
+    assert all(isinstance(value, float) for value in (stored[0][0], *stored[1]))
     row_findings = [
-        finding.line()
-        for finding in verify(path).findings
-        if "changed outside" in finding.line() or "its last event" in finding.line()
+        line
+        for line in chain_findings(path)
+        if "changed outside" in line or "its last event" in line or "not as its last" in line
     ]
     assert row_findings == []
 
