@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from backends import cli_journal
 from historykit import (
     add_history,
     cheap,
@@ -276,12 +277,12 @@ def test_a_terminal_page_shows_what_needs_a_person_first(journal: Journal):
     ]
 
 
-def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(tmp_path: Path):
-    path = tmp_path / "journal.db"
-    with Journal(path) as opened:
+def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(journal_at: Location):
+    path = cli_journal(journal_at)
+    with open_journal(journal_at) as opened:
         add_history(opened, 30)
     runner = CliRunner()
-    counts = runner.invoke(app, ["status", "--journal", str(path), "--limit", "0"])
+    counts = runner.invoke(app, ["status", "--journal", path, "--limit", "0"])
     assert counts.exit_code == 0, counts.output
     first, head = counts.stdout.splitlines()
     assert first == (
@@ -289,19 +290,19 @@ def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(tmp_path: Pat
         " amended 0"
     )
     assert head.startswith("chain head ")
-    three = runner.invoke(app, ["status", "--journal", str(path), "--limit", "3"])
+    three = runner.invoke(app, ["status", "--journal", path, "--limit", "3"])
     assert [line.split("\t")[0] for line in three.stdout.splitlines()[2:]] == [
         "OLD-0000000",
         "OLD-0000001",
         "OLD-0000002",
     ]
-    every = runner.invoke(app, ["status", "--journal", str(path)])  # a pipe: every one
+    every = runner.invoke(app, ["status", "--journal", path])  # a pipe: every one
     assert len(every.stdout.splitlines()) == 32  # the counts, the chain head, 30 invoices
-    lines = runner.invoke(app, ["status", "--journal", str(path), "--format", "jsonl"])
+    lines = runner.invoke(app, ["status", "--journal", path, "--format", "jsonl"])
     assert [json.loads(line)["invoice_id"] for line in lines.stdout.splitlines()][-1] == (
         "OLD-0000029"
     )
-    both = runner.invoke(app, ["status", "--journal", str(path), "--all", "--limit", "3"])
+    both = runner.invoke(app, ["status", "--journal", path, "--all", "--limit", "3"])
     assert both.exit_code == 2 and "give it or --limit, not both" in both.output
 
 
