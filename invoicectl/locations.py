@@ -50,9 +50,9 @@ def is_database_url(text: str) -> bool:
     return text.strip().lower().startswith(_SCHEMES)
 
 
-def journal_location(text: str | Path) -> Location:
+def journal_location(text: str | Location) -> Location:
     """``text`` as a journal's location: a PostgreSQL URL, or a path (``~`` expanded)."""
-    if isinstance(text, Path):
+    if isinstance(text, (Path, JournalURL)):
         return text
     if is_database_url(text):
         return JournalURL(text.strip())

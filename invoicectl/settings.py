@@ -36,7 +36,7 @@ from invoicectl.defaults import (
     TIERS,
 )
 from invoicectl.errors import ConfigError, UsageError
-from invoicectl.locations import Location, journal_location
+from invoicectl.locations import JournalURL, Location, journal_location
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -168,7 +168,7 @@ def config_path(environ: Mapping[str, str]) -> Path:
 
 def resolve(
     *,
-    journal: Path | str | None = None,
+    journal: Location | str | None = None,
     sandbox: bool = False,
     api_key_file: Path | None = None,
     tier: str | None = None,
@@ -240,7 +240,7 @@ def resolve(
         chosen, source = pick(
             "journal", journal, "INVOICECTL_JOURNAL", None, config if profile_name is None else {}
         )
-        if chosen is not None and not isinstance(chosen, Path):
+        if chosen is not None and not isinstance(chosen, (Path, JournalURL)):
             chosen = config_values.text("journal", chosen, source)
         if chosen is None and profile_name is not None:
             chosen = profile_journal(profile_name, environ)

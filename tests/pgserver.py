@@ -92,8 +92,9 @@ def _as_owner(command: list[str]) -> list[str]:
 
 
 @contextmanager
-def running_server() -> Iterator[Server]:
-    """A PostgreSQL server for the length of the block."""
+def running_server(*, fsync: bool = False) -> Iterator[Server]:
+    """A PostgreSQL server for the length of the block (``fsync``: as a real server syncs
+    its commits, for a benchmark; the tests' server does not)."""
     binaries = server_binaries()
     assert binaries is not None, missing_reason()
     directory = Path(tempfile.mkdtemp(prefix="invoicectl-pg-"))
@@ -113,10 +114,9 @@ def running_server() -> Iterator[Server]:
             capture_output=True,
         )
         # fsync off: the tests kill clients, never this server, and it runs on a busy disk.
-        options = (
-            f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c fsync=off"
-            " -c full_page_writes=off -c max_connections=200"
-        )
+        options = f"-p {port} -k {directory} -c listen_addresses=127.0.0.1 -c max_connections=200"
+        if not fsync:
+            options += " -c fsync=off -c full_page_writes=off"
         subprocess.run(
             _as_owner([str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log)])
             + ["-o", options, "-w", "-t", "60", "start"],

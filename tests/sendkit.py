@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -10,7 +9,8 @@ from typing import Any
 import httpx
 
 from invoicectl.goroute.retry import RetryPolicy
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
+from invoicectl.locations import Location
 from invoicectl.runs import REAL_CLOCKS, Clocks
 from invoicectl.sandbox import DEFAULT_API_KEY, Sandbox, SandboxConfig
 from invoicectl.scan.ingest import scanning
@@ -28,7 +28,9 @@ def emulator(**overrides: Any) -> Sandbox:
     }))  # fmt: skip
 
 
-def settings_for(journal: Path, base_url: str = "http://sandbox.test", **kwargs: Any) -> Settings:
+def settings_for(
+    journal: Location, base_url: str = "http://sandbox.test", **kwargs: Any
+) -> Settings:
     environ = {"GOROUTE_API_KEY": DEFAULT_API_KEY, "GOROUTE_BASE_URL": base_url}
     environ.update(kwargs.pop("environ", {}))
     return resolve(journal=journal, environ=environ, **kwargs)
@@ -62,8 +64,8 @@ def at(moment: datetime) -> Clocks:
     return Clocks(wall=lambda: datetime.now(UTC) + offset)
 
 
-def states(journal_path: Path) -> dict[str, str]:
-    with Journal(journal_path) as journal:
+def states(journal_path: Location) -> dict[str, str]:
+    with open_journal(journal_path) as journal:
         return {row.invoice_id: row.state for row in journal.invoices()}
 
 
@@ -74,13 +76,14 @@ def assert_each_delivered_once(sandbox_stats: dict[str, Any], invoice_ids: list[
     assert missing == [], f"not exactly one transaction: {missing[:10]}"
 
 
-def committed_events(path: Path) -> list[str]:
+def committed_events(location: Location) -> list[str]:
     """The events' details as another connection sees them: what is committed, in order."""
-    with sqlite3.connect(path) as witness:
-        return [row[0] for row in witness.execute("SELECT detail FROM events ORDER BY id")]
+    from backends import witness_rows
+
+    return [row[0] for row in witness_rows(location, "SELECT detail FROM events ORDER BY id")]
 
 
-def note(journal: Journal, detail: str) -> str:
+def note(journal: Any, detail: str) -> str:
     """A small write of the journal's own (an event), for tests of how writes commit."""
     journal.add_event(None, "note", detail)
     return detail

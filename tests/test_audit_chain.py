@@ -16,65 +16,68 @@ from pathlib import Path
 
 import pytest
 from auditkit import fill, strip_chain
+from backends import chain_findings, witness_rows
 from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.audit.export import export
 from invoicectl.audit.signing import load_or_create
 from invoicectl.audit.verify import verify
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
 from invoicectl.journal.chain import append_rows, start
+from invoicectl.locations import Location
 
 IDS = [f"C-{number:03d}" for number in range(4)]
 
 
 @pytest.fixture
-def sent(tmp_path: Path, outbox: Path) -> Path:
-    path = tmp_path / "journal.db"
+def sent(journal_at: Location, outbox: Path) -> Location:
+    path = journal_at
     for invoice_id in IDS:
         write_invoice(outbox, invoice_id)
     send(settings_for(path), outbox, emulator().transport())
     return path
 
 
-def kinds(path: Path) -> list[str]:
-    with sqlite3.connect(path) as conn:
-        return [kind for (kind,) in conn.execute("SELECT kind FROM chain ORDER BY seq")]
+def kinds(path: Location) -> list[str]:
+    return [kind for (kind,) in witness_rows(path, "SELECT kind FROM chain ORDER BY seq")]
 
 
-def count(path: Path, table: str) -> int:
-    with sqlite3.connect(path) as conn:
-        return int(conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0])
+def count(path: Location, table: str) -> int:
+    return int(witness_rows(path, f"SELECT count(*) FROM {table}")[0][0])
 
 
-def test_revisions_runs_history_checks_and_the_binding_are_chained(sent: Path):
+def test_revisions_runs_history_checks_and_the_binding_are_chained(sent: Location):
     chained = kinds(sent)
     assert chained.count("revision") == count(sent, "revisions") == len(IDS)
     assert chained.count("run") == 2 * count(sent, "runs")  # at its start and at its end
     assert chained.count("history_check") == count(sent, "history_checks") == 1
     assert chained.count("environment") == 1
-    assert verify(sent).findings == []
+    assert chain_findings(sent) == []
 
 
-def test_a_due_date_read_again_is_chained_with_its_revision(sent: Path):
-    with sqlite3.connect(sent) as conn:
-        revision_id, sha256 = conn.execute(
-            "SELECT id, sha256 FROM revisions WHERE invoice_id = 'C-001'"
-        ).fetchone()
-    with Journal(sent) as journal:
+def test_a_due_date_read_again_is_chained_with_its_revision(sent: Location):
+    ((revision_id, sha256),) = witness_rows(
+        sent, "SELECT id, sha256 FROM revisions WHERE invoice_id = 'C-001'"
+    )
+    with open_journal(sent) as journal:
         journal.record_due_date("C-001", sha256, "2030-01-31")
-    with sqlite3.connect(sent) as conn:
-        (payload,) = conn.execute(
-            "SELECT payload FROM chain WHERE kind = 'revision' ORDER BY seq DESC LIMIT 1"
-        ).fetchone()
+    ((payload,),) = witness_rows(
+        sent, "SELECT payload FROM chain WHERE kind = 'revision' ORDER BY seq DESC LIMIT 1"
+    )
     event = json.loads(payload)
     assert event["key"] == revision_id
     assert json.loads(event["row"]["facts"])["due_date"] == "2030-01-31"
-    assert verify(sent).findings == []
+    assert chain_findings(sent) == []
 
 
-def test_an_upgrade_chains_every_row_a_journal_already_holds(sent: Path):
-    """m009's genesis and m011's coverage event, then one event per row there."""
+def test_an_upgrade_chains_every_row_a_journal_already_holds(tmp_path: Path, outbox: Path):
+    """m009's genesis and m011's coverage event, then one event per row there. (SQLite's
+    only: a PostgreSQL journal is made with the chain, never upgraded to it.)"""
+    sent = tmp_path / "journal.db"
+    for invoice_id in IDS:
+        write_invoice(outbox, invoice_id)
+    send(settings_for(sent), outbox, emulator().transport())
     strip_chain(sent)
     Journal(sent).close()
     chained = kinds(sent)
@@ -190,10 +193,16 @@ def test_export_of_a_large_journal_holds_little_per_invoice(
     assert per_invoice < 2500, (per_invoice, checked)
 
 
-def test_verify_and_export_read_the_journal_as_it_was_when_they_began(sent: Path):
+def test_verify_and_export_read_the_journal_as_it_was_when_they_began(tmp_path: Path, outbox: Path):
     """A send that commits while verify reads must not make its new rows look written
-    outside invoicectl (they came after the chain was read): one read transaction."""
+    outside invoicectl (they came after the chain was read): one read transaction.
+    (SQLite's: verify and export read the SQLite file.)"""
     from invoicectl.journal.audit import AuditReader
+
+    sent = tmp_path / "journal.db"
+    for invoice_id in IDS:
+        write_invoice(outbox, invoice_id)
+    send(settings_for(sent), outbox, emulator().transport())
 
     with AuditReader(sent) as reader:
         before = reader.head()

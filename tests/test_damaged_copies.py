@@ -8,42 +8,48 @@ with none of the 27 intact invoices ever sent; the damaged ones showed as plain 
 from __future__ import annotations
 
 import json
-import sqlite3
 from pathlib import Path
 
 import pytest
+from backends import cli_journal, witness_execute, witness_rows
 from sendkit import assert_each_delivered_once, emulator, send, settings_for, states
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
 from invoicectl.cli import app
 from invoicectl.errors import ExitCode
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
+from invoicectl.locations import Location
 from invoicectl.scan.ingest import scan_directory
 
 DAMAGED = ("D-0004", "D-0013", "D-0027")
 
 
 @pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "journal.db"
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
 
 
-def damage(journal_path: Path, invoice_ids: tuple[str, ...]) -> None:
+def damage(journal_path: Location, invoice_ids: tuple[str, ...]) -> None:
     """Flip one byte in the middle of each invoice's stored copy."""
-    with sqlite3.connect(journal_path) as conn:
-        for invoice_id in invoice_ids:
-            (sha256,) = conn.execute(
-                "SELECT current_sha256 FROM invoices WHERE invoice_id = ?", (invoice_id,)
-            ).fetchone()
-            (data,) = conn.execute("SELECT data FROM blobs WHERE sha256 = ?", (sha256,)).fetchone()
-            flipped = bytearray(data)
-            flipped[len(flipped) // 2] ^= 0xFF
-            conn.execute("UPDATE blobs SET data = ? WHERE sha256 = ?", (bytes(flipped), sha256))
+    for invoice_id in invoice_ids:
+        ((sha256,),) = witness_rows(
+            journal_path, "SELECT current_sha256 FROM invoices WHERE invoice_id = ?", (invoice_id,)
+        )
+        ((data,),) = witness_rows(
+            journal_path, "SELECT data FROM blobs WHERE sha256 = ?", (sha256,)
+        )
+        flipped = bytearray(data)
+        flipped[len(flipped) // 2] ^= 0xFF
+        witness_execute(
+            journal_path, "UPDATE blobs SET data = ? WHERE sha256 = ?", (bytes(flipped), sha256)
+        )
 
 
-def status_code(journal_path: Path) -> tuple[int, list[dict]]:
-    result = CliRunner().invoke(app, ["status", "--journal", str(journal_path), "--format", "json"])
+def status_code(journal_path: Location) -> tuple[int, list[dict]]:
+    result = CliRunner().invoke(
+        app, ["status", "--journal", cli_journal(journal_path), "--format", "json"]
+    )
     return result.exit_code, json.loads(result.stdout)
 
 
@@ -54,7 +60,7 @@ def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
     for invoice_id in ids:
         write_invoice(outbox, invoice_id)
     settings = settings_for(journal_path)
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
     damage(journal_path, DAMAGED)
     sandbox = emulator()
@@ -75,11 +81,11 @@ def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
         assert invoice_id in record["hold_reason"]
         assert "stored copy" in record["hold_reason"] and "damaged" in record["hold_reason"]
         assert "rescan the file or restore the journal" in record["hold_reason"]
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert all(journal.invoice(i).idempotency_key is None for i in DAMAGED)  # no key spent
 
     # A rescan of the unchanged files repairs the copies and lifts the holds...
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         report = scan_directory(journal, outbox)
         assert sorted(report.repaired) == list(DAMAGED)
         for invoice_id in DAMAGED:
@@ -112,7 +118,7 @@ def test_a_damaged_copy_under_an_unknown_send_is_held_not_replayed_with_other_by
 
     assert summary.held_for_damage == ("U-1",)
     assert sandbox.stats()["sends_received"] == 1
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("U-1")
         assert (row.state, row.hold, row.held_by) == ("unknown", "held", "stored copy check")
         scan_directory(journal, outbox)

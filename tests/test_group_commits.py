@@ -12,24 +12,29 @@ import sqlite3
 from pathlib import Path
 
 import httpx
+import psycopg
 import pytest
+from backends import chain_findings, is_postgresql, witness_rows
 from sendkit import assert_each_delivered_once, committed_events, emulator, note, send, settings_for
 from ublfactory import write_invoice
 
-from invoicectl.audit.verify import verify
 from invoicectl.errors import ExitCode, JournalError
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
+from invoicectl.journal.database import JournalBase
+from invoicectl.locations import Location
 from invoicectl.send.commits import GroupCommits
 
 
-def test_a_batch_commits_its_writes_together_and_a_failing_one_alone_is_undone(tmp_path: Path):
-    path = tmp_path / "journal.db"
+def test_a_batch_commits_its_writes_together_and_a_failing_one_alone_is_undone(
+    journal_at: Location,
+):
+    path = journal_at
 
     def failing() -> None:
         note(journal, "undone")
         raise ValueError("this write only")
 
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         results = journal.write_batch(
             [lambda: note(journal, "first"), failing, lambda: note(journal, "third")]
         )
@@ -37,11 +42,11 @@ def test_a_batch_commits_its_writes_together_and_a_failing_one_alone_is_undone(t
     assert [result.value for result in results] == ["first", None, "third"]
     assert isinstance(results[1].error, ValueError)
     assert committed_events(path) == ["first", "third"]
-    assert verify(path).findings == []  # the undone write left no event in the chain either
+    assert chain_findings(path) == []  # the undone write left no event in the chain either
 
 
-def test_writers_of_one_pass_of_the_loop_share_one_commit(tmp_path: Path):
-    path = tmp_path / "journal.db"
+def test_writers_of_one_pass_of_the_loop_share_one_commit(journal_at: Location):
+    path = journal_at
 
     async def writers(journal: Journal) -> list[tuple[str, bool]]:
         commits = GroupCommits(journal)
@@ -49,15 +54,15 @@ def test_writers_of_one_pass_of_the_loop_share_one_commit(tmp_path: Path):
             *(commits.durable(lambda n=n: note(journal, f"w{n}")) for n in range(5))
         ), commits
 
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         done, commits = asyncio.run(writers(journal))
     assert done == [(f"w{n}", False) for n in range(5)]
     assert (commits.commits, commits.writes) == (1, 5)
     assert committed_events(path) == [f"w{n}" for n in range(5)]
 
 
-def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(tmp_path: Path):
-    path = tmp_path / "journal.db"
+def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(journal_at: Location):
+    path = journal_at
 
     async def cancelled_writer(journal: Journal) -> tuple[str, bool]:
         commits = GroupCommits(journal)
@@ -66,14 +71,14 @@ def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(tmp_path:
         task.cancel()
         return await task
 
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         value, cancelled = asyncio.run(cancelled_writer(journal))
     assert (value, cancelled) == ("kept", True)
     assert committed_events(path) == ["kept"]
 
 
-def test_a_failing_write_raises_in_its_own_writer_only(tmp_path: Path):
-    path = tmp_path / "journal.db"
+def test_a_failing_write_raises_in_its_own_writer_only(journal_at: Location):
+    path = journal_at
 
     def failing() -> str:
         raise ValueError("mine")
@@ -87,7 +92,7 @@ def test_a_failing_write_raises_in_its_own_writer_only(tmp_path: Path):
             return_exceptions=True,
         )
 
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         first, second, third = asyncio.run(writers(journal))
     assert (first, third) == (("a", False), ("b", False))
     assert isinstance(second, ValueError)
@@ -98,7 +103,7 @@ class Witness(httpx.AsyncBaseTransport):
     """The emulator, behind a second connection that checks, as each send arrives, that the
     journal file already holds the request's attempt row, committed and unanswered."""
 
-    def __init__(self, inner: httpx.AsyncBaseTransport, journal_path: Path) -> None:
+    def __init__(self, inner: httpx.AsyncBaseTransport, journal_path: Location) -> None:
         self.inner = inner
         self.journal_path = journal_path
         self.checked: list[str] = []
@@ -107,17 +112,17 @@ class Witness(httpx.AsyncBaseTransport):
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         if request.method == "POST" and request.url.path == "/api/v1/documents":
             key = request.headers["Idempotency-Key"]
-            with sqlite3.connect(self.journal_path) as witness:
-                rows = witness.execute(
-                    "SELECT count(*) FROM attempts WHERE idempotency_key = ? AND outcome IS NULL",
-                    (key,),
-                ).fetchone()
+            (rows,) = witness_rows(
+                self.journal_path,
+                "SELECT count(*) FROM attempts WHERE idempotency_key = ? AND outcome IS NULL",
+                (key,),
+            )
             (self.checked if rows[0] == 1 else self.missing).append(key)
         return await self.inner.handle_async_request(request)
 
 
-def test_each_request_leaves_after_its_attempt_row_is_committed(outbox: Path, tmp_path: Path):
-    journal_path = tmp_path / "send.db"
+def test_each_request_leaves_after_its_attempt_row_is_committed(outbox: Path, journal_at: Location):
+    journal_path = journal_at
     ids = [f"INV-{number:04d}" for number in range(40)]
     for invoice_id in ids:
         write_invoice(outbox, invoice_id)
@@ -134,37 +139,38 @@ def test_each_request_leaves_after_its_attempt_row_is_committed(outbox: Path, tm
     # Grouped: ten workers start together, so their attempt rows share commits.
     assert summary.durable_writes == 80
     assert summary.durable_commits < summary.durable_writes
-    with sqlite3.connect(journal_path) as witness_after:  # every answer durable at the end
-        states = dict(witness_after.execute("SELECT invoice_id, state FROM invoices"))
+    # every answer durable at the end, as a witness reads it
+    states = dict(witness_rows(journal_path, "SELECT invoice_id, state FROM invoices"))
     assert states == dict.fromkeys(ids, "accepted")
 
 
 @pytest.mark.parametrize("when", ["attempt", "answer"])
 def test_a_commit_that_fails_stops_the_run_with_nothing_sent_twice(
-    outbox: Path, tmp_path: Path, when: str
+    outbox: Path, journal_at: Location, when: str
 ):
     """A failed commit of an attempt row stops that request before it leaves; of an answer,
     leaves the request unanswered (unknown, replayed under its key by the next run)."""
-    journal_path = tmp_path / "send.db"
+    journal_path = journal_at
     ids = [f"INV-{number:04d}" for number in range(6)]
     for invoice_id in ids:
         write_invoice(outbox, invoice_id)
     sandbox = emulator()
-    original = Journal.write_batch
+    original = JournalBase.write_batch
     calls = {"n": 0}
+    failure = psycopg.errors.DiskFull if is_postgresql(journal_path) else sqlite3.OperationalError
 
     def failing_batch(self, writes):
         calls["n"] += 1
         if calls["n"] == {"attempt": 1, "answer": 2}[when]:  # one worker: attempt, answer, ...
-            raise sqlite3.OperationalError("disk I/O error")
+            raise failure("disk I/O error")
         return original(self, writes)
 
-    Journal.write_batch = failing_batch  # type: ignore[method-assign]
+    JournalBase.write_batch = failing_batch  # type: ignore[method-assign]
     try:
         with pytest.raises(JournalError, match="disk I/O error"):
             send(settings_for(journal_path), outbox, sandbox.transport(), concurrency=1)
     finally:
-        Journal.write_batch = original  # type: ignore[method-assign]
+        JournalBase.write_batch = original  # type: ignore[method-assign]
     # Not committed, the attempt row never let its request leave; the answer's request did.
     assert sandbox.stats()["sends_received"] == {"attempt": 0, "answer": 1}[when]
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import sqlite3
 import subprocess
 import sys
 import textwrap
@@ -16,14 +15,15 @@ from pathlib import Path
 
 import httpx
 import pytest
+from backends import chain_findings, witness_rows
 from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
 
-from invoicectl.audit.verify import verify
 from invoicectl.errors import JournalError
 from invoicectl.goroute.outcomes import RateLimited, Transient
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
 from invoicectl.lifecycle.sending import answer_of
+from invoicectl.locations import Location
 from invoicectl.runs import make_client
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.options import SendOptions
@@ -32,10 +32,10 @@ from invoicectl.send.stopping import Stopping
 
 
 def test_a_429_with_whole_seconds_retry_after_keeps_the_chain_verifiable(
-    outbox: Path, tmp_path: Path
+    outbox: Path, journal_at: Location
 ):
     """Retry-After: 1 (the usual form) on a 429: the attempt row's event must be the row."""
-    journal_path = tmp_path / "send.db"
+    journal_path = journal_at
     for number in range(12):
         write_invoice(outbox, f"INV-{number:04d}")
     sandbox = emulator(max_concurrent=2, latency_ms=150)  # answers 429, Retry-After: 1
@@ -49,23 +49,24 @@ def test_a_429_with_whole_seconds_retry_after_keeps_the_chain_verifiable(
     )
 
     assert summary.rate_limited_answers > 0
-    with sqlite3.connect(journal_path) as witness:
-        (rows,) = witness.execute(
-            "SELECT count(*) FROM attempts WHERE retry_after IS NOT NULL"
-        ).fetchone()
+    ((rows,),) = witness_rows(
+        journal_path, "SELECT count(*) FROM attempts WHERE retry_after IS NOT NULL"
+    )
     assert rows > 0
-    assert [finding.line() for finding in verify(journal_path).findings] == []
+    assert chain_findings(journal_path) == []
 
 
-def test_finish_attempt_event_is_the_row_for_whole_number_reals(tmp_path: Path):
+def test_finish_attempt_event_is_the_row_for_whole_number_reals(
+    tmp_path: Path, journal_at: Location
+):
     """The same at the journal level: duration 0.0 (``Transient(sent=False)``'s default, the
     request that could not even be built) and a Retry-After of 30 s: the chain's event must
     hold 0.0 / 30.0, as SELECT reads them. Only the row-against-event findings are asked."""
-    path = tmp_path / "journal.db"
+    path = journal_at
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     write_invoice(outbox, "INV-1")
-    with Journal(path) as journal:
+    with open_journal(path) as journal:
         scan_directory(journal, outbox)
         sha256 = journal.invoice("INV-1").current_sha256
         run_id = journal.begin_run("send", {})
@@ -77,13 +78,13 @@ def test_finish_attempt_event_is_the_row_for_whole_number_reals(tmp_path: Path):
                 run_id, "INV-1", sha256, "invoice-INV-1", "b" * 64, started_at=journal.now()
             )
             journal.finish_attempt(attempt, answer)
-        with sqlite3.connect(path) as witness:
-            stored = witness.execute("SELECT duration, retry_after FROM attempts").fetchall()
+        stored = witness_rows(path, "SELECT duration, retry_after FROM attempts ORDER BY id")
     assert stored == [(0.0, None), (2.0, 30.0)]
+    assert all(isinstance(value, float) for value in (stored[0][0], *stored[1]))
     row_findings = [
-        finding.line()
-        for finding in verify(path).findings
-        if "changed outside" in finding.line() or "its last event" in finding.line()
+        line
+        for line in chain_findings(path)
+        if "changed outside" in line or "its last event" in line or "not as its last" in line
     ]
     assert row_findings == []
 
@@ -91,12 +92,12 @@ def test_finish_attempt_event_is_the_row_for_whole_number_reals(tmp_path: Path):
 # ---- the stop machinery meeting a group commit ------------------------------------------
 
 
-def _drive(journal_path: Path, outbox: Path, transport, on_batch, concurrency: int):
+def _drive(journal_path: Location, outbox: Path, transport, on_batch, concurrency: int):
     """A Sender on a real journal; ``on_batch(n, loop, stopping, main_task)`` runs inside
     each ``write_batch`` (n = 1, 2, ...), before its writes."""
     stopping = Stopping(grace=30.0)
     calls = {"n": 0}
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         run_id = journal.begin_run("send", {})
         original = journal.write_batch
@@ -133,7 +134,7 @@ def _drive(journal_path: Path, outbox: Path, transport, on_batch, concurrency: i
 
 
 def test_abandoned_while_attempt_rows_commit_nothing_leaves_and_keys_come_back(
-    outbox: Path, tmp_path: Path
+    outbox: Path, journal_at: Location
 ):
     """(sound) Abandon (a second signal) lands in the pass that commits 3 attempt rows."""
     ids = [f"A-{n}" for n in range(3)]
@@ -147,18 +148,18 @@ def test_abandoned_while_attempt_rows_commit_nothing_leaves_and_keys_come_back(
             loop.call_soon(stopping.stop, "SIGINT")
 
     summary, states, attempts, keys = _drive(
-        tmp_path / "j.db", outbox, sandbox.transport(), on_batch, concurrency=3
+        journal_at, outbox, sandbox.transport(), on_batch, concurrency=3
     )
     assert sandbox.stats()["sends_received"] == 0
     assert states == dict.fromkeys(ids, "pending")
     assert keys == dict.fromkeys(ids)  # given back: no request carried them
     assert all(rows == [("not_sent", f"invoice-{i}")] for i, rows in attempts.items())
-    assert verify(tmp_path / "j.db").findings == []
+    assert chain_findings(journal_at) == []
     # cosmetic: the summary says these never-sent requests were "abandoned in flight"
     assert summary.abandoned == 0, f"{summary.abandoned} requests reported abandoned in flight"
 
 
-def test_abandoned_while_answers_commit_the_answers_stand(outbox: Path, tmp_path: Path):
+def test_abandoned_while_answers_commit_the_answers_stand(outbox: Path, journal_at: Location):
     """(sound) Abandon lands in the pass that commits 3 answers: each is recorded."""
     ids = [f"B-{n}" for n in range(3)]
     for invoice_id in ids:
@@ -171,19 +172,21 @@ def test_abandoned_while_answers_commit_the_answers_stand(outbox: Path, tmp_path
             loop.call_soon(stopping.stop, "SIGINT")
 
     summary, states, attempts, keys = _drive(
-        tmp_path / "j.db", outbox, sandbox.transport(), on_batch, concurrency=3
+        journal_at, outbox, sandbox.transport(), on_batch, concurrency=3
     )
     assert states == dict.fromkeys(ids, "accepted")
     assert sandbox.stats()["sends_received"] == 3
-    assert verify(tmp_path / "j.db").findings == []
+    assert chain_findings(journal_at) == []
 
 
-def test_a_cancel_from_outside_the_stop_machinery_is_not_swallowed(outbox: Path, tmp_path: Path):
+def test_a_cancel_from_outside_the_stop_machinery_is_not_swallowed(
+    outbox: Path, journal_at: Location
+):
     """The run's task is cancelled (asyncio.wait_for, a Runner's SIGINT, a caller's timeout)
     while a worker's answer is being committed: ``task.uncancel()`` takes that cancel for an
     abandon already dealt with, and the worker goes on through the whole queue.
     (Before the change: the worker stops at its next wait, after one or two sends.)"""
-    journal_path = tmp_path / "j.db"
+    journal_path = journal_at
     for n in range(8):
         write_invoice(outbox, f"C-{n:02d}")
     sent: list[str] = []
@@ -193,7 +196,7 @@ def test_a_cancel_from_outside_the_stop_machinery_is_not_swallowed(outbox: Path,
         await asyncio.sleep(0.01)
         return httpx.Response(202, json={"transaction_id": f"tx_{len(sent)}"})
 
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         run_id = journal.begin_run("send", {})
         finish = journal.finish_attempt
@@ -226,7 +229,9 @@ def test_a_cancel_from_outside_the_stop_machinery_is_not_swallowed(outbox: Path,
     assert len(sent) <= 2, f"{len(sent)} sends after the run was cancelled at the first answer"
 
 
-def test_a_stop_heard_while_attempt_rows_commit_sends_nothing_new(outbox: Path, tmp_path: Path):
+def test_a_stop_heard_while_attempt_rows_commit_sends_nothing_new(
+    outbox: Path, journal_at: Location
+):
     """A first SIGTERM (or the deadline, refused credentials, an outage) is heard in the pass
     that commits three attempt rows: "stop taking new work". The original change counts a
     request as in flight from before its row is committed, so the stop does not cancel it,
@@ -241,19 +246,18 @@ def test_a_stop_heard_while_attempt_rows_commit_sends_nothing_new(outbox: Path, 
             loop.call_soon(stopping.stop, "SIGTERM")
 
     summary, states, attempts, keys = _drive(
-        tmp_path / "j.db", outbox, sandbox.transport(), on_batch, concurrency=3
+        journal_at, outbox, sandbox.transport(), on_batch, concurrency=3
     )
     assert sandbox.stats()["sends_received"] == 0, "requests started after the stop"
     assert states == dict.fromkeys(ids, "pending") and keys == dict.fromkeys(ids)
 
 
-def test_write_batch_is_never_a_savepoint_of_a_transaction_left_open(tmp_path: Path):
+def test_write_batch_is_never_a_savepoint_of_a_transaction_left_open(journal_at: Location):
     """Hardening (pre-existing shape, made central by the change): write_batch is the only
     thing that makes an attempt row durable before its request leaves. Inside a transaction
     left open (a ROLLBACK that failed after a failed COMMIT, say) it is a savepoint: it
     reports every write done, nothing is on disk, and the sender lets the requests leave."""
-    path = tmp_path / "journal.db"
-    with Journal(path) as journal:
+    with open_journal(journal_at) as journal:
         journal.db.conn.execute("BEGIN")  # the leftover
         with pytest.raises(JournalError):
             journal.write_batch([lambda: journal.add_event(None, "note", "x")])

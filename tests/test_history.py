@@ -14,15 +14,16 @@ from pathlib import Path
 
 import httpx
 import pytest
+from backends import cli_journal, lose, restore, snapshot
 from hostile import HostileServer, answer, answer_json, routes
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
 from invoicectl.errors import CredentialsRefused, ExitCode
-from invoicectl.journal import Journal
-from invoicectl.journal.backup import backup
+from invoicectl.journal import open_journal
 from invoicectl.journal.records import Hold, InvoiceState
 from invoicectl.lifecycle.holds import hold, release
+from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history import HELD_BY, HistoryUnchecked
@@ -30,8 +31,8 @@ from invoicectl.send.marker import MARKER_NAME
 
 
 @pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "journal.db"
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
 
 
 def outbox_of(outbox: Path, prefix: str, count: int, **kwargs: object) -> list[str]:
@@ -61,7 +62,7 @@ def day_later():
 
 
 def assert_held_as_found(journal_path: Path, ids: list[str], sandbox) -> None:
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         for invoice_id in ids:
             invoice = journal.invoice(invoice_id)
             assert invoice is not None
@@ -87,7 +88,7 @@ def test_a_journal_truncated_to_0_bytes_holds_what_goroute_holds_and_sends_the_r
     assert "0 already there" in warnings[0] and "30 to send" in warnings[0]
     new = outbox_of(outbox, "N", 5)
 
-    journal_path.write_bytes(b"")  # truncated: SQLite opens it as a new, empty database
+    lose(journal_path, truncate=True)  # truncated: SQLite opens it as a new, empty database
     sandbox.advance_clock(25 * 3600)
     warnings.clear()
     later = day_later()
@@ -139,12 +140,11 @@ def test_a_restored_older_backup_checks_the_runs_it_lost(outbox: Path, journal_p
     sandbox = emulator()
     settings = settings_for(journal_path)
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
-    copy = journal_path.with_name("backup.db")
-    backup(journal_path, copy)
+    copy = snapshot(journal_path, "backup")
     second = outbox_of(outbox, "C", 7)
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
 
-    shutil.copyfile(copy, journal_path)  # restored: the second run is not in it
+    restore(journal_path, copy)  # restored: the second run is not in it
     sandbox.advance_clock(25 * 3600)
     warnings: list[str] = []
     send(
@@ -224,7 +224,7 @@ def test_when_goroute_cannot_be_asked_nothing_is_sent_unless_trusted(
         assert "has never sent to" in message and "Nothing was sent" in message
         assert "--trust-new-journal" in message and "\n" not in message
         assert not any(r.method == "POST" for r in hostile.requests)
-        with Journal(journal_path) as journal:
+        with open_journal(journal_path) as journal:
             invoice = journal.invoice(invoice_id)
             assert invoice is not None and invoice.hold is None
             assert invoice.state is InvoiceState.pending
@@ -290,8 +290,7 @@ def test_a_lost_journal_where_the_api_has_no_list_sends_nothing(outbox: Path, jo
         settings = settings_for(journal_path, base_url=api.base_url)
         send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
         assert len(accepted) == 2
-        for path in journal_path.parent.glob(journal_path.name + "*"):
-            path.unlink()
+        lose(journal_path)
         with pytest.raises(HistoryUnchecked) as refused:
             send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
     assert refused.value.exit_code == ExitCode.COULD_NOT_RUN
@@ -327,7 +326,7 @@ def test_what_a_short_search_could_not_vouch_for_is_held_as_not_checked(
 
     assert sandbox.stats()["sends_received"] == 0
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         found = journal.invoice(ids[0])
         assert found is not None and found.existing_transaction_id is not None
         for invoice_id in ids[1:]:
@@ -367,10 +366,10 @@ def test_the_marker_names_this_journal_and_run(outbox: Path, journal_path: Path)
 
     settings = settings_for(journal_path)
     marker = json.loads((outbox / MARKER_NAME).read_text())["sends"][settings.base_url]
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert marker["journal_id"] == journal.identity().journal_id
         assert journal.run_started_at(marker["run_id"]) == marker["run_started_at"]
-    assert marker["journal"] == str(journal_path)
+    assert marker["journal"] == cli_journal(journal_path)
 
 
 def test_each_base_url_keeps_its_own_marker_entry(outbox: Path, tmp_path: Path):
@@ -432,7 +431,7 @@ def test_reconcile_judges_what_the_check_found_and_names_the_release_as_the_next
         == "delivery failed: `invoicectl release X-2` sends it from this journal"
     )
     assert report.applied == ()
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         release(journal, "X-2", by="test")
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
     assert states(journal_path) == {"X-1": "pending", "X-2": "accepted"}
@@ -458,7 +457,7 @@ def test_a_web_page_404_on_the_list_switches_no_check_off(outbox: Path, journal_
             send(settings, outbox, None, check_receivers=False, warn=lambda line: None)
         assert not any(request.method == "POST" for request in api.requests)
     assert refused.value.exit_code == ExitCode.COULD_NOT_RUN
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert not journal.history_checked(settings.base_url)
 
 
@@ -470,18 +469,17 @@ def test_the_marker_of_a_lost_history_stays_while_nothing_is_sent(outbox: Path, 
     settings = settings_for(journal_path)
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
     before = (outbox / MARKER_NAME).read_text()
-    for path in journal_path.parent.glob(journal_path.name + "*"):
-        path.unlink()
-    with Journal(journal_path) as journal:
+    lose(journal_path)
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         hold(journal, invoice_id, "checking with the customer", "clerk")
     warnings: list[str] = []
     send(settings, outbox, sandbox.transport(), warn=warnings.append)
     assert any("nothing to send now" in line for line in warnings)
     assert (outbox / MARKER_NAME).read_text() == before
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         release(journal, invoice_id, "clerk")
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
     assert sandbox.stats()["per_invoice"][invoice_id] == 1
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert journal.invoice(invoice_id).held_by == HELD_BY

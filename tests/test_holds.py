@@ -14,27 +14,29 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from backends import cli_journal
 from logkit import unstamped
 from sendkit import FAST_RETRY, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
 from invoicectl.errors import ExitCode, UsageError
 from invoicectl.goroute.retry import RetryPolicy
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.holds import abandon, hold, release
 from invoicectl.lifecycle.plan import attention
+from invoicectl.locations import Location
 
 ONE_TRY = RetryPolicy(max_attempts=1, backoff_initial=0.01, backoff_max=0.02)
 
 
 @pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "holds.db"
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
 
 
 def decide(journal_path: Path, action: str, invoice_id: str, **kwargs: str) -> str:
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         if action == "hold":
             decision = hold(journal, invoice_id, kwargs.get("reason", "test"), "tester")
         elif action == "abandon":
@@ -58,7 +60,7 @@ def test_a_held_invoice_is_never_sent_and_a_release_sends_it(journal_path: Path,
     write_invoice(outbox, "INV-1")
     write_invoice(outbox, "INV-2")
     sandbox = emulator()
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         from invoicectl.scan.ingest import scan_directory
 
         scan_directory(journal, outbox)
@@ -87,7 +89,7 @@ def test_a_release_after_the_window_closed_sends_nothing(journal_path: Path, out
     later = at(datetime.now(UTC) + timedelta(hours=25))
     sandbox = emulator()
 
-    with Journal(journal_path, clock=later.wall) as journal:
+    with open_journal(journal_path, clock=later.wall) as journal:
         message = release(journal, "INV-1", "tester").message
     _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), clocks=later)
 
@@ -110,7 +112,7 @@ def test_a_held_unknown_send_is_not_replayed_until_released_then_under_its_key(
     decide(journal_path, "release", "INV-1")
     _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
     assert summary.replays == 1 and states(journal_path) == {"INV-1": "accepted"}
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         keys = {attempt.idempotency_key for attempt in journal.attempts("INV-1")}
     assert keys == {"invoice-INV-1"}
 
@@ -118,7 +120,7 @@ def test_a_held_unknown_send_is_not_replayed_until_released_then_under_its_key(
 def test_an_abandoned_invoice_is_never_sent_and_asks_nothing_more(journal_path: Path, outbox: Path):
     write_invoice(outbox, "INV-1")
     sandbox = emulator()
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         from invoicectl.scan.ingest import scan_directory
 
         scan_directory(journal, outbox)
@@ -128,7 +130,7 @@ def test_an_abandoned_invoice_is_never_sent_and_asks_nothing_more(journal_path: 
 
     assert sandbox.stats()["sends_received"] == 0
     assert summary.exit_code == ExitCode.OK  # settled outside invoicectl
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert release(journal, "INV-1", "tester").message == "abandoned, which is final"
         assert not hold(journal, "INV-1", "again", "tester").done
         invoice = journal.invoice("INV-1")
@@ -142,14 +144,17 @@ def test_no_new_version_for_a_held_invoice(journal_path: Path, outbox: Path):
     lost_answer(journal_path, outbox, "INV-1")
     decide(journal_path, "hold", "INV-1", reason="reconcile first")
     later = datetime.now(UTC) + timedelta(hours=25)
-    with Journal(journal_path) as journal, pytest.raises(UsageError, match="release` it first"):
+    with (
+        open_journal(journal_path) as journal,
+        pytest.raises(UsageError, match="release` it first"),
+    ):
         check_new_version(journal, "INV-1", later)
 
 
 def test_an_accepted_invoice_cannot_be_held(journal_path: Path, outbox: Path):
     write_invoice(outbox, "INV-1")
     send(settings_for(journal_path), outbox, emulator().transport())
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         decision = hold(journal, "INV-1", "too late", "tester")
         assert not decision.done and "accepted" in decision.message
         assert attention(journal, journal.clock()) == ExitCode.OK
@@ -179,7 +184,7 @@ def test_reconcile_apply_holds_an_earlier_send_and_send_leaves_it(journal_path: 
 def invoicectl(journal_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     """The real CLI; its output with every line's timestamp checked and taken off."""
     done = subprocess.run(
-        [sys.executable, "-m", "invoicectl", *args, "--journal", str(journal_path)],
+        [sys.executable, "-m", "invoicectl", *args, "--journal", cli_journal(journal_path)],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
@@ -219,7 +224,7 @@ def test_the_commands_say_what_they_did_and_refuse_in_one_line(journal_path: Pat
         f"INV-1: would be released (held by {getpass.getuser()}: wait): pending; "
         "the next send sends it\n"
     )
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert journal.invoice("INV-1").hold == "held"  # type: ignore[union-attr]
     bulk = invoicectl(journal_path, "hold", "--state", "pending", "--reason", "freeze", "--yes")
     assert (bulk.returncode, bulk.stdout) == (0, "INV-2: held (pending): freeze\n")
@@ -233,7 +238,7 @@ def test_no_new_version_while_an_amended_invoices_send_is_unknown_in_its_window(
     """The answer was lost, then the file changed: a new key now could deliver both."""
     lost_answer(journal_path, outbox, "M-1")
     write_invoice(outbox, "M-1", amount="999.00")
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         from invoicectl.scan.ingest import scan_directory
 
         scan_directory(journal, outbox)
@@ -264,6 +269,6 @@ def test_a_verdict_to_hold_and_its_hold_commit_together(
     monkeypatch.setattr(package, "hold", crash)
     with pytest.raises(RuntimeError):
         reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         invoice = journal.invoice("INV-1")
         assert invoice is not None and (invoice.verdict, invoice.hold) == (None, None)

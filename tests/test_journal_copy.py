@@ -105,6 +105,7 @@ def test_a_copy_holds_every_row_and_the_sqlite_file_is_as_it_was(tmp_path, pg_ur
         assert table_rows(target, table) == table_rows(journal, table), table
     with open_journal(target) as copied:
         assert {i.invoice_id: i.state for i in copied.invoices()} == states
+        assert copied.invoice_total() == len(states)  # the server's count follows the copy
         assert copied.identity().journal_id == journal_id
         assert copied.chain_head() == head
         invoice = copied.invoice("INV-2")

@@ -23,10 +23,11 @@ from ublfactory import invoice_xml
 
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.client import Transaction, build_send_body
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
 from invoicectl.lifecycle.decisions import adopt
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
+from invoicectl.locations import Location
 from invoicectl.reconcile import CLOCK_SLACK, GUIDANCE, LOOK_BACK, JournalSide, Verdict, compare
 from invoicectl.render.reconcile import (
     FIELDS,
@@ -94,8 +95,8 @@ def sandbox() -> Sandbox:
 
 
 @pytest.fixture
-def journal(tmp_path: Path) -> Iterator[Journal]:
-    with Journal(tmp_path / "journal.db") as opened:
+def journal(journal_at: Location) -> Iterator[Journal]:
+    with open_journal(journal_at) as opened:
         yield opened
 
 

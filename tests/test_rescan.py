@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 from ublfactory import write_invoice
 
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
+from invoicectl.locations import Location
 from invoicectl.scan import worker
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.ingest import scan_directory
@@ -20,8 +21,8 @@ from invoicectl.scan.scanned import RACY_NS
 
 
 @pytest.fixture
-def journal(tmp_path: Path):
-    with Journal(tmp_path / "journal.db") as opened:
+def journal(journal_at: Location):
+    with open_journal(journal_at) as opened:
         yield opened
 
 

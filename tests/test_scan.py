@@ -12,6 +12,7 @@ from pathlib import Path
 
 import lz4.frame
 import pytest
+from backends import another_journal
 from conftest import SHARED
 from journalkit import force
 from sqlite_utils import Database
@@ -19,15 +20,16 @@ from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked
-from invoicectl.journal import Journal, locked_journal, peek_stored
+from invoicectl.journal import Journal, locked_journal, open_journal, peek_stored
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock
+from invoicectl.locations import Location
 from invoicectl.scan.ingest import OpenScan, scan_directory
 
 
 @pytest.fixture
-def journal(tmp_path: Path):
-    with Journal(tmp_path / "journal.db") as opened:
+def journal(journal_at: Location):
+    with open_journal(journal_at) as opened:
         yield opened
 
 
@@ -86,7 +88,7 @@ def test_a_scan_stopped_before_settling_is_settled_by_the_next(
         raise KeyboardInterrupt  # after the bytes and revisions were committed
 
     with monkeypatch.context() as patch:
-        patch.setattr(Journal, "name_known_content", stop)
+        patch.setattr(type(journal), "name_known_content", stop)
         with pytest.raises(KeyboardInterrupt):
             scan_directory(journal, outbox)
     revisions = journal.db.execute("SELECT * FROM revisions").fetchall()
@@ -256,7 +258,9 @@ def test_a_held_duplicate_that_changes_again_keeps_the_state_it_was_sent_in(
     assert journal.invoice("INV-1").state == "accepted"
 
 
-def test_parallel_scan_records_the_same_as_a_serial_one(tmp_path: Path, outbox: Path):
+def test_parallel_scan_records_the_same_as_a_serial_one(
+    journal_at: Location, outbox: Path, request: pytest.FixtureRequest
+):
     for number in range(300):
         write_invoice(outbox, f"INV-{number:04d}", amount=f"{number}.00")
     (outbox / "bad.xml").write_bytes(b"not xml")
@@ -264,7 +268,8 @@ def test_parallel_scan_records_the_same_as_a_serial_one(tmp_path: Path, outbox: 
 
     results = []
     for workers in (1, 2):
-        with Journal(tmp_path / f"j{workers}.db") as journal:
+        where = journal_at if workers == 1 else another_journal(journal_at, request, "j2")
+        with open_journal(where) as journal:
             report = scan_directory(journal, outbox, workers=workers)
             results.append((sorted(report.new), sorted(map(str, report.invalid)), states(journal)))
     assert results[0] == results[1]
@@ -394,8 +399,10 @@ def test_stats_are_looked_up_only_under_a_directory_scanned_before(
     assert journal.has_stats_under(str(tmp_path))
 
 
-def test_a_new_journal_uses_16_kb_pages(journal: Journal):
-    assert journal.db.execute("PRAGMA page_size").fetchone()[0] == 16384
+def test_a_new_journal_uses_16_kb_pages(tmp_path: Path):
+    """SQLite's page size (PostgreSQL's is the server's, 8 KB)."""
+    with Journal(tmp_path / "journal.db") as journal:
+        assert journal.db.execute("PRAGMA page_size").fetchone()[0] == 16384
 
 
 def test_journal_from_a_newer_version_is_refused(tmp_path: Path):

@@ -12,12 +12,14 @@ import os
 import time
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 from ublfactory import invoice_xml, write_invoice
 
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
+from invoicectl.locations import JournalURL, Location
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.scan.report import ScanReport
 
@@ -43,10 +45,10 @@ def _five_files(outbox: Path) -> None:
 
 
 def test_an_id_in_two_files_counts_both_files_as_invalid_and_not_as_new(
-    tmp_path: Path, outbox: Path
+    journal_at: Location, outbox: Path
 ) -> None:
     _five_files(outbox)
-    with Journal(tmp_path / "j.db") as journal:
+    with open_journal(journal_at) as journal:
         report = scan_directory(journal, outbox)
     assert counted(report) == {"new": 2, "unchanged": 0, "changed": 0, "amended": 0, "invalid": 3}
     assert report.summary_lines()[0] == (
@@ -55,12 +57,12 @@ def test_an_id_in_two_files_counts_both_files_as_invalid_and_not_as_new(
 
 
 def test_a_rescan_puts_both_files_of_a_shared_id_in_a_category(
-    tmp_path: Path, outbox: Path
+    journal_at: Location, outbox: Path
 ) -> None:
     _five_files(outbox)
     write_invoice(outbox, "D", name="d1.xml")
     write_invoice(outbox, "D", name="d2.xml")  # the same content twice: one invoice, two files
-    with Journal(tmp_path / "j.db") as journal:
+    with open_journal(journal_at) as journal:
         first = scan_directory(journal, outbox)
         again = scan_directory(journal, outbox)
     assert counted(first) == {"new": 4, "unchanged": 0, "changed": 0, "amended": 0, "invalid": 3}
@@ -68,12 +70,12 @@ def test_a_rescan_puts_both_files_of_a_shared_id_in_a_category(
 
 
 def test_a_changed_file_beside_an_unchanged_copy_is_one_file_each(
-    tmp_path: Path, outbox: Path
+    journal_at: Location, outbox: Path
 ) -> None:
     write_invoice(outbox, "A")
     write_invoice(outbox, "B", name="b1.xml")
     write_invoice(outbox, "B", name="b2.xml")
-    with Journal(tmp_path / "j.db") as journal:
+    with open_journal(journal_at) as journal:
         scan_directory(journal, outbox)
         _touch_later(write_invoice(outbox, "A", amount="9.99"))
         report = scan_directory(journal, outbox)
@@ -100,13 +102,17 @@ _FILES = st.lists(
     max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(first=_FILES, second=_FILES)
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
 def test_the_file_counts_always_add_up_and_invalid_counts_files(
-    tmp_path_factory, first: list, second: list
+    tmp_path_factory, request: pytest.FixtureRequest, backend: str, first: list, second: list
 ) -> None:
     root = tmp_path_factory.mktemp("scan")
     outbox = root / "outbox"
     outbox.mkdir()
-    with Journal(root / "j.db") as journal:
+    where: Location = root / "j.db"
+    if backend == "postgresql":  # a new database for each example
+        where = JournalURL(request.getfixturevalue("pg_server").new_database())
+    with open_journal(where) as journal:
         for files in (first, second):
             for old in outbox.iterdir():
                 old.unlink()

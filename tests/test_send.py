@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
-import sqlite3
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
+from backends import witness_execute
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
+from invoicectl.locations import Location
 
 
 @pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "send.db"
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
 
 
 def outbox_of(outbox: Path, count: int, **kwargs) -> list[str]:
@@ -35,7 +36,7 @@ def test_every_pending_invoice_is_accepted_once(outbox: Path, journal_path: Path
     assert summary.exit_code == ExitCode.OK
     assert summary.counts() == {"accepted": 25}
     assert_each_delivered_once(sandbox.stats(), ids)
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         for invoice_id in ids:
             row = journal.invoice(invoice_id)
             assert row.state == "accepted"
@@ -157,7 +158,7 @@ def test_rejections_are_permanent_and_exit_3(outbox: Path, journal_path: Path):
     )
 
     assert summary.exit_code == ExitCode.NEEDS_FIX
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("NOWHERE-1")
         assert row.state == "rejected"
         assert row.reason.startswith("HTTP 404")
@@ -172,7 +173,7 @@ def test_key_reused_is_recorded_never_retried_and_exit_4(outbox: Path, journal_p
     _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
 
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("INV-1")
         assert (row.state, row.existing_transaction_id) == ("key_reused", "txn_elsewhere")
         assert len(journal.attempts("INV-1")) == 1
@@ -191,7 +192,7 @@ def test_refused_credentials_stop_the_run_and_change_no_state(outbox: Path, jour
     assert summary.exit_code == ExitCode.AUTH_REFUSED
     assert set(states(journal_path).values()) == {"pending"}
     assert summary.requests == 1, "the run goes on after a 401"
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert all(row.idempotency_key is None for row in journal.invoices())
 
 
@@ -212,7 +213,7 @@ def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
     _, summary = send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
 
     assert summary.exit_code == ExitCode.OK
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("INV-1")
         assert (row.state, row.idempotency_key) == ("accepted", "invoice-INV-1-v2")
         assert any(event.kind == "new_version" for event in journal.events("INV-1"))
@@ -263,9 +264,9 @@ def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago)
     then = datetime.now(UTC) - timedelta(hours=hours_ago)
     send(settings, outbox, sandbox.transport(), policy=attempts_policy(1), clocks=at(then))
     sandbox.set_faults(drop_rate=0.0)
-    with sqlite3.connect(settings.journal) as conn:  # what a crash leaves behind
-        conn.execute("UPDATE attempts SET outcome = NULL, finished_at = NULL")
-        conn.execute("UPDATE invoices SET state = 'pending'")
+    # what a crash leaves behind
+    witness_execute(settings.journal, "UPDATE attempts SET outcome = NULL, finished_at = NULL")
+    witness_execute(settings.journal, "UPDATE invoices SET state = 'pending'")
     if hours_ago >= 24:
         sandbox.advance_clock(hours_ago * 3600)
 
@@ -299,7 +300,7 @@ def test_a_rotated_key_is_not_a_new_environment(outbox: Path, journal_path: Path
     )
 
     assert summary.exit_code == ExitCode.OK
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         prints = [row[0] for row in journal.db.execute("SELECT key_fingerprint FROM runs")]
     assert len(set(prints)) == 2
     assert "sk_test" not in "".join(prints)
@@ -347,8 +348,7 @@ def test_a_used_key_left_pending_is_held_after_24_hours_not_sent_again(
     send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
     assert states(journal_path) == {invoice_id: "unknown"}
 
-    with sqlite3.connect(settings.journal) as conn:  # the used key left pending
-        conn.execute("UPDATE invoices SET state = 'pending'")
+    witness_execute(settings.journal, "UPDATE invoices SET state = 'pending'")  # key left pending
     sandbox.set_faults(drop_rate=0.0)
     sandbox.advance_clock(25 * 3600)
     later = datetime.now(UTC) + timedelta(hours=25)
@@ -385,7 +385,7 @@ def test_new_version_of_an_unknown_invoice_inside_its_window_is_refused(
 
     with pytest.raises(UsageError, match="replays it safely under the same key"):
         send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         unfinished = journal.db.execute(
             "SELECT count(*) FROM runs WHERE finished_at IS NULL"
         ).fetchone()[0]
@@ -404,7 +404,7 @@ def test_a_file_edited_after_a_crash_is_amended_and_keeps_its_unknown_send(
     write_invoice(outbox, invoice_id, amount="7.00")
 
     _, summary = send(settings, outbox, sandbox.transport())
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice(invoice_id)
         assert (row.state, row.state_before_amend) == ("amended", "unknown")
 
@@ -437,7 +437,7 @@ def test_an_unreachable_api_stops_the_run_and_leaves_everything_pending(
     assert "connection refused" in summary.outage_reason
     assert summary.exit_code == ExitCode.INCOMPLETE
     assert set(states(journal_path).values()) == {"pending"}
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         assert all(row.idempotency_key is None for row in journal.invoices())
         outcomes = {row[0] for row in journal.db.execute("SELECT outcome FROM attempts")}
     assert outcomes == {"not_sent"}

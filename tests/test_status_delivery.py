@@ -8,14 +8,16 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from backends import cli_journal
 from reconcile_staging import add_invoice, run_reconcile, sent
 from rich.console import Console
 from typer.testing import CliRunner
 
 from invoicectl.cli import app
 from invoicectl.errors import ExitCode
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
 from invoicectl.lifecycle.plan import attention
+from invoicectl.locations import Location
 from invoicectl.reconcile import Verdict
 from invoicectl.render.listing import attention_first, print_status_table
 from invoicectl.sandbox import Sandbox, SandboxConfig
@@ -29,8 +31,9 @@ def sandbox() -> Sandbox:
 
 
 @pytest.fixture
-def journal(isolated_environment: Path) -> Iterator[Journal]:
-    with Journal(isolated_environment) as opened:
+def journal(journal_at: Location, monkeypatch: pytest.MonkeyPatch) -> Iterator[Journal]:
+    monkeypatch.setenv("INVOICECTL_JOURNAL", cli_journal(journal_at))
+    with open_journal(journal_at) as opened:
         yield opened
 
 
@@ -73,7 +76,7 @@ def test_a_delivery_failure_is_counted_listed_first_and_exits_4(
 
 def test_delivery_failures_are_counted_and_listed_from_their_own_index(journal: Journal) -> None:
     """In a journal of years (all delivered) the count and the page read only the failures."""
-    from historykit import flat, history_invoice, steps_at_two_sizes
+    from historykit import flat, history_invoice, query_plan, steps_at_two_sizes
 
     from invoicectl.journal.invoices import DELIVERY_FAILED
 
@@ -93,5 +96,5 @@ def test_delivery_failures_are_counted_and_listed_from_their_own_index(journal: 
     assert flat(steps_at_two_sizes(journal, reads, 300, 1500))
     for sql in (f"SELECT count(*) FROM invoices WHERE {DELIVERY_FAILED} AND hold IS NULL",
                 f"SELECT * FROM invoices WHERE {DELIVERY_FAILED} ORDER BY invoice_id"):  # fmt: skip
-        details = " ".join(row[3] for row in journal.db.execute(f"EXPLAIN QUERY PLAN {sql}"))
-        assert "invoices_delivery_failed" in details and "TEMP B-TREE" not in details, details
+        details, sorts = query_plan(journal, sql)
+        assert "invoices_delivery_failed" in details and not sorts, details

@@ -8,21 +8,23 @@ import io
 import json
 from collections.abc import Iterator
 from datetime import date
-from pathlib import Path
 
 import pytest
-from historykit import add_history, flat, history_invoice, sqlite_steps
+from backends import cli_journal
+from historykit import flat, history_invoice, steps_at_two_sizes
 from typer.testing import CliRunner
 
 from invoicectl.cli import app
-from invoicectl.journal import Journal
+from invoicectl.journal import Journal, open_journal
 from invoicectl.journal.records import InvoiceState
+from invoicectl.locations import Location
 from invoicectl.render.period import FIELDS, period_bounds
 
 
 @pytest.fixture
-def journal(isolated_environment: Path) -> Iterator[Journal]:
-    with Journal(isolated_environment) as opened:
+def journal(journal_at: Location, monkeypatch: pytest.MonkeyPatch) -> Iterator[Journal]:
+    monkeypatch.setenv("INVOICECTL_JOURNAL", cli_journal(journal_at))
+    with open_journal(journal_at) as opened:
         yield opened
 
 
@@ -90,8 +92,5 @@ def test_a_bad_date_is_a_usage_error() -> None:
 def test_a_period_reads_only_its_invoices(journal: Journal) -> None:
     march(journal)
     bounds = period_bounds(date(2026, 3, 1), date(2026, 3, 31))
-    add_history(journal, 300)  # 2020's
-    at_small = sqlite_steps(journal.db.conn, lambda: journal.day_counts(*bounds))
-    add_history(journal, 1200, start=300)
-    at_large = sqlite_steps(journal.db.conn, lambda: journal.day_counts(*bounds))
-    assert flat((at_small, at_large)), (at_small, at_large)
+    cost = steps_at_two_sizes(journal, lambda: journal.day_counts(*bounds))  # 2020's history
+    assert flat(cost), cost

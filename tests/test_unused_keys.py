@@ -18,20 +18,21 @@ from processkit import cli_process, journal_states, run_cli, wait_for
 from sendkit import emulator, send, settings_for, states
 from ublfactory import write_invoice
 
-from invoicectl.journal import Journal
+from invoicectl.journal import open_journal
 from invoicectl.lifecycle.sending import begin_attempt, claim_key, settle
+from invoicectl.locations import Location
 from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scan_directory
 
 
 @pytest.fixture
-def journal_path(tmp_path: Path) -> Path:
-    return tmp_path / "journal.db"
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
 
 
 def test_claiming_a_key_writes_nothing_until_its_first_request(outbox: Path, journal_path: Path):
     write_invoice(outbox, "INV-1", amount="100.00")
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         item = claim_key(journal, "INV-1", replay=False)
         assert item.key == "invoice-INV-1"
@@ -51,7 +52,7 @@ def test_an_edit_after_a_claim_without_a_request_is_a_new_revision(
     outbox: Path, journal_path: Path
 ):
     write_invoice(outbox, "INV-1", amount="100.00")
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         claim_key(journal, "INV-1", replay=False)  # the run dies in the limiter's wait
         write_invoice(outbox, "INV-1", amount="101.00")
@@ -70,7 +71,7 @@ def test_a_key_an_older_run_committed_without_a_request_is_given_up(
     corrected content goes out under it, not the content the key was chosen for."""
     write_invoice(outbox, "INV-1", amount="100.00")
     settings = settings_for(journal_path)
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         old = journal.invoice("INV-1").current_sha256
         force(journal, "INV-1", idempotency_key="invoice-INV-1", key_sha256=old)
@@ -80,7 +81,7 @@ def test_a_key_an_older_run_committed_without_a_request_is_given_up(
     _, summary = send(settings, outbox, sandbox.transport())
 
     assert states(journal_path) == {"INV-1": "accepted"}
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("INV-1")
         (sent,) = journal.attempts("INV-1")
     assert row.key_sha256 == row.current_sha256 != old
@@ -112,7 +113,7 @@ def test_killed_in_the_limiters_wait_then_edited_is_pending_not_amended(
     assert code == 0, stdout + stderr
     assert "1 changed, 0 amended" in stdout
     assert journal_states(journal_path) == {"A-1": "accepted", "B-2": "pending"}
-    with Journal(journal_path) as journal:
+    with open_journal(journal_path) as journal:
         row = journal.invoice("B-2")
         assert row.idempotency_key is None and row.reason is None
         assert journal.attempts("B-2") == []

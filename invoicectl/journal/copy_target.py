@@ -19,6 +19,7 @@ from invoicectl.journal.copy_checks import (
     same_migrations,
 )
 from invoicectl.journal.copy_source import Source
+from invoicectl.journal.pg_database import PG_MIGRATIONS, PG_ONLY_TABLES
 from invoicectl.locations import JournalURL
 
 # Rows per batch read back from PostgreSQL; blobs, which may be large, fewer.
@@ -56,7 +57,8 @@ def probe_target(target: JournalURL) -> None:
             )
         if tables:
             applied = {name for (name,) in raw.execute("SELECT name FROM journal_migrations")}
-            same_migrations(applied, f"the target {target}", upgrade=False)
+            shared = applied - {migration.__name__ for migration in PG_MIGRATIONS}
+            same_migrations(shared, f"the target {target}", upgrade=False)
 
 
 @contextmanager
@@ -122,6 +124,7 @@ class Target:
             "SELECT table_name, column_name FROM information_schema.columns"
             " WHERE table_schema = current_schema() AND table_name != 'journal_migrations'"
         ).fetchall()
+        rows = [(table, column) for table, column in rows if table not in PG_ONLY_TABLES]
         theirs: dict[str, set[str]] = {}
         for table, column in rows:
             theirs.setdefault(table, set()).add(column)

@@ -117,8 +117,11 @@ class InvoiceRecords(JournalBase):
         cursor = self.db.conn.cursor()
         cursor.row_factory = None
         cursor.execute(f"SELECT {_LISTED} FROM invoices{where}", params)
-        for row in cursor:
-            yield Listed._make(row)
+        try:
+            for row in cursor:
+                yield Listed._make(row)
+        finally:  # a reader that stopped early: the cursor let go (PostgreSQL's is the server's)
+            cursor.close()
 
     def delivery_failures(self, limit: int | None = None) -> Iterator[Listed]:
         """Accepted invoices whose delivery failed, by ID, at most ``limit``, read by their own
@@ -130,8 +133,11 @@ class InvoiceRecords(JournalBase):
             cursor.execute(sql + " LIMIT ?", (limit,))
         else:
             cursor.execute(sql)
-        for row in cursor:
-            yield Listed._make(row)
+        try:
+            for row in cursor:
+                yield Listed._make(row)
+        finally:
+            cursor.close()
 
     def delivery_failure_count(self, *, on_hold: bool = True) -> int:
         """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
@@ -169,6 +175,12 @@ class InvoiceRecords(JournalBase):
             counts[Hold(hold)] = count
         return counts
 
+    def invoice_total(self) -> int:
+        """How many invoices the journal holds (SQLite counts them from the table's pages;
+        the PostgreSQL journal keeps the number: ``pg_journal``)."""
+        (total,) = self.db.execute("SELECT count(*) FROM invoices").fetchone()
+        return int(total)
+
     def state_counts(self, *, on_hold: bool = True) -> dict[InvoiceState, int]:
         """Invoices per state (``on_hold=False``: but those on hold); a file that yields no
         invoice ID counts as invalid."""
@@ -178,7 +190,7 @@ class InvoiceRecords(JournalBase):
             f"{_COUNT_SQL}{unheld} GROUP BY state", _COUNTED
         ).fetchall():
             counts[InvoiceState(state)] = count
-        (rest,) = self.db.execute("SELECT count(*) FROM invoices").fetchone()
+        rest = self.invoice_total()
         if not on_hold:  # invoices_held
             (held,) = self.db.execute(
                 "SELECT count(*) FROM invoices WHERE hold IS NOT NULL"

@@ -15,6 +15,8 @@ a transaction has the lock, is then the head (``chain.py``), whatever other proc
 
 from __future__ import annotations
 
+import itertools
+import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -75,21 +77,52 @@ def _value(value: Any) -> Any:
     return bytes(value) if isinstance(value, memoryview) else value
 
 
+# Rows a streamed read fetches from the server at a time: few enough to keep memory flat,
+# enough that a million rows are a thousand round trips, not a million.
+STREAM_BATCH = 1000
+_QUERY = re.compile(r"^\s*(SELECT|WITH)\b", re.IGNORECASE)
+_cursor_names = itertools.count(1)
+
+
 class PgCursor:
     """A cursor as the journal uses SQLite's: execute, fetch, iterate, ``description``,
-    ``rowcount``, ``lastrowid`` (of an INSERT ... RETURNING id)."""
+    ``rowcount``, ``lastrowid`` (of an INSERT ... RETURNING id).
 
-    def __init__(self, cursor: psycopg.Cursor[Any], *, named: bool = True) -> None:
-        self._cursor = cursor
-        self._named = named
-        self.row_factory: Any = "named" if named else None
+    A cursor the journal asked for by ``cursor()`` reads as SQLite's does, a batch of rows at
+    a time as they are asked for (``streamed``), where psycopg's own cursor fetches the whole
+    result at ``execute``: ``status --format json`` of a million invoices, a first scan's
+    chain events. It is a server-side cursor, so the journal may run other statements between
+    two rows, as it does on SQLite; outside a transaction one WITH HOLD (the server keeps the
+    result when the statement's transaction ends, on its disk past ``work_mem``)."""
+
+    def __init__(
+        self, cursor: psycopg.Cursor[Any], *, streamed: psycopg.Connection[Any] | None = None
+    ) -> None:
+        self._cursor: Any = cursor
+        self._streamed = streamed
+        self.row_factory: Any = "named"
 
     def execute(self, sql: str, parameters: Any = ()) -> PgCursor:
         translated = translate(sql)
-        self._cursor.row_factory = _named_rows if self.row_factory is not None else _tuple_rows
         bound = _bindable(_with_numbered(translated, parameters)) if parameters else None
+        if self._streamed is not None and _QUERY.match(translated):
+            self._server_cursor(self._streamed)
+        self._cursor.row_factory = _named_rows if self.row_factory is not None else _tuple_rows
         self._cursor.execute(translated, bound)
         return self
+
+    def _server_cursor(self, conn: psycopg.Connection[Any]) -> None:
+        from psycopg.pq import TransactionStatus
+
+        self.close()
+        outside = conn.info.transaction_status == TransactionStatus.IDLE
+        self._cursor = conn.cursor(name=f"invoicectl_{next(_cursor_names)}", withhold=outside)
+        self._cursor.itersize = STREAM_BATCH
+
+    def close(self) -> None:
+        """The server's cursor let go (a WITH HOLD one holds its result until then)."""
+        if not self._cursor.closed and not self._cursor.connection.closed:
+            self._cursor.close()
 
     def executemany(self, sql: str, rows: Any) -> PgCursor:
         translated = translate(sql)
@@ -99,17 +132,40 @@ class PgCursor:
         return self
 
     def fetchone(self) -> Any:
-        return self._cursor.fetchone() if self._cursor.description else None
+        if not self._cursor.description:
+            return None
+        row = self._cursor.fetchone()
+        if row is None:
+            self._done()
+        return row
 
     def fetchall(self) -> list[Any]:
-        return self._cursor.fetchall() if self._cursor.description else []
+        if not self._cursor.description:
+            return []
+        rows: list[Any] = self._cursor.fetchall()
+        self._done()
+        return rows
 
     def fetchmany(self, size: int) -> list[Any]:
-        return self._cursor.fetchmany(size) if self._cursor.description else []
+        if not self._cursor.description:
+            return []
+        rows: list[Any] = self._cursor.fetchmany(size)
+        if len(rows) < size:
+            self._done()
+        return rows
+
+    def _done(self) -> None:
+        """Every row read: a server-side cursor is let go at once."""
+        if self._streamed is not None:
+            self.close()
 
     def __iter__(self) -> Iterator[Any]:
-        if self._cursor.description:
+        if not self._cursor.description:
+            return
+        try:
             yield from self._cursor
+        finally:
+            self._done()
 
     @property
     def description(self) -> list[tuple[str, ...]]:
@@ -117,7 +173,7 @@ class PgCursor:
 
     @property
     def rowcount(self) -> int:
-        return self._cursor.rowcount
+        return int(self._cursor.rowcount)
 
     @property
     def lastrowid(self) -> int | None:
@@ -137,7 +193,8 @@ class PgConnection:
         return PgCursor(self.raw.cursor()).executemany(sql, rows)
 
     def cursor(self) -> PgCursor:
-        return PgCursor(self.raw.cursor())
+        """A cursor whose reads stream (``PgCursor``), for what iterates a large result."""
+        return PgCursor(self.raw.cursor(), streamed=self.raw)
 
     @property
     def in_transaction(self) -> bool:

@@ -154,10 +154,39 @@ def _bring_up_to_date(conn: PgConnection) -> None:
         raise
 
 
+def pg001_invoice_total(db: Any) -> None:
+    """The number of invoices, kept by the server as rows come and go: SQLite counts a
+    table's rows from its b-tree's pages, PostgreSQL reads every row (MVCC), and ``status``
+    and every send's exit policy ask it (issue 16: a count that followed the history). Each
+    write transaction holds the write lock, so the one row is never contended."""
+    db.conn.raw.execute(_INVOICE_TOTAL)
+
+
+_INVOICE_TOTAL = """
+CREATE TABLE invoice_total (one BIGINT PRIMARY KEY CHECK (one = 1), total BIGINT NOT NULL);
+INSERT INTO invoice_total SELECT 1, count(*) FROM invoices;
+CREATE FUNCTION invoice_total_added() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE invoice_total SET total = total + (SELECT count(*) FROM added); RETURN NULL; END
+$$;
+CREATE FUNCTION invoice_total_removed() RETURNS trigger LANGUAGE plpgsql AS $$
+BEGIN UPDATE invoice_total SET total = total - (SELECT count(*) FROM removed); RETURN NULL; END
+$$;
+CREATE TRIGGER invoices_added AFTER INSERT ON invoices REFERENCING NEW TABLE AS added
+FOR EACH STATEMENT EXECUTE FUNCTION invoice_total_added();
+CREATE TRIGGER invoices_removed AFTER DELETE ON invoices REFERENCING OLD TABLE AS removed
+FOR EACH STATEMENT EXECUTE FUNCTION invoice_total_removed();
+"""
+
+# What only a PostgreSQL journal holds, applied after the shared migrations, recorded the same;
+# and the tables they make, which a SQLite journal has no counterpart of (``journal copy``).
+PG_MIGRATIONS = (pg001_invoice_total,)
+PG_ONLY_TABLES = ("invoice_total",)
+
+
 def _check_known(applied: set[str]) -> bool:
     """Whether every migration is applied; JournalError when the journal holds one this
     version does not know (a newer invoicectl wrote it)."""
-    ours = [migration.__name__ for migration in MIGRATIONS]
+    ours = [migration.__name__ for migration in (*MIGRATIONS, *PG_MIGRATIONS)]
     if unknown := applied - set(ours):
         raise JournalError(
             "the journal was written by a newer invoicectl "
@@ -168,7 +197,7 @@ def _check_known(applied: set[str]) -> bool:
 
 def _apply(conn: PgConnection, applied: set[str]) -> None:
     migrating: Any = _Migrating(conn)
-    for migration in MIGRATIONS:
+    for migration in (*MIGRATIONS, *PG_MIGRATIONS):
         if migration.__name__ in applied:
             continue
         apply: Callable[[Any], None] = migration

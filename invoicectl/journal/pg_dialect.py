@@ -8,7 +8,8 @@ changes is small and mechanical:
     IS             SQLite's ``a IS b`` / ``a IS NOT b`` (b not NULL) become IS [NOT] DISTINCT FROM
     INSERT OR      ``INSERT OR IGNORE`` / ``OR REPLACE`` / ``REPLACE`` become ``ON CONFLICT``
     temp.          the connection's temporary schema is ``pg_temp``
-    json_each      ``json_each(x)`` of a list becomes ``json_array_elements_text``
+    json_each      ``json_each(x)`` of a list becomes ``json_array_elements_text``; ``IN`` such
+                   a list, ``= ANY`` an array of it (looked up by index)
     REFERENCES     left out: SQLite does not enforce them (the journal never turns that on)
     types (DDL)    INTEGER -> BIGINT, REAL -> DOUBLE PRECISION, BLOB -> BYTEA, TEXT compared
                    byte by byte (``COLLATE "C"``, as SQLite compares), a table's own
@@ -51,6 +52,13 @@ _INSERT_OR = re.compile(
 )
 _RETURNING = re.compile(r"\sRETURNING\s", re.IGNORECASE)
 _JSON_EACH_LIST = re.compile(r"json_each\(((?:\?|%s|%\(\w+\)s))\)")
+# ``x IN (SELECT value FROM json_each(?))``: PostgreSQL's planner guesses 100 rows for any
+# set-returning function and, on a table of a few thousand rows, reads the whole table
+# rather than look each up; an array it looks up by index (issue 16: a scan's content
+# check read every revision).
+_IN_JSON_LIST = re.compile(
+    r"\b(NOT )?IN \(SELECT value FROM json_each\(((?:%s|%\(\w+\)s))\)\)", re.IGNORECASE
+)
 
 
 class Untranslatable(ValueError):
@@ -92,7 +100,13 @@ def _translate_code(code: str) -> str:
     code = _IS_NOT.sub("IS DISTINCT FROM ", code)
     code = _IS.sub("IS NOT DISTINCT FROM ", code)
     code = re.sub(r"\btemp\.", "pg_temp.", code)
+    code = _IN_JSON_LIST.sub(_as_array, code)
     return _JSON_EACH_LIST.sub(r"json_array_elements_text(\1::json)", code)
+
+
+def _as_array(match: re.Match[str]) -> str:
+    test = "<> ALL" if match.group(1) else "= ANY"  # the values are never NULL
+    return f"{test}(ARRAY(SELECT json_array_elements_text({match.group(2)}::json)))"
 
 
 def _insert_or(sql: str) -> str:
