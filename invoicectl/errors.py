@@ -103,6 +103,11 @@ class EnvironmentMismatch(JournalError):
     pass
 
 
+class InvoiceBusy(JournalError):
+    """A send worker holds the invoice (a shared PostgreSQL journal): a write now would
+    interleave with its send, so nothing was changed."""
+
+
 class StoredCopyDamaged(JournalError):
     """The bytes the journal stored for one content are gone or no longer hash to its
     sha256: that content must not be sent, and nothing else is affected."""

@@ -176,7 +176,8 @@ def _decide(
     if verdict is not None:
         check_verdict(verdict)
     by = _operator()
-    with locked_journal(path, action) as opened:
+    # Beside send workers (a PostgreSQL journal): an invoice one holds is refused, one line.
+    with locked_journal(path, action, shared=True) as opened:
         # Every ID known before any is changed: half a command is worse than none.
         if missing := [name for name in ids or () if opened.invoice(name) is None]:
             raise UsageError(

@@ -30,6 +30,15 @@ request from starting (for pacing, for a Retry-After hold), not caller-seconds. 
 at most the run's duration; while requests queue for the rate, ``waited_for_rate`` grows
 with the run's wall time, which says the rate was the bottleneck.
 
+**A shared budget.** Several processes on one account (send workers on one PostgreSQL
+journal) pace together: ``permits``, when given, hands out the account's start slots from
+one place (``permits(interval, span, rate)`` returns the seconds until this caller's slot,
+one ``interval`` after the last slot any process took). The caller sleeps until its slot and
+starts; one that wakes more than half the margin late (a stall) asks for a new slot rather
+than start out of turn: start *n + rate* is never before slot *n* + ``window + margin``, and
+start *n* never after slot *n* + margin / 2, so they stay more than ``window`` apart. The
+local pacing and window are then not used (the slots are the pacing); holds still apply.
+
 **Telling.** ``on_wait``, when set, hears every sleep at the gate before it starts, as a
 ``Wait`` (its cause and its length). The retry policy tells its backoffs through the same
 hook. It is how the output layer learns that nothing will happen for a while, and why: a bar
@@ -76,6 +85,9 @@ class Wait:
 
 OnWait = Callable[[Wait], None]
 
+# (interval, span, rate) -> seconds from now until the caller's slot: a shared budget.
+Permits = Callable[[float, float, int], float]
+
 
 class RateLimiter:
     """Paces request starts to ``rate_per_minute`` per ``window`` seconds; see the module doc."""
@@ -89,6 +101,7 @@ class RateLimiter:
         window: float = DEFAULT_WINDOW,
         margin: float = DEFAULT_MARGIN,
         on_wait: OnWait | None = None,
+        permits: Permits | None = None,
     ) -> None:
         if rate_per_minute < 1:
             raise ValueError(f"rate must be at least 1 request per window, not {rate_per_minute}")
@@ -96,6 +109,7 @@ class RateLimiter:
             raise ValueError("window must be positive and margin not negative")
         self.rate = rate_per_minute
         self.span = window + margin
+        self.margin = margin
         self.interval = self.span / rate_per_minute
         self.clock = clock
         self.sleep = sleep
@@ -108,6 +122,7 @@ class RateLimiter:
         self._next_paced = -math.inf
         self._hold = -math.inf
         self._gate = asyncio.Lock()
+        self._permits = permits
 
     @property
     def held_until(self) -> float:
@@ -121,6 +136,8 @@ class RateLimiter:
 
     async def acquire(self) -> None:
         """Wait for this caller's start slot; return when the request may go out."""
+        if self._permits is not None:
+            return await self._acquire_shared(self._permits)
         async with self._gate:
             slept = False
             while True:
@@ -135,6 +152,29 @@ class RateLimiter:
                 self._account(cause, self.clock() - now)
             start = self.clock()
             self._record_start(start, planned=due if slept else start)
+
+    async def _acquire_shared(self, permits: Permits) -> None:
+        async with self._gate:
+            while True:
+                now = self.clock()
+                if self._hold - now > _TOLERANCE:
+                    if self.on_wait is not None:
+                        self.on_wait(Wait("retry_after", self._hold - now))
+                    await self.sleep(self._hold - now)
+                    self._account("retry_after", self.clock() - now)
+                    continue
+                wait = permits(self.interval, self.span, self.rate)
+                asked = self.clock()
+                if wait > _TOLERANCE:
+                    if self.on_wait is not None:
+                        self.on_wait(Wait("rate", wait))
+                    await self.sleep(wait)
+                    self._account("rate", self.clock() - asked)
+                late = self.clock() - (asked + wait)
+                if late <= max(self.margin / 2, _TOLERANCE) and self._hold <= self.clock():
+                    break
+            self._starts.append(self.clock())
+            self.started += 1
 
     def hold_until(self, when: float) -> None:
         """Let nobody start before clock time ``when`` (a 429's Retry-After); never shortens."""

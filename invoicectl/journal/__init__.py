@@ -35,10 +35,11 @@ lifecycle's (``invoicectl.lifecycle``).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Container, Iterator
+from collections.abc import Callable, Container, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, cast
 
 from invoicectl.errors import JournalError
 from invoicectl.journal.composed import Journal
@@ -58,6 +59,8 @@ __all__ = [
     "open_journal",
     "opened_journal",
     "peek_stored",
+    "scan_turn",
+    "shared_budget",
     "utc_now",
 ]
 
@@ -82,24 +85,53 @@ def opened_journal(location: Location, clock: Clock = utc_now) -> Iterator[Journ
 
 @contextmanager
 def locked_journal(
-    path: Location, command: str, clock: Clock = utc_now
+    path: Location, command: str, clock: Clock = utc_now, *, shared: bool = False
 ) -> Iterator[Journal | PgJournal]:
     """The journal, for a command that writes it: one at a time (send, scan, reconcile).
 
     A SQLite error while it is held, or a system error naming no other file (the run lock's
     own writes name none), is the journal's: one ``JournalError`` line naming it and the
     cause (``failures``). A closed stdout (``BrokenPipeError``) is not the journal's. A
-    PostgreSQL journal's run lock is the server's (``pg_journal.pg_run_lock``)."""
+    PostgreSQL journal's run lock is the server's (``pg_journal.pg_run_lock``); ``shared``:
+    there, any number of such commands (send workers, reconcile, hold/release/abandon) at
+    once, none beside a command that must be alone (scan, validate). A SQLite journal's run
+    lock is one run at a time, whatever ``shared`` says."""
     if isinstance(path, JournalURL):
         from invoicectl.journal.pg_journal import PgJournal, pg_run_lock
 
-        with _explained(path), PgJournal(path, clock) as opened, pg_run_lock(opened, command):
+        with (
+            _explained(path),
+            PgJournal(path, clock) as opened,
+            pg_run_lock(opened, command, shared=shared),
+        ):
             yield opened
         return
     with _explained(path), RunLock(path, command=command):
         refuse_if_moved(path, command)
         with Journal(path, clock) as journal:
             yield journal
+
+
+def shared_budget(journal: JournalBackend, account: str | None) -> Callable[..., float] | None:
+    """The API account's request slots, shared by every process on a PostgreSQL journal
+    (``pg_workers.reserve_slot``; ``goroute.limiter``'s ``permits``); None on SQLite, where
+    one run at a time keeps the account's budget in its own limiter."""
+    if isinstance(journal, Journal) or account is None:
+        return None
+    return partial(cast(Any, journal).reserve_slot, account)
+
+
+@contextmanager
+def scan_turn(journal: JournalBackend) -> Iterator[None]:
+    """The block while no other send worker scans (a PostgreSQL journal); a SQLite journal's
+    run lock already makes its one run the only one."""
+    if isinstance(journal, Journal):
+        yield
+        return
+    from invoicectl.journal.pg_journal import PgJournal, pg_scan_turn
+
+    with pg_scan_turn(cast(PgJournal, journal)):
+        yield
 
 
 @contextmanager

@@ -16,7 +16,7 @@ from invoicectl.journal.copy_checks import (
     listed,
     same_migrations,
 )
-from invoicectl.journal.migrations import MIGRATION_SET
+from invoicectl.journal.migrations import MIGRATION_SET, WORKER_TABLES
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
@@ -66,6 +66,8 @@ class Source:
             " AND name != '_sqlite_migrations' ORDER BY name"
         ).fetchall()
         for (name,) in rows:
+            if name in WORKER_TABLES:  # who works on what now: no history to carry over
+                continue
             info = self.conn.execute(f'PRAGMA table_info("{name}")').fetchall()
             keys = [column[1] for column in info if column[5]]
             if len(keys) != 1:

@@ -19,6 +19,7 @@ from invoicectl.journal.copy_checks import (
     same_migrations,
 )
 from invoicectl.journal.copy_source import Source
+from invoicectl.journal.migrations import WORKER_TABLES
 from invoicectl.journal.pg_database import PG_MIGRATIONS, PG_ONLY_TABLES
 from invoicectl.locations import JournalURL
 
@@ -124,7 +125,8 @@ class Target:
             "SELECT table_name, column_name FROM information_schema.columns"
             " WHERE table_schema = current_schema() AND table_name != 'journal_migrations'"
         ).fetchall()
-        rows = [(table, column) for table, column in rows if table not in PG_ONLY_TABLES]
+        left_out = (*PG_ONLY_TABLES, *WORKER_TABLES)
+        rows = [(table, column) for table, column in rows if table not in left_out]
         theirs: dict[str, set[str]] = {}
         for table, column in rows:
             theirs.setdefault(table, set()).add(column)

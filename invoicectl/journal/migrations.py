@@ -200,6 +200,43 @@ def m013_indexes_for_monitoring(db: Database) -> None:
     db.executescript(MONITORING_INDEXES)  # journal/monitoring.py says why; never edited
 
 
+def m014_workers_and_claims(db: Database) -> None:
+    """Several send workers on one PostgreSQL journal (``pg_workers`` says how they are used).
+
+    ``workers``: one row a live send process, its lease in the database server's clock (epoch
+    seconds, ``clock_timestamp()``: hosts' clocks differ, the server's is the one every worker
+    compares against). ``claims``: which worker holds which invoice. ``rate_starts``: the
+    request slots an API account (its key's fingerprint, never the key) has handed out in the
+    last minute, shared by every process. None is evidence of what was sent (attempts are),
+    so none is in the chain: leases are renewed every few seconds and would churn it. A SQLite
+    journal gets the tables and never writes them (one run at a time holds it)."""
+    db.executescript(
+        """
+        CREATE TABLE workers (
+            id INTEGER PRIMARY KEY,
+            host TEXT NOT NULL,
+            pid INTEGER NOT NULL,
+            run_id INTEGER,
+            lease_until REAL NOT NULL
+        );
+        CREATE TABLE claims (
+            invoice_id TEXT PRIMARY KEY,
+            worker_id INTEGER NOT NULL
+        );
+        CREATE INDEX claims_worker ON claims(worker_id);
+        CREATE TABLE rate_starts (
+            account TEXT NOT NULL,
+            slot REAL NOT NULL
+        );
+        CREATE INDEX rate_starts_account ON rate_starts(account, slot);
+        """
+    )
+
+
+# m014's tables: who works on what right now, no history (``journal copy`` leaves them out:
+# a copied journal starts with no worker, claim or slot).
+WORKER_TABLES = ("workers", "claims", "rate_starts")
+
 MIGRATIONS = (
     m001_initial,
     m002_packed_blobs,
@@ -214,6 +251,7 @@ MIGRATIONS = (
     m011_chain_covers_revisions_and_runs,
     m012_index_delivery_failures,
     m013_indexes_for_monitoring,
+    m014_workers_and_claims,
 )
 
 

@@ -24,7 +24,17 @@ from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.monitoring import MonitoringRecords
 from invoicectl.journal.pg_connection import PgConnection
 from invoicectl.journal.pg_database import open_pg_database
-from invoicectl.journal.records import FACT_COLUMNS, InvoiceState
+from invoicectl.journal.pg_workers import (
+    LIVE_RUN,
+    check_claim,
+    check_not_held,
+    claim,
+    idle_limit_ms,
+    register,
+    reserve_slot,
+    retire,
+)
+from invoicectl.journal.records import FACT_COLUMNS, Attempt, Invoice, InvoiceState
 from invoicectl.journal.scans import _COLUMNS, _SAME_STAT, ScanRecords
 from invoicectl.journal.sending import SendingRecords
 from invoicectl.locations import JournalURL
@@ -183,7 +193,75 @@ class PgScanRecords(ScanRecords):
             self.chained("invoices", [invoice_id])
 
 
-class PgJournal(InvoiceRecords, SendingRecords, PgScanRecords, HistoryRecords, MonitoringRecords):
+class WorkerRecords(InvoiceRecords, SendingRecords):
+    """The PostgreSQL journal's writes with the claims' rules in them. ``worker_id`` is set
+    while this connection's process is a send worker (``become_worker``), else None."""
+
+    worker_id: int | None = None
+    # Whether this connection holds the run lock alone (``pg_run_lock`` not shared: scan,
+    # validate, the journal commands). Then no send worker runs: each holds the lock shared
+    # for its whole run, and the server lets go of a dead one's with its session, however it
+    # died. So a lease still unexpired (a worker killed a moment ago) is no live worker's.
+    alone: bool = False
+
+    def become_worker(self, run_id: int, lease: float) -> int:
+        """Registered as a send worker with ``lease`` seconds (``pg_workers.register``).
+
+        A worker's transactions never wait on anything but the server (no request, no
+        sleep inside one), so one idle in a transaction for half a lease is a process that
+        was paused (SIGSTOP, a frozen VM) while it held the write lock: the server ends that
+        session (``idle_in_transaction_session_timeout``), which rolls it back and lets the
+        lock go, before the other workers' heartbeats, which wait for that lock, miss their
+        own leases. The paused worker finds its connection gone when it wakes, and stops."""
+        self.db.execute(f"SET idle_in_transaction_session_timeout = {idle_limit_ms(lease)}")
+        self.worker_id = register(self.db, run_id, lease)
+        return self.worker_id
+
+    def retire_worker(self) -> None:
+        if self.worker_id is not None:
+            retire(self.db, self.worker_id)
+            self.worker_id = None
+
+    def claim_invoices(self, candidates: list[str], limit: int) -> list[str]:
+        assert self.worker_id is not None
+        return claim(self.db, self.worker_id, candidates, limit)
+
+    def reserve_slot(self, account: str, interval: float, span: float, rate: int) -> float:
+        return reserve_slot(self.db, account, interval, span, rate)
+
+    def begin_attempt(
+        self,
+        run_id: int,
+        invoice_id: str,
+        revision_sha256: str,
+        idempotency_key: str,
+        body_sha256: str,
+        started_at: str,
+    ) -> int:
+        """The write-ahead row, with the guard in its transaction (the module doc)."""
+        with self.transaction():
+            if self.worker_id is not None:
+                check_claim(self.db, self.worker_id, invoice_id)
+            return super().begin_attempt(
+                run_id, invoice_id, revision_sha256, idempotency_key, body_sha256, started_at
+            )
+
+    def save(self, invoice: Invoice, *, was: Invoice, touch: bool = True) -> bool:
+        """``save``, refused (``InvoiceBusy``, ``ClaimLost``) while another live worker holds
+        the invoice; checked in the write's own transaction."""
+        with self.transaction():
+            if not self.alone:
+                check_not_held(self.db, self.worker_id, invoice.invoice_id)
+            return super().save(invoice, was=was, touch=touch)
+
+    def unanswered_attempts(self) -> list[Attempt]:
+        """What a dead run left: never an attempt of a live worker's run (it is in flight)."""
+        live = "" if self.alone else f" AND NOT {LIVE_RUN}"
+        rows = self.db.execute(f"SELECT * FROM attempts WHERE outcome IS NULL{live} ORDER BY id")
+        return [Attempt(**dict(row)) for row in rows]
+
+
+class PgJournal(WorkerRecords, PgScanRecords, HistoryRecords, MonitoringRecords):
     """One open PostgreSQL journal; ``with PgJournal(url) as journal: ...`` closes it. The
     SQLite ``Journal``'s parts (``composed``), over a PostgreSQL connection."""
 
@@ -205,16 +283,21 @@ class PgJournal(InvoiceRecords, SendingRecords, PgScanRecords, HistoryRecords, M
 
 # One run at a time on a PostgreSQL journal, as the SQLite journal's run lock: a session
 # advisory lock, which the server lets go when the connection ends, however the process did.
+# Send workers take it shared: any number of them at once, and none beside a command that
+# must be alone (which takes it exclusive, and is refused while a worker runs).
 _RUN_LOCK = 0x1A7C_0002
+# The scan a send starts with: one at a time among the workers (waited for, not refused).
+_SCAN_LOCK = 0x1A7C_0003
 
 
 @contextmanager
-def pg_run_lock(journal: PgJournal, command: str) -> Iterator[None]:
+def pg_run_lock(journal: PgJournal, command: str, *, shared: bool = False) -> Iterator[None]:
     """Held for the block, or ``JournalLocked`` at once naming the holder's command."""
     from invoicectl.errors import JournalLocked
 
     conn = cast(PgConnection, journal.db.conn)
-    (taken,) = conn.execute(f"SELECT pg_try_advisory_lock({_RUN_LOCK})").fetchone()
+    kind = "_shared" if shared else ""
+    (taken,) = conn.execute(f"SELECT pg_try_advisory_lock{kind}({_RUN_LOCK})").fetchone()
     if not taken:
         holder = conn.execute(
             "SELECT a.application_name, a.client_addr, a.pid FROM pg_locks l"
@@ -225,12 +308,27 @@ def pg_run_lock(journal: PgJournal, command: str) -> Iterator[None]:
         who = (
             "another invoicectl run" if holder is None else f"{holder[0]} (server pid {holder[2]})"
         )
+        alone = "one run at a time, but for send workers, which share it"
         raise JournalLocked(
-            f"the journal {journal.path} is in use by {who}: one run at a time; {command}"
+            f"the journal {journal.path} is in use by {who}: {alone}; {command}"
             " did nothing. Run again when it has finished"
         )
+    journal.alone = not shared
+    try:
+        yield
+    finally:
+        journal.alone = False
+        if not conn.raw.closed:
+            conn.execute(f"SELECT pg_advisory_unlock{kind}({_RUN_LOCK})")
+
+
+@contextmanager
+def pg_scan_turn(journal: PgJournal) -> Iterator[None]:
+    """The block while no other worker's scan runs (waited for: scans are short)."""
+    conn = cast(PgConnection, journal.db.conn)
+    conn.execute(f"SELECT pg_advisory_lock({_SCAN_LOCK})")
     try:
         yield
     finally:
         if not conn.raw.closed:
-            conn.execute(f"SELECT pg_advisory_unlock({_RUN_LOCK})")
+            conn.execute(f"SELECT pg_advisory_unlock({_SCAN_LOCK})")

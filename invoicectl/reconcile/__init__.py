@@ -44,7 +44,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
 
-from invoicectl.errors import ExitCode, worst
+from invoicectl.errors import ExitCode, InvoiceBusy, worst
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
@@ -178,24 +178,41 @@ def write_back(
     recorded: list[str] = []
     held: list[str] = []
     for case in cases:
-        with journal.transaction():  # a verdict to hold and its hold commit together
-            case = _record(journal, case, apply, checked_at, run_id, held)
-        if _fresh_delivery_status(case) and record_delivery(
-            journal,
-            case.invoice_id,
-            transaction_id=case.journal.transaction_id or "",
-            status=case.api.status if case.api else None,
-            checked_at=checked_at,
-            run_id=run_id,
-        ):
-            recorded.append(case.invoice_id)
-        guidance = GUIDANCE[case.verdict]
-        if apply and guidance.adoptable and _adopt(journal, case, checked_at, run_id):
-            applied.append(case.invoice_id)
-            adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
-            case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
+        try:
+            case = _write_case(journal, case, apply, checked_at, run_id, (applied, recorded, held))
+        except InvoiceBusy:  # a send worker replays it now: its answer will settle it
+            case = replace(case, action=f"left to the send worker holding it; {case.action}")
         written.append(case)
     return written, applied, recorded, held
+
+
+def _write_case(
+    journal: JournalBackend,
+    case: Case,
+    apply: bool,
+    checked_at: str,
+    run_id: int | None,
+    lists: tuple[list[str], list[str], list[str]],
+) -> Case:
+    """One case's writes (``write_back``); ``InvoiceBusy`` when a send worker holds it."""
+    applied, recorded, held = lists
+    with journal.transaction():  # a verdict to hold and its hold commit together
+        case = _record(journal, case, apply, checked_at, run_id, held)
+    if _fresh_delivery_status(case) and record_delivery(
+        journal,
+        case.invoice_id,
+        transaction_id=case.journal.transaction_id or "",
+        status=case.api.status if case.api else None,
+        checked_at=checked_at,
+        run_id=run_id,
+    ):
+        recorded.append(case.invoice_id)
+    guidance = GUIDANCE[case.verdict]
+    if apply and guidance.adoptable and _adopt(journal, case, checked_at, run_id):
+        applied.append(case.invoice_id)
+        adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
+        case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
+    return case
 
 
 def _record(

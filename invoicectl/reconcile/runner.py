@@ -12,7 +12,7 @@ import httpx
 from invoicectl.environment import check_environment
 from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
-from invoicectl.journal import locked_journal
+from invoicectl.journal import locked_journal, shared_budget
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
 from invoicectl.reconcile.progress import OnLookup
@@ -36,10 +36,13 @@ def reconcile(
     ``on_progress`` hears how far the lookups have got, ``on_wait`` every wait before it
     starts (pacing, Retry-After, a backoff): the CLI draws them, the report comes at the end.
     """
-    journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall)
+    # Beside send workers on a PostgreSQL journal: what a live worker holds is left to it
+    # (``InvoiceBusy``), and the lookups take their slots from the account's shared budget.
+    journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall, shared=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
         check_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        account = settings.api_key.fingerprint if settings.api_key else None
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
         with recorded_run(journal, "reconcile", options, settings) as run_id:
 
@@ -53,6 +56,7 @@ def reconcile(
                             clock=clocks.monotonic,
                             sleep=clocks.sleep,
                             on_wait=on_wait,
+                            permits=shared_budget(journal, account),
                         ),
                         policy=settings.retry_policy(),
                         apply=apply,

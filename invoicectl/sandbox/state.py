@@ -201,7 +201,9 @@ class EmulatorState:
         return self._seq
 
     def snapshot(self) -> dict[str, Any]:
-        return self.stats.snapshot(len(self.book), len(self.keys))
+        snapshot = self.stats.snapshot(len(self.book), len(self.keys))
+        snapshot["max_in_60s"] = self.limiter.max_in_window  # arrivals, any 60 s, one key
+        return snapshot
 
 
 def _missing_key() -> Problem:

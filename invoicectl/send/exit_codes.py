@@ -34,6 +34,8 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
         causes.append(Cause(ExitCode.COULD_NOT_RUN, "the base URL did not answer as GoRoute"))
     if summary.signals:  # also when the deadline or an outage stopped it first
         causes.append(Cause(ExitCode.INTERRUPTED, f"interrupted by {summary.signals[0]}"))
+    if "lease_lost" in summary.stops:  # a worker of a shared journal: the rest is another's
+        causes.append(Cause(ExitCode.INCOMPLETE, "this worker's lease was lost"))
     if "deadline" in summary.stops:
         left = f", {summary.unsent} not started" if summary.unsent > 0 else ""
         causes.append(Cause(ExitCode.INCOMPLETE, f"deadline reached{left}"))

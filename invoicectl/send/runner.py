@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
-from invoicectl.journal import locked_journal
+from invoicectl.journal import locked_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.decisions import check_new_version
@@ -71,11 +71,13 @@ def send(
     ``on_wait`` hears every wait of the run before it starts (``goroute.limiter.Wait``).
     """
     started = clocks.monotonic()
-    journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall)
+    # Send workers share a PostgreSQL journal (``send.workers``); a SQLite one has one run.
+    journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall, shared=True)
     with RunSignals() as signals, journal_lock as journal, ExitStack() as emulator:
-        # Before the scan: a file edited after a crash must not hide that its send is unknown.
-        close_unanswered(journal)
-        report = scan(journal)
+        with scan_turn(journal):
+            # Before the scan: an edited file must not hide that its send is unknown.
+            close_unanswered(journal)
+            report = scan(journal)
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).
@@ -165,20 +167,23 @@ async def _send(
     stopping: Stopping,
 ) -> SendSummary:
     from invoicectl.send.sender import Sender  # here: it brings httpx and the client
+    from invoicectl.send.workers import as_worker
 
-    async with make_client(settings, transport) as client:
-        sender = Sender(
-            journal,
-            client,
-            options,
-            run_id,
-            monotonic=clocks.monotonic,
-            sleep=clocks.sleep,
-            rng=clocks.rng,
-            stopping=stopping,
-            **callbacks,
-        )
-        return await sender.run()
+    with as_worker(journal, settings, options, run_id) as work:
+        async with make_client(settings, transport) as client:
+            sender = Sender(
+                journal,
+                client,
+                options,
+                run_id,
+                monotonic=clocks.monotonic,
+                sleep=clocks.sleep,
+                rng=clocks.rng,
+                stopping=stopping,
+                work=work,
+                **callbacks,
+            )
+            return await sender.run()
 
 
 def dry_run(
@@ -189,8 +194,11 @@ def dry_run(
     clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded."""
-    with locked_journal(settings.journal, "send --dry-run", clock=clocks.wall) as journal:
-        report = scan(journal)
+    with locked_journal(
+        settings.journal, "send --dry-run", clock=clocks.wall, shared=True
+    ) as journal:
+        with scan_turn(journal):
+            report = scan(journal)
         now = journal.clock()
         planned = plan(journal, now, order)
         counts = journal.state_counts()

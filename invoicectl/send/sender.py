@@ -21,7 +21,6 @@ import hashlib
 import random
 import time
 from collections.abc import Callable
-from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import StoredCopyDamaged
@@ -38,6 +37,7 @@ from invoicectl.goroute.outcomes import (
 )
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.pg_workers import ClaimLost
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
 from invoicectl.lifecycle.holds import hold, hold_damaged
@@ -52,7 +52,7 @@ from invoicectl.lifecycle.sending import (
     settle,
     withdraw_attempt,
 )
-from invoicectl.lifecycle.transitions import current
+from invoicectl.lifecycle.transitions import TransitionRefused, current
 from invoicectl.send.commits import GroupCommits
 from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
@@ -61,6 +61,7 @@ from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
 from invoicectl.send.validations import Validations
+from invoicectl.send.worksource import WorkSource
 from invoicectl.ubl.encoding import document_text
 
 # Invoices in a row that get no answer even after their retries before a run stops.
@@ -87,8 +88,10 @@ class Sender:
         on_wait: OnWait | None = None,
         bind: Callable[[], None] = lambda: None,
         stopping: Stopping | None = None,
+        work: WorkSource | None = None,
     ) -> None:
         self.journal = journal
+        self.work = work
         self.commits = GroupCommits(journal)
         self._bind: Callable[[], None] | None = bind
         self.client = client
@@ -99,7 +102,11 @@ class Sender:
         self.on_progress = on_progress
         self.on_wait = on_wait
         self.limiter = RateLimiter(
-            options.rate_per_minute, clock=monotonic, sleep=sleep, on_wait=on_wait
+            options.rate_per_minute,
+            clock=monotonic,
+            sleep=sleep,
+            on_wait=on_wait,
+            permits=None if work is None else work.permits,
         )
         self.receivers = (
             ReceiverChecks(
@@ -145,6 +152,8 @@ class Sender:
         deadline = self.options.deadline
         if deadline is not None and self.monotonic() - self._started >= deadline:
             self.request_stop("deadline")
+        if self.work is not None and self.work.lost:
+            self.request_stop("lease_lost")  # another worker may take over what it holds
         return self.stopping.stopped
 
     # ---- the run --------------------------------------------------------------------------
@@ -152,8 +161,10 @@ class Sender:
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
         self.journal.savepoints_in_memory()  # the grouped commits' savepoints: no temp files
-        # Requests of a run that ended moments ago still count in the API's window.
-        self.limiter.prime(self._started - ago for ago in recent_starts(self.journal, 60.0))
+        # Requests of a run that ended moments ago still count in the API's window (a shared
+        # budget keeps them itself).
+        if self.work is None:
+            self.limiter.prime(self._started - ago for ago in recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
             new_version(self.journal, invoice_id, self.summary.run_id)
         planned = plan(self.journal, self.journal.clock(), self.options.order)
@@ -165,12 +176,11 @@ class Sender:
         self.on_start(self.summary)
 
         queue: asyncio.Queue[tuple[str, bool]] = asyncio.Queue()
-        for item in work:
-            queue.put_nowait(item)
-        self.stopping.workers = [
-            asyncio.create_task(self._worker(queue))
-            for _ in range(max(1, min(self.options.concurrency, len(work))))
-        ]
+        if self.work is None:
+            for item in work:
+                queue.put_nowait(item)
+        tasks = max(1, min(self.options.concurrency, len(work)))
+        self.stopping.workers = [asyncio.create_task(self._worker(queue)) for _ in range(tasks)]
         if self.stopping.stopped:  # a signal came before the first worker started
             for worker in self.stopping.workers:
                 worker.cancel()
@@ -187,15 +197,8 @@ class Sender:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
 
-        self.summary.stopped_by = self.stopping.first
-        self.summary.stops = tuple(self.stopping.reasons)
-        self.summary.abandoned_by = self.stopping.abandoned_by
-        self.summary.abandoned = self.stopping.abandoned
+        self.summary.ended(self.stopping, self.limiter, self.commits)
         self.summary.elapsed = self.monotonic() - self._started
-        self.summary.waited_for_rate = self.limiter.waited_for_rate
-        self.summary.durable_commits = self.commits.commits
-        self.summary.durable_writes = self.commits.writes
-        self.summary.waited_for_retry_after = self.limiter.waited_for_retry_after
         self.summary.journal_counts = self.journal.state_counts()
         if self.receivers is not None:
             self.summary.receiver_lookups = self.receivers.lookups
@@ -214,8 +217,19 @@ class Sender:
             try:
                 invoice_id, replay = queue.get_nowait()
             except asyncio.QueueEmpty:
-                return
-            result = await self._send_one(invoice_id, replay)
+                if self.work is None or not self.work.fill(queue, self.options.concurrency):
+                    return
+                continue
+            try:
+                result = await self._send_one(invoice_id, replay)
+            except (ClaimLost, TransitionRefused) as refused:
+                if self.work is None:
+                    raise  # one run holds the journal: a refusal is a bug, never data
+                # Another worker took it over, or a scan changed it after the claim:
+                # nothing was sent for it (the guard), and it is left to the plan.
+                if isinstance(refused, ClaimLost):
+                    self.request_stop("lease_lost")
+                continue
             if result is not None:
                 self.summary.results.append(result)
                 self.on_progress(result, self.summary)
@@ -284,7 +298,7 @@ class Sender:
                     task.uncancel()  # abandoned: the worker ends at its next should_stop()
             finally:
                 self.stopping.in_flight.discard(task)
-            self._observe(outcome)
+            self.summary.observed(outcome.duration, isinstance(outcome, RateLimited))
             if isinstance(outcome, Transient | RateLimited):
                 self.summary.retrying.add(invoice_id)  # until its call_with_retry ends
             return outcome
@@ -328,28 +342,12 @@ class Sender:
         self._watch_for_outage(outcome)
         invoice = answered or current(self.journal, invoice_id)  # a final answer's own record
         if isinstance(outcome, Accepted):
-            self._record_ingest_to_accept(item)
-        return InvoiceResult(
-            invoice_id=invoice_id,
-            state=invoice.state,
-            key=item.key,
-            transaction_id=invoice.transaction_id,
-            existing_transaction_id=invoice.existing_transaction_id,
-            reason=invoice.reason,
-            replay=replay,
-            requests=requests,
-        )
+            self.summary.accepted_after(item.ingested_at, self.journal.clock())
+        return _result(invoice, item, replay, requests)
 
     def _unanswered(self, item: WorkItem, replay: bool, requests: int) -> None:
         invoice = current(self.journal, item.invoice_id)
-        result = InvoiceResult(
-            invoice_id=item.invoice_id,
-            state=invoice.state,
-            key=item.key,
-            reason=invoice.reason,
-            replay=replay,
-            requests=requests,
-        )
+        result = _result(invoice, item, replay, requests)
         self.summary.results.append(result)
         self.on_progress(result, self.summary)
 
@@ -385,12 +383,15 @@ class Sender:
             {"invoice_id": item.invoice_id, "sha256": item.sha256},
         )
 
-    def _observe(self, outcome: Outcome) -> None:
-        self.summary.requests += 1
-        self.summary.request_latencies.append(outcome.duration)
-        if isinstance(outcome, RateLimited):
-            self.summary.rate_limited_answers += 1
 
-    def _record_ingest_to_accept(self, item: WorkItem) -> None:
-        ingested = datetime.fromisoformat(item.ingested_at)
-        self.summary.ingest_to_accept.append((self.journal.clock() - ingested).total_seconds())
+def _result(invoice: Invoice, item: WorkItem, replay: bool, requests: int) -> InvoiceResult:
+    return InvoiceResult(
+        invoice_id=invoice.invoice_id,
+        state=invoice.state,
+        key=item.key,
+        transaction_id=invoice.transaction_id,
+        existing_transaction_id=invoice.existing_transaction_id,
+        reason=invoice.reason,
+        replay=replay,
+        requests=requests,
+    )

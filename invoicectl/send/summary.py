@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import Cause, ExitCode, explain, worst
@@ -83,6 +84,28 @@ class SendSummary:
     def exit_cause(self) -> str:
         """The words after ``exit N:`` on the run's last line."""
         return explain(self.exit_code, self.exit_causes)
+
+    def ended(self, stopping: Any, limiter: Any, commits: Any) -> None:
+        """What the run's stopping, its limiter and its grouped commits came to."""
+        self.stopped_by = stopping.first
+        self.stops = tuple(stopping.reasons)
+        self.abandoned_by = stopping.abandoned_by
+        self.abandoned = stopping.abandoned
+        self.waited_for_rate = limiter.waited_for_rate
+        self.waited_for_retry_after = limiter.waited_for_retry_after
+        self.durable_commits = commits.commits
+        self.durable_writes = commits.writes
+
+    def observed(self, duration: float, rate_limited: bool) -> None:
+        """A request's answer came (any answer): its latency, and whether it was a 429."""
+        self.requests += 1
+        self.request_latencies.append(duration)
+        if rate_limited:
+            self.rate_limited_answers += 1
+
+    def accepted_after(self, ingested_at: str, now: datetime) -> None:
+        """An invoice accepted ``now``: how long after its scan took it in."""
+        self.ingest_to_accept.append((now - datetime.fromisoformat(ingested_at)).total_seconds())
 
     def add_cause(self, cause: Cause) -> None:
         """One more reason for the exit code (none when it is OK and says nothing)."""

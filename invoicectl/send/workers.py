@@ -1,0 +1,123 @@
+"""A send as one of several workers on a PostgreSQL journal: claims, a lease, a shared budget.
+
+A SQLite journal has one run at a time (its run lock) and needs none of this. On PostgreSQL
+any number of ``invoicectl send`` processes, on any number of hosts, work the same journal:
+
+- each registers as a worker with a lease in the server's clock, renewed by a heartbeat
+  thread every lease / 3 (``journal.pg_workers.Heartbeat``); ``lease`` is 30 s, or
+  ``INVOICECTL_WORKER_LEASE`` seconds;
+- it claims its work a batch at a time (``next_batch``): the plan (replays first, then new
+  sends, as one run would take them), read and claimed in one write transaction, skipping
+  what a live worker holds and taking over what a dead one held; the attempts a dead worker
+  left unanswered are closed as unknown in that same transaction, so they are replayed under
+  their key and bytes, and only while the key's 24-hour window is open (``plan``);
+- every attempt row is written only if this worker still holds the claim and its lease
+  (``pg_workers.check_claim``, in the attempt's transaction); a worker whose lease is lost
+  (``lost``) starts no more requests;
+- every process on the same API account (the key's fingerprint) takes its request slots from
+  one budget in the database (``permits``), so the account sees at most its limit in any
+  60 s however many workers run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from invoicectl.errors import ConfigError
+from invoicectl.journal.pg_workers import Heartbeat
+from invoicectl.journal.records import SendOrder
+from invoicectl.lifecycle.plan import plan
+from invoicectl.lifecycle.sending import close_unanswered
+
+DEFAULT_LEASE = 30.0
+_LEASE_VARIABLE = "INVOICECTL_WORKER_LEASE"
+
+
+def lease_seconds(environ: dict[str, str] | None = None) -> float:
+    """The lease length: ``INVOICECTL_WORKER_LEASE`` (seconds) or 30 s; a bad value is one
+    line an operator can act on."""
+    text = (os.environ if environ is None else environ).get(_LEASE_VARIABLE)
+    if not text:
+        return DEFAULT_LEASE
+    try:
+        value = float(text)
+    except ValueError:
+        value = 0.0
+    if not 0.5 <= value <= 3600:
+        raise ConfigError(
+            f"{_LEASE_VARIABLE}={text!r}: give the lease in seconds, between 0.5 and 3600"
+        )
+    return value
+
+
+@contextmanager
+def as_worker(journal: Any, settings: Any, options: Any, run_id: int) -> Iterator[Workers | None]:
+    """This run as a worker of a PostgreSQL journal for the block; None for a SQLite one
+    (its run lock makes the run the only one, and it takes the whole plan)."""
+    if not hasattr(journal, "become_worker"):
+        yield None
+        return
+    key = settings.api_key
+    account = key.fingerprint if key is not None else "no key"
+    with Workers(
+        journal, run_id, order=options.order, account=account, lease=lease_seconds()
+    ) as work:
+        yield work
+
+
+class Workers:
+    """This process as a worker of the journal for one run; ``close()`` retires it."""
+
+    def __init__(
+        self, journal: Any, run_id: int, *, order: SendOrder, account: str, lease: float
+    ) -> None:
+        self.journal = journal
+        self.order = order
+        self.account = account
+        self.worker_id = journal.become_worker(run_id, lease)
+        self.heartbeat = Heartbeat(journal.path.connection_url(), self.worker_id, lease).start()
+
+    @property
+    def lost(self) -> bool:
+        """The lease could not be renewed (the server away, the process paused past it):
+        this worker must start no more requests; what it holds is another's to take."""
+        return not self.heartbeat.alive
+
+    def fill(self, queue: asyncio.Queue[tuple[str, bool]], limit: int) -> bool:
+        """The next batch of claimed work into ``queue``; False when there is none left."""
+        batch = self.next_batch(max(1, limit))
+        for item in batch:
+            queue.put_nowait(item)
+        return bool(batch)
+
+    def next_batch(self, limit: int) -> list[tuple[str, bool]]:
+        """Up to ``limit`` (invoice ID, replay?) now claimed by this worker, in the plan's
+        order; empty when nothing is left that no live worker holds."""
+        if self.lost:
+            return []
+        with self.journal.transaction():
+            close_unanswered(self.journal)  # a dead worker's requests: unknown, replayed
+            planned = plan(self.journal, self.journal.clock(), self.order)
+            taken = self.journal.claim_invoices([*planned.replays, *planned.pending], limit)
+        replays = set(planned.replays)
+        return [(invoice_id, invoice_id in replays) for invoice_id in taken]
+
+    def permits(self, interval: float, span: float, rate: int) -> float:
+        """Seconds until this caller's slot in the account's shared budget."""
+        return float(self.journal.reserve_slot(self.account, interval, span, rate))
+
+    def close(self) -> None:
+        """Claims given back at the run's end. If the server is away this fails: the lease
+        then runs out, and the claims are taken over as a dead worker's."""
+        self.heartbeat.stop()
+        self.journal.retire_worker()
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,376 @@
+"""Several send workers on one PostgreSQL journal: claims, leases, the guard, the shared budget.
+
+Real PostgreSQL (the ``pg_server`` fixtures), the real CLI in subprocesses where processes
+matter (kills, pauses), the emulator over real HTTP (``BackgroundServer``).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from processkit import send_process
+from sendkit import assert_each_delivered_once, emulator
+from ublfactory import write_invoice
+
+from invoicectl.errors import InvoiceBusy, JournalLocked
+from invoicectl.journal import locked_journal, open_journal
+from invoicectl.journal.pg_workers import ClaimLost, Heartbeat
+from invoicectl.journal.records import InvoiceState
+from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.sending import begin_attempt, claim_key
+from invoicectl.locations import JournalURL
+from invoicectl.sandbox import BackgroundServer
+from invoicectl.scan.ingest import scanning
+
+# ---- helpers -----------------------------------------------------------------------------
+
+
+def _outbox(tmp_path: Path, count: int, prefix: str = "INV") -> tuple[Path, list[str]]:
+    outbox = tmp_path / "outbox"
+    outbox.mkdir(exist_ok=True)
+    ids = [f"{prefix}-{n:04d}" for n in range(count)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    return outbox, ids
+
+
+def _scanned(url: str, outbox: Path) -> None:
+    with open_journal(JournalURL(url)) as journal:
+        scanning(outbox)(journal)
+
+
+def _worker(
+    outbox: Path, url: str, base_url: str, *args: str, lease: float = 1.5
+) -> subprocess.Popen[str]:
+    """``invoicectl send`` as a worker with a short lease (a dead one is taken over soon)."""
+    os.environ["INVOICECTL_WORKER_LEASE"] = str(lease)
+    try:
+        if "--rate" not in args:
+            args = ("--rate", "6000", *args)
+        return send_process(outbox, url, base_url, "--quiet", *args)  # type: ignore[arg-type]
+    finally:
+        del os.environ["INVOICECTL_WORKER_LEASE"]
+
+
+def _states(url: str) -> dict[str, str]:
+    with open_journal(JournalURL(url)) as journal:
+        return {invoice.invoice_id: str(invoice.state) for invoice in journal.invoices()}
+
+
+def _keys_per_invoice(url: str) -> dict[str, set[str]]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT invoice_id, idempotency_key FROM attempts WHERE outcome IS DISTINCT FROM"
+            " 'not_sent'"
+        ).fetchall()
+    keys: dict[str, set[str]] = {}
+    for invoice_id, key in rows:
+        keys.setdefault(invoice_id, set()).add(key)
+    return keys
+
+
+def _runs_that_overlapped(url: str) -> int:
+    """How many send runs made requests while another run was making them (from the attempt
+    rows: each run's first and last request start)."""
+    with psycopg.connect(url) as conn:
+        spans = conn.execute(
+            "SELECT run_id, min(started_at), max(started_at) FROM attempts GROUP BY run_id"
+        ).fetchall()
+    return sum(
+        any(b != run and b_first <= last and first <= b_last for b, b_first, b_last in spans)
+        for run, first, last in spans
+    )
+
+
+def _drain(outbox: Path, url: str, base_url: str, ids: list[str], rounds: int = 8) -> None:
+    """Plain sends, one after another, until every invoice is accepted (a lost answer is
+    replayed by the next run, as on SQLite)."""
+    for _ in range(rounds):
+        if all(state == "accepted" for state in _states(url).values()) and len(_states(url)) == len(
+            ids
+        ):
+            return
+        process = _worker(outbox, url, base_url)
+        process.communicate(timeout=120)
+    raise AssertionError(f"not all accepted: {_states(url)}")
+
+
+# ---- the locks ---------------------------------------------------------------------------
+
+
+def _refused(location: Any, command: str, *, shared: bool = False) -> str:
+    """The refusal ``locked_journal`` gives ``command`` now (it fails if there is none)."""
+    with pytest.raises(JournalLocked) as refusal:
+        locked_journal(location, command, shared=shared).__enter__()
+    return str(refusal.value)
+
+
+def test_sqlite_keeps_one_run_at_a_time_even_for_send(tmp_path):
+    path = tmp_path / "journal.db"
+    with locked_journal(path, "send", shared=True):
+        assert "another invoicectl send holds the journal" in _refused(path, "send", shared=True)
+
+
+def test_postgresql_send_workers_share_the_journal_and_other_commands_wait(pg_url):
+    url = JournalURL(pg_url)
+    with locked_journal(url, "send", shared=True), locked_journal(url, "send", shared=True):
+        assert "send workers, which share it" in _refused(url, "scan")
+    with locked_journal(url, "scan"):
+        assert "in use" in _refused(url, "send", shared=True)
+
+
+# ---- claims and the guard (in process: two journals, two "workers") ---------------------
+
+
+@pytest.fixture
+def two_workers(pg_url: str, tmp_path: Path) -> Iterator[Callable[[float], Any]]:
+    """Two journals on one database, each registered as a worker: ``a`` with the lease asked
+    for and no heartbeat (it is "paused" once the lease has passed), ``b`` with 30 s."""
+    opened: list[Any] = []
+
+    def make(lease: float) -> tuple[Any, Any, list[str]]:
+        outbox, ids = _outbox(tmp_path, 4)
+        _scanned(pg_url, outbox)
+        a: Any = open_journal(JournalURL(pg_url))
+        b: Any = open_journal(JournalURL(pg_url))
+        opened.extend((a, b))
+        a.run_id = a.begin_run("send", {})
+        a.become_worker(a.run_id, lease)
+        b.become_worker(b.begin_run("send", {}), 30.0)
+        return a, b, ids
+
+    yield make
+    for journal in opened:
+        journal.close()
+
+
+def test_claims_never_overlap_and_a_dead_workers_claims_are_taken_over(two_workers):
+    a, b, ids = two_workers(0.6)
+    with a.transaction():
+        assert a.claim_invoices(ids, 2) == ids[:2]
+    with b.transaction():
+        assert b.claim_invoices(ids, 10) == ids[2:]  # what a live worker holds is skipped
+    time.sleep(0.8)  # a's lease runs out (no heartbeat)
+    with b.transaction():
+        assert b.claim_invoices(ids, 10) == ids[:2]  # a dead worker's claims are taken over
+
+
+def test_the_guard_refuses_an_attempt_once_another_worker_took_the_invoice_over(two_workers):
+    """The replay case: the key is in use, so only the attempt row's own check (not the
+    invoice's write) stands between a lost worker and a second request."""
+    a, b, ids = two_workers(0.6)
+    invoice_id = ids[0]
+    with a.transaction():
+        a.claim_invoices([invoice_id], 1)
+    item = claim_key(a, invoice_id, replay=False)
+    begin_attempt(a, a.run_id, item, "body")  # the key is now in use
+    time.sleep(0.8)  # a is paused past its lease
+    with b.transaction():
+        assert b.claim_invoices([invoice_id], 1) == [invoice_id]
+    replay = claim_key(a, invoice_id, replay=True)
+    with pytest.raises(ClaimLost):
+        begin_attempt(a, a.run_id, replay, "body")
+    assert len(a.attempts(invoice_id)) == 1  # none more
+
+
+def test_the_guard_refuses_a_worker_whose_lease_ran_out_even_before_a_takeover(two_workers):
+    a, _b, ids = two_workers(0.6)
+    with a.transaction():
+        a.claim_invoices([ids[1]], 1)
+    time.sleep(0.8)
+    with pytest.raises(ClaimLost):
+        begin_attempt(a, a.run_id, claim_key(a, ids[1], replay=False), "body")
+    assert a.attempts(ids[1]) == []
+
+
+def test_an_operator_cannot_change_an_invoice_a_live_worker_holds(two_workers):
+    _a, b, ids = two_workers(30.0)
+    with b.transaction():
+        b.claim_invoices([ids[0]], 1)
+    with open_journal(b.path) as operator:
+        with pytest.raises(InvoiceBusy, match="being sent by a worker"):
+            hold(operator, ids[0], "checking", by="clerk")
+        assert hold(operator, ids[1], "checking", by="clerk").done  # not held by a worker
+
+
+def test_unanswered_attempts_of_a_live_worker_are_in_flight_not_abandoned(two_workers):
+    a, b, ids = two_workers(0.6)
+    with a.transaction():
+        a.claim_invoices([ids[0]], 1)
+    begin_attempt(a, a.run_id, claim_key(a, ids[0], replay=False), "body")
+    assert b.unanswered_attempts() == []
+    time.sleep(0.8)  # now a is dead: its request is unknown, to be replayed
+    assert [attempt.invoice_id for attempt in b.unanswered_attempts()] == [ids[0]]
+
+
+def test_a_heartbeat_keeps_the_lease_and_a_stopped_one_loses_it(two_workers):
+    a, b, ids = two_workers(0.6)
+    beat = Heartbeat(a.path.connection_url(), a.worker_id, 0.6).start()
+    with a.transaction():
+        a.claim_invoices([ids[0]], 1)
+    time.sleep(1.5)  # more than two leases: renewed meanwhile
+    with b.transaction():
+        assert b.claim_invoices([ids[0]], 1) == []
+    assert beat.alive
+    beat.stop()
+    time.sleep(0.8)
+    assert not beat.alive
+    with b.transaction():
+        assert b.claim_invoices([ids[0]], 1) == [ids[0]]
+
+
+# ---- the shared budget -------------------------------------------------------------------
+
+
+def test_slots_from_several_processes_keep_the_spacing_and_the_window(pg_url):
+    """Three connections reserving at once: slots one interval apart on the server's clock,
+    and any rate + 1 of them at least the span apart (no 60 s window over the limit)."""
+    rate, span = 20, 6.1  # a short span: the arithmetic is the same as 61 s
+    interval = span / rate
+    open_journal(JournalURL(pg_url)).close()
+    slots: list[float] = []
+    lock = threading.Lock()
+
+    def reserve() -> None:
+        with open_journal(JournalURL(pg_url)) as journal:
+            for _ in range(15):
+                wait = journal.reserve_slot("acct", interval, span, rate)
+                with lock:
+                    slots.append(wait + time.time())
+                with journal.db.conn.raw.cursor() as cursor:
+                    cursor.execute("SELECT 1")
+
+    threads = [threading.Thread(target=reserve) for _ in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    with psycopg.connect(pg_url) as conn:
+        stored = sorted(s for (s,) in conn.execute("SELECT slot FROM rate_starts").fetchall())
+    assert len(stored) == 45
+    gaps = [later - earlier for earlier, later in zip(stored, stored[1:], strict=False)]
+    assert min(gaps) >= interval - 1e-6
+    assert all(stored[n + rate] - stored[n] >= span - 1e-6 for n in range(len(stored) - rate))
+
+
+# ---- processes: kills, pauses, faults ----------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_worker_killed_while_holding_claims_its_invoices_finish_through_the_others(
+    pg_url, tmp_path
+):
+    outbox, ids = _outbox(tmp_path, 30)
+    _scanned(pg_url, outbox)
+    sandbox = emulator(latency_ms=800.0)
+    with BackgroundServer(sandbox) as server:
+        doomed = _worker(outbox, pg_url, server.base_url, "--concurrency", "5", lease=1.5)
+        # Wait until it has requests in flight (attempt rows without an answer).
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            with psycopg.connect(pg_url) as conn:
+                (open_rows,) = conn.execute(
+                    "SELECT count(*) FROM attempts WHERE outcome IS NULL"
+                ).fetchone()
+            if open_rows >= 3:
+                break
+            time.sleep(0.05)
+        doomed.send_signal(signal.SIGKILL)
+        doomed.communicate(timeout=30)
+        with psycopg.connect(pg_url) as conn:
+            in_flight = {
+                row[0]: row[1]
+                for row in conn.execute(
+                    "SELECT invoice_id, idempotency_key FROM attempts WHERE outcome IS NULL"
+                )
+            }
+        assert in_flight
+        sandbox.set_faults(latency_ms=0.0)
+        others = [_worker(outbox, pg_url, server.base_url, "--concurrency", "4") for _ in range(2)]
+        for process in others:
+            process.communicate(timeout=120)
+        _drain(outbox, pg_url, server.base_url, ids)
+        stats = sandbox.stats()
+    assert_each_delivered_once(stats, ids)
+    keys = _keys_per_invoice(pg_url)
+    for invoice_id, key in in_flight.items():
+        assert keys[invoice_id] == {key}  # replayed under the same key, never a new one
+
+
+@pytest.mark.slow
+def test_three_workers_with_kill_storms_lost_answers_and_5xx_deliver_each_once(pg_url, tmp_path):
+    limit = 3000
+    outbox, ids = _outbox(tmp_path, 240)
+    _scanned(pg_url, outbox)
+    sandbox = emulator(
+        rate_per_minute=limit, error_rate=0.05, drop_rate=0.05, latency_ms=20.0, seed=11
+    )
+    rng = random.Random(5)
+    args = ("--rate", str(limit), "--concurrency", "6")
+    with BackgroundServer(sandbox) as server:
+        workers = [_worker(outbox, pg_url, server.base_url, *args) for _ in range(3)]
+        kills = 0
+        storm_until = time.monotonic() + 6
+        while time.monotonic() < storm_until:
+            time.sleep(rng.uniform(0.2, 0.7))
+            victim = rng.randrange(3)
+            workers[victim].send_signal(signal.SIGKILL)
+            workers[victim].communicate(timeout=30)
+            kills += 1
+            workers[victim] = _worker(outbox, pg_url, server.base_url, *args)
+        for process in workers:
+            process.communicate(timeout=180)
+        sandbox.set_faults(error_rate=0.0, drop_rate=0.0)
+        _drain(outbox, pg_url, server.base_url, ids)
+        stats = sandbox.stats()
+    assert kills >= 5
+    assert _runs_that_overlapped(pg_url) >= 2  # they really ran at once (not one at a time)
+    assert_each_delivered_once(stats, ids)
+    assert stats["max_in_60s"] <= limit
+    assert stats["rate_limited"] == 0
+    for invoice_id, keys in _keys_per_invoice(pg_url).items():
+        assert len(keys) == 1, (invoice_id, keys)  # every resend under the one key
+    assert set(_states(pg_url).values()) == {str(InvoiceState.accepted)}
+
+
+@pytest.mark.slow
+def test_a_paused_worker_sends_nothing_more_for_what_another_took_over(pg_url, tmp_path):
+    """SIGSTOP past the lease, another worker finishes the lot, SIGCONT: the paused one's
+    requests after waking are refused by the guard; nothing is delivered twice and no
+    invoice gets a second key."""
+    outbox, ids = _outbox(tmp_path, 40)
+    _scanned(pg_url, outbox)
+    sandbox = emulator(latency_ms=300.0)
+    with BackgroundServer(sandbox) as server:
+        paused = _worker(outbox, pg_url, server.base_url, "--concurrency", "2", lease=2.0)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and sandbox.stats()["sends_received"] < 2:
+            time.sleep(0.02)
+        paused.send_signal(signal.SIGSTOP)
+        with psycopg.connect(pg_url) as conn:
+            (before,) = conn.execute("SELECT count(*) FROM attempts").fetchone()
+        time.sleep(2.5)  # past its lease
+        sandbox.set_faults(latency_ms=0.0)
+        other = _worker(outbox, pg_url, server.base_url, "--concurrency", "8", lease=30.0)
+        other.communicate(timeout=120)
+        paused.send_signal(signal.SIGCONT)
+        paused.communicate(timeout=60)
+        _drain(outbox, pg_url, server.base_url, ids)
+        stats = sandbox.stats()
+        with psycopg.connect(pg_url) as conn:
+            run_of_paused = conn.execute("SELECT min(run_id) FROM attempts").fetchone()[0]
+            (after_pause,) = conn.execute(
+                "SELECT count(*) FROM attempts WHERE run_id = %s", (run_of_paused,)
+            ).fetchone()
+    assert after_pause <= before  # not one attempt row from the paused worker after waking
+    assert_each_delivered_once(stats, ids)
