@@ -33,6 +33,14 @@ class JournalURL:
     def __str__(self) -> str:
         return redacted(self._url)
 
+    def without_secrets(self, text: str) -> str:
+        """``text`` (a message of libpq's about this URL) with every password of the URL
+        masked, as written and as decoded: libpq quotes a token it cannot parse, and a
+        password with a bare ``%`` or a space is such a token."""
+        for secret in sorted(_secrets(self._url), key=len, reverse=True):
+            text = text.replace(secret, "***")
+        return text
+
     def __repr__(self) -> str:
         return f"JournalURL({redacted(self._url)!r})"
 
@@ -57,6 +65,22 @@ def journal_location(text: str | Location) -> Location:
     if is_database_url(text):
         return JournalURL(text.strip())
     return Path(text).expanduser()
+
+
+def _secrets(url: str) -> set[str]:
+    """Every password ``url`` holds (the userinfo's, ``password=`` parameters), raw and
+    percent-decoded."""
+    from urllib.parse import unquote
+
+    found: set[str] = set()
+    head = url.split("?", 1)[0].split("/", 3)
+    netloc = head[2] if len(head) > 2 else ""
+    if "@" in netloc and ":" in (userinfo := netloc.rpartition("@")[0]):
+        found.add(userinfo.split(":", 1)[1])
+    query = url.split("?", 1)[1] if "?" in url else ""
+    found.update(match.group(2) for match in re.finditer(r"(?i)(password=)([^&]*)", query))
+    found |= {unquote(secret) for secret in found}
+    return {secret for secret in found if secret}
 
 
 def redacted(url: str) -> str:

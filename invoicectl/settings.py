@@ -328,6 +328,16 @@ class _KeyPlaces:
     in_config: str
 
 
+def _unshown_env(environ: Mapping[str, str], name: str) -> str:
+    """Why the variable ``name`` gives no key, in words that never repeat ``name``."""
+    what = "is set but not a usable key" if environ.get(name, "").strip() else "is not set"
+    return (
+        f"the environment variable api_key_env names {what} (its name, not written in "
+        "capitals as variables are, is not repeated here, in case it is the key itself): "
+        "api_key_env is the NAME of a variable holding the key"
+    )
+
+
 def _api_key(places: _KeyPlaces, environ: Mapping[str, str], sources: dict[str, str]) -> ApiKey:
     from invoicectl.goroute.apikey import ApiKey  # here: hashlib and hmac only when needed
 
@@ -339,11 +349,16 @@ def _api_key(places: _KeyPlaces, environ: Mapping[str, str], sources: dict[str, 
         sources["api_key"] = "$GOROUTE_API_KEY"
         return ApiKey.from_env(environ)
     if "api_key_env" in table:
-        sources["api_key"] = f"${table['api_key_env']} ({in_profile.partition(' (')[0]})"
+        name = table["api_key_env"]
+        # A key pasted where its variable's name goes may look like a name (sk_live_...):
+        # only a name written as variables are (BETA_KEY) is repeated, in any message.
+        shown = name if name == name.upper() else "(the variable api_key_env names)"
+        sources["api_key"] = f"${shown} ({in_profile.partition(' (')[0]})"
         try:
-            return ApiKey.from_env(environ, table["api_key_env"])
+            return ApiKey.from_env(environ, name)
         except ConfigError as error:
-            raise ConfigError(f"{error} (api_key_env of {in_profile})") from None
+            said = str(error) if shown == name else _unshown_env(environ, name)
+            raise ConfigError(f"{said} (api_key_env of {in_profile})") from None
     if "api_key_file" in table:
         sources["api_key"] = in_profile.partition(" (")[0]
         path = config_values.text("api_key_file", table["api_key_file"], in_profile)

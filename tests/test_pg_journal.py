@@ -12,6 +12,7 @@ from pathlib import Path
 
 import psycopg
 import pytest
+from hostile import HostileServer, Request, Wire, answer_json
 from pgserver import free_port
 from sendkit import assert_each_delivered_once, emulator, send, settings_for
 from typer.testing import CliRunner
@@ -83,8 +84,8 @@ def test_migrations_are_applied_once_and_a_newer_schema_is_refused(pg_url):
         open_journal(journal_location(pg_url))
 
 
-def _cli(*args: str) -> subprocess.CompletedProcess[str]:
-    environ = {**os.environ, "GOROUTE_API_KEY": DEFAULT_API_KEY}
+def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    environ = {**os.environ, "GOROUTE_API_KEY": DEFAULT_API_KEY, **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "invoicectl", *args],
         capture_output=True,
@@ -133,3 +134,53 @@ def test_commands_that_read_the_sqlite_file_itself_say_what_to_do_instead(pg_url
         result = CliRunner().invoke(app, [*args, "--journal", pg_url])
         assert result.exit_code == ExitCode.USAGE, result.output
         assert "works on a SQLite journal" in result.output
+
+
+@pytest.mark.parametrize("password", ["hunter%zz2", "hunter2 x"])
+def test_a_password_libpq_cannot_parse_is_never_echoed_and_is_not_run_again(password):
+    """Review 16: libpq quotes a URL token it cannot parse (a bare '%', a space), and a
+    password is such a token; the line masks it, and exit 1 (fix the URL), not 75."""
+    url = f"postgresql://clerk:{password}@127.0.0.1:{free_port()}/invoices"
+
+    done = _cli("status", "--journal", url)
+
+    said = done.stdout + done.stderr
+    assert "hunter" not in said and "Traceback" not in said
+    assert done.returncode == ExitCode.COULD_NOT_RUN, said
+    assert "postgresql://clerk:***@127.0.0.1" in said
+
+
+def test_a_connection_lost_mid_send_is_exit_75_and_never_says_nothing_was_changed(pg_url, tmp_path):
+    """Review 16: the server ends the journal's connection while a request is out (its
+    attempt row committed). The line must not say "nothing was changed" (a request left),
+    and the run is incomplete (75: run again), as any lost connection mid-run; the next run
+    replays under the same key."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-L1")
+    reply = answer_json(202, {"transaction_id": "tx-1"})
+    cut = [True]
+
+    def cutting(request: Request, wire: Wire) -> None:
+        if cut:  # the first request only
+            cut.clear()
+            with psycopg.connect(pg_url, autocommit=True) as conn:
+                conn.execute(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                    " WHERE application_name = 'invoicectl' AND pid <> pg_backend_pid()"
+                )
+        reply(request, wire)
+
+    with HostileServer(cutting) as server:
+        base = {"GOROUTE_BASE_URL": server.base_url}
+        args = ["send", str(outbox), "--journal", pg_url, "--trust-new-journal"]
+        first = _cli(*args, "--no-receiver-check", env=base)
+        second = _cli(*args, "--no-receiver-check", env=base)
+        keys = [request.headers.get("idempotency-key") for request in server.requests]
+
+    said = first.stdout + first.stderr
+    assert "Traceback" not in said
+    assert first.returncode == ExitCode.INCOMPLETE, said
+    assert "nothing was changed" not in said and "everything committed before is kept" in said
+    assert second.returncode == ExitCode.OK, second.stderr
+    assert keys == ["invoice-INV-L1", "invoice-INV-L1"]  # replayed under its key

@@ -255,3 +255,18 @@ def test_a_missing_key_is_listed_as_not_found_with_why(tmp_path: Path) -> None:
     assert result.exit_code == 0
     beta = json.loads(result.stdout)["profiles"][1]
     assert beta["key_found"] is False and "BETA_KEY is not set" in beta["key_problem"]
+
+
+def test_a_key_pasted_where_its_variable_s_name_goes_is_never_shown(tmp_path: Path) -> None:
+    """Review 16: api_key_env takes a variable's name, and a key such as sk_live_... looks
+    like one: neither `invoicectl profiles` nor a send may repeat it."""
+    pasted = "sk_live_pastedPASTEDpasted01"
+    environ = write_config(tmp_path, f'[profiles.acme]\napi_key_env = "{pasted}"\n')
+
+    listed = runner.invoke(app, ["profiles", "--json"], env={**environ, "GOROUTE_API_KEY": ""})
+    with pytest.raises(ConfigError) as refused:
+        resolve(profile="acme", environ=environ)
+
+    assert listed.exit_code == 0
+    assert pasted not in listed.stdout and pasted[8:20] not in listed.stdout
+    assert pasted not in str(refused.value) and "api_key_env of profile acme" in str(refused.value)

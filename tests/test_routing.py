@@ -428,3 +428,55 @@ def test_an_invoice_sent_through_another_profile_s_account_is_never_sent_again(
     assert "B-1 (acme)" in result.stderr and "never sent again through beta" in result.stderr
     assert "B-1" not in states(journal_of(tmp_path, "beta"))
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize("before_by", ["legacy", "no profile"])
+def test_an_invoice_sent_through_a_profile_without_a_sender_is_never_sent_again(
+    tmp_path: Path, outbox: Path, before_by: str
+) -> None:
+    """Review 16: a profile with no sender (an account used before senders were set), or the
+    top-level journal of a send with no profile (before profiles), is another journal too:
+    B-1, sent through acme's account from it, must not go out again through beta's."""
+    write(outbox, "b1.xml", BETA, "B-1")
+    acme, beta = emulator(KEY_A), emulator(KEY_B)
+    old = tmp_path / "old.db"
+    with BackgroundServer(acme) as acme_server, BackgroundServer(beta) as beta_server:
+        environ = bureau(tmp_path, acme_server.base_url, beta_server.base_url)
+        config = Path(environ["INVOICECTL_CONFIG"])
+        config.write_text(config.read_text() + (
+            f'[profiles.legacy]\nbase_url = "{acme_server.base_url}"\n'
+            f'api_key_file = "{tmp_path / "acme.key"}"\njournal = "{old}"\n'
+        ))  # fmt: skip
+        account = {"GOROUTE_API_KEY": KEY_A, "GOROUTE_BASE_URL": acme_server.base_url}
+        profile = ["--profile", "legacy"] if before_by == "legacy" else []
+        plain = environ if profile else {**environ, **account}
+        before = cli(*profile, "send", str(outbox), "--no-receiver-check",
+                     "--trust-new-journal", environ=plain)  # fmt: skip
+        result = cli("send", "--all-profiles", str(outbox), *FLAGS, environ=environ)
+
+    assert before.returncode == 0, before.stderr
+    assert acme.stats()["per_invoice"] == {"B-1": 1}
+    assert beta.stats()["per_invoice"] == {}, result.stderr  # B-1 not again
+    assert f"B-1 ({before_by})" in result.stderr
+
+
+def test_a_stop_signal_heard_while_a_child_starts_reaches_it(monkeypatch) -> None:
+    """Review 16: a SIGTERM that comes while a profile's send process is being started (after
+    the check that no signal came, before it is listed) reaches it too: else it sends its
+    whole outbox after the operator asked everything to stop."""
+    real = subprocess.Popen
+
+    def starting(*args: Any, **kwargs: Any) -> subprocess.Popen[str]:
+        process = real(*args, **kwargs)
+        signal.raise_signal(signal.SIGTERM)  # heard before run_children lists it
+        return process
+
+    monkeypatch.setattr(subprocess, "Popen", starting)
+    waits = [sys.executable, "-c", "import time; time.sleep(30)"]
+
+    started = time.monotonic()
+    finished, signals = run_children({"a": waits}, dict(os.environ), print)
+
+    assert signals == ["SIGTERM"]
+    assert finished["a"].died == "SIGTERM"
+    assert time.monotonic() - started < 25  # it stopped, not slept its 30 s out

@@ -188,10 +188,14 @@ def _sent_elsewhere(
     from invoicectl.settings import resolve
 
     sender_of = {name: sender for sender, name in senders.items()}
+    own = {name: _comparable(resolve(profile=name, need_key=False).journal) for name in routed}
     found: dict[str, dict[str, str]] = {}
-    for name in senders.values():
-        location = resolve(profile=name, need_key=False).journal
-        others = {profile: ids for profile, ids in routed.items() if profile != name and ids}
+    for name, location in _every_journal().items():
+        others = {
+            profile: ids
+            for profile, ids in routed.items()
+            if own[profile] != _comparable(location) and ids
+        }
         if not others or (isinstance(location, Path) and not location.exists()):
             continue
         with opened_journal(location) as journal:
@@ -204,6 +208,28 @@ def _sent_elsewhere(
                         continue  # never sent from there: held there by its supplier check
                     found.setdefault(profile, {})[invoice_id] = name
     return found
+
+
+def _every_journal() -> dict[str, Any]:
+    """Every journal an invoice may have been sent from, by who sent from it: each profile's,
+    with a sender or not (an account used before senders were set), and the top-level one
+    (``no profile``: a send before profiles). The sandbox's is the emulator's."""
+    from invoicectl.locations import journal_location
+    from invoicectl.settings import config_path, default_journal_path, load_config, resolve
+
+    config = load_config(os.environ)
+    known = profiles.read_profiles(config, f"config file {config_path(os.environ)}")
+    journals = {name: resolve(profile=name, need_key=False).journal for name in sorted(known)}
+    top = config.get("journal")
+    top_level = journal_location(top) if isinstance(top, str) and top.strip() else None
+    top_level = top_level or default_journal_path(os.environ)
+    if _comparable(top_level) not in {_comparable(each) for each in journals.values()}:
+        journals["no profile"] = top_level
+    return journals
+
+
+def _comparable(location: Any) -> object:
+    return location.absolute() if isinstance(location, Path) else location
 
 
 def _names_file(directory: Path, name: str, routing: Routing) -> str:

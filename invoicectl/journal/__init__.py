@@ -139,12 +139,12 @@ def _explained(location: Location) -> Iterator[None]:
     if isinstance(location, JournalURL):
         import psycopg
 
-        from invoicectl.journal.pg_database import explain_pg
+        from invoicectl.journal.pg_database import pg_failure
 
         try:
             yield
-        except psycopg.Error as error:
-            raise JournalError(explain_pg(error, location)) from None
+        except psycopg.Error as error:  # opening says its own: this came once it was open
+            raise pg_failure(error, location) from None
         return
     try:
         yield

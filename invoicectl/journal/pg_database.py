@@ -61,8 +61,10 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
             connect_timeout=_CONNECT_TIMEOUT_SECONDS,
             application_name="invoicectl",
         )
-    except psycopg.Error as error:
+    except psycopg.OperationalError as error:
         raise JournalUnreachable(explain_pg(error, location)) from None
+    except psycopg.Error as error:  # a URL libpq cannot read: no later run will do better
+        raise JournalError(explain_pg(error, location)) from None
     conn = PgConnection(raw)
     try:
         conn.execute(f"SET lock_timeout = '{_LOCK_TIMEOUT}'")
@@ -77,11 +79,14 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
     return PgDatabase(conn)  # type: ignore[arg-type]
 
 
-def explain_pg(error: Exception, location: JournalURL) -> str:
+def explain_pg(error: Exception, location: JournalURL, *, opening: bool = True) -> str:
     """One line for a PostgreSQL error on the journal: which journal (no password), what the
-    server or libpq said (any password it echoes masked), what to do."""
+    server or libpq said (any password it echoes masked), what to do. ``opening``: nothing
+    was read or written yet (else requests may have left: ``pg_failure`` says what stays)."""
     said = _masked(
-        str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        location.without_secrets(
+            str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        )
     )
     import psycopg
 
@@ -89,7 +94,7 @@ def explain_pg(error: Exception, location: JournalURL) -> str:
         advice = (
             "check that the server is running and reachable, and the URL's host, port, user "
             "and database (libpq reads PGPASSWORD, ~/.pgpass and PGSSL* for what the URL "
-            "leaves out); nothing was changed"
+            "leaves out)" + ("; nothing was changed" if opening else "")
         )
         return f"the journal {location} cannot be reached: {said}; {advice}"
     return f"the journal {location}: {said}"
@@ -103,7 +108,9 @@ def pg_failure(error: Exception, location: object) -> JournalError:
 
     where = location if isinstance(location, JournalURL) else JournalURL("postgresql://")
     failure = JournalUnreachable if isinstance(error, psycopg.OperationalError) else JournalError
-    return failure(f"{explain_pg(error, where)}; everything committed before is kept")
+    return failure(
+        f"{explain_pg(error, where, opening=False)}; everything committed before is kept"
+    )
 
 
 _SECRET_IN_MESSAGE = re.compile(r"(?i)(password[=:]\s*)\S+")

@@ -56,13 +56,26 @@ class Children:
 
     processes: dict[str, subprocess.Popen[str]] = field(default_factory=dict)
     signals: list[str] = field(default_factory=list)
+    passed: dict[str, int] = field(default_factory=dict)  # how many of them each child got
 
     def pass_on(self, signum: int, frame: FrameType | None = None) -> None:
         self.signals.append(signal.Signals(signum).name)
-        for process in self.processes.values():
+        for name, process in self.processes.items():
+            self.passed[name] = len(self.signals)
             if process.poll() is None:
                 with suppress(ProcessLookupError):  # it ended between poll and kill
                     process.send_signal(signum)
+
+    def started(self, name: str, process: subprocess.Popen[str], heard: int) -> None:
+        """``process`` is running: from now on it gets every stop signal, and now those
+        heard while it was starting (after the ``heard`` first), each once."""
+        self.passed[name] = heard
+        self.processes[name] = process
+        while self.passed[name] < len(self.signals):
+            missed = self.signals[self.passed[name]]
+            self.passed[name] += 1
+            with suppress(ProcessLookupError):
+                process.send_signal(signal.Signals[missed])
 
 
 def run_children(
@@ -80,6 +93,7 @@ def run_children(
             if children.signals:  # stopped before this one started: it never starts
                 failed[name] = f"not started: stopped by {children.signals[0]} first"
                 continue
+            heard = len(children.signals)
             try:
                 process = subprocess.Popen(
                     list(command),
@@ -94,7 +108,7 @@ def run_children(
             except OSError as error:
                 failed[name] = f"could not start its send process: {error.strerror or error}"
                 continue
-            children.processes[name] = process
+            children.started(name, process, heard)
             outputs[name] = []
             assert process.stdout is not None and process.stderr is not None
             readers.append(_reader(process.stdout, outputs[name].append))
