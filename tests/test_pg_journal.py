@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import psycopg
@@ -154,7 +155,7 @@ def test_a_connection_lost_mid_send_is_exit_75_and_never_says_nothing_was_change
     """Review 16: the server ends the journal's connection while a request is out (its
     attempt row committed). The line must not say "nothing was changed" (a request left),
     and the run is incomplete (75: run again), as any lost connection mid-run; the next run
-    replays under the same key."""
+    after the lost worker's lease has run out (1 s here) replays under the same key."""
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     write_invoice(outbox, "INV-L1")
@@ -172,9 +173,10 @@ def test_a_connection_lost_mid_send_is_exit_75_and_never_says_nothing_was_change
         reply(request, wire)
 
     with HostileServer(cutting) as server:
-        base = {"GOROUTE_BASE_URL": server.base_url}
+        base = {"GOROUTE_BASE_URL": server.base_url, "INVOICECTL_WORKER_LEASE": "1"}
         args = ["send", str(outbox), "--journal", pg_url, "--trust-new-journal"]
         first = _cli(*args, "--no-receiver-check", env=base)
+        time.sleep(1.5)  # its claim is the lost worker's until the lease runs out
         second = _cli(*args, "--no-receiver-check", env=base)
         keys = [request.headers.get("idempotency-key") for request in server.requests]
 
