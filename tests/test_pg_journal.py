@@ -4,6 +4,7 @@ is in the tests parametrised by ``journal_at`` (conftest)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -186,3 +187,18 @@ def test_a_connection_lost_mid_send_is_exit_75_and_never_says_nothing_was_change
     assert "nothing was changed" not in said and "everything committed before is kept" in said
     assert second.returncode == ExitCode.OK, second.stderr
     assert keys == ["invoice-INV-L1", "invoice-INV-L1"]  # replayed under its key
+
+
+def test_doctor_checks_the_server_and_says_how_far_apart_the_clocks_are(pg_url):
+    result = CliRunner().invoke(app, ["doctor", "--journal", pg_url, "--json"])
+
+    document = json.loads(result.output)
+    journal = next(check for check in document["checks"] if check["name"] == "journal")
+    assert journal["status"] == "ok", journal
+    assert "schema up to date" in journal["message"]
+    assert (
+        "s behind the server's" in journal["message"]
+        or "ahead of the server's" in journal["message"]
+    )
+    with open_journal(journal_location(pg_url)) as opened:
+        assert abs(opened.clock_offset()) < 5  # one machine: the same clock

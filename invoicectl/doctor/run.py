@@ -12,10 +12,11 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any, cast
 
 import httpx
 
-from invoicectl.doctor.checks import NAMES, Check, Diagnosis, fail, ok, skipped
+from invoicectl.doctor.checks import NAMES, Check, Diagnosis, fail, ok, skipped, warn
 from invoicectl.doctor.local import (
     api_key_check,
     disk_check,
@@ -73,15 +74,26 @@ def _database_checks(journal: JournalURL) -> dict[str, Check]:
     try:
         with opened_journal(journal) as opened:
             counts = opened.state_counts()
+            offset = cast(Any, opened).clock_offset()
     except InvoicectlError as error:
         failed = fail("journal", str(error))
         return {"journal": failed, "lock": skipped("lock", server), "disk": skipped("disk", server)}
     total = sum(counts.values())
+    said = (
+        f"{journal}: reachable, schema up to date, {total} invoices; this host's clock is "
+        f"{abs(offset):.1f} s {'behind' if offset > 0 else 'ahead of'} the server's"
+    )
+    # A key's 24-hour window is reckoned from the clock of the host that first used it, with
+    # a 10-minute margin; workers on hosts further apart than that could replay a key late.
+    checked = warn if abs(offset) > _CLOCK_APART_SECONDS else ok
     return {
-        "journal": ok("journal", f"{journal}: reachable, schema up to date, {total} invoices"),
+        "journal": checked("journal", said + ("; run NTP" if checked is warn else "")),
         "lock": skipped("lock", f"{server} (advisory locks)"),
         "disk": skipped("disk", server),
     }
+
+
+_CLOCK_APART_SECONDS = 60.0
 
 
 def _lock(journal: Path) -> Check:

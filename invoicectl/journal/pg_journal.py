@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import time
 from collections.abc import Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
@@ -270,6 +271,14 @@ class PgJournal(WorkerRecords, PgScanRecords, HistoryRecords, MonitoringRecords)
 
     def __enter__(self) -> PgJournal:
         return self
+
+    def clock_offset(self) -> float:
+        """Seconds the database server's clock is ahead of this host's (negative: behind),
+        from the middle of one round trip. Leases and the shared budget use the server's
+        clock; a key's 24-hour window is reckoned from the host's (``doctor`` says)."""
+        before = time.time()
+        (server,) = self.db.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
+        return float(server) - (before + time.time()) / 2
 
     def invoice_total(self) -> int:
         """The number the server keeps (``pg_database.pg001_invoice_total``): a count(*)
