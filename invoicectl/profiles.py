@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from invoicectl.arguments import split_option
 from invoicectl.errors import ConfigError, UsageError
 
 SANDBOX = "sandbox"
@@ -167,24 +168,8 @@ _given: dict[str, str | None] = {"option": None}
 
 
 def split_profile(args: list[str]) -> tuple[str | None, list[str]]:
-    """The ``--profile`` value given before ``--`` (the last one), and the arguments without
-    it, for the command's own parser, which does not know it."""
-    cut = args.index("--") if "--" in args else len(args)
-    options, rest = args[:cut], args[cut:]
-    value: str | None = None
-    kept: list[str] = []
-    skip = False
-    for index, arg in enumerate(options):
-        if skip:
-            skip = False
-        elif arg == OPTION:
-            value = options[index + 1] if index + 1 < len(options) else ""
-            skip = True
-        elif arg.startswith(OPTION + "="):
-            value = arg.partition("=")[2]
-        else:
-            kept.append(arg)
-    return value, kept + rest
+    """The ``--profile`` value given (the last one), and the arguments without it."""
+    return split_option(args, OPTION)
 
 
 def give_option(name: str | None) -> None:

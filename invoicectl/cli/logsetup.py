@@ -20,6 +20,7 @@ import os
 from collections.abc import Mapping
 from itertools import pairwise
 
+from invoicectl.arguments import split_option
 from invoicectl.loglines import LogFormat
 
 OPTION = "--log-format"
@@ -39,23 +40,8 @@ def options_of(args: list[str]) -> list[str]:
 
 
 def split_log_format(args: list[str]) -> tuple[str | None, list[str]]:
-    """The ``--log-format`` value given (the last one), and the arguments without it, for the
-    command's own parser, which does not know it."""
-    options, rest = options_of(args), args[len(options_of(args)) :]
-    value: str | None = None
-    kept: list[str] = []
-    skip = False
-    for index, arg in enumerate(options):
-        if skip:
-            skip = False
-        elif arg == OPTION:
-            value = options[index + 1] if index + 1 < len(options) else ""
-            skip = True
-        elif arg.startswith(OPTION + "="):
-            value = arg.partition("=")[2]
-        else:
-            kept.append(arg)
-    return value, kept + rest
+    """The ``--log-format`` value given (the last one), and the arguments without it."""
+    return split_option(args, OPTION)
 
 
 def log_format(args: list[str], environ: Mapping[str, str] | None = None) -> LogFormat:
