@@ -10,6 +10,7 @@ sooner, which every command and every cron run pays.
 from __future__ import annotations
 
 import sqlite3
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -277,8 +278,13 @@ def bring_up_to_date(conn: sqlite3.Connection) -> None:
 
 
 def _up_to_date(conn: sqlite3.Connection) -> bool:
-    ours = [migration.__name__ for migration in MIGRATIONS]
-    applied = _applied(conn)
+    return all_applied(_applied(conn), MIGRATIONS)
+
+
+def all_applied(applied: set[str], migrations: Sequence[Callable[..., None]]) -> bool:
+    """Whether every one of ``migrations`` is in ``applied`` (names); JournalError when
+    ``applied`` holds one this version does not know (a newer invoicectl wrote the journal)."""
+    ours = [migration.__name__ for migration in migrations]
     if unknown := applied - set(ours):
         raise JournalError(
             "the journal was written by a newer invoicectl "

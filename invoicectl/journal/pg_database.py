@@ -17,7 +17,7 @@ from typing import Any
 
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.database import Database
-from invoicectl.journal.migrations import MIGRATIONS
+from invoicectl.journal.migrations import MIGRATIONS, all_applied
 from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection
 from invoicectl.journal.pg_dialect import translate_schema
 from invoicectl.locations import JournalURL
@@ -142,7 +142,7 @@ class _Migrating:
 
 def _bring_up_to_date(conn: PgConnection) -> None:
     applied = _applied(conn)
-    if applied is not None and _check_known(applied):
+    if applied is not None and all_applied(applied, (*MIGRATIONS, *PG_MIGRATIONS)):
         return
     conn.execute("BEGIN")
     try:
@@ -152,7 +152,7 @@ def _bring_up_to_date(conn: PgConnection) -> None:
             ' (name TEXT COLLATE "C" PRIMARY KEY, applied_at TEXT NOT NULL)'
         )
         applied = _applied(conn) or set()
-        if not _check_known(applied):
+        if not all_applied(applied, (*MIGRATIONS, *PG_MIGRATIONS)):
             _apply(conn, applied)
         conn.execute("COMMIT")
     except BaseException:
@@ -188,18 +188,6 @@ FOR EACH STATEMENT EXECUTE FUNCTION invoice_total_removed();
 # and the tables they make, which a SQLite journal has no counterpart of (``journal copy``).
 PG_MIGRATIONS = (pg001_invoice_total,)
 PG_ONLY_TABLES = ("invoice_total",)
-
-
-def _check_known(applied: set[str]) -> bool:
-    """Whether every migration is applied; JournalError when the journal holds one this
-    version does not know (a newer invoicectl wrote it)."""
-    ours = [migration.__name__ for migration in (*MIGRATIONS, *PG_MIGRATIONS)]
-    if unknown := applied - set(ours):
-        raise JournalError(
-            "the journal was written by a newer invoicectl "
-            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
-        )
-    return applied.issuperset(ours)
 
 
 def _apply(conn: PgConnection, applied: set[str]) -> None:
