@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from invoicectl.loglines import LogFormat
+    from invoicectl.render.plain import PlainLines
 
 
 # Invoice IDs, file names and API answers are data, never rich markup or emoji codes: an ID
@@ -32,6 +33,13 @@ def stdout_console() -> Console:
     from rich.console import Console  # here: scan prints plain lines and never needs rich
 
     return Console(soft_wrap=not sys.stdout.isatty(), markup=False, emoji=False)
+
+
+def stdout_lines() -> Console | PlainLines:
+    """``stdout_console()`` on a terminal; plain lines anywhere else."""
+    from invoicectl.render.plain import PlainLines
+
+    return stdout_console() if sys.stdout.isatty() else PlainLines(sys.stdout)
 
 
 class ClosedPipeGuard:

@@ -17,7 +17,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 
-from invoicectl.cli.consoles import stdout_console
+from invoicectl.cli.consoles import stdout_console, stdout_lines
 from invoicectl.cli.options import StatusFormat
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, InvoiceState
@@ -56,15 +56,16 @@ def write_status(
     if output_format is StatusFormat.csv:
         write_csv(out, status_records(journal, state, verdict, limit), STATUS_FIELDS)
         return
-    console = stdout_console()
-    print_state_counts(console, *counts)
+    lines = stdout_lines()
+    print_state_counts(lines, *counts)
     head_seq, head_hash = journal.chain_head()
-    console.print(f"chain head {head_seq}:{head_hash}", highlight=False)
+    lines.print(f"chain head {head_seq}:{head_hash}", highlight=False)
     if limit == 0:
         return
     if not out.isatty():  # every invoice, by ID, as before (unless --limit)
         write_tsv(out, status_records(journal, state, verdict, limit))
         return
+    console = stdout_console()
     if every:
         out.flush()
         with pager() as stream:

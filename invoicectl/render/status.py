@@ -23,6 +23,8 @@ from invoicectl.scan.report import ScanReport
 if TYPE_CHECKING:
     from rich.console import Console
 
+    from invoicectl.render.plain import PlainLines
+
 
 def invoice_record(invoice: Invoice) -> dict[str, Any]:
     return {
@@ -48,7 +50,7 @@ def invoice_record(invoice: Invoice) -> dict[str, Any]:
 
 
 def print_state_counts(
-    console: Console,
+    console: Console | PlainLines,
     counts: Mapping[InvoiceState, int],
     holds: Mapping[Hold, int],
     unanswered: int = 0,
