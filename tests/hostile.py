@@ -178,6 +178,14 @@ def in_turn(*behaviours: Behaviour) -> Behaviour:
     return behave
 
 
+class _Listening(socketserver.ThreadingTCPServer):
+    # socketserver listens with a backlog of 5: 50 clients connecting at once then waited
+    # out SYN retransmits of 1, 3 and 7 s, as no real server's backlog (uvicorn's is 2,048)
+    # would make them.
+    allow_reuse_address = True
+    request_queue_size = 128
+
+
 @dataclass
 class HostileServer:
     """Serves ``behaviour`` on 127.0.0.1 (a free port) while the ``with`` block runs."""
@@ -193,8 +201,7 @@ class HostileServer:
             def handle(self) -> None:
                 server._handle(self.request)
 
-        socketserver.ThreadingTCPServer.allow_reuse_address = True
-        self._server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Handler)
+        self._server = _Listening(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
         self._thread = threading.Thread(
             target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import pytest
 import respx
+from hostile import HostileServer, answer_json
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -765,6 +766,64 @@ async def test_a_real_server_that_hangs_up() -> None:
         outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
     assert isinstance(outcome, Transient)
     assert outcome.reason.startswith("connection dropped before an answer")
+
+
+@pytest.mark.anyio
+async def test_a_send_goes_by_the_proxy_the_environment_names(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request leaves by the transport httpx's client would pick (``Lane.send`` skips the
+    client's own send): through ``HTTP_PROXY`` when set, the key in its header, once."""
+    with HostileServer(answer_json(202, {"transaction_id": "tx-by-proxy"})) as proxy:
+        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
+        monkeypatch.delenv("NO_PROXY", raising=False)
+        monkeypatch.delenv("no_proxy", raising=False)
+        # Nothing listens there: only the proxy can answer.
+        async with GoRouteClient("http://127.0.0.1:9", KEY) as goroute:
+            outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Accepted)
+    assert outcome.transaction_id == "tx-by-proxy"
+    [request] = proxy.requests
+    assert request.path == f"http://127.0.0.1:9{DOCUMENTS}"
+    assert request.headers["x-api-key"] == SECRET
+    assert request.headers["idempotency-key"] == IDEMPOTENCY_KEY
+
+
+@pytest.mark.anyio
+async def test_the_clients_of_a_process_load_the_cas_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A send's history check and its sends, each pool of them, share one TLS context:
+    each context loads the CA bundle again (35-40 ms of CPU)."""
+    import ssl
+
+    from invoicectl.goroute.lanes import shared_tls_context
+
+    made: list[ssl.SSLContext] = []
+    create = ssl.create_default_context
+
+    def counted(*args: Any, **kwargs: Any) -> ssl.SSLContext:
+        made.append(create(*args, **kwargs))
+        return made[-1]
+
+    monkeypatch.setattr(ssl, "create_default_context", counted)
+    shared_tls_context.cache_clear()
+    async with GoRouteClient(BASE, KEY, max_connections=50), GoRouteClient(BASE, KEY):
+        pass
+    assert len(made) == 1
+
+
+@pytest.mark.anyio
+async def test_a_request_carries_the_client_s_timeouts(api: respx.MockRouter) -> None:
+    seen: list[dict[str, float]] = []
+
+    def record(request: httpx.Request) -> httpx.Response:
+        seen.append(request.extensions["timeout"])
+        return httpx.Response(202, json={"transaction_id": "tx-1"})
+
+    api.post(DOCUMENTS).mock(side_effect=record)
+    async with GoRouteClient(BASE, KEY, read_timeout=2.5, connect_timeout=4) as goroute:
+        await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert seen[0]["read"] == 2.5
+    assert seen[0]["connect"] == 4
 
 
 # --- transactions --------------------------------------------------------------------------

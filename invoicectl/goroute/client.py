@@ -16,7 +16,7 @@ shapes in ``transactions`` (a list answer is read into its ``TransactionPage`` b
 ``lookups`` and ``validation``; how much of an answer is read, and for how long, in
 ``reading``; which ids from the server are usable in ``identifiers``.
 
-The API key leaves its ``ApiKey`` wrapper only inside ``lanes.KeyAuth``, as the request is sent.
+The API key leaves its ``ApiKey`` wrapper only inside ``lanes.Lane.send``, as the request is sent.
 Any text from the server or a network error is scrubbed of the key before it reaches an outcome.
 """
 
@@ -50,7 +50,7 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.building import RequestBuilder
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.identifiers import usable_id, why_unusable
-from invoicectl.goroute.lanes import KeyAuth, Lanes
+from invoicectl.goroute.lanes import Lanes, shared_tls_context
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
     checked_peppol_id,
@@ -173,13 +173,11 @@ class GoRouteClient:
             "Accept-Encoding": ACCEPT_ENCODING,
         }
 
-        # One TLS context for every pool: each takes tens of milliseconds to load the CAs.
-        tls = httpx.create_ssl_context() if transport is None else None
+        tls = shared_tls_context() if transport is None else None
 
         def pool(connections: int) -> httpx.AsyncClient:
             return httpx.AsyncClient(
                 base_url=self.base_url,
-                auth=KeyAuth(api_key),
                 headers=headers,
                 timeout=self._timeout,
                 limits=httpx.Limits(
@@ -193,7 +191,7 @@ class GoRouteClient:
             )
 
         pools = 1 if transport is not None else Lanes.pools_for(max_connections)
-        self._lanes = Lanes(pool, max_connections, pools=pools)
+        self._lanes = Lanes(pool, max_connections, pools=pools, api_key=api_key)
 
     def __repr__(self) -> str:
         return f"GoRouteClient(base_url={self.base_url!r}, api_key={self._api_key!r})"
@@ -347,10 +345,10 @@ class GoRouteClient:
         headers: Mapping[str, str] | None = None,
     ) -> Answer | Transient:
         """One request, its answer read within ``max_bytes`` and ``request_timeout``."""
-        with self._lanes.least_busy() as http:
+        with self._lanes.least_busy() as lane:
             answer = await exchange(
-                http,
-                lambda: self._requests.build(http, method, path, content, params, headers),
+                lane.send,
+                lambda: self._requests.build(lane.http, method, path, content, params, headers),
                 Bounds(max_bytes, self._time_limit(content), self._timeout),
                 monotonic=self._monotonic,
                 redact=self._redact,

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import zlib
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
 import httpx
@@ -40,7 +40,7 @@ class Bounds:
 
 
 async def exchange(
-    http: httpx.AsyncClient,
+    send: Callable[[httpx.Request], Awaitable[httpx.Response]],
     build: Callable[[], httpx.Request],
     bounds: Bounds,
     *,
@@ -53,7 +53,7 @@ async def exchange(
     started = monotonic()
     try:
         async with asyncio.timeout(bounds.seconds):
-            response = await http.send(build(), stream=True)
+            response = await send(build())
             try:
                 body = await read_capped(response, bounds.max_bytes)
             finally:
