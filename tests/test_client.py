@@ -768,25 +768,57 @@ async def test_a_real_server_that_hangs_up() -> None:
     assert outcome.reason.startswith("connection dropped before an answer")
 
 
+@pytest.fixture
+def no_proxy_settings(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+    return monkeypatch
+
+
 @pytest.mark.anyio
-async def test_a_send_goes_by_the_proxy_the_environment_names(
-    monkeypatch: pytest.MonkeyPatch,
+async def test_an_https_send_goes_by_the_proxy_the_environment_names(
+    no_proxy_settings: pytest.MonkeyPatch,
 ) -> None:
     """A request leaves by the transport httpx's client would pick (``Lane.send`` skips the
-    client's own send): through ``HTTP_PROXY`` when set, the key in its header, once."""
-    with HostileServer(answer_json(202, {"transaction_id": "tx-by-proxy"})) as proxy:
-        monkeypatch.setenv("HTTP_PROXY", proxy.base_url)
-        monkeypatch.delenv("NO_PROXY", raising=False)
-        monkeypatch.delenv("no_proxy", raising=False)
-        # Nothing listens there: only the proxy can answer.
-        async with GoRouteClient("http://127.0.0.1:9", KEY) as goroute:
+    client's own send): through ``HTTPS_PROXY``, as a tunnel the key never crosses in clear."""
+    with HostileServer(answer_json(502, {"error": "no tunnel today"})) as proxy:
+        no_proxy_settings.setenv("HTTPS_PROXY", proxy.base_url)
+        async with GoRouteClient("https://goroute.test", KEY) as goroute:
+            outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert isinstance(outcome, Transient)
+    [tunnel] = proxy.requests
+    assert (tunnel.method, tunnel.path) == ("CONNECT", "goroute.test:443")
+    assert SECRET not in repr(tunnel)
+
+
+@pytest.mark.anyio
+async def test_plain_http_to_loopback_never_goes_by_a_proxy(
+    no_proxy_settings: pytest.MonkeyPatch,
+) -> None:
+    """Plain http is allowed only to loopback (an emulator): a proxy named in the environment
+    would have had the key in clear text, on whatever host it runs."""
+    with (
+        HostileServer(answer_json(502, {"error": "proxy"})) as proxy,
+        HostileServer(answer_json(202, {"transaction_id": "tx-direct"})) as server,
+    ):
+        no_proxy_settings.setenv("HTTP_PROXY", proxy.base_url)
+        no_proxy_settings.setenv("ALL_PROXY", proxy.base_url)
+        async with GoRouteClient(server.base_url, KEY) as goroute:
             outcome = await goroute.send_document(IDEMPOTENCY_KEY, BODY)
     assert isinstance(outcome, Accepted)
-    assert outcome.transaction_id == "tx-by-proxy"
-    [request] = proxy.requests
-    assert request.path == f"http://127.0.0.1:9{DOCUMENTS}"
-    assert request.headers["x-api-key"] == SECRET
-    assert request.headers["idempotency-key"] == IDEMPOTENCY_KEY
+    assert proxy.requests == []
+    assert server.requests[0].headers["x-api-key"] == SECRET
+
+
+@pytest.mark.anyio
+async def test_a_closed_client_sends_nothing(no_proxy_settings: pytest.MonkeyPatch) -> None:
+    with HostileServer(answer_json(202, {"transaction_id": "tx-after-close"})) as server:
+        goroute = GoRouteClient(server.base_url, KEY)
+        await goroute.aclose()
+        with pytest.raises(RuntimeError):
+            await goroute.send_document(IDEMPOTENCY_KEY, BODY)
+    assert server.requests == []
 
 
 @pytest.mark.anyio

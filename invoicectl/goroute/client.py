@@ -174,6 +174,8 @@ class GoRouteClient:
         }
 
         tls = shared_tls_context() if transport is None else None
+        # Plain http goes only to loopback: no HTTP_PROXY may carry the key, in clear, elsewhere.
+        from_environment = httpx.URL(self.base_url).scheme != "http"
 
         def pool(connections: int) -> httpx.AsyncClient:
             return httpx.AsyncClient(
@@ -185,6 +187,7 @@ class GoRouteClient:
                 ),
                 transport=transport,
                 verify=tls or True,
+                trust_env=from_environment,
                 # A redirect would carry the key (and the invoice) to wherever Location
                 # points, and a POST redirect is a second send: never follow one, report it.
                 follow_redirects=False,
