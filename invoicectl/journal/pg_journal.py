@@ -163,17 +163,9 @@ class PgScanRecords(ScanRecords):
             (*columns, scan_row),
         )
 
-    def undated(self, state: InvoiceState) -> list[tuple[str, str]]:
-        rows = self.db.execute(
-            "SELECT i.invoice_id, i.current_sha256 FROM invoices i JOIN revisions r"
-            " ON r.invoice_id = i.invoice_id AND r.sha256 = i.current_sha256"
-            " WHERE i.state = ? AND i.due_date IS NULL"
-            " AND (CAST(r.facts AS jsonb) -> 'due_date') IS NULL",
-            (state,),
-        )
-        return [(invoice_id, sha256) for invoice_id, sha256 in rows]
+    _NO_DUE_DATE_IN_FACTS = "(CAST(r.facts AS jsonb) -> 'due_date') IS NULL"
 
-    def _record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
+    def _date_revisions(self, invoice_id: str, sha256: str, due_date: str | None) -> list[int]:
         # SQLite's json_set keeps the rest of the text as it was; so does this, in Python.
         rows = self.db.execute(
             "SELECT id, facts FROM revisions WHERE invoice_id = ? AND sha256 = ?",
@@ -185,13 +177,7 @@ class PgScanRecords(ScanRecords):
                 "UPDATE revisions SET facts = ? WHERE id = ?",
                 (json.dumps(updated, separators=(",", ":"), ensure_ascii=False), revision_id),
             )
-        self.chained("revisions", [revision_id for revision_id, _ in rows])
-        cursor = self.db.execute(
-            "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
-            (due_date, invoice_id, sha256),
-        )
-        if cursor.rowcount:
-            self.chained("invoices", [invoice_id])
+        return [revision_id for revision_id, _ in rows]
 
 
 class WorkerRecords(InvoiceRecords, SendingRecords):

@@ -366,8 +366,7 @@ class ScanRecords(JournalBase):
         rows = self.db.execute(
             "SELECT i.invoice_id, i.current_sha256 FROM invoices i JOIN revisions r"
             " ON r.invoice_id = i.invoice_id AND r.sha256 = i.current_sha256"
-            " WHERE i.state = ? AND i.due_date IS NULL"
-            " AND json_type(r.facts, '$.due_date') IS NULL",
+            f" WHERE i.state = ? AND i.due_date IS NULL AND {self._NO_DUE_DATE_IN_FACTS}",
             (state,),
         )
         return [(invoice_id, sha256) for invoice_id, sha256 in rows]
@@ -379,15 +378,22 @@ class ScanRecords(JournalBase):
             self._record_due_date(invoice_id, sha256, due_date)
 
     def _record_due_date(self, invoice_id: str, sha256: str, due_date: str | None) -> None:
-        updated = self.db.execute(
-            "UPDATE revisions SET facts = json_set(facts, '$.due_date', ?)"
-            " WHERE invoice_id = ? AND sha256 = ? RETURNING id",
-            (due_date, invoice_id, sha256),
-        ).fetchall()
-        self.chained("revisions", [revision_id for (revision_id,) in updated])
+        self.chained("revisions", self._date_revisions(invoice_id, sha256, due_date))
         cursor = self.db.execute(
             "UPDATE invoices SET due_date = ? WHERE invoice_id = ? AND current_sha256 = ?",
             (due_date, invoice_id, sha256),
         )
         if cursor.rowcount:
             self.chained("invoices", [invoice_id])
+
+    # SQLite's JSON functions, here and below (PostgreSQL's journal replaces both).
+    _NO_DUE_DATE_IN_FACTS = "json_type(r.facts, '$.due_date') IS NULL"
+
+    def _date_revisions(self, invoice_id: str, sha256: str, due_date: str | None) -> list[int]:
+        """The ids of ``invoice_id``'s revisions of ``sha256``, ``due_date`` now in their facts."""
+        updated = self.db.execute(
+            "UPDATE revisions SET facts = json_set(facts, '$.due_date', ?)"
+            " WHERE invoice_id = ? AND sha256 = ? RETURNING id",
+            (due_date, invoice_id, sha256),
+        ).fetchall()
+        return [revision_id for (revision_id,) in updated]
