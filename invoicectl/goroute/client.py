@@ -50,7 +50,7 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.building import RequestBuilder
 from invoicectl.goroute.endpoint import MAX_PROBE_BYTES, ApiCheck, suspicious, wrong_endpoint
 from invoicectl.goroute.identifiers import usable_id, why_unusable
-from invoicectl.goroute.lanes import Lanes, shared_tls_context
+from invoicectl.goroute.lanes import Lanes, pool_client
 from invoicectl.goroute.lookups import (
     MAX_LOOKUP_BYTES,
     checked_peppol_id,
@@ -173,25 +173,8 @@ class GoRouteClient:
             "Accept-Encoding": ACCEPT_ENCODING,
         }
 
-        tls = shared_tls_context() if transport is None else None
-        # Plain http goes only to loopback: no HTTP_PROXY may carry the key, in clear, elsewhere.
-        from_environment = httpx.URL(self.base_url).scheme != "http"
-
         def pool(connections: int) -> httpx.AsyncClient:
-            return httpx.AsyncClient(
-                base_url=self.base_url,
-                headers=headers,
-                timeout=self._timeout,
-                limits=httpx.Limits(
-                    max_connections=connections, max_keepalive_connections=connections
-                ),
-                transport=transport,
-                verify=tls or True,
-                trust_env=from_environment,
-                # A redirect would carry the key (and the invoice) to wherever Location
-                # points, and a POST redirect is a second send: never follow one, report it.
-                follow_redirects=False,
-            )
+            return pool_client(self.base_url, headers, self._timeout, connections, transport)
 
         pools = 1 if transport is not None else Lanes.pools_for(max_connections)
         self._lanes = Lanes(pool, max_connections, pools=pools, api_key=api_key)

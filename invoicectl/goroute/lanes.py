@@ -21,6 +21,7 @@ from functools import cache
 import httpx
 
 from invoicectl.goroute.apikey import ApiKey
+from invoicectl.goroute.network import run_on_asyncio
 
 LANE_CONNECTIONS = 4
 
@@ -30,6 +31,33 @@ def shared_tls_context() -> ssl.SSLContext:
     """One TLS context for every client of the process, every pool of it, and the history
     check's client before the send's: each had taken 35-40 ms of CPU to load the CAs."""
     return httpx.create_ssl_context()
+
+
+def pool_client(
+    base_url: str,
+    headers: dict[str, str],
+    timeout: httpx.Timeout,
+    connections: int,
+    transport: httpx.AsyncBaseTransport | None,
+) -> httpx.AsyncClient:
+    """The client of one pool of ``connections``; over the network (no ``transport``) on
+    asyncio's own sockets (``network``) with the process's one TLS context."""
+    client = httpx.AsyncClient(
+        base_url=base_url,
+        headers=headers,
+        timeout=timeout,
+        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+        transport=transport,
+        verify=shared_tls_context() if transport is None else True,
+        # Plain http goes only to loopback: no HTTP_PROXY may carry the key, in clear, elsewhere.
+        trust_env=httpx.URL(base_url).scheme != "http",
+        # A redirect would carry the key (and the invoice) to wherever Location points, and
+        # a POST redirect is a second send: never follow one, report it.
+        follow_redirects=False,
+    )
+    if transport is None:
+        run_on_asyncio(client)
+    return client
 
 
 class Lane:
