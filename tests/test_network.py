@@ -9,6 +9,7 @@ import datetime
 import socket
 import ssl
 import struct
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,7 +21,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
-from hostile import HostileServer, answer_json
+from hostile import HostileServer, Request, Wire, answer, answer_json
 
 from invoicectl.goroute import network
 from invoicectl.goroute.answers import transport_reason
@@ -148,10 +149,16 @@ async def test_an_idle_connection_is_readable_only_once_the_server_closed_it() -
 
 @pytest.mark.anyio
 async def test_a_server_that_does_not_read_ends_a_write_at_its_timeout() -> None:
-    async with server(silent) as port, connected(port) as stream:
+    """And closing the connection then closes it at once: what it holds unsent is dropped,
+    not left to trickle out to a server that stopped reading."""
+    async with server(silent) as port:
+        stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
         with pytest.raises(httpcore.WriteTimeout):
-            for _ in range(1000):  # far past what the kernel's buffers hold
-                await stream.write(b"x" * 1024 * 1024, timeout=0.3)
+            await stream.write(b"x" * 64 * 1024 * 1024, timeout=0.3)  # past the kernel's buffers
+        raw = stream.get_extra_info("socket")
+        await stream.aclose()
+        await asyncio.sleep(0.05)
+        assert raw.fileno() == -1
 
 
 @pytest.mark.anyio
@@ -323,6 +330,54 @@ async def test_a_silent_tls_server_is_a_connect_timeout(tmp_path: Path) -> None:
             await stream.start_tls(ssl.create_default_context(), "127.0.0.1", timeout=0.3)
 
 
+@pytest.mark.anyio
+async def test_a_tls_server_that_does_not_read_ends_a_write_at_its_timeout(
+    tmp_path: Path,
+) -> None:
+    """asyncio's TLS layer encrypts whatever it is handed into the socket's buffer at once
+    and tells nobody to wait: a write is handed over a piece at a time, so it waits, and
+    times out, as a plain one does."""
+    server_context, ca_file = _certificate_authority(tmp_path)
+    async with server(silent, server_context) as port:
+        plain = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
+        stream = await plain.start_tls(
+            ssl.create_default_context(cafile=ca_file), "127.0.0.1", timeout=5
+        )
+        assert stream.get_extra_info("ssl_object") is not None
+        with pytest.raises(httpcore.WriteTimeout):
+            await stream.write(b"x" * 64 * 1024 * 1024, timeout=0.3)
+        await stream.aclose()
+        await asyncio.sleep(0.05)
+
+
+@pytest.mark.anyio
+async def test_bytes_a_proxy_sends_past_its_tunnel_answer_never_pass_as_the_servers(
+    tmp_path: Path,
+) -> None:
+    """Between the client and an ``HTTPS_PROXY`` the answer to CONNECT is plain text: bytes
+    sent after it, before any TLS, must not be read as the server's answer from inside the
+    tunnel. A forged 202 there would have marked an invoice delivered that was not."""
+    forged = (
+        b'HTTP/1.1 202 Accepted\r\nContent-Length: 36\r\n\r\n{"transaction_id": "tx-forged-here"}'
+    )
+
+    async def forging_proxy(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readuntil(b"\r\n\r\n")
+        # Past the 64 KB httpcore reads the tunnel's answer in, so that some is left unread.
+        writer.write(b"HTTP/1.1 200 Connection established\r\n\r\n" + b" " * 70_000 + forged)
+        await writer.drain()
+        await asyncio.sleep(5)
+
+    async with server(forging_proxy) as port:
+        client = httpx.AsyncClient(proxy=f"http://127.0.0.1:{port}")
+        run_on_asyncio(client)
+        assert on_asyncio(client)
+        async with client:
+            with pytest.raises(httpx.ConnectError) as raised:
+                await client.post("https://goroute.test/api/v1/documents", content=b"{}")
+    assert "before its TLS handshake" in str(raised.value)
+
+
 # ---- the client's pools -----------------------------------------------------------------------
 
 
@@ -384,3 +439,25 @@ async def test_a_kept_connection_is_reused_and_one_the_server_closed_is_not() ->
             await asyncio.sleep(0.2)
             assert (await client.get("/")).text == "ok"
             assert len(connections) == 2
+
+
+@pytest.mark.anyio
+async def test_a_connection_closed_while_the_loop_was_busy_is_not_reused() -> None:
+    """A send's commits run on the event loop: a server may close an idle connection while
+    the loop is busy and has not yet delivered the close. The pool asks the socket itself
+    before it reuses a connection, so the request goes on a new one instead of being lost
+    on the old (an invoice needlessly unknown)."""
+    keep_alive = answer(200, b"ok", {"Connection": "keep-alive"})
+
+    def answer_then_close_soon(request: Request, wire: Wire) -> None:
+        keep_alive(request, wire)
+        wire.wait(0.1)  # then the server closes the connection, whatever it said
+
+    with HostileServer(answer_then_close_soon) as hostile:
+        client = httpx.AsyncClient(base_url=hostile.base_url)
+        run_on_asyncio(client)
+        async with client:
+            assert (await client.get("/first")).text == "ok"
+            time.sleep(0.3)  # the loop blocked, as a commit blocks it; the server closes
+            assert (await client.get("/second")).text == "ok"
+    assert [request.path for request in hostile.requests] == ["/first", "/second"]

@@ -29,6 +29,7 @@ reason looks for why (``answers.transport_reason``). Reading pauses while more t
 from __future__ import annotations
 
 import asyncio
+import select
 import ssl
 from collections.abc import Iterable
 from typing import Any
@@ -38,6 +39,10 @@ import httpx
 
 # Bytes received and not yet read past which the transport stops reading from the socket.
 _READ_AHEAD = 256 * 1024
+# A write hands the transport this much at a time, and waits while it holds too much
+# unsent: asyncio's TLS layer encrypts whatever it is handed into the socket's buffer at
+# once, and tells nobody to wait, so one large write would never wait, nor time out.
+_WRITE_PIECE = 64 * 1024
 # anyio's delay before trying a host's next address (RFC 8305), kept.
 _HAPPY_EYEBALLS_DELAY = 0.25
 
@@ -116,8 +121,12 @@ async def _connected(connecting: Any, timeout: float | None) -> tuple[asyncio.Tr
 
 def _with_options(stream: Stream, options: Iterable[Any] | None) -> Stream:
     raw = stream.get_extra_info("socket")
-    for option in options or ():
-        raw.setsockopt(*option)
+    try:
+        for option in options or ():
+            raw.setsockopt(*option)
+    except OSError as exc:  # nothing was sent yet
+        stream.abort()
+        raise httpcore.ConnectError(str(exc)) from exc
     return stream
 
 
@@ -148,6 +157,7 @@ class _Protocol(asyncio.Protocol):
     def eof_received(self) -> bool:
         self.closed = True
         _wake(self.reader)
+        _wake(self.drainer)
         return False  # the transport closes itself
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -162,6 +172,13 @@ class _Protocol(asyncio.Protocol):
     def resume_writing(self) -> None:
         self.writing_paused = False
         _wake(self.drainer)
+
+    def adopt(self, transport: asyncio.Transport) -> None:
+        """The transport that now delivers to this protocol (TLS's, once it has started)."""
+        self.transport = transport
+        self.reading_paused = len(self.received) > _READ_AHEAD
+        if self.reading_paused:
+            transport.pause_reading()
 
     def take(self, max_bytes: int) -> bytes:
         if len(self.received) <= max_bytes:
@@ -181,21 +198,19 @@ def _wake(waiter: asyncio.Future[None] | None) -> None:
         waiter.set_result(None)
 
 
-def _expire(
-    waiter: asyncio.Future[None], error: type[Exception], what: str, timeout: float
-) -> None:
+def _expire(waiter: asyncio.Future[None], error: type[Exception], message: str) -> None:
     if not waiter.done():
-        waiter.set_exception(error(f"{what} in {timeout:g} s"))
+        waiter.set_exception(error(message))
 
 
 async def _wait(
-    waiter: asyncio.Future[None], timeout: float | None, error: type[Exception], what: str
+    waiter: asyncio.Future[None], seconds: float | None, error: type[Exception], message: str
 ) -> None:
-    """``waiter``'s end, or ``error`` raised once ``timeout`` seconds have passed."""
+    """``waiter``'s end, or ``error(message)`` raised once ``seconds`` have passed."""
     timer = None
-    if timeout is not None:
+    if seconds is not None:
         loop = asyncio.get_running_loop()
-        timer = loop.call_later(timeout, _expire, waiter, error, what, timeout)
+        timer = loop.call_later(seconds, _expire, waiter, error, message)
     try:
         await waiter
     finally:
@@ -204,6 +219,8 @@ async def _wait(
 
 
 class Stream(httpcore.AsyncNetworkStream):
+    """One connection, plain or TLS; both share the connection's protocol."""
+
     def __init__(self, transport: asyncio.Transport, protocol: _Protocol) -> None:
         self._transport = transport
         self._protocol = protocol
@@ -217,7 +234,9 @@ class Stream(httpcore.AsyncNetworkStream):
                 return b""
             protocol.reader = asyncio.get_running_loop().create_future()
             try:
-                await _wait(protocol.reader, timeout, httpcore.ReadTimeout, "nothing read")
+                await _wait(
+                    protocol.reader, timeout, httpcore.ReadTimeout, f"nothing read in {timeout} s"
+                )
             finally:
                 protocol.reader = None
         return protocol.take(max_bytes)
@@ -225,16 +244,28 @@ class Stream(httpcore.AsyncNetworkStream):
     async def write(self, buffer: bytes, timeout: float | None = None) -> None:
         if not buffer:
             return
-        protocol = self._protocol
         self._raise_if_broken()
-        self._transport.write(buffer)
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        whole = memoryview(buffer)
+        for start in range(0, len(whole), _WRITE_PIECE):
+            self._transport.write(whole[start : start + _WRITE_PIECE])
+            await self._drained(deadline, timeout)
+            self._raise_if_broken()
+
+    async def _drained(self, deadline: float | None, timeout: float | None) -> None:
+        """Back once the transport holds little enough unsent; WriteTimeout at ``deadline``."""
+        protocol = self._protocol
         while protocol.writing_paused and not protocol.closed:
-            protocol.drainer = asyncio.get_running_loop().create_future()
+            loop = asyncio.get_running_loop()
+            left = None if deadline is None else max(0.0, deadline - loop.time())
+            protocol.drainer = loop.create_future()
             try:
-                await _wait(protocol.drainer, timeout, httpcore.WriteTimeout, "not written")
+                await _wait(
+                    protocol.drainer, left, httpcore.WriteTimeout, f"not written in {timeout} s"
+                )
             finally:
                 protocol.drainer = None
-        self._raise_if_broken()
 
     def _raise_if_broken(self) -> None:
         if self._protocol.error is not None:
@@ -243,7 +274,13 @@ class Stream(httpcore.AsyncNetworkStream):
             raise httpcore.WriteError("the connection is closed")
 
     async def aclose(self) -> None:
-        self._transport.close()
+        # At once, as anyio's streams do: a graceful close keeps a connection open for as
+        # long as what it holds unsent takes to leave (forever, to a server that stopped
+        # reading), and the rest of an abandoned request would trickle out meanwhile.
+        self.abort()
+
+    def abort(self) -> None:
+        self._transport.abort()
 
     async def start_tls(
         self,
@@ -251,27 +288,47 @@ class Stream(httpcore.AsyncNetworkStream):
         server_hostname: str | None = None,
         timeout: float | None = None,
     ) -> httpcore.AsyncNetworkStream:
+        if self._protocol.received or self._protocol.closed:
+            # Bytes that came before the handshake (after a proxy's answer to CONNECT) are
+            # nobody's TLS: read after it, they would pass as the server's own answer.
+            self.abort()
+            raise httpcore.ConnectError(
+                "the connection sent bytes nobody asked for before its TLS handshake"
+            )
         loop = asyncio.get_running_loop()
+        self._protocol.transport = None  # TLS's own, once it has started (adopt)
         try:
             async with asyncio.timeout(timeout):
                 transport = await loop.start_tls(
                     self._transport, self._protocol, ssl_context, server_hostname=server_hostname
                 )
         except TimeoutError as exc:
-            self._transport.close()
-            raise httpcore.ConnectTimeout(f"no TLS handshake within {timeout} s") from exc
+            self.abort()
+            raise httpcore.ConnectTimeout(f"no TLS handshake within {timeout:g} s") from exc
         except (OSError, ssl.SSLError) as exc:  # ssl.SSLCertVerificationError among them
-            self._transport.close()
+            self.abort()
             raise httpcore.ConnectError(str(exc)) from exc
         if transport is None:  # the connection was lost during the handshake
+            self.abort()
             raise httpcore.ConnectError("the connection closed during the TLS handshake")
-        self._protocol.transport = transport
+        self._protocol.adopt(transport)
         return Stream(transport, self._protocol)
 
     def get_extra_info(self, info: str) -> Any:
         if info == "is_readable":
-            return self._protocol.closed or bool(self._protocol.received)
+            return self._protocol.closed or bool(self._protocol.received) or self._unread()
         name = {"client_addr": "sockname", "server_addr": "peername"}.get(info, info)
         if name in ("ssl_object", "sockname", "peername", "socket"):
             return self._transport.get_extra_info(name)
         return None
+
+    def _unread(self) -> bool:
+        """Whether the socket holds bytes (or its end) the event loop has not delivered yet:
+        the pool asks before it reuses an idle connection, and a loop busy with the
+        journal's commits may not have run since the server closed it."""
+        raw = self._transport.get_extra_info("socket")
+        if raw is None or raw.fileno() < 0:
+            return True
+        poll = select.poll()
+        poll.register(raw.fileno(), select.POLLIN)
+        return bool(poll.poll(0))
