@@ -61,6 +61,50 @@ def test_writers_of_one_pass_of_the_loop_share_one_commit(journal_at: Location):
     assert committed_events(path) == [f"w{n}" for n in range(5)]
 
 
+def test_writers_arriving_within_the_window_share_one_commit(journal_at: Location):
+    """The limiter starts requests an interval apart and answers come as they come: writers
+    a little apart still share a commit, as long as they come within the window."""
+    path = journal_at
+
+    async def spread(journal: Journal) -> GroupCommits:
+        commits = GroupCommits(journal, window=0.5)
+
+        async def writer(n: int) -> None:
+            await asyncio.sleep(0.01 * n)
+            await commits.durable(lambda: note(journal, f"w{n}"))
+
+        await asyncio.gather(*(writer(n) for n in range(4)))
+        return commits
+
+    with open_journal(path) as journal:
+        commits = asyncio.run(spread(journal))
+    assert (commits.commits, commits.writes) == (1, 4)
+    assert committed_events(path) == [f"w{n}" for n in range(4)]
+
+
+def test_a_group_holding_every_writer_commits_without_waiting_the_window(journal_at: Location):
+    """No other writer can join it, so waiting would only slow the send (one worker: every
+    write would wait the whole window)."""
+    path = journal_at
+
+    async def alone(journal: Journal) -> GroupCommits:
+        commits = GroupCommits(journal, writers=1, window=3600.0)
+        for n in range(3):
+            await asyncio.wait_for(commits.durable(lambda n=n: note(journal, f"w{n}")), 10)
+        together = GroupCommits(journal, writers=2, window=3600.0)
+        await asyncio.wait_for(
+            asyncio.gather(*(together.durable(lambda: note(journal, "pair")) for _ in range(2))),
+            10,
+        )
+        assert (together.commits, together.writes) == (1, 2)
+        return commits
+
+    with open_journal(path) as journal:
+        commits = asyncio.run(alone(journal))
+    assert (commits.commits, commits.writes) == (3, 3)
+    assert committed_events(path) == ["w0", "w1", "w2", "pair", "pair"]
+
+
 def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(journal_at: Location):
     path = journal_at
 
