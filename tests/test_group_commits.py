@@ -105,6 +105,31 @@ def test_a_group_holding_every_writer_commits_without_waiting_the_window(journal
     assert committed_events(path) == ["w0", "w1", "w2", "pair", "pair"]
 
 
+def test_once_the_other_writers_have_ended_a_waiting_group_commits(journal_at: Location):
+    """At the end of a send the workers run out of work one by one: the last ones' writes
+    do not wait out the window for writers that are gone."""
+    path = journal_at
+
+    async def last_ones(journal: Journal) -> GroupCommits:
+        commits = GroupCommits(journal, window=3600.0)
+
+        async def writes() -> None:
+            await commits.durable(lambda: note(journal, "last"))
+
+        async def ends_at_once() -> None:
+            await asyncio.sleep(0.05)
+
+        tasks = [commits.writer(writes()), commits.writer(ends_at_once())]
+        await asyncio.wait_for(asyncio.gather(*tasks), 10)
+        assert commits.writers == 0
+        return commits
+
+    with open_journal(path) as journal:
+        commits = asyncio.run(last_ones(journal))
+    assert (commits.commits, commits.writes) == (1, 1)
+    assert committed_events(path) == ["last"]
+
+
 def test_a_writer_cancelled_while_waiting_still_sees_its_write_durable(journal_at: Location):
     path = journal_at
 

@@ -27,7 +27,7 @@ of whose writes is durable, as if the run had stopped just before them.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any, TypeVar
 
 from invoicectl.journal.interface import JournalBackend
@@ -40,7 +40,8 @@ GROUP_WINDOW = 0.004
 
 class GroupCommits:
     """Used from the event loop's thread only. ``writers``: how many can be writing at once
-    (the send sets it to its workers): a group that holds them all commits without waiting."""
+    (the send's workers, counted by ``writer`` as they start and end): a group that holds
+    them all commits without waiting."""
 
     def __init__(
         self, journal: JournalBackend, writers: int | None = None, window: float = GROUP_WINDOW
@@ -52,6 +53,19 @@ class GroupCommits:
         self._pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
         self.commits = 0  # transactions committed
         self.writes = 0  # writes they held
+
+    def writer(self, work: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+        """``work`` as a task that writes through these commits, counted while it runs."""
+        task = asyncio.get_running_loop().create_task(work)
+        self.writers = (self.writers or 0) + 1
+        task.add_done_callback(self._left)
+        return task
+
+    def _left(self, _task: asyncio.Task[Any]) -> None:
+        assert self.writers is not None
+        self.writers -= 1
+        if self._pending and len(self._pending) >= self.writers:
+            asyncio.get_running_loop().call_soon(self._commit)  # the rest are all here
 
     async def durable(self, write: Callable[[], T]) -> tuple[T, bool]:
         """``write``'s value once it is committed, and whether the writer was cancelled

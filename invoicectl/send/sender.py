@@ -180,8 +180,7 @@ class Sender:
             for item in work:
                 queue.put_nowait(item)
         tasks = max(1, min(self.options.concurrency, len(work)))
-        self.commits.writers = tasks
-        self.stopping.workers = [asyncio.create_task(self._worker(queue)) for _ in range(tasks)]
+        self.stopping.workers = [self.commits.writer(self._worker(queue)) for _ in range(tasks)]
         if self.stopping.stopped:  # a signal came before the first worker started
             for worker in self.stopping.workers:
                 worker.cancel()
