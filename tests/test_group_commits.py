@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from pathlib import Path
+from typing import Any
 
 import httpx
 import psycopg
@@ -61,19 +62,27 @@ def test_writers_of_one_pass_of_the_loop_share_one_commit(journal_at: Location):
     assert committed_events(path) == [f"w{n}" for n in range(5)]
 
 
-def test_writers_arriving_within_the_window_share_one_commit(journal_at: Location):
+def test_writers_arriving_apart_share_one_commit_until_every_writer_is_in(
+    journal_at: Location,
+):
     """The limiter starts requests an interval apart and answers come as they come: writers
-    a little apart still share a commit, as long as they come within the window."""
+    that arrive apart still share a commit. (The window is an hour here: the group commits
+    when the last counted writer has joined it, and not before.)"""
     path = journal_at
 
     async def spread(journal: Journal) -> GroupCommits:
-        commits = GroupCommits(journal, window=0.5)
+        commits = GroupCommits(journal, window=3600.0)
+        joined: list[int] = []
 
-        async def writer(n: int) -> None:
-            await asyncio.sleep(0.01 * n)
+        async def write(n: int) -> None:
+            for _ in range(n):
+                await asyncio.sleep(0)  # each a pass of the loop after the one before
+            joined.append(n)
             await commits.durable(lambda: note(journal, f"w{n}"))
 
-        await asyncio.gather(*(writer(n) for n in range(4)))
+        writers = [commits.writer(write(n)) for n in range(4)]
+        await asyncio.wait_for(asyncio.gather(*writers), 10)
+        assert joined == [0, 1, 2, 3]
         return commits
 
     with open_journal(path) as journal:
@@ -82,27 +91,72 @@ def test_writers_arriving_within_the_window_share_one_commit(journal_at: Locatio
     assert committed_events(path) == [f"w{n}" for n in range(4)]
 
 
+def test_a_lone_write_commits_when_the_window_ends(journal_at: Location):
+    path = journal_at
+
+    async def lone(journal: Journal) -> GroupCommits:
+        commits = GroupCommits(journal, window=0.05)  # no counted writers: the window decides
+        assert await asyncio.wait_for(commits.durable(lambda: note(journal, "w")), 10) == (
+            "w",
+            False,
+        )
+        return commits
+
+    with open_journal(path) as journal:
+        commits = asyncio.run(lone(journal))
+    assert (commits.commits, commits.writes) == (1, 1)
+    assert committed_events(path) == ["w"]
+
+
 def test_a_group_holding_every_writer_commits_without_waiting_the_window(journal_at: Location):
     """No other writer can join it, so waiting would only slow the send (one worker: every
     write would wait the whole window)."""
     path = journal_at
 
-    async def alone(journal: Journal) -> GroupCommits:
-        commits = GroupCommits(journal, writers=1, window=3600.0)
-        for n in range(3):
-            await asyncio.wait_for(commits.durable(lambda n=n: note(journal, f"w{n}")), 10)
-        together = GroupCommits(journal, writers=2, window=3600.0)
-        await asyncio.wait_for(
-            asyncio.gather(*(together.durable(lambda: note(journal, "pair")) for _ in range(2))),
-            10,
-        )
-        assert (together.commits, together.writes) == (1, 2)
-        return commits
+    async def alone(journal: Journal) -> tuple[GroupCommits, GroupCommits]:
+        commits = GroupCommits(journal, window=3600.0)
+
+        async def three_in_turn() -> None:
+            for n in range(3):
+                await commits.durable(lambda n=n: note(journal, f"w{n}"))
+
+        await asyncio.wait_for(commits.writer(three_in_turn()), 10)
+        pair = GroupCommits(journal, window=3600.0)
+        together = [pair.writer(pair.durable(lambda: note(journal, "pair"))) for _ in range(2)]
+        await asyncio.wait_for(asyncio.gather(*together), 10)
+        return commits, pair
 
     with open_journal(path) as journal:
-        commits = asyncio.run(alone(journal))
+        commits, pair = asyncio.run(alone(journal))
     assert (commits.commits, commits.writes) == (3, 3)
+    assert (pair.commits, pair.writes) == (1, 2)
+    assert (commits.writers, pair.writers) == (0, 0)
     assert committed_events(path) == ["w0", "w1", "w2", "pair", "pair"]
+
+
+def test_a_send_counts_its_workers_so_no_commit_waits_for_a_worker_that_cannot_come(
+    outbox: Path, journal_at: Location, monkeypatch: pytest.MonkeyPatch
+):
+    """A send with one worker never waits out the window: its every group is full, since
+    the send counts its worker (a write of an uncounted one would wait the window)."""
+    groups: list[GroupCommits] = []
+    made = GroupCommits.__init__
+
+    def kept(self: GroupCommits, *args: Any, **kwargs: Any) -> None:
+        made(self, *args, **kwargs)
+        groups.append(self)
+
+    monkeypatch.setattr(GroupCommits, "__init__", kept)
+    ids = [f"INV-{number:04d}" for number in range(4)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator()
+    _report, summary = send(settings_for(journal_at), outbox, sandbox.transport(), concurrency=1)
+    assert summary.exit_code == ExitCode.OK
+    assert summary.counts() == {"accepted": 4}
+    [commits] = groups
+    assert (commits.commits, commits.writes, commits.waited, commits.writers) == (8, 8, 0, 0)
+    assert_each_delivered_once(sandbox.stats(), ids)
 
 
 def test_once_the_other_writers_have_ended_a_waiting_group_commits(journal_at: Location):
@@ -116,10 +170,10 @@ def test_once_the_other_writers_have_ended_a_waiting_group_commits(journal_at: L
         async def writes() -> None:
             await commits.durable(lambda: note(journal, "last"))
 
-        async def ends_at_once() -> None:
+        async def ends_soon() -> None:
             await asyncio.sleep(0.05)
 
-        tasks = [commits.writer(writes()), commits.writer(ends_at_once())]
+        tasks = [commits.writer(writes()), commits.writer(ends_soon())]
         await asyncio.wait_for(asyncio.gather(*tasks), 10)
         assert commits.writers == 0
         return commits

@@ -1,6 +1,7 @@
 """An independent review of issue 13's sendcpu pass: the invoice record a send keeps instead
 of reading the row again, the first try outside tenacity, requests built per fixed path, and
-a grouped commit one pass of the event loop later.
+a grouped commit one pass of the event loop later (since: at the end of a window of time,
+``send.commits``; the tests below hold for it too).
 
 Each test tries one way the change could send twice, lose an answer, send other bytes under
 a used key, or record something untrue; they pass on wt-sendcpu (no bug found), and pin it.
@@ -229,7 +230,7 @@ def test_an_amended_file_after_an_unanswered_send_sends_nothing_under_its_key(
     assert verify(journal_path).findings == []
 
 
-# ---- (4) the grouped commit one pass later: stops in that pass, a closing loop -------------
+# ---- (4) the grouped commit later: stops before it, a closing loop ----------------------------
 
 
 def _sender_run(journal_path: Path, outbox: Path, transport: Any, commits: type[GroupCommits]):
@@ -258,7 +259,7 @@ def test_a_stop_in_the_pass_the_commit_now_waits_withdraws_every_row(
     outbox: Path, tmp_path: Path, signals: int
 ):
     """The stop lands after the three attempt rows were asked for and before their commit
-    (the pass the commit now waits): nothing leaves, every row says not sent, keys back."""
+    (while the commit waits): nothing leaves, every row says not sent, keys back."""
     ids = [f"W-{n}" for n in range(3)]
     for invoice_id in ids:
         write_invoice(outbox, invoice_id)
@@ -290,7 +291,7 @@ def test_a_stop_in_the_pass_the_commit_now_waits_withdraws_every_row(
 
 def test_a_writer_the_run_forgot_is_committed_before_the_loop_closes(tmp_path: Path):
     """asyncio.run's main returns while a writer still waits (cancelled as the loop shuts
-    down): its commit, now two call_soon away, still runs, and the writer ends."""
+    down): its commit, at the window's end, still runs, and the writer ends."""
     path = tmp_path / "journal.db"
     seen: list[tuple[str, bool]] = []
 
@@ -302,7 +303,7 @@ def test_a_writer_the_run_forgot_is_committed_before_the_loop_closes(tmp_path: P
 
         async def main() -> None:
             asyncio.get_running_loop().create_task(writer())
-            await asyncio.sleep(0)  # the writer has asked; its commit is two passes away
+            await asyncio.sleep(0)  # the writer has asked; its commit is a window away
 
         asyncio.run(main())
     assert seen == [(None, True)]

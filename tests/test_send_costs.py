@@ -108,7 +108,7 @@ def test_a_send_reads_each_invoice_row_twice(
 
 def test_a_writer_one_pass_of_the_loop_later_shares_the_commit(tmp_path: Path):
     """Writers woken together reach their write a pass apart (an answer's read takes two):
-    the commit waits one pass more, so they share it (they had a sync each)."""
+    the commit waits for others (the window), so they share it (they had a sync each)."""
     path = tmp_path / "journal.db"
 
     async def writers(journal: Journal) -> tuple[list[tuple[str, bool]], GroupCommits]:
