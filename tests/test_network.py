@@ -74,6 +74,18 @@ async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
     await asyncio.sleep(30)
 
 
+def says_after(seconds: float, data: bytes) -> Serve:
+    """A server that sends ``data`` once ``seconds`` have passed, then says nothing."""
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(seconds)
+        writer.write(data)
+        await writer.drain()
+        await asyncio.sleep(30)
+
+    return serve
+
+
 @asynccontextmanager
 async def connected(port: int) -> AsyncIterator[httpcore.AsyncNetworkStream]:
     stream = await AsyncioBackend().connect_tcp("127.0.0.1", port, timeout=5)
@@ -86,13 +98,7 @@ async def connected(port: int) -> AsyncIterator[httpcore.AsyncNetworkStream]:
 
 @pytest.mark.anyio
 async def test_a_read_waits_for_bytes_and_ends_at_its_timeout() -> None:
-    async def hello_later(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(0.1)
-        writer.write(b"hello")
-        await writer.drain()
-        await asyncio.sleep(30)
-
-    async with server(hello_later) as port, connected(port) as stream:
+    async with server(says_after(0.1, b"hello")) as port, connected(port) as stream:
         assert await stream.read(65536, timeout=5) == b"hello"
         with pytest.raises(httpcore.ReadTimeout):
             await stream.read(65536, timeout=0.2)
@@ -188,13 +194,7 @@ async def test_a_fast_server_is_read_with_bounded_memory(monkeypatch: pytest.Mon
 
 @pytest.mark.anyio
 async def test_a_cancelled_read_leaves_the_stream_usable() -> None:
-    async def hello_later(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(0.3)
-        writer.write(b"late")
-        await writer.drain()
-        await asyncio.sleep(30)
-
-    async with server(hello_later) as port, connected(port) as stream:
+    async with server(says_after(0.3, b"late")) as port, connected(port) as stream:
         with pytest.raises(TimeoutError):
             async with asyncio.timeout(0.05):
                 await stream.read(65536)
