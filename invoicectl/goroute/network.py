@@ -12,11 +12,14 @@ What httpcore asks of a stream, and what it gets:
 - ``read(max_bytes, timeout)``: what has arrived, at most ``max_bytes``; ``b""`` once the
   server has closed; ``ReadTimeout`` when nothing arrives in time, ``ReadError`` when the
   connection broke.
-- ``write(buffer, timeout)``: the bytes handed to the transport, then, while the transport
-  holds more than its high-water mark unsent, a wait for it to drain: ``WriteTimeout``,
-  ``WriteError``.
+- ``write(buffer, timeout)``: the bytes handed to the transport a piece at a time, waiting
+  while it holds more than its high-water mark unsent; ``WriteTimeout`` when the whole write
+  has not gone in time, ``WriteError``.
 - ``start_tls``: asyncio's TLS over the connection (over a proxy's tunnel too, TLS in TLS);
-  ``ConnectError`` for a failed handshake or certificate, ``ConnectTimeout``.
+  ``ConnectError`` for a failed handshake or certificate, or for a connection that sent
+  bytes before the handshake (after a proxy's answer to CONNECT: nobody's TLS),
+  ``ConnectTimeout``.
+- ``aclose``: the connection aborted at once, whatever it holds unsent.
 - ``get_extra_info``: ``ssl_object``, ``client_addr``, ``server_addr``, ``socket``, and
   ``is_readable``, which the pool asks of an idle connection before it reuses it: has the
   server closed it, or sent something nobody asked for?
