@@ -24,6 +24,7 @@ What each side runs:
   send       send_throughput.py --seconds 0 --bulk 1000: 1,000 invoices to an emulator
              without latency or limit (its own ``invoicectl sandbox``): elapsed, CPU per
              invoice, peak RSS
+  send10k    the same with 10,000 invoices (issue 13's sending targets)
   reconcile  reconcile_time.py twice: 1,000 cases at 1,000,000/min (the tool's own speed)
              and 400 cases at 2,000/min (limit-bound: the ratio to the minimum)
   emulator   emulator_throughput.py --sends 3000: sends/s the emulator serves
@@ -31,7 +32,7 @@ For reconcile and emulator, script_cpu_s is the CPU time of the whole script (st
 emulator and the load generator included). CPU times are what other load on a shared machine
 disturbs least; wall times are the figures the README quotes.
 
-startup, scan, scan20k, rescan and send run this directory's scripts with each side's
+startup, scan, scan20k, rescan, send and send10k run this directory's scripts with each side's
 interpreter (they reach invoicectl only through ``python -m invoicectl``); reconcile and
 emulator import invoicectl's modules, so each side runs the script of its own checkout, and
 its printed lines are read.
@@ -113,10 +114,11 @@ def runs(benchmark: str, work: Path) -> list[Run]:
     if benchmark == "rescan":
         args = ("--count", "100000", "--rounds", "3", "--keep", str(work / "rescan"), "--json")
         return [Run("rescan", "rescan.py", args, last_json_line)]
-    if benchmark == "send":
-        args = ("--seconds", "0", "--bulk", "1000", "--json")
-        expect = (("bulk_accepted", 1000),)
-        return [Run("send", "send_throughput.py", args, last_json_line, expect=expect)]
+    if benchmark in ("send", "send10k"):
+        bulk = 1000 if benchmark == "send" else 10000
+        args = ("--seconds", "0", "--bulk", str(bulk), "--json")
+        expect = (("bulk_accepted", bulk),)
+        return [Run(benchmark, "send_throughput.py", args, last_json_line, expect=expect)]
     if benchmark == "reconcile":
         fast = ("--cases", "1000", "--rate", "1000000")
         paced = ("--cases", "400", "--rate", "2000")
@@ -136,6 +138,7 @@ DEFAULT_ROUNDS = {
     "scan20k": 6,
     "rescan": 4,
     "send": 6,
+    "send10k": 3,
     "reconcile": 6,
     "emulator": 8,
 }
