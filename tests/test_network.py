@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ipaddress
 import socket
 import ssl
 import struct
@@ -27,7 +28,7 @@ from invoicectl.goroute import network
 from invoicectl.goroute.answers import transport_reason
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
-from invoicectl.goroute.network import AsyncioBackend, on_asyncio, run_on_asyncio
+from invoicectl.goroute.network import AsyncioBackend, run_on_asyncio
 from invoicectl.goroute.outcomes import Accepted, Transient
 
 KEY = ApiKey("sk_test_network_layer_secret")
@@ -40,6 +41,14 @@ def anyio_backend() -> str:
 
 
 Serve = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+def on_asyncio(client: httpx.AsyncClient) -> bool:
+    """Whether every connection pool of ``client`` runs on ``AsyncioBackend``."""
+    pools = list(network._pools(client))
+    return bool(pools) and all(
+        isinstance(getattr(pool, "_network_backend", None), AsyncioBackend) for pool in pools
+    )
 
 
 @asynccontextmanager
@@ -263,8 +272,6 @@ def _certificate_authority(tmp_path: Path) -> tuple[ssl.SSLContext, Path]:
             .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True)
         )
         if not ca:
-            import ipaddress
-
             builder = builder.add_extension(
                 x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
                 critical=False,
@@ -323,7 +330,7 @@ async def test_https_on_asyncio_answers_and_refuses_a_certificate_it_cannot_veri
 
 
 @pytest.mark.anyio
-async def test_a_silent_tls_server_is_a_connect_timeout(tmp_path: Path) -> None:
+async def test_a_silent_tls_server_is_a_connect_timeout() -> None:
     # It accepts the connection and never answers the handshake.
     async with server(silent) as port, connected(port) as stream:
         with pytest.raises(httpcore.ConnectTimeout):

@@ -53,19 +53,11 @@ _HAPPY_EYEBALLS_DELAY = 0.25
 def run_on_asyncio(client: httpx.AsyncClient) -> None:
     """Every connection pool of ``client`` on ``AsyncioBackend``: its own, and the proxies'
     it mounted from the environment. A pool httpx or httpcore no longer builds this way
-    keeps its own backend (``on_asyncio`` tells)."""
+    keeps its own backend (tests/test_network.py fails then)."""
     backend = AsyncioBackend()
     for pool in _pools(client):
         if hasattr(pool, "_network_backend"):
             pool._network_backend = backend
-
-
-def on_asyncio(client: httpx.AsyncClient) -> bool:
-    """Whether every pool of ``client`` runs on ``AsyncioBackend``."""
-    pools = list(_pools(client))
-    return bool(pools) and all(
-        isinstance(getattr(pool, "_network_backend", None), AsyncioBackend) for pool in pools
-    )
 
 
 def _pools(client: httpx.AsyncClient) -> Iterable[Any]:
