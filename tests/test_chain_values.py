@@ -27,8 +27,8 @@ _CHAIN = (
     " payload TEXT NOT NULL, hash TEXT NOT NULL)"
 )
 # Out of order on purpose: capitals sort before lower case, "_" between them, prefixes
-# before what they prefix, non-ASCII after all of ASCII.
-_NAMES = ["state", "id", "Zeta", "invoice_id", "amount", "_note", "id2", "id_", "é", "a"]
+# before what they prefix, non-ASCII after all of ASCII; a name that reads as a format.
+_NAMES = ["state", "id", "Zeta", "invoice_id", "amount", "_note", "id2", "id_", "é", "a", "%s%%"]
 _TEXTS = [
     "",
     "plain",
@@ -38,6 +38,7 @@ _TEXTS = [
     "\u2028\u2029\ufeff\u00a0",
     '{"nested": "json text", "n": 1.5}',
     "</script><!-- & &amp;",
+    "100% sure, %s and %%",
 ]
 _NUMBERS = [
     0,
@@ -86,6 +87,20 @@ def test_append_values_writes_append_s_events_byte_for_byte(table: str) -> None:
     for _seq, _kind, _invoice_id, payload, _hash in _events(new)[1:]:
         # and each is the canonical form of itself, parsed back
         assert canonical(json.loads(payload)) == payload.encode("utf-8")
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("-inf"), float("nan"), b"bytes"])
+def test_append_values_refuses_what_canonical_form_refuses(value: object) -> None:
+    """Infinity and NaN have no JSON form, and SQLite can give back infinity (and a BLOB):
+    both ways refuse the row rather than write an event no auditor can read back."""
+    conn = sqlite3.connect(":memory:")
+    conn.execute(_CHAIN)
+    names = ["invoice_id", "amount"]
+    with pytest.raises((ValueError, TypeError)) as expected:
+        append(conn, "invoices", [dict(zip(names, ("A-1", value), strict=True))], "at")
+    with pytest.raises(expected.type):
+        append_values(conn, "invoices", names, [("A-1", value)], "at")
+    assert _events(conn) == []
 
 
 def test_append_values_of_no_rows_leaves_the_head() -> None:
