@@ -152,7 +152,11 @@ def append_values(
     for values in rows:
         seq += 1
         texts = [
-            _string(value) if value.__class__ is str else _json_value(value)
+            _string(value)
+            if value.__class__ is str
+            else "null"
+            if value is None
+            else _json_value(value)
             for value in in_order(values)
         ]
         text = template % (_json_value(values[key_at]), *texts, seq)
