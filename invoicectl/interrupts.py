@@ -25,6 +25,8 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any, TypeVar
 
+from invoicectl import event_loop
+
 T = TypeVar("T")
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
@@ -149,7 +151,7 @@ def run_cancelled_by_signals(signals: RunSignals, main: Coroutine[Any, Any, T]) 
 
     signals.hold()
     try:
-        return asyncio.run(cancellable())
+        return event_loop.run(cancellable())
     except asyncio.CancelledError:
         if not signals.received:
             raise

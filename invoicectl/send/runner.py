@@ -14,6 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from invoicectl import event_loop
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
@@ -144,9 +145,7 @@ def send(
 def _run_loop(
     signals: RunSignals, stopping: Stopping, run: Coroutine[Any, Any, SendSummary]
 ) -> SendSummary:
-    import asyncio  # here: a send with nothing to do runs no event loop
-
-    return asyncio.run(_listening(signals, stopping, run))
+    return event_loop.run(_listening(signals, stopping, run))
 
 
 async def _listening(
