@@ -10,7 +10,7 @@ sooner, which every command and every cron run pays.
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -299,10 +299,41 @@ def _apply(conn: sqlite3.Connection) -> None:
     from sqlite_utils import Database
     from sqlite_utils.migrations import Migrations
 
+    class Scripts(Database):
+        """sqlite-utils' ``Database``, a script in a transaction run statement by statement
+        as it does, the statements found in one pass (``statements``). sqlite-utils joins
+        the script again at every character: a new journal's migrations took 40 ms longer,
+        in every first run and every test that makes a journal."""
+
+        def executescript(self, sql: str) -> sqlite3.Cursor:
+            if not self.conn.in_transaction:
+                return super().executescript(sql)
+            cursor = self.conn.cursor()
+            for statement in statements(sql):
+                cursor.execute(statement)
+            return cursor
+
     migrations = Migrations(MIGRATION_SET)
     for migration in MIGRATIONS:
         migrations()(migration)
-    migrations.apply(Database(conn, execute_plugins=False))
+    migrations.apply(Scripts(conn, execute_plugins=False))
+
+
+def statements(script: str) -> Iterator[str]:
+    """The SQL statements of ``script``, each as SQLite would take it on its own: cut at a
+    semicolon once what comes before it is complete (``sqlite3.complete_statement``, which
+    knows a semicolon in a string, a comment or a trigger's body from one that ends a
+    statement); what follows the last, if anything, as it is."""
+    *pieces, last = script.split(";")
+    pending = ""
+    for piece in pieces:
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \t\r\n;"):
+                yield pending.strip()
+            pending = ""
+    if rest := (pending + last).strip():
+        yield rest
 
 
 def _applied(conn: sqlite3.Connection) -> set[str]:
