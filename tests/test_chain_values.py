@@ -19,6 +19,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_corpus import CORPUS, needs_corpus
 
 from invoicectl.journal import Journal
@@ -188,3 +190,40 @@ def test_a_scan_of_real_invoices_chains_what_append_rows_chains(tmp_path: Path) 
             append_rows(conn, "revisions", revisions, at["revision"])
             append_rows(conn, "invoices", invoices, at["invoice"])
             assert _events(conn) == scanned
+
+
+_SCALARS = st.one_of(
+    st.none(),
+    st.text(),
+    st.integers(),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.booleans(),
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    table=st.sampled_from(sorted(COVERED)),
+    columns=st.dictionaries(st.text(), _VALUES, max_size=8),
+    key=st.one_of(st.integers(), st.text()),
+    at=st.text(),
+)
+def test_any_row_is_written_as_the_definition_writes_it(
+    table: str, columns: dict[str, object], key: object, at: str
+) -> None:
+    """Whatever the names and values (any text, per cent signs and quotes included, numbers
+    of any size, nested objects), the template writes what a dict through ``canonical``
+    writes, and ``append_values`` what ``append`` writes."""
+    key_column = COVERED[table][1]
+    row = {**columns, key_column: key}
+    expected = list(_reference(table, [row], at, (1, "ab" * 32)))
+    from_dict, from_values = _chain(), _chain()
+    append(from_dict, table, [row], at)
+    append_values(from_values, table, list(row), [tuple(row.values())], at)
+    assert [event[3:] for event in _events(from_dict)[1:]] == [event[3:] for event in expected]
+    assert _events(from_values) == _events(from_dict)
