@@ -117,3 +117,26 @@ def test_killed_in_the_limiters_wait_then_edited_is_pending_not_amended(
         row = journal.invoice("B-2")
         assert row.idempotency_key is None and row.reason is None
         assert journal.attempts("B-2") == []
+
+
+def test_a_scan_after_a_dead_send_makes_an_edited_invoice_amended_over_unknown(
+    outbox: Path, journal_path: Path
+):
+    """A run killed after its write-ahead row: the request may have been delivered. A plain
+    ``scan`` of the edited file closes that attempt first, as ``send`` does, so the invoice
+    is amended over ``unknown`` (reconcile looks the earlier send up), never over pending."""
+    write_invoice(outbox, "INV-3", amount="100.00")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        item = claim_key(journal, "INV-3", replay=False)
+        begin_attempt(journal, journal.begin_run("send", {}), item, "body-sha")  # then kill -9
+    write_invoice(outbox, "INV-3", amount="101.00")
+
+    code, stdout, stderr = run_cli(journal_path, "http://127.0.0.1:9", "scan", str(outbox))
+
+    assert code == 0 and "1 amended" in stdout, stdout + stderr
+    with open_journal(journal_path) as journal:
+        row = journal.invoice("INV-3")
+        (attempt,) = journal.attempts("INV-3")
+    assert (row.state, row.state_before_amend) == ("amended", "unknown")
+    assert attempt.outcome == "no_answer"

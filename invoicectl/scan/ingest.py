@@ -19,6 +19,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
 from invoicectl.lifecycle.holds import damaged_content, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
+from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
@@ -200,6 +201,10 @@ class Ingest:
 
     def run(self, scanned: Iterable[ScannedFile]) -> ScanReport:
         journal = self.journal
+        # A request a dead run left unanswered may have been delivered: its invoice is
+        # unknown before any file is compared, so that an edit since makes it amended over
+        # unknown (a send to look up), never over pending (as if nothing had gone out).
+        close_unanswered(journal)
         journal.begin_scan()
         with journal.bulk_writes():
             self._store(scanned)
