@@ -380,9 +380,14 @@ def test_after_a_copy_the_sqlite_file_is_an_archive_no_run_writes(tmp_path, pg_u
     write_invoice(outbox, "INV-AFTER")
     monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
 
+    link = tmp_path / "elsewhere" / "journal.db"  # as a cron job may name it
+    link.parent.mkdir()
+    link.symlink_to(journal)
+
     refused = [
-        invoke(*command, "--journal", str(journal))
+        invoke(*command, "--journal", str(path))
         for command in (["send", str(outbox)], ["scan", str(outbox)], ["release", "INV-HELD"])
+        for path in (journal, link)
     ]
 
     for result in refused:

@@ -20,7 +20,10 @@ from invoicectl.errors import JournalError
 
 
 def note_of(path: Path) -> Path:
-    return path.with_name(path.name + ".moved")
+    """Beside the real file: a journal reached through a symbolic link has the same note
+    (as it has the same lock, ``runlock.lock_path_for``)."""
+    real = path.resolve()
+    return real.with_name(real.name + ".moved")
 
 
 def note_move(path: Path, target: str, at: str) -> None:
