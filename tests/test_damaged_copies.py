@@ -126,3 +126,51 @@ def test_a_damaged_copy_under_an_unknown_send_is_held_not_replayed_with_other_by
     _, summary = send(settings, outbox, sandbox.transport())
     assert summary.replays == 1 and states(journal_path) == {"U-1": "accepted"}
     assert_each_delivered_once(sandbox.stats(), ["U-1"])
+
+
+def test_stored_bytes_an_older_reader_took_wrongly_are_held_not_a_crash(
+    outbox: Path, journal_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Until this change a UTF-16 file starting with two byte order marks was journalled (libxml2
+    took the second for a UTF-8 one), and an encoding declaration was looked for in the
+    first 200 bytes only. A send now reads such stored bytes as they are: a late declaration
+    is honoured (the invoice goes out as the text it is), a second BOM is refused, and that
+    invoice is held with the reason instead of every send ending in a traceback."""
+    import codecs
+    import re
+
+    from invoicectl.ubl import encoding
+
+    good = Path(__file__).parent / "data" / "good"
+    write_invoice(outbox, "OK-1")
+    latin1 = (good / "iso-8859-1.xml").read_bytes()
+    (outbox / "late.xml").write_bytes(latin1.replace(b'"1.0" ', b'"1.0"' + b" " * 200, 1))
+    (outbox / "two-boms.xml").write_bytes(codecs.BOM_UTF16_LE + (good / "utf16.xml").read_bytes())
+    window = re.compile(encoding._DECLARED_ENCODING.pattern)
+    document_text = encoding.document_text
+
+    def first_200_bytes(data: bytes, start: int = 0) -> str | None:
+        found = window.match(data, start, start + 200)
+        return found.group(2).decode("ascii", "replace") if found else None
+
+    def any_boms(data: bytes) -> str:
+        text = document_text(data.replace(codecs.BOM_UTF16_LE * 2, codecs.BOM_UTF16_LE, 1))
+        return "\ufeff" + text if data.startswith(codecs.BOM_UTF16_LE * 2) else text
+
+    with monkeypatch.context() as old_reader, open_journal(journal_path) as journal:
+        old_reader.setattr(encoding, "_declared_encoding", first_200_bytes)
+        old_reader.setattr(encoding, "document_text", any_boms)
+        scan_directory(journal, outbox, workers=1)
+        taken = ["GOOD-LATIN1-1", "GOOD-UTF16-1", "OK-1"]
+        assert states(journal_path) == dict.fromkeys(taken, "pending")
+    for name in ("late.xml", "two-boms.xml"):  # the stored bytes are what a send reads
+        (outbox / name).unlink()
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert_each_delivered_once(sandbox.stats(), ["GOOD-LATIN1-1", "OK-1"])
+    assert summary.held_for_validation == ("GOOD-UTF16-1",)
+    with open_journal(journal_path) as journal:
+        held = journal.invoice("GOOD-UTF16-1")
+    assert held.hold == "held" and "two byte order marks" in (held.hold_reason or "")

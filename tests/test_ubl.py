@@ -607,6 +607,52 @@ def test_utf16_becomes_utf8_text_without_bom() -> None:
     assert "Zakład Mechaniczny Łódź Sp. z o.o." in text
 
 
+def _latin1_invoice(declaration: str) -> str:
+    """iso-8859-1.xml with a non-ASCII invoice number and ``declaration`` as its first line."""
+    text = (GOOD / "iso-8859-1.xml").read_bytes().decode("latin-1")
+    body = text.split("\n", 1)[1].replace("GOOD-LATIN1-1", "FAC-Müller-é1")
+    return declaration + "\n" + body
+
+
+@pytest.mark.parametrize(
+    ("bom", "codec", "declared"),
+    [
+        (b"", "latin-1", "ISO-8859-1"),
+        (codecs.BOM_UTF16_LE, "utf-16-le", "ISO-8859-1"),  # the BOM wins, as in libxml2
+        (codecs.BOM_UTF16_LE, "utf-16-le", "UTF-16"),
+        (codecs.BOM_UTF16_BE, "utf-16-be", "UTF-16"),
+        (b"", "utf-16-le", "UTF-16"),
+    ],
+)
+def test_a_declaration_is_read_whole_however_much_white_space_it_holds(
+    bom: bytes, codec: str, declared: str
+) -> None:
+    """libxml2 reads the encoding from anywhere in the declaration: so must the reader, or the
+    ID recorded differs from the ID parsed and sent (and from the same file re-saved)."""
+    from lxml import etree
+
+    long = _latin1_invoice(f'<?xml version="1.0"{" " * 300}encoding="{declared}"?>')
+    short = _latin1_invoice(f'<?xml version="1.0" encoding="{declared}"?>')
+    data = bom + long.encode(codec)
+
+    assert parse_document(data).invoice_id == "FAC-Müller-é1"
+    assert etree.fromstring(data).findtext(f"{{{NS_CBC}}}ID") == "FAC-Müller-é1"
+    assert parse_document(data) == parse_document(bom + short.encode(codec))
+    sent = long.replace(f'encoding="{declared}"', 'encoding="UTF-8"')
+    assert document_text(data) == sent
+
+
+def test_a_second_byte_order_mark_is_not_well_formed_in_utf16_either() -> None:
+    text = (GOOD / "utf16.xml").read_bytes()
+    assert reason_of(codecs.BOM_UTF16_LE + text) == (
+        "not well-formed XML (line 1): the file starts with two byte order marks; re-save it "
+        "with one"
+    )
+    assert reason_of(codecs.BOM_UTF8 + (GOOD / "utf8-bom.xml").read_bytes()).startswith(
+        "not well-formed XML (line 1)"
+    )
+
+
 def test_single_quoted_declaration_is_rewritten_in_place() -> None:
     data = "<?xml version='1.0' encoding='windows-1252' standalone='no'?>\n<a>Ø</a>"
     text = document_text(data.encode("cp1252"))

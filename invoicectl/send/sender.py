@@ -63,6 +63,7 @@ from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
 from invoicectl.send.validations import Validations
 from invoicectl.send.worksource import WorkSource
 from invoicectl.ubl.encoding import document_text
+from invoicectl.ubl.errors import InvalidDocument
 
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3
@@ -205,10 +206,10 @@ class Sender:
             self.summary.receivers_unchecked = len(self.receivers.failed)
             self.summary.held_for_receiver = tuple(self.held_for_receiver)
         self.summary.held_for_damage = tuple(self.held_for_damage)
+        self.summary.held_for_validation = tuple(self.held_for_validation)  # here too
         if self.validations is not None:
             self.summary.validations = self.validations.asked
             self.summary.unvalidated = len(self.validations.failed)
-            self.summary.held_for_validation = tuple(self.held_for_validation)
         judge_exit(self.summary, self.journal)
         return self.summary
 
@@ -247,6 +248,11 @@ class Sender:
         except StoredCopyDamaged as damage:  # this invoice only: the rest go on
             if hold_damaged(self.journal, invoice_id, damage).done:
                 self.held_for_damage.append(invoice_id)
+            return None
+        except InvalidDocument as problem:  # taken by an older invoicectl: kept, not sent
+            refused = f"its stored bytes cannot be sent as they are: {problem.reason}"
+            if hold(self.journal, invoice_id, refused, by="validation").done:
+                self.held_for_validation.append(invoice_id)
             return None
         # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers

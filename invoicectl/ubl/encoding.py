@@ -18,7 +18,6 @@ from invoicectl.ubl.text import one_line
 _UTF8_BOM = codecs.BOM_UTF8
 # The encoding pseudo-attribute of an XML declaration (which ends at the first '>').
 _DECLARED_ENCODING = re.compile(rb"""<\?xml(?=[^>]*>)[^>]*?\sencoding\s*=\s*(["'])([^"'>]*)\1""")
-_DECLARATION_SCAN = 200  # bytes; a declaration is far shorter
 _TEXT_DECLARATION = re.compile(r"""\A(<\?xml[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
 _STARTS_LIKE_XML = re.compile(rb"[ \t\r\n]*<")
 
@@ -52,16 +51,14 @@ def sniff_encoding(data: bytes) -> Encoding:
             "does not read; re-save it as UTF-8"
         )
     if data.startswith(_UTF8_BOM):
-        return Encoding(
-            "utf-8", len(_UTF8_BOM), _declared_encoding(data[3 : 3 + _DECLARATION_SCAN])
-        )
+        return Encoding("utf-8", len(_UTF8_BOM), _declared_encoding(data, len(_UTF8_BOM)))
     for bom, codec in ((codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be")):
         if data.startswith(bom):
-            return Encoding(codec, 2, _declared_in_utf16(data[2:400], codec))
+            return Encoding(codec, 2, _declared_in_utf16(data, 2, codec))
     # UTF-16 without BOM is legal when the declaration says so; '<?' tells the byte order.
     for start, codec in ((b"<\x00?\x00", "utf-16-le"), (b"\x00<\x00?", "utf-16-be")):
         if data.startswith(start):
-            return Encoding(codec, 0, _declared_in_utf16(data[:400], codec))
+            return Encoding(codec, 0, _declared_in_utf16(data, 0, codec))
     if data.startswith((b"<\x00", b"\x00<")):
         # No XML text holds a zero byte: this is UTF-16, which XML requires to carry a BOM.
         raise InvalidDocument(
@@ -92,13 +89,25 @@ def _declared_8bit(data: bytes) -> Encoding:
     return Encoding(codec, 0, declared)
 
 
-def _declared_encoding(data: bytes) -> str | None:
-    found = _DECLARED_ENCODING.match(data, 0, _DECLARATION_SCAN)
+def _declared_encoding(data: bytes, start: int = 0) -> str | None:
+    """The declaration's encoding value: the whole declaration is read, up to its first
+    '>', however much white space it holds (libxml2 reads it all, and so must this)."""
+    end = data.find(b">", start)
+    if end < 0:
+        return None
+    found = _DECLARED_ENCODING.match(data, start, end + 1)
     return found.group(2).decode("ascii", "replace") if found else None
 
 
-def _declared_in_utf16(head: bytes, codec: str) -> str | None:
-    text = head[: len(head) // 2 * 2].decode(codec, "replace")
+def _declared_in_utf16(data: bytes, start: int, codec: str) -> str | None:
+    """``_declared_encoding`` of UTF-16 text from ``start``: up to its first '>' unit."""
+    close = ">".encode(codec)
+    end = data.find(close, start)
+    while end >= 0 and (end - start) % 2:  # half of one unit and half of the next
+        end = data.find(close, end + 1)
+    if end < 0:
+        return None
+    text = data[start : end + 2].decode(codec, "replace")
     return _declared_encoding(text.encode("ascii", "replace"))
 
 
@@ -129,6 +138,11 @@ def document_text(data: bytes) -> str:
         text = data[encoding.bom_length :].decode(encoding.codec)
     except UnicodeDecodeError as exc:
         raise InvalidDocument(not_valid_in(encoding, data, exc.start)) from None
+    if text.startswith("\ufeff"):  # as UTF-8, libxml2 would take it for the only BOM
+        raise InvalidDocument(
+            "not well-formed XML (line 1): the file starts with two byte order marks; "
+            "re-save it with one"
+        )
     if encoding.declared is None or codec_for(encoding.declared) == "utf-8":
         return text
     text, rewritten = _TEXT_DECLARATION.subn(r"\1\2UTF-8\2", text, count=1)
