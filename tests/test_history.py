@@ -162,6 +162,52 @@ def test_a_restored_older_backup_checks_the_runs_it_lost(outbox: Path, journal_p
     assert "7 already there" in line
 
 
+class BackupMidRun(httpx.AsyncBaseTransport):
+    """The emulator's transport; a backup of the journal is taken as the ``after``-th send
+    is answered, while the run goes on (as a cron backup beside a running send)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, journal: Path, after: int) -> None:
+        self.inner, self.journal, self.after = inner, journal, after
+        self.sends = 0
+        self.copy: Path | None = None
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST" and request.url.path == "/api/v1/documents":
+            self.sends += 1
+            if self.sends == self.after:
+                self.copy = snapshot(self.journal, "backup")
+        return response
+
+
+def test_a_backup_taken_during_a_send_and_restored_checks_what_that_run_sent_after_it(
+    outbox: Path, journal_path: Location
+):
+    """The restored journal holds the marker's run, begun at the same moment: only the
+    marker's count of that run's durable attempts tells that the journal lost its end."""
+    if not isinstance(journal_path, Path):
+        pytest.skip("`invoicectl backup` copies a SQLite journal")
+    ids = outbox_of(outbox, "M", 8)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    backing_up = BackupMidRun(sandbox.transport(), journal_path, after=3)
+    send(settings, outbox, backing_up, concurrency=1, warn=lambda line: None, order="scan")
+    assert backing_up.copy is not None and set(states(journal_path).values()) == {"accepted"}
+
+    restore(journal_path, backing_up.copy)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later())
+
+    assert_each_delivered_once(sandbox.stats(), ids)
+    restored = states(journal_path)
+    lost = [invoice_id for invoice_id in ids if restored[invoice_id] == "pending"]
+    assert len(lost) >= 4  # sent after the backup: pending in it, now held as found
+    assert_held_as_found(journal_path, lost, sandbox)
+    (line,) = warnings
+    assert "has lost history" in line and "whose requests it holds only up to attempt" in line
+
+
 def test_the_check_is_made_once_and_never_on_a_journal_with_history(
     outbox: Path, journal_path: Path
 ):

@@ -21,6 +21,7 @@ from processkit import wait_for
 from sendkit import assert_each_delivered_once, emulator, settings_for, states
 from test_history import assert_held_as_found, day_later, outbox_of
 
+from invoicectl.journal import open_journal
 from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
 from invoicectl.send.marker import MARKER_NAME
 
@@ -86,6 +87,61 @@ def test_the_wal_deleted_after_a_kill_9_is_detected_and_nothing_is_sent_twice(
     (line,) = warnings
     assert "has lost history" in line and "-wal" in line
     assert f"{len(delivered)} already there" in line
+
+
+def marked_attempts(outbox: Path, base_url: str) -> int:
+    import json
+
+    try:
+        entry = json.loads((outbox / MARKER_NAME).read_text())["sends"][base_url]
+    except (OSError, ValueError, KeyError):
+        return 0
+    return int(entry.get("attempts_through") or 0)
+
+
+def test_a_journal_rolled_back_to_inside_a_killed_run_is_detected_by_the_marker(
+    outbox: Path, tmp_path: Path
+):
+    """A copy taken while the run sent, put back after a kill -9 (or a -wal lost after a
+    checkpoint had written part of the run): the journal holds the marker's run, so only the
+    marker's count of that run's durable attempts, kept up to date as it sends, tells."""
+    journal = tmp_path / "journal.db"
+    ids = outbox_of(outbox, "R", 40)
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        running = cli(journal, server.base_url, "send", str(outbox), "--rate", "300")
+        wait_for(lambda: sandbox.stats()["accepted"] >= 8)
+        copy = tmp_path / "mid-run.db"
+        from invoicectl.journal.backup import backup
+
+        backup(journal, copy)
+        with open_journal(copy) as rolled_back:
+            (run,) = [r for r in (1, 2) if rolled_back.run_started_at(r)]
+            in_copy = rolled_back.last_attempt_of(run) or 0
+        wait_for(lambda: marked_attempts(outbox, server.base_url) > in_copy + 3)
+        running.send_signal(signal.SIGKILL)
+        running.communicate(timeout=30)
+        with open_journal(journal) as killed:  # the marker never says more than is durable
+            assert (killed.last_attempt_of(run) or 0) >= marked_attempts(outbox, server.base_url)
+        delivered = [i for i in ids if sandbox.stats()["per_invoice"].get(i)]
+        assert len(delivered) < len(ids), "killed while it sent, not after"
+
+        for path in tmp_path.glob("journal.db-*"):
+            path.unlink()
+        copy.replace(journal)
+        sandbox.advance_clock(25 * 3600)
+        settings = settings_for(journal, base_url=server.base_url)
+        warnings: list[str] = []
+        from sendkit import send
+
+        send(settings, outbox, None, clocks=day_later(), warn=warnings.append)
+
+    assert_each_delivered_once(sandbox.stats(), ids)
+    (line,) = warnings
+    assert "has lost history" in line and "whose requests it holds only up to attempt" in line
+    with open_journal(journal) as checked:
+        held = [i for i in delivered if checked.invoice(i).hold is not None]
+    assert len(held) >= 3  # sent after the copy: pending in it, found at GoRoute and held
 
 
 def test_the_cli_says_the_journal_is_new_and_the_override_is_a_flag(outbox: Path, tmp_path: Path):

@@ -49,6 +49,13 @@ class HistoryRecords(JournalBase):
             )
             self.chained("history_checks", [cursor.fetchone()[0]])
 
+    def last_attempt_of(self, run_id: int) -> int | None:
+        """The id of run ``run_id``'s last attempt this journal holds; None for none."""
+        (last,) = self.db.execute(
+            "SELECT max(id) FROM attempts WHERE run_id = ?", (run_id,)
+        ).fetchone()
+        return None if last is None else int(last)
+
     def run_started_at(self, run_id: int) -> str | None:
         """When run ``run_id`` started; None when this journal holds no such run."""
         row = self.db.execute("SELECT started_at FROM runs WHERE id = ?", (run_id,)).fetchone()

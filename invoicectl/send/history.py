@@ -62,7 +62,7 @@ from invoicectl.send.history_texts import (
     not_checked_reason,
     unchecked,
 )
-from invoicectl.send.marker import Marker, read_marker, write_marker
+from invoicectl.send.marker import Marker, MarkerKeeper, read_marker, write_marker
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 
@@ -104,10 +104,12 @@ def check_history(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     run: Callable[[Coroutine[Any, Any, Search]], Search] | None = None,
-) -> SendOptions:
+) -> tuple[SendOptions, MarkerKeeper | None]:
     """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
     marker naming this journal and run. Returns ``options`` with the deadline less the time
-    the check took. Raises ``HistoryUnchecked`` when the check was needed and failed.
+    the check took, and the keeper of the marker written (None when none was), for the run
+    to bring up to date as it sends. Raises ``HistoryUnchecked`` when the check was needed
+    and failed.
     ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
     change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
@@ -137,6 +139,7 @@ def check_history(
         # The marker stays as it is: it is the evidence that this journal lost history, and
         # an invoice released later must still meet the check.
         warn(f"{LOUD} {lost}; nothing to send now")
+    keeper = None
     if options.outbox is not None and not (lost and not to_send):
         here = Marker(
             journal_id=identity.journal_id,
@@ -147,9 +150,12 @@ def check_history(
         )
         if (problem := write_marker(options.outbox, here)) is not None:
             warn(f"invoicectl: warning: {problem}")
-    if options.deadline is None:
-        return options
-    return replace(options, deadline=max(0.0, options.deadline - (clocks.monotonic() - started)))
+        else:
+            keeper = MarkerKeeper(options.outbox, here, warn)
+    if options.deadline is not None:
+        left = max(0.0, options.deadline - (clocks.monotonic() - started))
+        options = replace(options, deadline=left)
+    return options, keeper
 
 
 def history_lost(
@@ -174,6 +180,14 @@ def history_lost(
             f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
             f"run {marker.run_id} ({marker.run_started_at}), which it no longer holds (an "
             "older backup restored, or its -wal file lost?)"
+        )
+    through = marker.attempts_through
+    if through is not None and (held := journal.last_attempt_of(marker.run_id) or 0) < through:
+        return (
+            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
+            f"run {marker.run_id} ({marker.run_started_at}), whose requests it holds only up "
+            f"to attempt {held}, not {through} (a backup taken during that run restored, or "
+            "its -wal file lost?)"
         )
     return None
 

@@ -19,7 +19,9 @@ from __future__ import annotations
 import json
 import os
 import socket
-from dataclasses import asdict, dataclass
+import threading
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +36,9 @@ class Marker:
     run_id: int
     run_started_at: str
     host: str = ""
+    # The last attempt of the run the journal had made durable when this was written (the
+    # marker is written again as the run goes, ``MarkerKeeper``); None before the first.
+    attempts_through: int | None = None
 
     def describe(self) -> str:
         started = self.run_started_at
@@ -69,6 +74,7 @@ def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]
                 run_id=int(data["run_id"]),
                 run_started_at=str(data["run_started_at"]),
                 host=str(data.get("host", "")),
+                attempts_through=_optional_int(data.get("attempts_through")),
             ),
             None,
         )
@@ -108,6 +114,60 @@ def write_marker(outbox: Path, marker: Marker) -> str | None:
             "still checked)"
         )
     return None
+
+
+def _optional_int(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(value)
+    return value
+
+
+class MarkerKeeper:
+    """This run's marker entry, written again as the run's attempts become durable (at most
+    every ``EVERY`` seconds, off the event loop, and once more when the run has ended).
+
+    A journal rolled back to a point inside a run (a backup taken while it sent and restored,
+    its -wal lost after a checkpoint had written part of the run to the main file) still
+    holds that run, so the run's id alone does not tell it lost anything: the marker's
+    ``attempts_through`` does (``history.history_lost``). What the journal made durable in
+    the last ``EVERY`` seconds before a kill is not in the marker yet: a rollback to inside
+    that stretch is the one it cannot tell."""
+
+    EVERY = 1.0
+
+    def __init__(self, outbox: Path, marker: Marker, warn: Callable[[str], None]) -> None:
+        self.outbox = outbox
+        self.marker = marker
+        self.warn = warn
+        self.through = 0  # the last attempt known durable
+        self.written = 0
+        self.failed = False
+        self._lock = threading.Lock()  # the last write, from the run's end, waits for another
+
+    def durable(self, attempt_id: int) -> None:
+        self.through = max(self.through, attempt_id)
+
+    async def keep(self) -> None:
+        """Until cancelled: the marker brought up to date every ``EVERY`` seconds."""
+        import asyncio  # here: the marker is read by runs that start no loop
+
+        while True:
+            await asyncio.sleep(self.EVERY)  # wall time: the disk's pace, not the run's clock
+            if self.through != self.written:
+                await asyncio.to_thread(self.write)
+
+    def write(self) -> None:
+        with self._lock:
+            through = self.through
+            if through == self.written or self.failed:
+                return
+            problem = write_marker(self.outbox, replace(self.marker, attempts_through=through))
+            self.written = through
+            if problem is not None:
+                self.failed = True  # one line, not one a second
+                self.warn(f"invoicectl: warning: {problem}")
 
 
 def _sends(text: str) -> dict[str, Any] | None:

@@ -9,7 +9,7 @@ and one that comes after the loop still makes the run's exit code 130.
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -37,6 +37,7 @@ from invoicectl.runs import (
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
 from invoicectl.send.idle import idle_run, nothing_to_send
+from invoicectl.send.marker import MarkerKeeper
 from invoicectl.send.options import SendOptions
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
@@ -100,7 +101,7 @@ def send(
                 transport = emulator.enter_context(session())
             # A journal with no history here, or one that lost it, asks GoRoute first.
             # Its GETs change nothing remote: a stop signal cancels them where they wait.
-            options = check_history(
+            options, keeper = check_history(
                 journal,
                 settings,
                 options,
@@ -118,6 +119,7 @@ def send(
                 "on_progress": on_progress,
                 "on_wait": on_wait,
                 "bind": bind,
+                "on_durable_attempt": keeper.durable if keeper else lambda attempt_id: None,
             }
             stopping = Stopping(grace=options.stop_grace, on_stopping=on_stopping)
             if idle:
@@ -134,10 +136,13 @@ def send(
                 run = _send(
                     journal, settings, options, run_id, transport, clocks, callbacks, stopping
                 )
-                summary = _run_loop(signals, stopping, run)
+                summary = _run_loop(signals, stopping, _keeping(keeper, run))
             summary.heard_late(signals.received)
             summary.add_cause(Cause(report.input_code, "the outbox holds no *.xml file"))
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
+            if keeper is not None:  # every attempt of the run is durable now
+                keeper.durable(journal.last_attempt_of(run_id) or 0)
+                keeper.write()
     summary.heard_late(signals.received)
     return report, summary
 
@@ -146,6 +151,23 @@ def _run_loop(
     signals: RunSignals, stopping: Stopping, run: Coroutine[Any, Any, SendSummary]
 ) -> SendSummary:
     return event_loop.run(_listening(signals, stopping, run))
+
+
+async def _keeping(
+    keeper: MarkerKeeper | None, run: Coroutine[Any, Any, SendSummary]
+) -> SendSummary:
+    """``run``, the outbox marker kept up to date beside it."""
+    if keeper is None:
+        return await run
+    import asyncio  # here: a run with nothing to send never starts a loop
+
+    keeping = asyncio.create_task(keeper.keep())
+    try:
+        return await run
+    finally:
+        keeping.cancel()
+        with suppress(asyncio.CancelledError):
+            await keeping
 
 
 async def _listening(

@@ -88,6 +88,7 @@ class Sender:
         on_progress: Progress = lambda result, summary: None,
         on_wait: OnWait | None = None,
         bind: Callable[[], None] = lambda: None,
+        on_durable_attempt: Callable[[int], None] = lambda attempt_id: None,
         stopping: Stopping | None = None,
         work: WorkSource | None = None,
     ) -> None:
@@ -102,6 +103,7 @@ class Sender:
         self.on_start = on_start
         self.on_progress = on_progress
         self.on_wait = on_wait
+        self.on_durable_attempt = on_durable_attempt
         self.limiter = RateLimiter(
             options.rate_per_minute,
             clock=monotonic,
@@ -284,6 +286,7 @@ class Sender:
             (attempt_id, record), cancelled = await self.commits.durable(
                 lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
             )
+            self.on_durable_attempt(attempt_id)
             if cancelled or self.stopping.stopped:  # stopped while its row was committed
                 withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                 raise asyncio.CancelledError  # the request never left: the key can go back
