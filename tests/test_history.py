@@ -208,6 +208,48 @@ def test_a_backup_taken_during_a_send_and_restored_checks_what_that_run_sent_aft
     assert "has lost history" in line and "whose requests it holds only up to attempt" in line
 
 
+class EmptyFirstPage(httpx.AsyncBaseTransport):
+    """The emulator's transport, whose transactions list starts with an empty page that says
+    more follows (a server filtering a page down to nothing), then pages as the emulator does."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        if request.method == "GET" and url.path == "/api/v1/transactions":
+            if "cursor" not in url.params:
+                page = {"transactions": [], "has_more": True, "next_cursor": "after-empty"}
+                return httpx.Response(200, json=page)
+            if url.params["cursor"] == "after-empty":
+                request.url = url.copy_remove_param("cursor")
+        return await self.inner.handle_async_request(request)
+
+
+def test_an_empty_page_that_says_more_follows_is_not_the_end_of_the_list(
+    outbox: Path, journal_path: Path
+):
+    ids = outbox_of(outbox, "E", 3)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    lose(journal_path)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+
+    send(
+        settings,
+        outbox,
+        EmptyFirstPage(sandbox.transport()),
+        warn=warnings.append,
+        clocks=day_later(),
+    )
+
+    assert_each_delivered_once(sandbox.stats(), ids)
+    assert_held_as_found(journal_path, ids, sandbox)
+    assert "3 already there" in warnings[0]
+
+
 def test_the_check_is_made_once_and_never_on_a_journal_with_history(
     outbox: Path, journal_path: Path
 ):

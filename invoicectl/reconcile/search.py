@@ -320,8 +320,11 @@ class _Paging:
     def why_stop(self, page: TransactionPage) -> tuple[bool, str] | None:
         """(complete, note) when the search should stop after this page, else None."""
         if not page.transactions:
-            return True, "searched every transaction"
-        if not self.fresh:
+            if not page.has_more:
+                return True, "searched every transaction"
+            # An empty page that says more follows is followed as any page (a server may
+            # filter a page down to nothing): it proves nothing about the pages after it.
+        elif not self.fresh:
             return False, (
                 "the API answered with transactions already seen (it may ignore the cursor); "
                 "stopped paging"
