@@ -251,6 +251,24 @@ async def test_2xx_without_an_id_is_transient(
     )
 
 
+def nested(depth: int) -> str:
+    return '{"transaction_id": "txn_1", "x": ' + "[" * depth + "]" * depth + "}"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [202, 400, 422, 503])
+async def test_an_answer_nested_past_any_api_answer_is_no_answer_and_no_crash(
+    api: respx.MockRouter, client: GoRouteClient, status: int
+) -> None:
+    """About 1 KB nested 500 deep parses, then overflowed the stack where the key is
+    looked for in every string (every command ended in a traceback)."""
+    outcome = await send_answered(api, client, answer(status, nested(600)))
+    assert not isinstance(outcome, Accepted)
+    assert isinstance(outcome, Transient if status in (202, 503) else Rejected)
+    shallow = await send_answered(api, client, answer(202, nested(20)))
+    assert isinstance(shallow, Accepted) and shallow.transaction_id == "txn_1"
+
+
 @pytest.mark.anyio
 async def test_duration_comes_from_the_injected_monotonic_clock(api: respx.MockRouter) -> None:
     ticks = iter([100.0, 102.5])

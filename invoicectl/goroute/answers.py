@@ -364,13 +364,37 @@ def _decoded(body: bytes, response: httpx.Response) -> str:
         return body.decode("utf-8", errors="replace")
 
 
+# GoRoute's answers nest three or four levels; a body nested deeper than this is no answer of
+# its (and walking it, as ``redact_data`` does, would overflow Python's stack at about 500).
+_MAX_DEPTH = 32
+
+
 def _json_or_none(text: str) -> Any:
+    """The parsed body; None when it is not JSON, or nested past ``_MAX_DEPTH``."""
     if not text.strip():
         return None
     try:
-        return json.loads(text)
+        data = json.loads(text)
     except (ValueError, RecursionError):
         return None
+    return None if _deeper_than(data, _MAX_DEPTH) else data
+
+
+def _deeper_than(data: Any, limit: int) -> bool:
+    """Whether lists and objects nest in ``data`` more than ``limit`` deep (no recursion)."""
+    stack = [(data, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, dict):
+            children: Any = item.values()
+        elif isinstance(item, list):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _standard_phrase(status: int) -> str:

@@ -49,7 +49,7 @@ def no_such_route(outcome: Rejected) -> bool:
         return False
     try:
         return isinstance(json.loads(outcome.raw_body), dict)
-    except ValueError:
+    except (ValueError, RecursionError):
         return False
 
 
