@@ -11,6 +11,7 @@ from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key, next_key
+from invoicectl.lifecycle.scanning import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 
@@ -28,6 +29,13 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
         )
     if _may_be_delivered(invoice) and window_open(invoice.key_first_used_at, now):
         raise UsageError(_replay_first(invoice))
+    if refusal_may_hide_delivery(journal, invoice) and window_open(invoice.key_first_used_at, now):
+        raise UsageError(
+            f"invoice {invoice_id} was refused under key {invoice.idempotency_key}, but may have "
+            "been delivered under it all the same (a 409, or a request before the refusal got "
+            "no answer), and a new key could deliver it twice: wait until the key's 24-hour "
+            "window has closed and `invoicectl reconcile` has looked it up"
+        )
     if not allowed(Transition.new_version, state) or (
         state is InvoiceState.accepted and invoice.remote_status != "failed"
     ):

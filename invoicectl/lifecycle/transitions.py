@@ -45,7 +45,10 @@ class Transition(StrEnum):
     abandon = "abandon"  # settled outside invoicectl: never sent again
 
 
-_SENT_OR_HELD = frozenset({S.pending, S.accepted, S.key_reused, S.unknown, S.amended, S.invalid})
+# rejected: a refusal that may hide a delivery (``scanning.refusal_may_hide_delivery``).
+_SENT_OR_HELD = frozenset(
+    {S.pending, S.accepted, S.rejected, S.key_reused, S.unknown, S.amended, S.invalid}
+)
 _NOT_ACCEPTED = frozenset(InvoiceState) - {S.accepted}
 
 # The states each transition may start from. ``admit`` starts from no row at all.

@@ -1,0 +1,99 @@
+"""A refusal proves nothing was delivered only when every request under the key was answered.
+
+goroute-api.md treats a 409 ("conflict (duplicate)") like a key reuse without an id, and a
+retry refused after a request whose answer was lost says nothing of that first request. Such
+an invoice used to be corrected under the next key as soon as its file changed, and GoRoute
+then held two deliveries of it. A plain refusal still sends the correction at once.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+from sendkit import send, settings_for
+from ublfactory import write_invoice
+
+from invoicectl.errors import UsageError
+from invoicectl.journal import open_journal
+from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.locations import Location
+
+
+@pytest.fixture
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
+
+
+class Refusing:
+    """A server that delivers the first request under each key; ``lose_first``: its answer
+    is lost on the way (a read timeout). Every later request under a key delivered is
+    answered ``repeat_status``; a key's first request when ``refuse_first`` is 400."""
+
+    def __init__(self, *, lose_first: bool, repeat_status: int = 409, refuse_first: bool = False):
+        self.lose_first, self.repeat_status, self.refuse_first = (
+            lose_first,
+            repeat_status,
+            refuse_first,
+        )
+        self.delivered: list[tuple[str, str]] = []  # (key, invoice id)
+        self.posts: list[str] = []
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.method != "POST" or not request.url.path.endswith("/api/v1/documents"):
+            return httpx.Response(404, json={"error": "no such route"})
+        key = request.headers["Idempotency-Key"]
+        self.posts.append(key)
+        if key in {delivered for delivered, _ in self.delivered}:
+            return httpx.Response(
+                self.repeat_status, json={"error_code": "CONFLICT", "message": "in progress"}
+            )
+        if self.refuse_first:
+            return httpx.Response(400, json={"error_code": "BR-01", "message": "no buyer"})
+        invoice_id = json.loads(request.content)["metadata"]["invoice_id"]
+        self.delivered.append((key, invoice_id))
+        if self.lose_first and len(self.posts) == 1:
+            raise httpx.ReadTimeout("the answer was lost", request=request)
+        return httpx.Response(202, json={"transaction_id": f"txn_{len(self.delivered)}"})
+
+
+def test_a_409_after_a_lost_answer_then_an_edit_is_amended_not_sent_again(
+    outbox: Path, journal_path: Location
+):
+    write_invoice(outbox, "INV-9", amount="100.00")
+    server = Refusing(lose_first=True)
+    settings = settings_for(journal_path)
+    options = {"check_receivers": False, "trust_new_journal": True, "warn": lambda line: None}
+    send(settings, outbox, httpx.MockTransport(server), **options)
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-9").state == "rejected"
+
+    write_invoice(outbox, "INV-9", amount="101.00")  # a typo fixed
+    send(settings, outbox, httpx.MockTransport(server), **options)
+
+    assert server.delivered == [("invoice-INV-9", "INV-9")]
+    assert server.posts == ["invoice-INV-9", "invoice-INV-9"]
+    with open_journal(journal_path) as journal:
+        row = journal.invoice("INV-9")
+        assert (row.state, row.state_before_amend) == ("amended", "rejected")
+        with pytest.raises(UsageError, match="may have been delivered under it all the same"):
+            check_new_version(journal, "INV-9", journal.clock())
+
+
+def test_a_plain_refusal_is_corrected_under_the_next_key(outbox: Path, journal_path: Location):
+    write_invoice(outbox, "INV-8", amount="100.00")
+    server = Refusing(lose_first=False, refuse_first=True)
+    settings = settings_for(journal_path)
+    options = {"check_receivers": False, "trust_new_journal": True, "warn": lambda line: None}
+    send(settings, outbox, httpx.MockTransport(server), **options)
+    server.refuse_first = False
+
+    write_invoice(outbox, "INV-8", amount="101.00")
+    send(settings, outbox, httpx.MockTransport(server), **options)
+
+    assert server.posts == ["invoice-INV-8", "invoice-INV-8-v2"]
+    assert server.delivered == [("invoice-INV-8-v2", "INV-8")]
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-8").state == "accepted"
