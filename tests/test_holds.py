@@ -177,6 +177,36 @@ def test_reconcile_apply_holds_an_earlier_send_and_send_leaves_it(journal_path: 
     assert sandbox.stats()["sends_received"] == 0
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
 
+    # A release by state (a bulk "release --state unknown") passes the same guard.
+    with open_journal(journal_path) as journal:
+        refused = release(journal, "INV-1", "tester")
+        assert not refused.done and journal.invoice("INV-1").hold == "held"
+        assert "reconcile found it at GoRoute already (unknown_sent_earlier)" in refused.message
+        assert "`release --force` only once you know it is not" in refused.message
+        assert release(journal, "INV-1", "tester", force=True).done
+
+
+def test_a_release_of_what_the_history_check_found_at_goroute_needs_force(
+    journal_path: Path, outbox: Path
+):
+    """A new journal's first send found a transaction GoRoute holds for the invoice: a bulk
+    release of pending holds must not send it a second time."""
+    write_invoice(outbox, "INV-7")
+    sandbox = emulator()
+    sandbox.add_transaction("INV-7", status="delivered")
+    send(settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None)
+    with open_journal(journal_path) as journal:
+        found = journal.invoice("INV-7")
+        assert found.hold == "held" and found.existing_transaction_id is not None
+
+    bulk = invoicectl(journal_path, "release", "--state", "pending", "--yes")
+    forced = invoicectl(journal_path, "release", "INV-7", "--force")
+
+    assert bulk.returncode == 2
+    assert f"GoRoute already holds transaction {found.existing_transaction_id}" in bulk.stdout
+    assert (forced.returncode, forced.stdout.split(":")[0]) == (0, "INV-7"), forced.stderr
+    assert "released" in forced.stdout
+
 
 # ---- the commands -------------------------------------------------------------------------
 

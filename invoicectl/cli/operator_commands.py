@@ -31,6 +31,14 @@ IdsArgument = Annotated[
     list[str] | None, typer.Argument(metavar="ID...", help="Invoice IDs.", show_default=False)
 ]
 ReasonOption = Annotated[str, typer.Option("--reason", help="Why; kept in the journal.")]
+ForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Also lift a hold that says GoRoute may hold a delivery already (you know it "
+        "does not).",
+    ),
+]
 StateFilter = Annotated[
     list[str] | None,
     typer.Option("--state", help="All invoices in this state (repeatable).", show_default=False),
@@ -92,11 +100,13 @@ def release(
     sandbox: SandboxOption = False,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
+    force: ForceOption = False,
 ) -> None:
     """Lift a hold: the rules of the invoice's state apply again.
 
     An unknown send is replayed under its key inside its 24-hour window, and left for
-    reconcile after it.
+    reconcile after it. A hold saying GoRoute already holds a transaction for the invoice
+    is lifted only with --force.
 
     \b
     Examples:
@@ -113,6 +123,7 @@ def release(
         dry_run,
         journal_path(journal, sandbox),
         _output(as_json, quiet),
+        force,
     )
 
 
@@ -160,6 +171,7 @@ def _decide(
     dry_run: bool,
     path: Location,
     output: str,
+    force: bool = False,
 ) -> None:
     from invoicectl.journal import locked_journal
     from invoicectl.journal.records import InvoiceState
@@ -191,7 +203,7 @@ def _decide(
         decisions = []
         for invoice_id in chosen:
             if action == "release":
-                decision = holds.release(opened, invoice_id, by, dry_run=dry_run)
+                decision = holds.release(opened, invoice_id, by, dry_run=dry_run, force=force)
             elif action == "hold":
                 decision = holds.hold(opened, invoice_id, reason or "", by, dry_run=dry_run)
             else:

@@ -75,15 +75,52 @@ def abandon(
     return Decision(invoice_id, True, f"abandoned ({invoice.state}): {reason}")
 
 
+# Who holds an invoice GoRoute already holds a transaction for, found before its first send
+# (``send.history``).
+HISTORY_CHECK = "history check"
+# Reconcile's verdicts that found the invoice at GoRoute already, from a send it cannot tell;
+# and those that showed a transaction found is no delivery of it (its release sends it).
+_FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier")
+_NO_DELIVERY = ("different_document", "sent_then_failed")
+
+
+def delivery_evidence(invoice: Invoice) -> str | None:
+    """Why the invoice's hold says GoRoute may hold a delivery of it already, or None."""
+    found = invoice.existing_transaction_id
+    if invoice.held_by == HISTORY_CHECK and found and invoice.verdict not in _NO_DELIVERY:
+        return (
+            f"GoRoute already holds transaction {invoice.existing_transaction_id} with its "
+            "number (found before this journal's first send of it)"
+        )
+    if invoice.held_by == "reconcile" and invoice.verdict in _FOUND_BEFORE:
+        return f"reconcile found it at GoRoute already ({invoice.verdict})"
+    return None
+
+
 def release(
-    journal: JournalBackend, invoice_id: str, by: str, *, dry_run: bool = False
+    journal: JournalBackend,
+    invoice_id: str,
+    by: str,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
 ) -> Decision:
-    """Lift a hold: the invoice is again under exactly the rules of its state."""
+    """Lift a hold: the invoice is again under exactly the rules of its state. A hold that
+    says GoRoute may hold a delivery already (``delivery_evidence``) is lifted only with
+    ``force``: the operator's word that it is not this invoice's."""
     invoice = _known(journal, invoice_id)
     if invoice.hold is None:
         return Decision(invoice_id, False, "not held")
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, "abandoned, which is final")
+    if not force and (evidence := delivery_evidence(invoice)) is not None:
+        return Decision(
+            invoice_id,
+            False,
+            f"{evidence}: released, it could be delivered twice. `invoicectl reconcile --apply` "
+            "adopts that transaction if it is this invoice's; `release --force` only once you "
+            "know it is not",
+        )
     if not dry_run:
         with journal.transaction():
             write(

@@ -50,7 +50,7 @@ from invoicectl.goroute.outcomes import (
 )
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState, JournalIdentity
-from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.holds import HISTORY_CHECK, hold
 from invoicectl.lifecycle.plan import plan
 from invoicectl.send.history_texts import (
     Finding,
@@ -82,7 +82,7 @@ CHECK_SECONDS = 180.0
 # Past the time limit, a request already in flight may finish within this much (with a
 # --deadline that binds, the send's own stop grace: the deadline is a hard bound).
 _GRACE_SECONDS = 30.0
-HELD_BY = "history check"
+HELD_BY = HISTORY_CHECK
 LOUD = "invoicectl: WARNING:"
 
 
