@@ -484,6 +484,25 @@ async def test_other_4xx_are_rejected(
 
 
 @pytest.mark.anyio
+async def test_terminal_control_characters_in_server_text_are_escaped(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """An escape sequence that would clear a terminal, or a carriage return that would fake
+    a line, never reaches a screen or a log as it came."""
+    payload = "\x1b[2J\x1b[31mPWNED\x1b]0;title\x07\x1b[0m\r\rfake line"
+    body = {"error_code": payload, "message": payload, "details": [payload]}
+    outcome = await send_answered(api, client, answer(409, body))
+    assert isinstance(outcome, Rejected)
+    for text in (outcome.code, outcome.message, *outcome.details):
+        assert text is not None and text.isprintable(), text
+    assert outcome.message == "\\x1b[2J\\x1b[31mPWNED\\x1b]0;title\\x07\\x1b[0m fake line"
+    phrase = await send_answered(
+        api, client, httpx.Response(418, extensions={"reason_phrase": b"\x1b[2Jteapot"})
+    )
+    assert isinstance(phrase, Rejected) and phrase.message == "\\x1b[2Jteapot"
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("details", "expected"),
     [

@@ -100,7 +100,9 @@ class Answer:
         header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
             status=response.status_code,
-            reason_phrase=redact(response.reason_phrase or _standard_phrase(response.status_code)),
+            reason_phrase=one_line(
+                redact(response.reason_phrase or _standard_phrase(response.status_code))
+            ),
             headers=response.headers,
             text=text,
             data=data,
@@ -146,10 +148,13 @@ class Answer:
             raw_details = nested["details"]
         else:
             raw_details = detail if isinstance(detail, list) else None
-        return _ErrorBody(
-            code=first_text(body, "error_code")
+        code = (
+            first_text(body, "error_code")
             or text_of(nested.get("code"))
-            or text_of(body.get("code")),
+            or text_of(body.get("code"))
+        )
+        return _ErrorBody(
+            code=one_line(code)[:_MAX_DETAIL_LINE] if code else None,
             message=one_line(message)[:_MAX_DETAIL_LINE],
             details=_details_of(raw_details),
             existing_transaction_id=text_of(body.get("existing_transaction_id"))

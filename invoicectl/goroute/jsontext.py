@@ -11,6 +11,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from invoicectl.ubl.text import one_line as escaped
+
 
 def text_of(value: Any) -> str | None:
     """A non-empty string from a JSON scalar; numbers become text, anything else None."""
@@ -32,4 +34,6 @@ def first_text(data: Mapping[str, Any], *names: str) -> str | None:
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split())
+    """Server text on one line: white space folded, and every other control character
+    (an escape sequence that would clear a terminal or fake a log line) written as an escape."""
+    return escaped(" ".join(text.split()))

@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
+from invoicectl.ubl.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -163,9 +164,10 @@ def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
             record["state"],
             record["receiver"] or "-",
             record["transaction_id"] or record["existing_transaction_id"] or "-",
-            _reason(record).replace("\t", " ").replace("\n", " "),
+            _reason(record),
         )
-        stream.write("\t".join(fields) + "\n")
+        # A path or a server's text may hold a tab, a line break or an escape sequence.
+        stream.write("\t".join(map(one_line, fields)) + "\n")
         count += 1
     return count
 
@@ -182,7 +184,7 @@ def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> i
         amount = " ".join(
             value for value in (record["payable_amount"], record["currency"]) if value
         )
-        table.add_row(
+        cells = (
             record["invoice_id"] or f"(file) {record['path']}",
             record["document_type"] or "",
             "accepted, delivery failed" if _failed(record) else record["state"],
@@ -191,6 +193,7 @@ def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> i
             record["transaction_id"] or record["existing_transaction_id"] or "",
             _reason(record),
         )
+        table.add_row(*map(one_line, cells))
         count += 1
     if count:
         console.print(table)

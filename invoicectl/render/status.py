@@ -19,6 +19,7 @@ from invoicectl.journal.records import (
     Revision,
 )
 from invoicectl.scan.report import ScanReport
+from invoicectl.ubl.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -111,7 +112,7 @@ def print_invoice(
         ("updated", "updated_at"),
     ):
         if record[key] is not None:
-            console.print(f"  {label:<21} {record[key]}", highlight=False)
+            console.print(f"  {label:<21} {one_line(str(record[key]))}", highlight=False)
     if invoice.key_sha256 and invoice.key_sha256 != invoice.current_sha256:
         console.print(f"  {'content sent':<21} {invoice.key_sha256}", highlight=False)
 
@@ -125,7 +126,7 @@ def print_invoice(
             revision.sha256,
             str(revision.size),
             revision.first_seen,
-            revision.source_path,
+            one_line(revision.source_path),
         )
     console.print(table)
 
@@ -143,13 +144,14 @@ def print_invoice(
                 attempt.idempotency_key,
                 attempt.outcome or "no answer",
                 str(attempt.http_status or ""),
-                detail,
+                one_line(detail),
             )
         console.print(table)
     else:
         console.print("  no attempts yet")
     for event in events:
-        console.print(f"  {event.at}  {event.kind}: {event.detail}", highlight=False)
+        detail = one_line(event.detail or "")
+        console.print(f"  {event.at}  {event.kind}: {detail}", highlight=False)
 
 
 def receiver_record(check: ReceiverCheck) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from invoicectl.errors import Cause, ExitCode
+from invoicectl.ubl.text import one_line
 
 # What ``scan`` says of each file, in the order it says it.
 CATEGORIES = ("new", "unchanged", "changed", "amended", "invalid")
@@ -84,7 +85,11 @@ class ScanReport:
         """What ``scan`` prints: the counts, then one line per invalid or amended invoice."""
         shown = ", ".join(f"{self.file_counts[category]} {category}" for category in CATEGORIES)
         lines = [f"scanned {self.files} files: {shown}"]
-        lines += [f"  invalid  {problem.subject}: {problem.reason}" for problem in self.invalid]
+        # A subject is a file name when no ID was found: it may hold a line break.
+        lines += [
+            f"  invalid  {one_line(problem.subject)}: {one_line(problem.reason)}"
+            for problem in self.invalid
+        ]
         lines += [
             f"  amended  {invoice_id}: changed after it was sent; "
             f"see `invoicectl show {invoice_id}`"

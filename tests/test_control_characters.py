@@ -1,0 +1,63 @@
+"""Text from a server or a file name never reaches a screen or a log as it came.
+
+An escape sequence in a server's message (``\\x1b[2J`` clears a terminal), a carriage return,
+or a line break in a file name used to be printed raw by ``status``, ``show`` and ``scan``: a
+monitor reading the lines could be shown a fake "scanned ... 0 invalid". Each is written as an
+escape, one line per record.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from journalkit import force
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.journal import open_journal
+from invoicectl.scan.ingest import scan_directory
+
+HOSTILE = "\x1b[2J\x1b[31mPWNED\x1b]0;title\x07\x1b[0m\r\rfake line"
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.stdout
+
+
+@pytest.fixture
+def journal(tmp_path: Path, outbox: Path) -> Path:
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    (outbox / "x\nscanned 1 files: 1 new, 0 invalid\n.xml").write_bytes(b"not xml")
+    with open_journal(path) as opened:
+        scan_directory(opened, outbox)
+        force(opened, "INV-1", state="rejected", reason=f"HTTP 409 CONFLICT: {HOSTILE}")
+        opened.add_event("INV-1", "note", HOSTILE)
+    return path
+
+
+def test_status_writes_one_plain_line_per_record(journal: Path):
+    lines = run("status", "--journal", str(journal), "--all").splitlines()
+    records = [line for line in lines if "\t" in line]
+    assert len(records) == 2
+    assert all(field.isprintable() for line in records for field in line.split("\t"))
+    assert not any("\x1b" in line or "\r" in line or "\x07" in line for line in lines)
+    assert any("\\x1b[2J\\x1b[31mPWNED" in line for line in records)
+    assert any("/x\\nscanned 1 files" in line for line in records)
+
+
+def test_show_escapes_what_the_server_and_the_files_wrote(journal: Path):
+    shown = run("show", "INV-1", "--journal", str(journal))
+    assert "\x1b" not in shown and "\x07" not in shown and "\r" not in shown
+    assert "\\x1b[2J" in shown
+
+
+def test_scan_names_a_file_with_a_line_break_on_one_line(journal: Path, outbox: Path):
+    out = run("scan", str(outbox), "--journal", str(journal))
+    problems = [line for line in out.splitlines() if "invalid  " in line]
+    assert len(problems) == 1 and "x\\nscanned 1 files" in problems[0]
+    assert sum(line.startswith("scanned") for line in out.splitlines()) == 1, out
