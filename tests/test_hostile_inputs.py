@@ -304,8 +304,33 @@ CONTROL = (
         (b"INV\x01", "not well-formed XML (line 7): PCDATA invalid Char value 1"),
         (b"INV&#1;", "not well-formed XML (line 7): xmlParseCharRef: invalid xmlChar value 1"),
         (b" \n\t ", "the invoice number (cbc:ID) is empty"),
-        ("\u00a0\u2003".encode(), "the invoice number (cbc:ID) is empty"),
-        (b"<b>INV-1</b>", "the invoice number (cbc:ID) is empty"),
+        (
+            "\u00a0\u2003".encode(),
+            "the invoice number (cbc:ID) '\\xa0\\u2003' starts or ends with an invisible space "
+            "(U+00A0, U+2003); remove it",
+        ),
+        (
+            "INV-1\u00a0".encode(),
+            "the invoice number (cbc:ID) 'INV-1\\xa0' starts or ends with an invisible space "
+            "(U+00A0); remove it",
+        ),
+        (
+            "\u3000INV-1".encode(),
+            "the invoice number (cbc:ID) '\\u3000INV-1' starts or ends with an invisible space "
+            "(U+3000); remove it",
+        ),
+        (b"INV-1&#x85;", f"the invoice number (cbc:ID) 'INV-1\\x85' {CONTROL}"),
+        (b"&#x2028;INV-1", f"the invoice number (cbc:ID) '\\u2028INV-1' {CONTROL}"),
+        (
+            b"<b>INV-1</b>",
+            "the invoice number (cbc:ID) holds other elements (<b>), not plain text; write the "
+            "number alone",
+        ),
+        (
+            b"INV-2026<b>-0001</b>",
+            "the invoice number (cbc:ID) holds other elements (<b>), not plain text; write the "
+            "number alone",
+        ),
         (b"&ext;", "not well-formed XML (line 7): Entity 'ext' not defined"),
     ],
 )

@@ -87,14 +87,7 @@ def parse_document(data: bytes) -> InvoiceFacts:
     root, header = _parse_header(data, encoding, prolog.root_start)
     refuse_parsed_dtd(root)
     document_type = _document_type(root)
-    invoice_id = _text(header.get(_ID))
-    if invoice_id is None:
-        raise InvalidDocument(_no_id_reason(header))
-    if UNPRINTABLE.search(invoice_id):
-        raise InvalidDocument(
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
-            "tab or other control character; an invoice number is one line of plain text"
-        )
+    invoice_id = _invoice_id(header)
     customer, problem = _customer_endpoint(header.get(_CUSTOMER))
     return InvoiceFacts(
         document_type=document_type,
@@ -178,10 +171,55 @@ def _child(element: etree._Element | None, tag: str) -> etree._Element | None:
     return None
 
 
+# XML's white space: the only characters trimmed from a field. str.strip() also takes a
+# no-break space, NEL or a line separator off the ends: a different invoice ID from the one
+# sent, and one the control-character check never saw.
+_XML_SPACE = " \t\r\n"
+
+
 def _text(element: etree._Element | None) -> str | None:
-    if element is None or element.text is None:
+    """The element's string value (its text and its children's, as XPath's ``string()``),
+    trimmed of XML white space; None when that leaves nothing."""
+    if element is None:
         return None
-    return element.text.strip() or None
+    text = element.text if len(element) == 0 else "".join(element.itertext())
+    if text is None:
+        return None
+    return text.strip(_XML_SPACE) or None
+
+
+def _invoice_id(header: dict[str, etree._Element]) -> str:
+    """The invoice number: one line of plain text, as it will be sent and journalled."""
+    element = header.get(_ID)
+    if element is not None and len(element):
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) holds other elements ({_tags(element)}), not plain "
+            "text; write the number alone"
+        )
+    invoice_id = _text(element)
+    if invoice_id is None:
+        raise InvalidDocument(_no_id_reason(header))
+    if UNPRINTABLE.search(invoice_id):
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
+            "tab or other control character; an invoice number is one line of plain text"
+        )
+    if invoice_id.strip() != invoice_id:  # an older invoicectl took the number without it
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
+            f"invisible space ({_spaces_at_ends(invoice_id)}); remove it"
+        )
+    return invoice_id
+
+
+def _tags(element: etree._Element) -> str:
+    names = dict.fromkeys(etree.QName(child).localname for child in element)
+    return ", ".join(f"<{one_line(name, 40)}>" for name in list(names)[:3])
+
+
+def _spaces_at_ends(text: str) -> str:
+    ends = text[: len(text) - len(text.lstrip())] + text[len(text.rstrip()) :]
+    return ", ".join(sorted({f"U+{ord(char):04X}" for char in ends}))
 
 
 def _no_id_reason(children: dict[str, etree._Element]) -> str:
