@@ -8,6 +8,7 @@ client that reads them whole fails the test instead of eating the machine (the e
 
 from __future__ import annotations
 
+import base64
 import json
 import re
 import time
@@ -45,6 +46,12 @@ def forms(secret: str) -> dict[str, str]:
         "url twice": quote(quote(secret, safe=""), safe=""),
         "form decoded": secret.replace("+", " "),
         "html": "".join(f"&#{ord(c)};" for c in secret),
+        "hex": secret.encode().hex(),
+        "hex upper": secret.encode().hex().upper(),
+        "base64": base64.b64encode(secret.encode()).decode(),
+        "base64url": base64.urlsafe_b64encode(secret.encode()).decode().rstrip("="),
+        "base64 of the header line": base64.b64encode(f"X-API-Key: {secret}".encode()).decode(),
+        "base64 after one byte": base64.b64encode(b"=" + secret.encode()).decode(),
     }
 
 
@@ -310,7 +317,10 @@ async def test_a_stored_unusable_id_is_refused_without_a_request() -> None:
 def test_redact_finds_every_form(name: str) -> None:
     text = f"before {FORMS[name]} after"
     cleaned = KEY.redact(text)
-    assert cleaned in (f"before {MARKER} after", WITHHELD)
+    if name.startswith("base64"):  # a character or two holds bits of its neighbours too
+        assert cleaned.startswith("before ") and MARKER in cleaned and cleaned.endswith(" after")
+    else:
+        assert cleaned in (f"before {MARKER} after", WITHHELD)
     assert_no_key(cleaned)
 
 

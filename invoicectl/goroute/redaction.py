@@ -3,8 +3,10 @@
 A server, or a proxy in front of it, may echo the ``X-API-Key`` header into its answer, and
 not always as it was sent: JSON escapes it (``\\/``, ``\\u0073`` for any character, upper or
 lower hex), a URL or a form percent-encodes it (``%73``, ``%2F``, ``%252F`` twice over), HTML
-writes character references (``&#115;``, ``&#x73;``). ``key_pattern`` matches the key with
-each of its characters in any of those forms, mixed freely, so one pass replaces every echo
+writes character references (``&#115;``, ``&#x73;``), and a debugging page may print the
+header's bytes in hex or base64. ``key_pattern`` matches the key with each of its characters
+in any of the character forms, mixed freely, or its bytes in hex or base64, so one pass
+replaces every echo
 ``redact`` can see; ``redact`` then decodes the text the common ways, alone and in pairs, and
 if the key still shows in any decoding (an encoding nested past what the pattern spells out),
 the whole text is withheld rather than kept. ``redact_data`` does the same for every string in
@@ -17,6 +19,7 @@ The compiled pattern spells the key out: it lives only inside ``ApiKey``.
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 from collections.abc import Callable, Iterator
@@ -31,8 +34,27 @@ _JSON_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
 def key_pattern(secret: str) -> re.Pattern[str]:
-    """The key, each character written plainly or in any of the encodings named above."""
-    return re.compile("".join(_char_forms(char) for char in secret))
+    """The key, each character written plainly or in any of the encodings named above; or
+    its bytes in hex or base64 (``_encoded_forms``)."""
+    spelled = "".join(_char_forms(char) for char in secret)
+    return re.compile("|".join([spelled, *map(re.escape, _encoded_forms(secret))]))
+
+
+def _encoded_forms(secret: str) -> list[str]:
+    """The key's bytes as hex (either case) and as base64 (standard and URL-safe), where they
+    fall in the encoded text: base64 writes 3 bytes as 4 characters, so a key after 0, 1 or 2
+    other bytes (``X-API-Key: ...`` encoded whole) is spelled three ways. Only characters
+    made of the key's bits alone are kept; longest first."""
+    raw = secret.encode()
+    found = {raw.hex(), raw.hex().upper()}
+    for before in range(3):
+        start_bit, end_bit = 8 * before, 8 * (before + len(raw))
+        first, last = -(-start_bit // 6), end_bit // 6  # whole characters inside the key
+        for encode in (base64.b64encode, base64.urlsafe_b64encode):
+            core = encode(bytes(before) + raw).decode("ascii")[first:last]
+            if len(core) >= 8:  # long enough to be nobody else's text
+                found.add(core)
+    return sorted(found, key=len, reverse=True)
 
 
 def redact(text: str, secret: str, pattern: re.Pattern[str]) -> str:
