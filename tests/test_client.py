@@ -1026,6 +1026,20 @@ async def test_get_transaction_found(
 
 
 @pytest.mark.anyio
+async def test_an_answer_about_another_transaction_is_no_lookup(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """Asked for tx_42, told of txn_999999 delivered: reconcile must not adopt that."""
+    other = {**SINGLE, "transaction_id": "txn_999999", "id": "txn_999999"}
+    api.get("/api/v1/transactions/tx_42").mock(return_value=answer(200, other))
+    outcome = await client.get_transaction("tx_42")
+    assert isinstance(outcome, Transient)
+    assert outcome.reason == (
+        "GoRoute answered 200 but the body is not the transaction asked for (tx_42)"
+    )
+
+
+@pytest.mark.anyio
 async def test_get_transaction_404_is_not_found(
     api: respx.MockRouter, client: GoRouteClient
 ) -> None:

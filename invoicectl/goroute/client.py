@@ -241,7 +241,11 @@ class GoRouteClient:
             return self._failure(answer, key_reuse_possible=False)
         if not isinstance(answer.data, dict):
             return unexpected_shape(answer, "a transaction object")
-        return Found(transaction=Transaction.from_json(answer.data), **answer.common())
+        transaction = Transaction.from_json(answer.data)
+        if transaction.transaction_id not in (None, transaction_id):
+            # An answer about another transaction says nothing of this one: never adopted.
+            return unexpected_shape(answer, f"the transaction asked for ({transaction_id})")
+        return Found(transaction=transaction, **answer.common())
 
     async def list_transactions(
         self, limit: int = 100, cursor: str | None = None
