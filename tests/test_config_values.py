@@ -76,6 +76,7 @@ def test_a_bad_environment_value_names_the_variable(
     tmp_path: Path, name: str, value: str, message: str
 ) -> None:
     environ = {"GOROUTE_API_KEY": KEY, "INVOICECTL_JOURNAL": str(tmp_path / "j.db"), name: value}
+    (tmp_path / "none.toml").write_text("")  # a config file that sets nothing
     environ["INVOICECTL_CONFIG"] = str(tmp_path / "none.toml")
     with pytest.raises(ConfigError, match=message):
         resolve(environ=environ)
@@ -119,6 +120,7 @@ def test_one_environment_has_one_spelling(tmp_path: Path, given: str, kept: str)
 
 def test_a_key_typed_where_a_path_belongs_is_never_echoed(tmp_path: Path) -> None:
     """``--api-key-file "$KEY"``: the error names the option, not the value."""
+    (tmp_path / "none.toml").write_text("")
     environ = {
         **os.environ,
         "INVOICECTL_CONFIG": str(tmp_path / "none.toml"),

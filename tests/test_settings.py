@@ -53,6 +53,32 @@ def test_an_unknown_tier_in_the_config_file_names_the_tiers(tmp_path: Path):
         resolve(journal=tmp_path / "j.db", environ={"INVOICECTL_CONFIG": str(config)}, **NO_KEY)
 
 
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "huge", "missing"])
+def test_a_config_path_that_names_no_config_file_is_one_line_at_once(tmp_path: Path, kind: str):
+    """A FIFO used to block every command, /dev/zero to fill memory, and a config file named
+    by INVOICECTL_CONFIG that is not there to be silently ignored."""
+    import os
+
+    path = tmp_path / "config.toml"
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "device":
+        path = Path("/dev/zero")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "huge":
+        path.write_text("# a comment\n" * 100_000)
+    expected = {
+        "fifo": "is not a regular file",
+        "device": "is not a regular file",
+        "directory": "is not a regular file",
+        "huge": "is over 1024 KB: not a config file?",
+        "missing": "INVOICECTL_CONFIG names .*, which does not exist",
+    }[kind]
+    with pytest.raises(ConfigError, match=expected):
+        resolve(journal=tmp_path / "j.db", environ={"INVOICECTL_CONFIG": str(path)}, **NO_KEY)
+
+
 def test_the_tier_help_is_built_from_the_tier_table():
     assert tier_help() == (
         "Account tier: standard = 100/min, 10 concurrent (the default); "
