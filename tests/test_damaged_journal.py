@@ -1,0 +1,74 @@
+"""A journal damaged under invoicectl is one line and exit 1, and nothing is written to it.
+
+A journal cut short by a few KB (its last page gone) reads its hash chain's last event as a
+row of nothing: every command that writes used to end in a traceback (``bytes.fromhex`` of
+None), ``status`` printed "chain head 0:None" as if all were well, and ``send --json`` wrote
+no document at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from ublfactory import write_invoice
+
+from invoicectl.journal import open_journal
+from invoicectl.scan.ingest import scan_directory
+
+
+def invoicectl(journal: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args, "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env={"PATH": "/usr/bin:/bin", "HOME": str(journal.parent), "GOROUTE_API_KEY": "sk_x_1"},
+    )
+
+
+@pytest.fixture
+def damaged(tmp_path: Path, outbox: Path) -> Path:
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    with conn:  # bytes overwritten where the last event's hash was
+        conn.execute("UPDATE chain SET hash = 'ÿÿ' WHERE seq = (SELECT max(seq) FROM chain)")
+    conn.close()
+    return journal
+
+
+def digest(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["scan", "OUTBOX"],
+        ["status"],
+        ["send", "OUTBOX", "--json"],
+        ["hold", "INV-1", "--reason", "x"],
+    ],
+)
+def test_a_chain_whose_last_event_is_unreadable_is_one_line_and_exit_1(
+    damaged: Path, outbox: Path, command: list[str]
+):
+    before = digest(damaged)
+    write_invoice(outbox, "INV-2")  # new work a scan would write
+
+    done = invoicectl(damaged, *[str(outbox) if part == "OUTBOX" else part for part in command])
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    said = done.stdout + done.stderr  # --json: in the error document
+    assert "the journal is damaged: the last event of its hash chain is unreadable" in said
+    assert digest(damaged) == before
+    if "--json" in command:
+        assert '"exit_code": 1' in done.stdout
