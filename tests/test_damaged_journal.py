@@ -72,3 +72,55 @@ def test_a_chain_whose_last_event_is_unreadable_is_one_line_and_exit_1(
     assert digest(damaged) == before
     if "--json" in command:
         assert '"exit_code": 1' in done.stdout
+
+
+@pytest.mark.parametrize("command", [["status"], ["scan", "OUTBOX"], ["doctor"]])
+def test_another_programs_sqlite_database_is_not_made_a_journal(
+    tmp_path: Path, outbox: Path, command: list[str]
+):
+    """It used to get invoicectl's 48 schema objects beside its own tables, and WAL mode."""
+    foreign = tmp_path / "customers.db"
+    conn = sqlite3.connect(foreign)
+    with conn:
+        conn.execute("CREATE TABLE customers (name TEXT)")
+        conn.execute("INSERT INTO customers VALUES ('ACME')")
+    conn.close()
+    write_invoice(outbox, "INV-1")
+    before = digest(foreign)
+
+    done = invoicectl(foreign, *[str(outbox) if part == "OUTBOX" else part for part in command])
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    said = done.stdout + done.stderr
+    assert "not an invoicectl journal: an SQLite database of another program" in said
+    assert digest(foreign) == before
+    assert sorted(path.name for path in tmp_path.glob("customers.db*")) in (
+        ["customers.db"],
+        ["customers.db", "customers.db.lock"],
+    )
+
+
+@pytest.mark.parametrize(
+    "damage", ["DROP TABLE chain", "ALTER TABLE invoices DROP COLUMN due_date"]
+)
+def test_a_journal_lacking_part_of_its_schema_is_named_damaged(
+    tmp_path: Path, outbox: Path, damage: str
+):
+    """doctor said "quick_check ok", and a send said "run again, and if it recurs, check the
+    disk", when a table or a column was gone."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    conn.execute("DROP INDEX IF EXISTS invoices_due")  # an index on the column goes first
+    conn.execute(damage)
+    conn.close()
+
+    doctor = invoicectl(journal, "doctor")
+    sent = invoicectl(journal, "send", str(outbox))
+
+    lacking = "chain" if "chain" in damage else "invoices.due_date"
+    assert f"is damaged: its schema lacks {lacking}; restore a backup" in doctor.stdout
+    assert sent.returncode == 1 and "Traceback" not in sent.stderr
+    assert "is damaged: its schema lacks what its migrations made (" in sent.stderr

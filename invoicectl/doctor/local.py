@@ -116,6 +116,21 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
         )
     if health.schema == "newer":
         return fail("journal", f"{path} was written by a newer invoicectl: upgrade", **details)
+    if health.schema == "foreign":
+        return fail(
+            "journal",
+            f"{path} is not an invoicectl journal: an SQLite database of another program; "
+            "name a file of its own with --journal or INVOICECTL_JOURNAL",
+            **details,
+        )
+    if health.schema == "damaged":
+        lacking = ", ".join(health.missing[:5]) + (", ..." if len(health.missing) > 5 else "")
+        return fail(
+            "journal",
+            f"{path} is damaged: its schema lacks {lacking}; restore a backup (see invoicectl "
+            "backup)",
+            **details,
+        )
     if not health.writable:
         return fail("journal", f"{path} or its directory is not writable by this user", **details)
     bound = health.bound_base_url

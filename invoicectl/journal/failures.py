@@ -11,6 +11,7 @@ nothing here touches the journal.
 from __future__ import annotations
 
 import errno
+import re
 import sqlite3
 from pathlib import Path
 
@@ -76,6 +77,10 @@ _OS_ADVICE: dict[int, str] = {
 }
 
 
+# SQLite's words for a table or a column that is not there.
+_SCHEMA_LACKS = re.compile(r"^no such (table|column)|has no column named ")
+
+
 def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
     """One line for a SQLite error on ``journal``: the file, SQLite's words, the advice."""
     where = f"the journal {journal}" if journal else "the journal"
@@ -83,6 +88,13 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
     for prefix, advice in _SQLITE_ADVICE:
         if name.startswith(prefix):
             return f"{where} could not be used ({error}): {advice}"
+    if _SCHEMA_LACKS.search(str(error)):
+        # The schema its migrations say it has is not there: a table dropped by hand, or a
+        # file pieced together; running again changes nothing.
+        return (
+            f"{where} is damaged: its schema lacks what its migrations made ({error}); "
+            f"{_KEPT}. `invoicectl doctor` checks it; restore the journal from a backup"
+        )
     return (
         f"{where} could not be written or read ({error}); {_KEPT}: run again, and if it "
         "recurs, check the disk"

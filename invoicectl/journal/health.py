@@ -10,13 +10,14 @@ and its size with its WAL. A file SQLite cannot read at all is a ``JournalHealth
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from invoicectl.journal.migrations import MIGRATIONS, _applied
+from invoicectl.journal.migrations import MIGRATIONS, _applied, bring_up_to_date
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -31,7 +32,10 @@ class JournalHealth:
     writable: bool = False  # the file and its directory (for -wal, -shm and the lock)
     problems: list[str] = field(default_factory=list)  # quick_check's lines, [] when ok
     bound_base_url: str | None = None
-    schema: str = "current"  # current, older (migrated at the next open), newer, none
+    # current, older (migrated at the next open), newer, none, foreign (another program's
+    # database), damaged (fully migrated by its record, yet lacking ``missing``)
+    schema: str = "current"
+    missing: list[str] = field(default_factory=list)
     error: str | None = None  # SQLite could not read it: why
 
 
@@ -53,11 +57,14 @@ def examine(path: Path) -> JournalHealth:
         return replace(found, error=str(error))
     try:
         said = [str(line) for (line,) in conn.execute(f"PRAGMA quick_check({_MAX_PROBLEMS})")]
+        schema = _schema(conn)
+        missing = missing_schema(conn) if schema == "current" else []
         return replace(
             found,
             problems=[] if said == ["ok"] else _problems(said),
             bound_base_url=_bound_base_url(conn),
-            schema=_schema(conn),
+            schema="damaged" if missing else schema,
+            missing=missing,
         )
     except sqlite3.Error as error:  # not a database, or damaged past what quick_check reads
         return replace(found, error=str(error))
@@ -81,11 +88,54 @@ def _bound_base_url(conn: sqlite3.Connection) -> str | None:
 def _schema(conn: sqlite3.Connection) -> str:
     applied = _applied(conn)
     if not applied:
-        return "none"
+        return "foreign" if _tables(conn) else "none"
     ours = {migration.__name__ for migration in MIGRATIONS}
     if applied - ours:
         return "newer"
-    return "current" if applied >= ours else "older"
+    if applied < ours:
+        return "older"
+    return "current"
+
+
+def missing_schema(conn: sqlite3.Connection) -> list[str]:
+    """The tables and columns of this version's schema that the journal on ``conn`` (fully
+    migrated, by its own record) lacks: ``table`` or ``table.column``."""
+    expected = _shape(_reference_schema())
+    found = _shape(conn)
+    missing: list[str] = []
+    for table, columns in expected.items():
+        if table not in found:
+            missing.append(table)
+        else:
+            missing += [f"{table}.{column}" for column in columns if column not in found[table]]
+    return missing
+
+
+@functools.cache
+def _reference_schema() -> sqlite3.Connection:
+    """A journal of this version's schema, in memory: made once, by the migrations."""
+    reference = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    bring_up_to_date(reference)
+    return reference
+
+
+def _shape(conn: sqlite3.Connection) -> dict[str, list[str]]:
+    return {
+        table: [str(row[1]) for row in conn.execute(f"PRAGMA table_info({_quoted(table)})")]
+        for table in _tables(conn)
+    }
+
+
+def _quoted(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _tables(conn: sqlite3.Connection) -> list[str]:
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    )
+    return [str(name) for (name,) in rows]
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

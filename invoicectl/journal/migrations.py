@@ -277,6 +277,26 @@ def bring_up_to_date(conn: sqlite3.Connection) -> None:
         raise
 
 
+def refuse_foreign(conn: sqlite3.Connection) -> None:
+    """JournalError for a database with tables and no migration of ours: another program's
+    (it was made into a journal beside its own tables, silently)."""
+    if _applied(conn):
+        return
+    tables = [
+        name
+        for (name,) in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'"
+            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name LIMIT 4"
+        )
+    ]
+    if tables:
+        shown = ", ".join(tables[:3]) + (", ..." if len(tables) > 3 else "")
+        raise JournalError(
+            f"not an invoicectl journal: an SQLite database of another program (tables {shown}); "
+            "nothing was changed. Name a file of its own with --journal or INVOICECTL_JOURNAL"
+        )
+
+
 def _up_to_date(conn: sqlite3.Connection) -> bool:
     return all_applied(_applied(conn), MIGRATIONS)
 

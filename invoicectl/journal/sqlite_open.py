@@ -12,7 +12,7 @@ from pathlib import Path
 from invoicectl.errors import JournalError
 from invoicectl.journal.database import Database
 from invoicectl.journal.failures import explain_os, explain_sqlite
-from invoicectl.journal.migrations import bring_up_to_date
+from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
 # the log, then to the database at each checkpoint), one page per system call: with 16 KB
@@ -59,6 +59,7 @@ def open_database(path: Path) -> Database:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 10000")
+        refuse_foreign(conn)  # before WAL mode is set: another program's file stays as it is
         # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
         conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
         _set_wal_mode(conn)
