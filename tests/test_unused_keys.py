@@ -11,6 +11,7 @@ from __future__ import annotations
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from journalkit import force
@@ -18,8 +19,15 @@ from processkit import cli_process, journal_states, run_cli, wait_for
 from sendkit import emulator, send, settings_for, states
 from ublfactory import write_invoice
 
+from invoicectl.goroute.outcomes import RateLimited, Transient
 from invoicectl.journal import open_journal
-from invoicectl.lifecycle.sending import begin_attempt, claim_key, settle
+from invoicectl.lifecycle.sending import (
+    begin_attempt,
+    claim_key,
+    close_unanswered,
+    record_answer,
+    settle,
+)
 from invoicectl.locations import Location
 from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scan_directory
@@ -140,3 +148,30 @@ def test_a_scan_after_a_dead_send_makes_an_edited_invoice_amended_over_unknown(
         (attempt,) = journal.attempts("INV-3")
     assert (row.state, row.state_before_amend) == ("amended", "unknown")
     assert attempt.outcome == "no_answer"
+
+
+@pytest.mark.parametrize(
+    ("answer", "left"),
+    [
+        (Transient(reason="read timeout"), ("unknown", "invoice-INV-4")),
+        (RateLimited(retry_after=30.0), ("pending", None)),  # never taken in: no send
+    ],
+)
+def test_a_run_killed_between_two_tries_leaves_no_invoice_pending_under_a_used_key(
+    outbox: Path, journal_path: Path, answer: Any, left: tuple[str, str | None]
+):
+    """Killed in the retry's wait after a 5xx: the invoice stayed pending with its key used,
+    so past the key's 24 hours the plan held it while nothing (reconcile included) judged it.
+    The next run settles it as the killed one would have: unknown, or its key given back."""
+    write_invoice(outbox, "INV-4")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        item = claim_key(journal, "INV-4", replay=False)
+        attempt_id, row = begin_attempt(journal, journal.begin_run("send", {}), item, "body-sha")
+        record_answer(journal, attempt_id, item, answer, row)  # then kill -9, in the wait
+
+        closed = close_unanswered(journal)
+
+        after = journal.invoice("INV-4")
+    assert (after.state, after.idempotency_key) == left
+    assert closed == (["INV-4"] if left[0] == "unknown" else [])

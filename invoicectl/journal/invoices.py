@@ -213,6 +213,22 @@ class InvoiceRecords(JournalBase):
         )
         return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
 
+    def keys_left_pending(self) -> list[tuple[str, str]]:
+        """(invoice ID, key) of each ``pending`` invoice holding a key with no request under
+        it open: a run stopped between two of its tries left it so."""
+        rows = self.db.execute(
+            "SELECT invoice_id, idempotency_key FROM invoices i WHERE state = ?"
+            " AND idempotency_key IS NOT NULL AND NOT EXISTS (SELECT 1 FROM attempts a"
+            "   WHERE a.invoice_id = i.invoice_id AND a.outcome IS NULL)"
+            f"{self._not_claimed('i')} ORDER BY invoice_id",
+            (InvoiceState.pending,),
+        )
+        return [(invoice_id, key) for invoice_id, key in rows]
+
+    def _not_claimed(self, alias: str) -> str:
+        """A condition that leaves out invoices a live send worker holds: none on SQLite."""
+        return ""
+
     def never_sent(self, order: SendOrder = SendOrder.scan) -> list[str]:
         """Every ``pending`` invoice whose key was never used and that is not on hold, in
         ``order``; undated ones after the dated, then in the order they arrived."""

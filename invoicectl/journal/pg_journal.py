@@ -27,6 +27,7 @@ from invoicectl.journal.pg_connection import PgConnection
 from invoicectl.journal.pg_database import open_pg_database
 from invoicectl.journal.pg_workers import (
     LIVE_RUN,
+    NOW,
     check_claim,
     check_not_held,
     claim,
@@ -240,6 +241,14 @@ class WorkerRecords(InvoiceRecords, SendingRecords):
             if not self.alone:
                 check_not_held(self.db, self.worker_id, invoice.invoice_id)
             return super().save(invoice, was=was, touch=touch)
+
+    def _not_claimed(self, alias: str) -> str:
+        if self.alone:
+            return ""
+        return (
+            " AND NOT EXISTS (SELECT 1 FROM claims c JOIN workers w ON w.id = c.worker_id"
+            f" WHERE c.invoice_id = {alias}.invoice_id AND w.lease_until > {NOW})"
+        )
 
     def unanswered_attempts(self) -> list[Attempt]:
         """What a dead run left: never an attempt of a live worker's run (it is in flight)."""

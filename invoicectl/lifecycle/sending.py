@@ -237,10 +237,16 @@ def _answered(
 def _settle_unanswered(
     journal: JournalBackend, item: WorkItem, reason: str | None = None
 ) -> InvoiceState:
+    return _settle_key(journal, item.invoice_id, item.key, reason)
+
+
+def _settle_key(
+    journal: JournalBackend, invoice_id: str, key: str, reason: str | None = None
+) -> InvoiceState:
     """No final answer. If no request under the key reached the API, the key was never
     used: give it back. If one may have, the outcome is unknown, whatever came after."""
-    reached = journal.count_attempts(item.invoice_id, item.key, except_outcomes=_NOT_PROCESSED)
-    invoice = current(journal, item.invoice_id)
+    reached = journal.count_attempts(invoice_id, key, except_outcomes=_NOT_PROCESSED)
+    invoice = current(journal, invoice_id)
     if reached == 0 and invoice.idempotency_key is None:  # no request ever carried it
         return invoice.state
     if reached == 0:
@@ -255,7 +261,7 @@ def _settle_unanswered(
     elif invoice.state is InvoiceState.pending:
         mark_unknown(
             journal,
-            item.invoice_id,
+            invoice_id,
             reason
             or "a request may have reached GoRoute and no final answer came; "
             "the next run replays it while the key's 24-hour window is open",
@@ -293,6 +299,18 @@ def close_unanswered(journal: JournalBackend) -> list[str]:
                 )
             if attempt.invoice_id not in invoice_ids:
                 invoice_ids.append(attempt.invoice_id)
+        # A run killed between two tries of an invoice (in its retry's wait, after an answer
+        # of 5xx or 429) left it pending under a used key: settled as that run would have.
+        for invoice_id, key in journal.keys_left_pending():
+            left = _settle_key(
+                journal,
+                invoice_id,
+                key,
+                "a request may have reached GoRoute and the run stopped before a final "
+                "answer; the next run replays it while the key's 24-hour window is open",
+            )
+            if left is InvoiceState.unknown and invoice_id not in invoice_ids:
+                invoice_ids.append(invoice_id)
     return invoice_ids
 
 
