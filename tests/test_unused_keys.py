@@ -175,3 +175,25 @@ def test_a_run_killed_between_two_tries_leaves_no_invoice_pending_under_a_used_k
         after = journal.invoice("INV-4")
     assert (after.state, after.idempotency_key) == left
     assert closed == (["INV-4"] if left[0] == "unknown" else [])
+
+
+def test_a_replay_whose_request_is_not_the_one_sent_under_its_key_is_held(
+    outbox: Path, journal_path: Path
+):
+    """The same stored bytes, read differently since (an upgrade): the request built now is
+    not the one that went out under the key. It is never sent, under that key or another."""
+    write_invoice(outbox, "INV-5")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        item = claim_key(journal, "INV-5", replay=False)
+        begin_attempt(journal, journal.begin_run("send", {}), item, "0" * 64)  # then kill -9
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.held_for_validation == ("INV-5",)
+    with open_journal(journal_path) as journal:
+        held = journal.invoice("INV-5")
+    assert (held.state, held.hold) == ("unknown", "held")
+    assert f"differs from the one sent under {item.key}" in (held.hold_reason or "")

@@ -117,6 +117,16 @@ def begin_attempt(
     return attempt_id, invoice
 
 
+def bodies_sent(journal: JournalBackend, item: WorkItem) -> set[str]:
+    """The sha256 of each request body that may have reached GoRoute under the item's key:
+    a replay must carry one of them (design.md, Idempotency rule 2)."""
+    return {
+        attempt.body_sha256
+        for attempt in journal.attempts(item.invoice_id)
+        if attempt.idempotency_key == item.key and attempt.outcome not in _NOT_PROCESSED
+    }
+
+
 def _check_same_key(invoice: Invoice, item: WorkItem) -> None:
     """The request carries the key and content the journal holds for the invoice (or, for a
     first use, the content it would send now): anything else is a bug, never sent."""

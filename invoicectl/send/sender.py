@@ -46,6 +46,7 @@ from invoicectl.lifecycle.sending import (
     WorkItem,
     abandon_attempt,
     begin_attempt,
+    bodies_sent,
     claim_key,
     key_window_open,
     record_answer,
@@ -274,6 +275,18 @@ class Sender:
                     self.held_for_validation.append(invoice_id)
                 return None
         body_sha256 = hashlib.sha256(body).hexdigest()
+        if replay and (earlier := bodies_sent(self.journal, item)) and body_sha256 not in earlier:
+            # Built from the same stored bytes, yet not the bytes that went out under the key
+            # (an upgrade read them differently): never sent, under that key or another.
+            reason = (
+                f"the request built now differs from the one sent under {item.key} (body "
+                f"{body_sha256[:12]}, sent {', '.join(sorted(h[:12] for h in earlier))}); "
+                "nothing was sent: after the key's 24-hour window, `invoicectl reconcile` "
+                "looks the earlier send up"
+            )
+            if hold(self.journal, invoice_id, reason, by="validation").done:
+                self.held_for_validation.append(invoice_id)
+            return None
         requests = 0
 
         async def one_request() -> Outcome:
