@@ -142,6 +142,44 @@ def test_a_top_up_adds_a_part_and_rewrites_nothing(sent: Path, outbox: Path, tmp
     assert code == 1 and "is not one of the trusted keys" in output
 
 
+def test_an_export_never_signs_a_row_its_chain_does_not_record(sent: Path, tmp_path: Path):
+    """An accepted invoice edited back to pending by hand used to be exported, signed, with
+    evidence saying pending while its own history ended accepted."""
+    import sqlite3
+
+    conn = sqlite3.connect(sent)
+    with conn:
+        conn.execute(
+            "UPDATE invoices SET state = 'pending', transaction_id = NULL WHERE invoice_id = ?",
+            ("E-002",),
+        )
+    conn.close()
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    assert "invoice E-002: its row in the journal is not what its last hash-chain event" in output
+    assert not dest.exists() or list(dest.iterdir()) == []
+
+
+def test_verify_export_names_a_part_missing_at_the_start(sent: Path, outbox: Path, tmp_path: Path):
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    write_invoice(outbox, "E-004")
+    send(settings_for(sent), outbox, emulator().transport())
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    import shutil
+
+    shutil.rmtree(dest / "0001")
+    code, output = run("verify-export", str(dest))
+    assert code == 1 and "0002: part 0001 is missing before it" in output, output
+
+    (dest / "0002").rename(dest / "0001")  # renamed to hide the gap: its manifest says 2
+    code, output = run("verify-export", str(dest))
+    assert code == 1 and "0001: its signed manifest names part 2" in output, output
+
+
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
 def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path, mode: int):
     assert run("export", str(tmp_path / "a"), "--journal", str(sent))[0] == 0

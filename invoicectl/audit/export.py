@@ -303,6 +303,12 @@ def _write_invoice(
     snapshots = [
         _watched(json.loads(payload)) for payload in reader.invoice_snapshots(invoice_id, *segment)
     ]
+    if not reader.row_as_last_chained(invoice_id):
+        raise ExportError(
+            f"invoice {invoice_id}: its row in the journal is not what its last hash-chain "
+            "event recorded (written outside invoicectl?); nothing was exported. `invoicectl "
+            "verify` names every such row"
+        )
     evidence = _evidence(reader, invoice_id, attempts, snapshots, sent)
     data = json.dumps(evidence, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
     _write(listing.work / safe / "evidence.json", data + b"\n")

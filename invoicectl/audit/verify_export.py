@@ -27,11 +27,17 @@ def verify_export(dest: Path, trusted: set[str] | None = None) -> tuple[list[Fin
     if not checked:
         found.append(Finding(str(dest), "holds no export (no part directory 0001, 0002, ...)"))
     previous_head: str | None = None
-    for part in checked:
+    for number, part in enumerate(checked, start=1):
+        if int(part.name) != number:  # parts are numbered from 0001 without a gap
+            found.append(Finding(part.name, f"part {number:04d} is missing before it"))
         manifest = _manifest(part, found, trusted)
         if manifest is None:
             previous_head = None
             continue
+        if manifest.get("part") != int(part.name):  # signed: a part renamed to hide a gap
+            found.append(
+                Finding(part.name, f"its signed manifest names part {manifest.get('part')!r}")
+            )
         _files(part, manifest, found)
         chain = manifest.get("chain")
         chain = chain if isinstance(chain, dict) else {}

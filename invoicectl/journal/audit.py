@@ -166,6 +166,16 @@ class AuditReader:
 
     # ---- the rows the chain covers --------------------------------------------------------
 
+    def row_as_last_chained(self, invoice_id: str) -> bool:
+        """Whether the invoice's row is, column for column, what its last chain event says."""
+        last = self.conn.execute(
+            "SELECT payload FROM chain WHERE invoice_id = ? AND kind = 'invoice'"
+            " ORDER BY seq DESC LIMIT 1",
+            (invoice_id,),
+        ).fetchone()
+        row = self.invoice_row(invoice_id)
+        return last is not None and json.loads(last[0]).get("row") == row
+
     def invoice_row(self, invoice_id: str) -> dict[str, Any] | None:
         cursor = self.conn.execute("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,))
         names = [column[0] for column in cursor.description]
