@@ -90,6 +90,20 @@ def text(name: str, value: Any, source: str) -> str:
     return value
 
 
+LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
+
+
+def refuse_plain_http(url: str) -> None:
+    """ConfigError for a normalised base URL that is plain http to a host other than this
+    machine: the API key would cross the network in clear text."""
+    parts = urlsplit(url)
+    if parts.scheme == "http" and (parts.hostname or "") not in LOOPBACK_HOSTS:
+        raise ConfigError(
+            f"base URL {url!r} is plain http to a remote host; the API key would be sent "
+            "unencrypted. Use https://"
+        )
+
+
 def base_url(value: Any, source: str) -> str:
     """The base URL, normalised: scheme and host lower-cased, the default port and trailing
     slashes dropped, so one environment has one spelling (and one journal binding).

@@ -220,6 +220,17 @@ def test_retention_years_from_the_config_is_recorded(
     assert default["retention_years"] == 10
 
 
+def test_a_bad_retention_is_refused_before_a_signing_key_is_made(
+    sent: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    config = tmp_path / "config.toml"
+    config.write_text("retention_years = 1000\n")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    code, output = run("export", str(tmp_path / "a"), "--journal", str(sent))
+    assert code == 1 and "retention_years" in output
+    assert not (sent.parent / "signing-key.pem").exists()
+
+
 @pytest.fixture
 def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
     """D-1 sent on 10 January, D-2 at noon on 31 January, D-3 half an hour into February

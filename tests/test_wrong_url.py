@@ -147,3 +147,14 @@ def test_which_answers_bind_the_journal(
         args = ("--max-attempts", "1", "--no-receiver-check", "--trust-new-journal")
         run_send(outbox, journal, server.base_url, *args)
         assert journal_facts(journal)[1] == (server.base_url if bound else None)
+
+
+def test_plain_http_to_a_remote_host_is_refused_before_the_outbox_is_scanned(
+    outbox: Path, tmp_path: Path
+) -> None:
+    """The refusal used to come after a scan had made the journal and read every file."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "P-1")
+    code, output = run_send(outbox, journal, "http://example.com/peppol-api")
+    assert code == 1 and "plain http to a remote host" in output, output
+    assert not journal.exists()

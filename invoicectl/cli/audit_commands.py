@@ -124,6 +124,7 @@ def export(
         journal_path(journal, sandbox), "export", "copy it to SQLite to export from it"
     )
     start, end = _range(since, until)
+    retention_years = _retention_years()  # every setting checked before a key is made
     key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
     if retired and not (as_json or quiet):
         print(f"retired signing key {retired}; now signing with {key.key_id}")
@@ -135,7 +136,7 @@ def export(
         until=end,
         invoice_ids=invoice or None,
         now=datetime.now(UTC),
-        retention_years=_retention_years(),
+        retention_years=retention_years,
     )
     if as_json:
         from invoicectl.render.documents import export_document

@@ -37,7 +37,6 @@ import httpx
 
 from invoicectl import __version__, config_values
 from invoicectl.defaults import DEFAULT_REQUEST_TIMEOUT
-from invoicectl.errors import ConfigError
 from invoicectl.goroute.answers import (
     MAX_RAW_BODY,
     Answer,
@@ -104,7 +103,6 @@ _VERSION_BYTES = 64 * 1024
 # document on a slow uplink is not cut off (and left unknown) run after run.
 _SLOW_UPLINK_BYTES_PER_SECOND = 256 * 1024
 
-_LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
 logger = logging.getLogger(__name__)
 
 
@@ -368,14 +366,10 @@ class GoRouteClient:
 def _checked_base_url(base_url: str, *, over_network: bool) -> str:
     """The normalised URL (``config_values.base_url``); plain http only to a loopback host."""
     base_url = config_values.base_url(base_url, "given to the client")
-    url = httpx.URL(base_url)
     # Plain HTTP would put the API key on the wire in clear text. Loopback (a local
     # emulator) and injected transports (nothing leaves the process) are exempt.
-    if over_network and url.scheme == "http" and url.host not in _LOOPBACK_HOSTS:
-        raise ConfigError(
-            f"base URL {base_url!r} is plain http to a remote host; the API key would be sent "
-            "unencrypted. Use https://"
-        )
+    if over_network:
+        config_values.refuse_plain_http(base_url)
     return base_url
 
 

@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from invoicectl import event_loop
+from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, check_environment
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
@@ -73,6 +73,8 @@ def send(
     ``on_wait`` hears every wait of the run before it starts (``goroute.limiter.Wait``).
     """
     started = clocks.monotonic()
+    if transport is None and session is no_session:  # the network: refused before any scan
+        config_values.refuse_plain_http(settings.base_url)
     # Send workers share a PostgreSQL journal (``send.workers``); a SQLite one has one run.
     journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall, shared=True)
     with RunSignals() as signals, journal_lock as journal, ExitStack() as emulator:
