@@ -124,3 +124,21 @@ def test_a_journal_lacking_part_of_its_schema_is_named_damaged(
     assert f"is damaged: its schema lacks {lacking}; restore a backup" in doctor.stdout
     assert sent.returncode == 1 and "Traceback" not in sent.stderr
     assert "is damaged: its schema lacks what its migrations made (" in sent.stderr
+
+
+def test_verify_ends_by_naming_what_it_found_not_could_not_run(tmp_path: Path, outbox: Path):
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    with conn:
+        conn.execute("UPDATE invoices SET payable_amount = '1.00'")
+    conn.close()
+
+    done = invoicectl(journal, "verify")
+
+    assert done.returncode == 1
+    assert (
+        done.stderr.strip().splitlines()[-1].endswith("exit 1: 1 problem(s) found in the journal")
+    )

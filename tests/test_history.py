@@ -571,3 +571,24 @@ def test_the_marker_of_a_lost_history_stays_while_nothing_is_sent(outbox: Path, 
     assert sandbox.stats()["per_invoice"][invoice_id] == 1
     with open_journal(journal_path) as journal:
         assert journal.invoice(invoice_id).held_by == HELD_BY
+
+
+def test_a_read_only_outbox_costs_the_marker_only_with_a_line_that_says_so(
+    outbox: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """On a read-only mount even the unlink of a temporary file never made fails (EROFS):
+    that failure used to escape as "cannot use .../.invoicectl-journal.N.tmp ... use --journal
+    on a writable one", about the journal."""
+    import errno
+    import os
+
+    from invoicectl.send.marker import Marker, write_marker
+
+    def read_only(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EROFS, "Read-only file system")
+
+    monkeypatch.setattr(os, "open", read_only)
+    monkeypatch.setattr(Path, "unlink", read_only)
+    problem = write_marker(outbox, Marker("id", "/j.db", "https://x.test", 1, "then"))
+    assert problem is not None
+    assert problem.startswith(f"cannot write the outbox marker {outbox / MARKER_NAME} (Read-only")

@@ -19,6 +19,7 @@ from invoicectl.cli.options import (
 )
 from invoicectl.errors import UsageError
 from invoicectl.locations import sqlite_file
+from invoicectl.loglines import explain_exit
 
 
 @app.command()
@@ -61,6 +62,8 @@ def verify(
             print(finding.line())
         if not quiet:
             print(result.summary())
+    if not result.ok:
+        explain_exit(1, f"{len(result.findings)} problem(s) found in the journal")
     raise typer.Exit(0 if result.ok else 1)
 
 
@@ -179,6 +182,8 @@ def verify_export(
             print(finding.line())
         if not quiet:
             print(f"{'ok' if not found else f'{len(found)} problem(s)'}: {checked} part(s) checked")
+    if found:
+        explain_exit(1, f"{len(found)} problem(s) found in the export")
     raise typer.Exit(0 if not found else 1)
 
 

@@ -53,8 +53,8 @@ class ApiKey:
         value = environ.get(name, "")
         if not value.strip():
             raise ConfigError(
-                f"{name} is not set: export the GoRoute API key in {name} "
-                "or pass --api-key-file PATH (a file with mode 0600)"
+                f"{name} is {'only white space' if value else 'not set'}: export the GoRoute "
+                f"API key in {name} or pass --api-key-file PATH (a file with mode 0600)"
             )
         try:
             return cls(value)

@@ -16,6 +16,7 @@ old marker or the new one. Its name does not end in ``.xml``, so no scan reads i
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import socket
@@ -107,7 +108,8 @@ def write_marker(outbox: Path, marker: Marker) -> str | None:
         finally:
             os.close(directory)
     except OSError as error:
-        temporary.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a read-only outbox refuses even this (EROFS)
+            temporary.unlink(missing_ok=True)
         return (
             f"cannot write the outbox marker {path} ({_cause(error)}): a later loss of this "
             "journal's history will not be detected by it (a journal with no history is "
