@@ -83,9 +83,18 @@ def test_from_env() -> None:
     assert ApiKey.from_env({"GOROUTE_API_KEY": SECRET + "\n"}).reveal() == SECRET
 
 
-@pytest.mark.parametrize("environ", [{}, {"GOROUTE_API_KEY": ""}, {"GOROUTE_API_KEY": " \n"}])
-def test_from_env_missing_names_the_variable_and_the_file_option(environ: dict[str, str]) -> None:
-    with pytest.raises(ConfigError, match="GOROUTE_API_KEY is not set.*--api-key-file"):
+@pytest.mark.parametrize(
+    ("environ", "said"),
+    [
+        ({}, "is not set"),
+        ({"GOROUTE_API_KEY": ""}, "is not set"),
+        ({"GOROUTE_API_KEY": " \n"}, "is only white space"),
+    ],
+)
+def test_from_env_missing_names_the_variable_and_the_file_option(
+    environ: dict[str, str], said: str
+) -> None:
+    with pytest.raises(ConfigError, match=f"GOROUTE_API_KEY {said}.*--api-key-file"):
         ApiKey.from_env(environ)
 
 
