@@ -300,7 +300,9 @@ class Sender:
                 lambda: begin_attempt(self.journal, self.summary.run_id, item, body_sha256)
             )
             self.on_durable_attempt(attempt_id)
-            if cancelled or self.stopping.stopped:  # stopped while its row was committed
+            # Stopped while its row was committed, or (several workers) its lease lost
+            # meanwhile: another worker may be taking the invoice over, so nothing leaves.
+            if cancelled or self.should_stop():
                 withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                 raise asyncio.CancelledError  # the request never left: the key can go back
             self.stopping.in_flight.add(task)  # from the request leaving to its answer
