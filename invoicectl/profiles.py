@@ -77,7 +77,10 @@ def _problems(name: str, table: Any) -> list[str]:
     if name == SANDBOX:
         return ["sandbox is built in (the emulator, --sandbox); name this profile otherwise"]
     if not _NAME.fullmatch(name):
-        return ["a profile's name is letters, digits, - and _ (it names its journal file)"]
+        return [
+            "a profile's name is letters, digits, - and _, starting with a letter or digit "
+            "(it names its journal file)"
+        ]
     if not isinstance(table, Mapping):
         return [f"must be a table of settings, not {table!r}"]
     problems = [
