@@ -36,3 +36,6 @@ DEFAULT_REQUEST_TIMEOUT = 60.0
 # and Italy ask 10 years, Germany 8, the Netherlands 7. No command deletes the bytes of an
 # invoice younger than this (none deletes stored bytes at all yet); exports record it.
 DEFAULT_RETENTION_YEARS = 10
+
+# Invoices in a row that get no answer even after their retries before a run stops.
+OUTAGE_AFTER = 3

@@ -21,13 +21,13 @@ are in ``defaults``. It imports neither the journal nor anything heavy at import
 from __future__ import annotations
 
 import os
-import stat
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicectl import DEFAULT_BASE_URL, config_values, profiles
+from invoicectl.config_file import config_text
 from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
@@ -145,10 +145,6 @@ class Settings:
         }
 
 
-# A config file is a few hundred bytes; one of a megabyte is something else named by mistake.
-_MAX_CONFIG_BYTES = 1024 * 1024
-
-
 def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     path = config_path(environ)
     if not path.exists():
@@ -158,31 +154,12 @@ def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     import tomllib  # here: without a config file, no command loads the parser
 
     try:
-        data = tomllib.loads(_config_text(path))
+        data = tomllib.loads(config_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read the config file {path}: {error}") from None
     if unknown := set(data) - _CONFIG_KEYS:
         raise ConfigError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")
     return data
-
-
-def _config_text(path: Path) -> str:
-    """The config file's text: a regular file of at most ``_MAX_CONFIG_BYTES``. Opened
-    without blocking, so a FIFO is refused rather than waited on, and read no further than
-    the cap, so ``/dev/zero`` is refused rather than read forever."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise ConfigError(f"the config file {path} is not a regular file")
-        with os.fdopen(os.dup(fd), "rb") as stream:
-            data = stream.read(_MAX_CONFIG_BYTES + 1)
-    finally:
-        os.close(fd)
-    if len(data) > _MAX_CONFIG_BYTES:
-        raise ConfigError(
-            f"the config file {path} is over {_MAX_CONFIG_BYTES // 1024} KB: not a config file?"
-        )
-    return data.decode("utf-8")
 
 
 def config_path(environ: Mapping[str, str]) -> Path:

@@ -119,9 +119,9 @@ def test_a_supplier_with_no_file_in_the_outbox_is_not_an_empty_outbox(
     tmp_path: Path, outbox: Path
 ) -> None:
     write(outbox, "b1.xml", BETA, "INV-2")
-    settings = resolve(
+    settings = resolve(  # https: a run over the network refuses plain http before it scans
         journal=tmp_path / "acme.db",
-        environ={"GOROUTE_API_KEY": KEY_A, "GOROUTE_BASE_URL": "http://acme.test"},
+        environ={"GOROUTE_API_KEY": KEY_A, "GOROUTE_BASE_URL": "https://acme.test"},
     )
 
     report, summary = runner.send(

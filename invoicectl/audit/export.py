@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from invoicectl import __version__
+from invoicectl.audit.files import fsync_dir, sync_part, write_new
 from invoicectl.audit.manifest import FORMAT, file_sha256, parts, safe_name
 from invoicectl.audit.signing import SigningKey
 from invoicectl.errors import ExportError, UsageError
@@ -118,11 +119,11 @@ def export(
                 _write_manifest(work / "manifest.json", manifest, listing, chosen)
             with (work / "manifest.json").open("rb", buffering=0) as file:
                 data = file.readall()  # sized by fstat: one copy of the manifest in memory
-            _write(work / "manifest.sig", key.sign(data))
-            _write(work / "signing-key.pub", key.public_pem())
-            _sync(work)
+            write_new(work / "manifest.sig", key.sign(data))
+            write_new(work / "signing-key.pub", key.public_pem())
+            sync_part(work)
             work.rename(target)
-            _fsync_dir(dest)
+            fsync_dir(dest)
         except OSError as error:
             shutil.rmtree(made or work, ignore_errors=True)
             raise ExportError(
@@ -298,7 +299,7 @@ def _write_invoice(
         stored = reader.blob(sha256)
         if relative in held or stored is None:
             continue
-        _write(listing.work / relative, stored[1])
+        write_new(listing.work / relative, stored[1])
         listing.add(relative)
     snapshots = [
         _watched(json.loads(payload)) for payload in reader.invoice_snapshots(invoice_id, *segment)
@@ -311,7 +312,7 @@ def _write_invoice(
         )
     evidence = _evidence(reader, invoice_id, attempts, snapshots, sent)
     data = json.dumps(evidence, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
-    _write(listing.work / safe / "evidence.json", data + b"\n")
+    write_new(listing.work / safe / "evidence.json", data + b"\n")
     listing.add(f"{safe}/evidence.json")
 
 
@@ -375,30 +376,3 @@ def _history(snapshots: list[dict[str, Any]]) -> list[dict[str, Any]]:
             changes.append({"seq": snapshot["seq"], "at": snapshot["at"], **changed})
         before = now
     return changes
-
-
-def _write(path: Path, data: bytes) -> None:
-    with path.open("xb") as file:
-        file.write(data)
-
-
-def _sync(work: Path) -> None:
-    """Every file of the part on disk before the rename makes it visible. One ``sync`` of
-    the file systems where the OS has it (a part of 100,000 invoices is 200,000 files, and
-    an fsync each costs minutes), else an fsync of each file."""
-    if hasattr(os, "sync"):
-        os.sync()
-    else:  # pragma: no cover - no such platform in CI
-        for path in work.rglob("*"):
-            if path.is_file():
-                with path.open("rb+") as file:
-                    os.fsync(file.fileno())
-    _fsync_dir(work)
-
-
-def _fsync_dir(path: Path) -> None:
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say, stderr_bar_console
+from invoicectl.defaults import OUTAGE_AFTER
 
 if TYPE_CHECKING:
     from invoicectl.render.reconcile_progress import ReconcileProgress
@@ -58,9 +59,5 @@ def continue_command(
 
 
 def outage_after(summary: SendSummary) -> int:
-    """For the line of an outage stop (a run that sent nothing never imports the sender)."""
-    if "outage" not in summary.stops:
-        return 0
-    from invoicectl.send.sender import OUTAGE_AFTER
-
-    return OUTAGE_AFTER
+    """For the line of an outage stop."""
+    return OUTAGE_AFTER if "outage" in summary.stops else 0

@@ -22,8 +22,8 @@ from invoicectl.errors import ExitCode
 from invoicectl.goroute.answers import Answer
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.endpoint import suspicious
-from invoicectl.goroute.jsontext import one_line
 from invoicectl.goroute.outcomes import Transient
+from invoicectl.text import folded_line
 
 PROBE_SECONDS = 10.0  # one probe's whole time, answer included
 CLOCK_WARN_SECONDS = 5.0
@@ -191,17 +191,17 @@ def _status(answer: Answer | Transient) -> int | None:
 
 def _said(answer: Answer) -> str:
     """What an answer said, in a line (already redacted of the key by the client)."""
-    return one_line(answer.error().message)[:120]
+    return folded_line(answer.error().message)[:120]
 
 
 def _content_type(answer: Answer, redact: Redact) -> str:
     kind = answer.headers.get("Content-Type", "no content type")
-    return one_line(redact(kind)).split(";")[0][:60]
+    return folded_line(redact(kind)).split(";")[0][:60]
 
 
 def _shown(value: object) -> str | None:
     """A value from the health check's JSON (redacted), in a few words."""
-    return None if value is None else one_line(str(value))[:40]
+    return None if value is None else folded_line(str(value))[:40]
 
 
 def _date(header: str) -> datetime | None:

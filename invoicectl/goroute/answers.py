@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from invoicectl.goroute.identifiers import checked_id, usable_id, why_unusable
-from invoicectl.goroute.jsontext import first_text, one_line, text_of
+from invoicectl.goroute.jsontext import MAX_DEPTH, deeper_than, first_text, text_of
 from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
@@ -38,6 +38,7 @@ from invoicectl.goroute.outcomes import (
     Transient,
 )
 from invoicectl.goroute.redaction import redact_data
+from invoicectl.text import folded_line
 
 KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
 
@@ -100,7 +101,7 @@ class Answer:
         header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
             status=response.status_code,
-            reason_phrase=one_line(
+            reason_phrase=folded_line(
                 redact(response.reason_phrase or _standard_phrase(response.status_code))
             ),
             headers=response.headers,
@@ -154,8 +155,8 @@ class Answer:
             or text_of(body.get("code"))
         )
         return _ErrorBody(
-            code=one_line(code)[:_MAX_DETAIL_LINE] if code else None,
-            message=one_line(message)[:_MAX_DETAIL_LINE],
+            code=folded_line(code)[:_MAX_DETAIL_LINE] if code else None,
+            message=folded_line(message)[:_MAX_DETAIL_LINE],
             details=_details_of(raw_details),
             existing_transaction_id=text_of(body.get("existing_transaction_id"))
             or text_of(nested.get("existing_transaction_id")),
@@ -166,7 +167,7 @@ class Answer:
             text = self.text
             if text.lstrip().startswith("<"):  # an HTML page from a proxy: keep its words
                 text = _HTML_TAG.sub(" ", text)
-            line = one_line(text)[:_MAX_MESSAGE]
+            line = folded_line(text)[:_MAX_MESSAGE]
             if line:
                 return line
         return self.reason_phrase or f"HTTP {self.status}"
@@ -208,7 +209,7 @@ def failure(
     # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
     # the request, so it stays replayable under the same key.
     location = answer.headers.get("Location")
-    where = f" to {one_line(redact(location))[:_MAX_MESSAGE]}" if location else ""
+    where = f" to {folded_line(redact(location))[:_MAX_MESSAGE]}" if location else ""
     return Transient(
         reason=f"GoRoute answered {status}{where}; check the base URL ({base_url})",
         **common,
@@ -278,7 +279,7 @@ def transport_reason(
     only (httpx messages name no headers), never from the request it carries. The message may
     quote what the server sent (a malformed header line): redacted before it is cut short, so
     no cut can leave half a key."""
-    detail = one_line(redact(str(exc)))[:_MAX_MESSAGE]
+    detail = folded_line(redact(str(exc)))[:_MAX_MESSAGE]
     if isinstance(exc, httpx.ConnectTimeout):
         return f"could not connect within {timeout.connect:g} s (the request was not sent)"
     if isinstance(exc, httpx.ReadTimeout):
@@ -347,11 +348,11 @@ def _detail_line(item: Any) -> str:
         message = first_text(item, "message", "msg")
         if rule or location or message:
             head = " at ".join(part for part in (rule, location) if part)
-            return one_line(f"{head}: {message}" if head and message else head or message or "")
-        return one_line(json.dumps(item, sort_keys=True, ensure_ascii=False))
+            return folded_line(f"{head}: {message}" if head and message else head or message or "")
+        return folded_line(json.dumps(item, sort_keys=True, ensure_ascii=False))
     if isinstance(item, str):
-        return one_line(item)
-    return one_line(json.dumps(item, ensure_ascii=False))
+        return folded_line(item)
+    return folded_line(json.dumps(item, ensure_ascii=False))
 
 
 def _request_id_of(data: Any) -> str | None:
@@ -369,37 +370,15 @@ def _decoded(body: bytes, response: httpx.Response) -> str:
         return body.decode("utf-8", errors="replace")
 
 
-# GoRoute's answers nest three or four levels; a body nested deeper than this is no answer of
-# its (and walking it, as ``redact_data`` does, would overflow Python's stack at about 500).
-_MAX_DEPTH = 32
-
-
 def _json_or_none(text: str) -> Any:
-    """The parsed body; None when it is not JSON, or nested past ``_MAX_DEPTH``."""
+    """The parsed body; None when it is not JSON, or nested past ``MAX_DEPTH``."""
     if not text.strip():
         return None
     try:
         data = json.loads(text)
     except (ValueError, RecursionError):
         return None
-    return None if _deeper_than(data, _MAX_DEPTH) else data
-
-
-def _deeper_than(data: Any, limit: int) -> bool:
-    """Whether lists and objects nest in ``data`` more than ``limit`` deep (no recursion)."""
-    stack = [(data, 1)]
-    while stack:
-        item, depth = stack.pop()
-        if isinstance(item, dict):
-            children: Any = item.values()
-        elif isinstance(item, list):
-            children = item
-        else:
-            continue
-        if depth > limit:
-            return True
-        stack.extend((child, depth + 1) for child in children)
-    return False
+    return None if deeper_than(data, MAX_DEPTH) else data
 
 
 def _standard_phrase(status: int) -> str:

@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 
 from invoicectl.goroute.answers import Answer
-from invoicectl.goroute.jsontext import one_line
 from invoicectl.goroute.outcomes import Transient, WrongEndpoint
+from invoicectl.text import folded_line
 
 _PAGE_STATUSES = (HTTPStatus.NOT_FOUND, HTTPStatus.METHOD_NOT_ALLOWED)
 
@@ -57,7 +57,7 @@ class ApiCheck:
 def wrong_endpoint(answer: Answer, url: str, redact: Callable[[str], str]) -> WrongEndpoint:
     # A header, unlike the body, is not redacted by ``Answer.read``: a proxy may echo the key.
     kind = redact(answer.headers.get("Content-Type", "no content type")).split(";")[0].strip()
-    text = one_line(answer.text)[:80]
+    text = folded_line(answer.text)[:80]
     page = f" ({kind}: {text})" if text else f" ({kind})"
     return WrongEndpoint(
         message=f"{url} answered {answer.status}{page}, not GoRoute's API, and neither does its "

@@ -19,9 +19,10 @@ from http import HTTPStatus
 from typing import Any
 
 from invoicectl.goroute.answers import Answer, unexpected_shape
-from invoicectl.goroute.jsontext import one_line, text_of
+from invoicectl.goroute.jsontext import text_of
 from invoicectl.goroute.outcomes import Outcome, Transient
 from invoicectl.goroute.participants import Participant
+from invoicectl.text import folded_line
 
 # A lookup answer lists a handful of document types; anything near this size is not one.
 MAX_LOOKUP_BYTES = 256 * 1024
@@ -132,5 +133,5 @@ def _failed(answer: Answer, why: str) -> Transient:
 
 
 def _shown(text: str) -> str:
-    text = one_line(text)
+    text = folded_line(text)
     return text if len(text) <= _MAX_SHOWN else text[:_MAX_SHOWN] + "…"

@@ -24,8 +24,8 @@ from dataclasses import dataclass
 import httpx
 
 from invoicectl.goroute.answers import Answer, transport_reason
-from invoicectl.goroute.jsontext import one_line
 from invoicectl.goroute.outcomes import Transient
+from invoicectl.text import folded_line
 
 ACCEPT_ENCODING = "identity"
 
@@ -62,9 +62,9 @@ async def exchange(
         # The request may have left: for a POST the document may be queued. Unknown.
         return over_time(bounds.seconds, monotonic() - started)
     except BodyUnreadable as unread:  # redacted before it is cut: no cut leaves half a key
-        return too_large(response, one_line(redact(unread.why))[:200], monotonic() - started)
+        return too_large(response, folded_line(redact(unread.why))[:200], monotonic() - started)
     except httpx.InvalidURL as exc:  # nothing left: the URL could not even be built
-        reason = one_line(redact(str(exc)))[:200]
+        reason = folded_line(redact(str(exc)))[:200]
         return Transient(reason=f"the request could not be built ({reason})", sent=False)
     except httpx.RequestError as exc:
         # No chaining and no exception object kept: httpx errors hold the request, headers

@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from invoicectl.goroute.answers import Answer, unexpected_shape
-from invoicectl.goroute.jsontext import first_text, one_line, text_of
+from invoicectl.goroute.jsontext import first_text, text_of
 from invoicectl.goroute.outcomes import Outcome, Transient
+from invoicectl.text import folded_line
 
 # An answer listing a few hundred rule failures is still small; past this it is not one.
 MAX_VALIDATION_BYTES = 1024 * 1024
@@ -59,5 +60,5 @@ def _error_line(item: Any) -> str:
         line = f"{rule}{where}: {message}" if message else f"{rule}{where}"
     else:
         line = text_of(item) or ""
-    line = one_line(line)
+    line = folded_line(line)
     return line if len(line) <= _MAX_ERROR_LINE else line[:_MAX_ERROR_LINE] + "…"

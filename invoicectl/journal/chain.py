@@ -40,8 +40,6 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, NamedTuple
 
-from invoicectl.errors import JournalError
-
 ZERO_HASH = "0" * 64
 
 CHAIN_SCHEMA = """
@@ -93,25 +91,24 @@ _HASH = re.compile("[0-9a-f]{64}")
 
 
 def head(conn: sqlite3.Connection) -> tuple[int, str]:
-    """(sequence number, hash) of the last event; (0, zeros) before the first.
-    ``JournalError`` when the last event is not one (a file cut short or overwritten: SQLite
-    reads what is left as rows of nothing), before anything is chained to it."""
+    """(sequence number, hash) of the last event; (0, zeros) before the first."""
+    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    return (0, ZERO_HASH) if row is None else (int(row[0]), str(row[1]))
+
+
+def head_is_whole(conn: sqlite3.Connection) -> bool:
+    """Whether the chain's last event reads as one: a positive sequence number and a hash. A
+    file cut short or overwritten reads as rows of nothing, which nothing may be chained to."""
     row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
     if row is None:
-        return 0, ZERO_HASH
+        return True
     seq, digest = row
-    if (
-        not isinstance(seq, int)
-        or seq < 1
-        or not isinstance(digest, str)
-        or not _HASH.fullmatch(digest)
-    ):
-        raise JournalError(
-            "the journal is damaged: the last event of its hash chain is unreadable (the file "
-            "cut short or overwritten?); nothing was changed. `invoicectl verify` shows the "
-            "damage; restore the journal from a backup"
-        )
-    return seq, digest
+    return (
+        isinstance(seq, int)
+        and seq > 0
+        and isinstance(digest, str)
+        and bool(_HASH.fullmatch(digest))
+    )
 
 
 Head = tuple[int, str]  # (sequence number, hash) of the last event

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.chain import head_is_whole
 from invoicectl.journal.database import Database
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
@@ -65,6 +66,12 @@ def open_database(path: Path) -> Database:
         _set_wal_mode(conn)
         conn.execute("PRAGMA synchronous = FULL")
         bring_up_to_date(conn)
+        if not head_is_whole(conn):
+            raise JournalError(
+                f"the journal {path} is damaged: the last event of its hash chain is "
+                "unreadable (the file cut short or overwritten?); nothing was changed. "
+                "`invoicectl verify` shows the damage; restore the journal from a backup"
+            )
     except sqlite3.DatabaseError as error:
         conn.close()
         raise JournalError(explain_sqlite(error, path)) from None

@@ -11,7 +11,7 @@ from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key, next_key
-from invoicectl.lifecycle.scanning import refusal_may_hide_delivery
+from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 

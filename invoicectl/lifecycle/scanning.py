@@ -20,6 +20,7 @@ from invoicectl.journal.records import (
     fact_columns,
 )
 from invoicectl.lifecycle.keys import next_key
+from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, write
 
 S = InvoiceState
@@ -64,28 +65,6 @@ def was_sent(invoice: Invoice) -> bool:
         return False
     beneath = _settled_state(invoice)
     return invoice.key_first_used_at is not None or beneath not in (S.pending, S.invalid)
-
-
-# Answers that show GoRoute did not take a request in (``lifecycle.sending._NOT_PROCESSED``),
-# and a final refusal.
-_NOT_DELIVERED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent", "rejected")
-
-
-def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool:
-    """Whether a rejected invoice (or one amended or held over a rejection) may have been
-    delivered all the same: its refusal was a 409 ("conflict (duplicate)": goroute-api.md
-    treats it as a key reuse without an id), or an earlier request under the same key may have
-    reached GoRoute and got no final answer (a lost answer, then a refusal of the retry)."""
-    beneath = invoice.state
-    if beneath in (S.amended, S.invalid):
-        beneath = invoice.state_before_amend or beneath
-    if beneath is not S.rejected or invoice.idempotency_key is None:
-        return False
-    return any(
-        attempt.http_status == 409 or attempt.outcome not in _NOT_DELIVERED
-        for attempt in journal.attempts(invoice.invoice_id)
-        if attempt.idempotency_key == invoice.idempotency_key
-    )
 
 
 def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: str) -> Seen:

@@ -117,14 +117,23 @@ def begin_attempt(
     return attempt_id, invoice
 
 
-def bodies_sent(journal: JournalBackend, item: WorkItem) -> set[str]:
-    """The sha256 of each request body that may have reached GoRoute under the item's key:
-    a replay must carry one of them (design.md, Idempotency rule 2)."""
-    return {
+def replay_body_problem(journal: JournalBackend, item: WorkItem, body_sha256: str) -> str | None:
+    """Why a replay may not carry this body, or None: a replay carries a body that may have
+    reached GoRoute under its key (design.md, Idempotency rule 2). One built from the same
+    stored bytes that is not one of those (an upgrade read them differently) never goes out,
+    under that key or another."""
+    earlier = {
         attempt.body_sha256
         for attempt in journal.attempts(item.invoice_id)
         if attempt.idempotency_key == item.key and attempt.outcome not in _NOT_PROCESSED
     }
+    if not earlier or body_sha256 in earlier:
+        return None
+    return (
+        f"the request built now differs from the one sent under {item.key} (body "
+        f"{body_sha256[:12]}, sent {', '.join(sorted(h[:12] for h in earlier))}); nothing "
+        "was sent: after the key's 24-hour window, `invoicectl reconcile` looks it up"
+    )
 
 
 def _check_same_key(invoice: Invoice, item: WorkItem) -> None:

@@ -16,7 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
-from invoicectl.ubl.text import one_line
+from invoicectl.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -19,7 +19,7 @@ from invoicectl.journal.records import (
     Revision,
 )
 from invoicectl.scan.report import ScanReport
-from invoicectl.ubl.text import one_line
+from invoicectl.text import one_line
 
 if TYPE_CHECKING:
     from rich.console import Console

@@ -24,7 +24,7 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
-from invoicectl.ubl.text import one_line
+from invoicectl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
 # Each commit writes again every page it changed, and the blobs' and revisions' indexes on

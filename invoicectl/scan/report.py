@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, NamedTuple
 
 from invoicectl.errors import Cause, ExitCode
-from invoicectl.ubl.text import one_line
+from invoicectl.text import one_line
 
 # What ``scan`` says of each file, in the order it says it.
 CATEGORIES = ("new", "unchanged", "changed", "amended", "invalid")

@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from invoicectl.defaults import OUTAGE_AFTER
 from invoicectl.errors import StoredCopyDamaged
 from invoicectl.goroute.client import GoRouteClient, build_send_body
 from invoicectl.goroute.limiter import OnWait, RateLimiter
@@ -46,10 +47,10 @@ from invoicectl.lifecycle.sending import (
     WorkItem,
     abandon_attempt,
     begin_attempt,
-    bodies_sent,
     claim_key,
     key_window_open,
     record_answer,
+    replay_body_problem,
     settle,
     withdraw_attempt,
 )
@@ -65,9 +66,6 @@ from invoicectl.send.validations import Validations
 from invoicectl.send.worksource import WorkSource
 from invoicectl.ubl.encoding import document_text
 from invoicectl.ubl.errors import InvalidDocument
-
-# Invoices in a row that get no answer even after their retries before a run stops.
-OUTAGE_AFTER = 3
 
 
 class _WindowClosed(Exception):
@@ -204,15 +202,10 @@ class Sender:
         self.summary.ended(self.stopping, self.limiter, self.commits)
         self.summary.elapsed = self.monotonic() - self._started
         self.summary.journal_counts = self.journal.state_counts()
-        if self.receivers is not None:
-            self.summary.receiver_lookups = self.receivers.lookups
-            self.summary.receivers_unchecked = len(self.receivers.failed)
-            self.summary.held_for_receiver = tuple(self.held_for_receiver)
+        self.summary.checked(self.receivers, self.validations)
+        self.summary.held_for_receiver = tuple(self.held_for_receiver)
         self.summary.held_for_damage = tuple(self.held_for_damage)
-        self.summary.held_for_validation = tuple(self.held_for_validation)  # here too
-        if self.validations is not None:
-            self.summary.validations = self.validations.asked
-            self.summary.unvalidated = len(self.validations.failed)
+        self.summary.held_for_validation = tuple(self.held_for_validation)
         judge_exit(self.summary, self.journal)
         return self.summary
 
@@ -254,16 +247,14 @@ class Sender:
             return None
         except InvalidDocument as problem:  # taken by an older invoicectl: kept, not sent
             refused = f"its stored bytes cannot be sent as they are: {problem.reason}"
-            if hold(self.journal, invoice_id, refused, by="validation").done:
-                self.held_for_validation.append(invoice_id)
+            self._hold(invoice_id, refused, "validation", self.held_for_validation)
             return None
         # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers
         if receivers is not None:
             reason = await receivers.problem(record)
             if reason is not None:
-                if hold(self.journal, invoice_id, reason, by="receiver check").done:
-                    self.held_for_receiver.append(invoice_id)
+                self._hold(invoice_id, reason, "receiver check", self.held_for_receiver)
                 return None
         validations = None if replay else self.validations
         if validations is not None:
@@ -271,21 +262,11 @@ class Sender:
             if self.should_stop():
                 return None
             if reason is not None:
-                if hold(self.journal, invoice_id, reason, by="validation").done:
-                    self.held_for_validation.append(invoice_id)
+                self._hold(invoice_id, reason, "validation", self.held_for_validation)
                 return None
         body_sha256 = hashlib.sha256(body).hexdigest()
-        if replay and (earlier := bodies_sent(self.journal, item)) and body_sha256 not in earlier:
-            # Built from the same stored bytes, yet not the bytes that went out under the key
-            # (an upgrade read them differently): never sent, under that key or another.
-            reason = (
-                f"the request built now differs from the one sent under {item.key} (body "
-                f"{body_sha256[:12]}, sent {', '.join(sorted(h[:12] for h in earlier))}); "
-                "nothing was sent: after the key's 24-hour window, `invoicectl reconcile` "
-                "looks the earlier send up"
-            )
-            if hold(self.journal, invoice_id, reason, by="validation").done:
-                self.held_for_validation.append(invoice_id)
+        if replay and (changed := replay_body_problem(self.journal, item, body_sha256)):
+            self._hold(invoice_id, changed, "validation", self.held_for_validation)
             return None
         requests = 0
 
@@ -367,11 +348,17 @@ class Sender:
         invoice = answered or current(self.journal, invoice_id)  # a final answer's own record
         if isinstance(outcome, Accepted):
             self.summary.accepted_after(item.ingested_at, self.journal.clock())
-        return _result(invoice, item, replay, requests)
+        return InvoiceResult.of(invoice, item.key, replay, requests)
+
+    def _hold(self, invoice_id: str, reason: str, by: str, held: list[str]) -> None:
+        """Keep ``invoice_id`` from being sent (``holds.hold``), noted in ``held`` when this
+        run held it."""
+        if hold(self.journal, invoice_id, reason, by=by).done:
+            held.append(invoice_id)
 
     def _unanswered(self, item: WorkItem, replay: bool, requests: int) -> None:
         invoice = current(self.journal, item.invoice_id)
-        result = _result(invoice, item, replay, requests)
+        result = InvoiceResult.of(invoice, item.key, replay, requests)
         self.summary.results.append(result)
         self.on_progress(result, self.summary)
 
@@ -406,16 +393,3 @@ class Sender:
             item.receiver_id,
             {"invoice_id": item.invoice_id, "sha256": item.sha256},
         )
-
-
-def _result(invoice: Invoice, item: WorkItem, replay: bool, requests: int) -> InvoiceResult:
-    return InvoiceResult(
-        invoice_id=invoice.invoice_id,
-        state=invoice.state,
-        key=item.key,
-        transaction_id=invoice.transaction_id,
-        existing_transaction_id=invoice.existing_transaction_id,
-        reason=invoice.reason,
-        replay=replay,
-        requests=requests,
-    )

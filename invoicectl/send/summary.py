@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import Cause, ExitCode, explain, worst
-from invoicectl.journal.records import InvoiceState
+from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.send.stopping import SIGNAL_NAMES
 
 # Stops the next run gets past on its own: it continues where this one ended.
@@ -29,6 +29,20 @@ class InvoiceResult:
     reason: str | None = None
     replay: bool = False
     requests: int = 0
+
+    @classmethod
+    def of(cls, invoice: Invoice, key: str, replay: bool, requests: int) -> InvoiceResult:
+        """An invoice's result as a send of it under ``key`` left it."""
+        return cls(
+            invoice_id=invoice.invoice_id,
+            state=invoice.state,
+            key=key,
+            transaction_id=invoice.transaction_id,
+            existing_transaction_id=invoice.existing_transaction_id,
+            reason=invoice.reason,
+            replay=replay,
+            requests=requests,
+        )
 
 
 @dataclass
@@ -95,6 +109,15 @@ class SendSummary:
         self.waited_for_retry_after = limiter.waited_for_retry_after
         self.durable_commits = commits.commits
         self.durable_writes = commits.writes
+
+    def checked(self, receivers: Any, validations: Any) -> None:
+        """What the run's receiver checks and validations came to (None: not made)."""
+        if receivers is not None:
+            self.receiver_lookups = receivers.lookups
+            self.receivers_unchecked = len(receivers.failed)
+        if validations is not None:
+            self.validations = validations.asked
+            self.unvalidated = len(validations.failed)
 
     def observed(self, duration: float, rate_limited: bool) -> None:
         """A request's answer came (any answer): its latency, and whether it was a 429."""

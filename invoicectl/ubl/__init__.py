@@ -12,7 +12,7 @@ This package owns everything invoicectl knows about a UBL file's bytes, one conc
 - ``two_parts``: ``parse_in_two_parts``, which checks a large invoice's lines, most of its
   bytes, for well-formedness without building their tree.
 - ``facts``: ``InvoiceFacts`` and ``Endpoint``, and ``parse_document``, which extracts them.
-- ``errors`` and ``text``: ``InvalidDocument`` and ``one_line``.
+- ``errors``: ``InvalidDocument`` (its reasons quote text with ``invoicectl.text.one_line``).
 
 Every refusal is an ``InvalidDocument`` whose ``reason`` is one line a finance clerk can act on.
 This module re-exports the names the rest of invoicectl uses: ``from invoicectl import ubl``.
@@ -29,7 +29,6 @@ if TYPE_CHECKING:
     from invoicectl.ubl.errors import InvalidDocument
     from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
     from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES, read_document
-    from invoicectl.ubl.text import one_line
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
@@ -37,21 +36,18 @@ __all__ = [
     "InvalidDocument",
     "InvoiceFacts",
     "document_text",
-    "one_line",
     "parse_document",
     "read_document",
 ]
 
-# Where each name lives. They are imported at their first use, not with the package: a scan
-# that reads no file and a send with nothing to send import ``ubl.text`` (``one_line``), and
-# the parser (lxml) only when a file is parsed.
+# Where each name lives. They are imported at their first use, not with the package: the
+# parser (lxml) only when a file is parsed.
 _HOMES = {
     "MAX_DOCUMENT_BYTES": "reading",
     "Endpoint": "facts",
     "InvalidDocument": "errors",
     "InvoiceFacts": "facts",
     "document_text": "encoding",
-    "one_line": "text",
     "parse_document": "facts",
     "read_document": "reading",
 }

@@ -12,8 +12,8 @@ import functools
 import re
 from typing import NamedTuple
 
+from invoicectl.text import one_line
 from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.text import one_line
 
 _UTF8_BOM = codecs.BOM_UTF8
 # The encoding pseudo-attribute of an XML declaration (which ends at the first '>').

@@ -14,11 +14,11 @@ from typing import NamedTuple
 
 from lxml import etree
 
+from invoicectl.text import UNPRINTABLE, one_line
 from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dtd
 from invoicectl.ubl.encoding import Encoding, not_valid_in, sniff_encoding, utf8_as_sent
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.parsers import PARSER
-from invoicectl.ubl.text import UNPRINTABLE, one_line
 from invoicectl.ubl.two_parts import parse_in_two_parts
 
 _UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"

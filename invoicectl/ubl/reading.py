@@ -11,8 +11,8 @@ import os
 import stat
 from pathlib import Path
 
+from invoicectl.text import one_line
 from invoicectl.ubl.errors import InvalidDocument
-from invoicectl.ubl.text import one_line
 
 MAX_DOCUMENT_BYTES = 15 * 1024 * 1024
 _GONE = "the file no longer exists (moved or deleted during the scan)"

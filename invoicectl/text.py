@@ -21,6 +21,13 @@ def one_line(text: str, limit: int | None = None) -> str:
     return text
 
 
+def folded_line(text: str) -> str:
+    """Text from a server on one line: its white space folded to single spaces, and every
+    other control character (an escape sequence that would clear a terminal or fake a log
+    line) written as an escape."""
+    return one_line(" ".join(text.split()))
+
+
 def _escaped(char: str) -> str:
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte
