@@ -60,9 +60,9 @@ def open_database(path: Path) -> Database:
     try:
         conn.row_factory = sqlite3.Row
         conn.execute("PRAGMA busy_timeout = 10000")
-        refuse_foreign(conn)  # before WAL mode is set: another program's file stays as it is
         # Takes effect only in a new journal, before WAL mode: see _PAGE_SIZE.
         conn.execute(f"PRAGMA page_size = {_PAGE_SIZE}")
+        refuse_foreign(conn)  # before WAL mode is set: another program's file stays as it is
         _set_wal_mode(conn)
         conn.execute("PRAGMA synchronous = FULL")
         bring_up_to_date(conn)
