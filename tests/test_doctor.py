@@ -196,6 +196,19 @@ def test_a_held_lock_names_its_holder_and_passes(
     assert lock_state(journal) == LockState(held=False)
 
 
+def test_a_lock_path_that_is_a_directory_fails_the_lock_check(
+    monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path
+) -> None:
+    """Every run exits 1 there (it cannot open the lock to write its name): doctor said
+    "free"."""
+    journal = tmp_path / "journal.db"
+    lock_path_for(journal).mkdir()
+    result = doctor(monkeypatch, emulator, "--journal", str(journal), "--json")
+    check = json.loads(result.stdout)["checks"][NAMES.index("lock")]
+    assert check["status"] == "fail" and "is not a regular file" in check["message"], check
+    assert result.exit_code == 1
+
+
 def test_the_lock_is_seen_held_by_the_kernel_s_list_and_by_a_probe(tmp_path: Path) -> None:
     journal = tmp_path / "journal.db"
     assert lock_state(journal) == LockState(held=False)

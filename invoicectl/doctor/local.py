@@ -159,6 +159,8 @@ def lock_check(state: LockState, journal: Path) -> Check:
         "started_at": holder.started_at if holder else None,
         "command": holder.command if holder else None,
     }
+    if path.exists() and not path.is_file():  # a run opens it to write its name
+        return fail("lock", f"{path} is not a regular file: no run can take the lock", **details)
     if not state.held:
         return ok("lock", f"free ({path})", **details)
     who = (
