@@ -280,6 +280,15 @@ def test_unknown_declared_encoding() -> None:
     )
 
 
+@pytest.mark.parametrize("name", ["ISO 8859-1", " ISO-8859-1", "ISO-8859-1 ", "8859-1"])
+def test_an_encoding_name_libxml2_refuses_is_refused(name: str) -> None:
+    """Python's codec lookup tidies such a name; libxml2 refuses the file."""
+    data = f'<?xml version="1.0" encoding="{name}"?>\n<Invoice/>'.encode("latin-1")
+    assert reason_of(data) == (
+        f"the file declares encoding '{name}', which is not a known character encoding"
+    )
+
+
 def test_a_pdf_saved_as_xml_is_not_xml() -> None:
     assert reason_of(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj") == (
         "not an XML file: it does not start with '<' (is it a PDF or another format saved as .xml?)"

@@ -111,10 +111,15 @@ def _declared_in_utf16(data: bytes, start: int, codec: str) -> str | None:
     return _declared_encoding(text.encode("ascii", "replace"))
 
 
+# XML's EncName: what libxml2 accepts as an encoding's name (Python's lookup would also take
+# "ISO 8859-1" or " latin-1", tidied, where libxml2 refuses the file).
+_ENCODING_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
+
+
 @functools.lru_cache(maxsize=64)  # a few names, met again in every file
 def codec_for(declared: str) -> str:
     try:
-        info = codecs.lookup(declared)
+        info = codecs.lookup(declared) if _ENCODING_NAME.fullmatch(declared) else None
     except (LookupError, ValueError):  # ValueError: a NUL in the name
         info = None
     # Python also names byte transforms (base64, rot13, zip) as codecs; they decode no text.
