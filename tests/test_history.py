@@ -592,3 +592,25 @@ def test_a_read_only_outbox_costs_the_marker_only_with_a_line_that_says_so(
     problem = write_marker(outbox, Marker("id", "/j.db", "https://x.test", 1, "then"))
     assert problem is not None
     assert problem.startswith(f"cannot write the outbox marker {outbox / MARKER_NAME} (Read-only")
+
+
+def test_two_profiles_at_one_base_url_keep_their_own_marker_entries(outbox: Path, tmp_path: Path):
+    """`send --all-profiles`: two accounts' journals send from one outbox to the same base
+    URL. Each took the other's entry for a lost history, a check (and a loud line) every run;
+    now each profile keeps its own entry, and a loss of one's journal is still told."""
+    from dataclasses import replace
+
+    outbox_of(outbox, "P", 2)
+    sandbox = emulator()
+    acme = replace(settings_for(tmp_path / "acme.db"), profile="acme")
+    beta = replace(settings_for(tmp_path / "beta.db"), profile="beta")
+    send(acme, outbox, sandbox.transport(), warn=lambda line: None)
+    send(beta, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
+
+    warnings: list[str] = []
+    send(acme, outbox, sandbox.transport(), warn=warnings.append)
+    assert warnings == []
+
+    (tmp_path / "acme.db").write_bytes(b"")
+    send(acme, outbox, sandbox.transport(), warn=warnings.append)
+    assert "is not the one" in warnings[0]

@@ -114,7 +114,10 @@ def check_history(
     change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
-    marker, problem = read_marker(options.outbox, base_url) if options.outbox else (None, None)
+    # Each profile its own entry: `send --all-profiles` sends from one outbox to one base URL
+    # through several accounts' journals, and each is not the others'.
+    entry = base_url if settings.profile is None else f"{base_url} (profile {settings.profile})"
+    marker, problem = read_marker(options.outbox, entry) if options.outbox else (None, None)
     if problem:
         warn(f"invoicectl: warning: {problem}")
     identity = journal.identity()
@@ -144,7 +147,7 @@ def check_history(
         here = Marker(
             journal_id=identity.journal_id,
             journal=str(journal.path),
-            base_url=base_url,
+            base_url=entry,
             run_id=run_id,
             run_started_at=journal.run_started_at(run_id) or journal.now(),
         )

@@ -33,7 +33,7 @@ MARKER_NAME = ".invoicectl-journal"
 class Marker:
     journal_id: str
     journal: str  # the journal's path, as the run that wrote the marker saw it
-    base_url: str
+    base_url: str  # the entry's key: the base URL, with the profile's name when there is one
     run_id: int
     run_started_at: str
     host: str = ""
