@@ -62,7 +62,7 @@ from invoicectl.send.history_texts import (
     not_checked_reason,
     unchecked,
 )
-from invoicectl.send.marker import Marker, MarkerKeeper, read_marker, write_marker
+from invoicectl.send.marker import Marker, MarkerKeeper, marker_entry, read_marker, write_marker
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 
@@ -114,9 +114,7 @@ def check_history(
     change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
-    # Each profile its own entry: `send --all-profiles` sends from one outbox to one base URL
-    # through several accounts' journals, and each is not the others'.
-    entry = base_url if settings.profile is None else f"{base_url} (profile {settings.profile})"
+    entry = marker_entry(base_url, settings.profile)
     marker, problem = read_marker(options.outbox, entry) if options.outbox else (None, None)
     if problem:
         warn(f"invoicectl: warning: {problem}")

@@ -46,6 +46,13 @@ class Marker:
         return f"journal {self.journal_id[:12]} at {self.journal}, run {self.run_id} at {started}"
 
 
+def marker_entry(base_url: str, profile: str | None) -> str:
+    """The key of a run's entry: its base URL, and its profile's name when it has one
+    (`send --all-profiles` sends from one outbox to one base URL through several accounts'
+    journals, and each is not the others')."""
+    return base_url if profile is None else f"{base_url} (profile {profile})"
+
+
 def marker_path(outbox: Path) -> Path:
     return outbox / MARKER_NAME
 
