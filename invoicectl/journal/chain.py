@@ -92,14 +92,19 @@ _HASH = re.compile("[0-9a-f]{64}")
 
 def head(conn: sqlite3.Connection) -> tuple[int, str]:
     """(sequence number, hash) of the last event; (0, zeros) before the first."""
-    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    row = _last_event(conn)
     return (0, ZERO_HASH) if row is None else (int(row[0]), str(row[1]))
+
+
+def _last_event(conn: sqlite3.Connection) -> tuple[Any, Any] | None:
+    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    return None if row is None else (row[0], row[1])
 
 
 def head_is_whole(conn: sqlite3.Connection) -> bool:
     """Whether the chain's last event reads as one: a positive sequence number and a hash. A
     file cut short or overwritten reads as rows of nothing, which nothing may be chained to."""
-    row = conn.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+    row = _last_event(conn)
     if row is None:
         return True
     seq, digest = row

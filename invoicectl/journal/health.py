@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from invoicectl.journal.migrations import MIGRATIONS, _applied, bring_up_to_date
+from invoicectl.journal.migrations import MIGRATIONS, _applied, bring_up_to_date, user_tables
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -88,7 +88,7 @@ def _bound_base_url(conn: sqlite3.Connection) -> str | None:
 def _schema(conn: sqlite3.Connection) -> str:
     applied = _applied(conn)
     if not applied:
-        return "foreign" if _tables(conn) else "none"
+        return "foreign" if user_tables(conn) else "none"
     ours = {migration.__name__ for migration in MIGRATIONS}
     if applied - ours:
         return "newer"
@@ -122,20 +122,12 @@ def _reference_schema() -> sqlite3.Connection:
 def _shape(conn: sqlite3.Connection) -> dict[str, list[str]]:
     return {
         table: [str(row[1]) for row in conn.execute(f"PRAGMA table_info({_quoted(table)})")]
-        for table in _tables(conn)
+        for table in user_tables(conn)
     }
 
 
 def _quoted(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
-
-
-def _tables(conn: sqlite3.Connection) -> list[str]:
-    rows = conn.execute(
-        "SELECT name FROM sqlite_master WHERE type = 'table'"
-        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
-    )
-    return [str(name) for (name,) in rows]
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

@@ -282,19 +282,21 @@ def refuse_foreign(conn: sqlite3.Connection) -> None:
     (it was made into a journal beside its own tables, silently)."""
     if _applied(conn):
         return
-    tables = [
-        name
-        for (name,) in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'"
-            " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name LIMIT 4"
-        )
-    ]
-    if tables:
+    if tables := user_tables(conn)[:4]:
         shown = ", ".join(tables[:3]) + (", ..." if len(tables) > 3 else "")
         raise JournalError(
             f"not an invoicectl journal: an SQLite database of another program (tables {shown}); "
             "nothing was changed. Name a file of its own with --journal or INVOICECTL_JOURNAL"
         )
+
+
+def user_tables(conn: sqlite3.Connection) -> list[str]:
+    """The database's own tables, by name: SQLite's are left out."""
+    rows = conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'"
+        " AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' ORDER BY name"
+    )
+    return [str(name) for (name,) in rows]
 
 
 def _up_to_date(conn: sqlite3.Connection) -> bool:

@@ -7,9 +7,9 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice
 from invoicectl.journal.records import InvoiceState as S
 
-# Answers that show GoRoute did not take a request in (``lifecycle.sending._NOT_PROCESSED``),
-# and a final refusal.
-_NOT_DELIVERED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent", "rejected")
+# Attempts whose request the API refused unread, or that never left: no send under their
+# key (``sending`` gives such a key back).
+NOT_PROCESSED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent")
 
 
 def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool:
@@ -23,7 +23,7 @@ def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool
     if beneath is not S.rejected or invoice.idempotency_key is None:
         return False
     return any(
-        attempt.http_status == 409 or attempt.outcome not in _NOT_DELIVERED
+        attempt.http_status == 409 or attempt.outcome not in (*NOT_PROCESSED, "rejected")
         for attempt in journal.attempts(invoice.invoice_id)
         if attempt.idempotency_key == invoice.idempotency_key
     )

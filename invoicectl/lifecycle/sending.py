@@ -32,11 +32,9 @@ from invoicectl.goroute.outcomes import (
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import AttemptAnswer, Invoice, InvoiceState
 from invoicectl.lifecycle.keys import idempotency_key
+from invoicectl.lifecycle.refusals import NOT_PROCESSED
 from invoicectl.lifecycle.transitions import Transition, TransitionRefused, check, current, write
 from invoicectl.lifecycle.window import window_open
-
-# Attempts whose request the API refused unread, or that never left: they use no key.
-_NOT_PROCESSED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent")
 
 
 @dataclass(frozen=True)
@@ -125,7 +123,7 @@ def replay_body_problem(journal: JournalBackend, item: WorkItem, body_sha256: st
     earlier = {
         attempt.body_sha256
         for attempt in journal.attempts(item.invoice_id)
-        if attempt.idempotency_key == item.key and attempt.outcome not in _NOT_PROCESSED
+        if attempt.idempotency_key == item.key and attempt.outcome not in NOT_PROCESSED
     }
     if not earlier or body_sha256 in earlier:
         return None
@@ -203,15 +201,16 @@ def settle(journal: JournalBackend, item: WorkItem, outcome: Outcome | None) -> 
         return _answered(journal, item, outcome, current(journal, item.invoice_id)).state
     match outcome:
         case Transient():
-            return _settle_unanswered(
+            return _settle_key(
                 journal,
-                item,
+                item.invoice_id,
+                item.key,
                 f"no answer after retries: {message_of(outcome)}; the next run replays it "
                 "while the key's 24-hour window is open",
             )
         case _:
             # Not tried, stopped, rate limited to the end, or credentials refused.
-            return _settle_unanswered(journal, item)
+            return _settle_key(journal, item.invoice_id, item.key)
 
 
 def _answered(
@@ -253,18 +252,12 @@ def _answered(
             )
 
 
-def _settle_unanswered(
-    journal: JournalBackend, item: WorkItem, reason: str | None = None
-) -> InvoiceState:
-    return _settle_key(journal, item.invoice_id, item.key, reason)
-
-
 def _settle_key(
     journal: JournalBackend, invoice_id: str, key: str, reason: str | None = None
 ) -> InvoiceState:
     """No final answer. If no request under the key reached the API, the key was never
     used: give it back. If one may have, the outcome is unknown, whatever came after."""
-    reached = journal.count_attempts(invoice_id, key, except_outcomes=_NOT_PROCESSED)
+    reached = journal.count_attempts(invoice_id, key, except_outcomes=NOT_PROCESSED)
     invoice = current(journal, invoice_id)
     if reached == 0 and invoice.idempotency_key is None:  # no request ever carried it
         return invoice.state
