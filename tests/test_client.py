@@ -1121,6 +1121,7 @@ async def test_list_transactions_page(api: respx.MockRouter, client: GoRouteClie
         transactions=(Transaction.from_json(LIST_ITEM), Transaction.from_json(SINGLE)),
         next_cursor="c2",
         has_more=True,
+        pages_told=True,
     )
     assert dict(route.calls.last.request.url.params) == {"limit": "50", "cursor": "c1"}
 
@@ -1147,6 +1148,8 @@ async def test_list_transactions_paging_fields(
     page = await client.list_transactions()
     assert isinstance(page, TransactionPage)
     assert (page.next_cursor, page.has_more) == (cursor, has_more)
+    # Only a body with a paging field says whether more follow (a short page proves no end).
+    assert page.pages_told is (isinstance(body, dict) and len(body) > 1)
     assert page.transactions == (Transaction.from_json(LIST_ITEM),)
     assert dict(route.calls.last.request.url.params) == {"limit": "100"}
 

@@ -421,7 +421,7 @@ def test_what_a_short_search_could_not_vouch_for_is_held_as_not_checked(
             held = journal.invoice(invoice_id)
             assert held is not None and held.hold is Hold.held
             assert (held.hold_reason or "").startswith("not checked: ")
-            assert "full page and no cursor" in (held.hold_reason or "")
+            assert "says nothing of paging" in (held.hold_reason or "")
             assert f"`invoicectl release {invoice_id}`" in (held.hold_reason or "")
     assert "1 already there" in warnings[0] and "2 held as not checked" in warnings[0]
 
@@ -549,28 +549,38 @@ def test_a_web_page_404_on_the_list_switches_no_check_off(outbox: Path, journal_
         assert not journal.history_checked(settings.base_url)
 
 
-def test_the_marker_of_a_lost_history_stays_while_nothing_is_sent(outbox: Path, journal_path: Path):
-    """The journal lost, then everything held by hand before the next send: the marker still
-    names the lost journal, so the invoice, once released, meets the check."""
+@pytest.mark.parametrize("kept_back", ["held", "invalid"])
+def test_an_invoice_kept_back_at_the_check_is_checked_all_the_same(
+    outbox: Path, journal_path: Path, kept_back: str
+):
+    """The journal lost, then the invoice held by hand (or invalid: a stray second copy)
+    before the next send: the check covers it too, so neither a release nor the copy's
+    removal later sends it unchecked (a review found both delivered it twice)."""
     (invoice_id,) = outbox_of(outbox, "M", 1)
     sandbox = emulator()
     settings = settings_for(journal_path)
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
-    before = (outbox / MARKER_NAME).read_text()
     lose(journal_path)
+    sandbox.advance_clock(25 * 3600)  # the key's window closed: a resend is a second copy
+    stray = outbox / "stray-copy.xml"
+    if kept_back == "invalid":
+        original = next(path for path in outbox.glob("*.xml"))
+        stray.write_bytes(original.read_bytes().replace(b"</cbc:ID>", b"</cbc:ID><!-- x -->", 1))
     with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
-        hold(journal, invoice_id, "checking with the customer", "clerk")
+        if kept_back == "held":
+            hold(journal, invoice_id, "checking with the customer", "clerk")
+        assert journal.invoice(invoice_id).state is not InvoiceState.pending or kept_back == "held"
     warnings: list[str] = []
-    send(settings, outbox, sandbox.transport(), warn=warnings.append)
-    assert any("nothing to send now" in line for line in warnings)
-    assert (outbox / MARKER_NAME).read_text() == before
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later())
+    assert any("1 already there" in line for line in warnings), warnings
+    stray.unlink(missing_ok=True)
     with open_journal(journal_path) as journal:
-        release(journal, invoice_id, "clerk")
-    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+        scan_directory(journal, outbox)
+        refused = release(journal, invoice_id, "clerk")
+    assert not refused.done and "--force" in refused.message
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=day_later())
     assert sandbox.stats()["per_invoice"][invoice_id] == 1
-    with open_journal(journal_path) as journal:
-        assert journal.invoice(invoice_id).held_by == HELD_BY
 
 
 def test_a_read_only_outbox_costs_the_marker_only_with_a_line_that_says_so(

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from invoicectl.errors import ExitCode
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
@@ -71,3 +73,48 @@ def test_one_send_since_the_first_attempt_is_adoptable() -> None:
     assert case.verdict is Verdict.unknown_found and case.verdict.guidance.adoptable
     assert case.api is not None and case.api.transaction_id == "txn-ours"
     assert case.action == "`invoicectl reconcile --apply` adopts txn-ours"
+
+
+def _txn_as(created_at: str, document_type: str | None = None) -> Transaction:
+    return Transaction(
+        transaction_id="txn-1",
+        invoice_number="INV-1",
+        receiver_scheme="9915",
+        receiver_id="receiver",
+        status="delivered",
+        created_at=created_at,
+        document_type=document_type,
+    )
+
+
+@pytest.mark.parametrize(
+    "created_at",
+    [
+        (FIRST + timedelta(seconds=30)).isoformat().replace("T", "t").replace("+00:00", "z"),
+        str((FIRST + timedelta(seconds=30)).timestamp()),
+        str(int((FIRST + timedelta(seconds=30)).timestamp() * 1000)),
+    ],
+)
+def test_a_send_dated_in_other_legal_forms_is_this_journals(created_at: str) -> None:
+    # RFC 3339 allows a lower-case t and z; an epoch is what some lists give. Read as undated,
+    # the match was once called "created before this journal's first attempt".
+    case = judge_searched("INV-1", SIDE, _search(_txn_as(created_at)), FIRST + timedelta(hours=1))
+    assert case.verdict is Verdict.unknown_found, case.detail
+
+
+@pytest.mark.parametrize(
+    "document_type",
+    [
+        "Invoice",
+        "urn:oasis:names:specification:ubl:schema:xsd:Invoice-2",
+        "busdox-docid-qns::urn:oasis:names:specification:ubl:schema:xsd:Invoice-2::Invoice"
+        "##urn:cen.eu:en16931:2017#compliant#urn:fdc:peppol.eu:2017:poacc:billing:3.0::2.1",
+    ],
+)
+def test_a_document_type_as_a_peppol_identifier_is_the_same_type(document_type: str) -> None:
+    txn = _txn_as((FIRST + timedelta(seconds=30)).isoformat(), document_type)
+    case = judge_searched("INV-1", SIDE, _search(txn), FIRST + timedelta(hours=1))
+    assert case.verdict is Verdict.unknown_found, case.detail
+    credit_note = _txn_as(txn.created_at or "", "CreditNote")
+    other = judge_searched("INV-1", SIDE, _search(credit_note), FIRST + timedelta(hours=1))
+    assert other.verdict is not Verdict.unknown_found

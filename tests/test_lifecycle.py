@@ -202,6 +202,8 @@ def test_new_version_never_where_a_new_key_could_deliver_twice(
     in_state(journal, state)
     if state is S.accepted:  # only once its delivery failed
         force(journal, "INV-1", remote_status="failed")
+    if state in (S.unknown, S.key_reused):  # only once reconcile showed no delivery
+        force(journal, "INV-1", verdict="sent_then_failed", verdict_at=journal.now())
     try:
         key = new_version(journal, "INV-1", run_id=0)
     except UsageError:

@@ -47,6 +47,7 @@ EXPECTED = {
     "INV-AS": Verdict.already_sent,
     "INV-SF": Verdict.sent_then_failed,
     "INV-DD": Verdict.different_document,
+    "INV-CU": Verdict.content_unconfirmed,
     "INV-NF": Verdict.not_found,
     "INV-IP": Verdict.in_progress,
     "INV-UF": Verdict.unknown_found,
@@ -112,9 +113,12 @@ def stage_every_verdict(journal: Journal, outbox: Path, sandbox: Sandbox) -> Non
         sent(journal, invoice_id, "key_reused", http_status=422, outcome="key_reused",
              existing_transaction_id=existing)  # fmt: skip
 
-    key_reused("INV-AS", txn("INV-AS", status="delivered"))
+    # GoRoute gives back the content hash sent with it: the content is this journal's.
+    sent_content = {"sha256": journal.invoice("INV-AS").current_sha256}
+    key_reused("INV-AS", txn("INV-AS", status="delivered", metadata=sent_content))
     key_reused("INV-SF", txn("INV-SF", status="failed"))
     key_reused("INV-DD", txn("OTHER-77", status="delivered"))
+    key_reused("INV-CU", txn("INV-CU", status="delivered"))  # no sha256 given back
     key_reused("INV-NF", "txn_000000000000000000000000")
     key_reused("INV-IP", txn("INV-IP", status="processing"))
     key_reused("INV-LF", BROKEN_TXN)
@@ -236,7 +240,7 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
         assert case.exit_code == ExitCode.OK
         assert case.action == f"adopted {case.api.transaction_id}; state now accepted"
     # What must not go out on its own is held, its state, key and window as they were.
-    assert sorted(report.held) == ["INV-DD", "INV-SE", "INV-UA"]
+    assert sorted(report.held) == ["INV-CU", "INV-DD", "INV-SE", "INV-UA"]
     for invoice_id in report.held:
         was, now = vars(before[invoice_id]), vars(after[invoice_id])
         assert {k for k in was if was[k] != now[k]} == {
@@ -244,7 +248,10 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
         }, invoice_id  # fmt: skip
         assert (now["hold"], now["held_by"]) == ("held", "reconcile"), invoice_id
         assert now["hold_reason"].startswith("reconcile: "), invoice_id
-        assert [e.kind for e in staged.events(invoice_id)] == ["verdict", "hold"]
+        # What found it at GoRoute already stands as evidence, whatever comes next.
+        found = EXPECTED[invoice_id] is not Verdict.different_document
+        evidence = ["delivery_evidence"] if found else []
+        assert [e.kind for e in staged.events(invoice_id)] == ["verdict", *evidence, "hold"]
     untouched = set(EXPECTED) - set(adopted) - set(report.recorded) - set(report.held)
     for invoice_id in untouched:
         was, now = vars(before[invoice_id]), vars(after[invoice_id])
@@ -276,7 +283,8 @@ def test_nothing_needing_a_person_exits_0_once_applied(
     journal: Journal, outbox: Path, sandbox: Sandbox
 ) -> None:
     add_invoice(journal, outbox, "INV-1")
-    existing = sandbox.add_transaction("INV-1", status="delivered").id
+    sent_content = {"sha256": journal.invoice("INV-1").current_sha256}
+    existing = sandbox.add_transaction("INV-1", status="delivered", metadata=sent_content).id
     sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=existing)
 
     dry = run_reconcile(journal, transport(sandbox))
@@ -327,7 +335,9 @@ def test_table_on_a_console_at_fixed_width(staged: Journal, sandbox: Sandbox) ->
     text = buffer.getvalue()
 
     summary, *rest = text.splitlines()
-    assert summary.startswith("16 invoices to reconcile, 9 need a person (different_document 1,")
+    assert summary.startswith(
+        "17 invoices to reconcile, 10 need a person (different_document 1, content_unconfirmed 1,"
+    )
     assert max(len(line) for line in rest) <= 100
     assert "already sent (1, no person needed) — next: `invoicectl reconcile --apply`" in text
     assert "still in progress (1, no person needed) — next: wait" in text
@@ -431,9 +441,12 @@ def test_key_reused_without_an_id_is_searched_for(
 
     report = run_reconcile(journal, transport(sandbox), apply=True)
 
-    assert verdicts(report) == {"INV-1": Verdict.already_sent, "INV-2": Verdict.not_found}
-    assert report.applied == ("INV-1",)
-    assert "no usable existing_transaction_id" in report.cases[0].detail
+    # The list shows no content hash, and the 422 says the key carried another request: it
+    # may be another version of the invoice, so it is held, not adopted.
+    assert verdicts(report) == {"INV-1": Verdict.content_unconfirmed, "INV-2": Verdict.not_found}
+    assert report.applied == () and report.held == ("INV-1",)
+    not_found = next(case for case in report.cases if case.invoice_id == "INV-2")
+    assert "no usable existing_transaction_id" in not_found.detail
 
 
 def test_apply_skips_an_invoice_that_moved_on(
@@ -665,24 +678,47 @@ def test_a_full_page_without_paging_is_an_incomplete_search(
     (case,) = report.cases
     assert case.verdict is verdict
     assert "not found in the 100 searched; the search was incomplete" in case.detail
-    assert "full page and no cursor: older transactions not searched" in case.detail
+    assert "the API's list says nothing of paging (no has_more, no cursor)" in case.detail
     assert not report.search.complete
     assert "transactions search incomplete" in summary_line(report)
 
 
-def test_a_short_page_without_paging_is_the_whole_list(journal: Journal, outbox: Path) -> None:
+def test_a_short_page_without_paging_may_not_be_the_whole_list(
+    journal: Journal, outbox: Path
+) -> None:
+    # A list that says nothing of paging may stop at a page size of its own, below the limit
+    # asked: a short page proves no end. What it shows is still found.
     sandbox = _sandbox(list_paging=False)
     add_invoice(journal, outbox, "INV-1")
+    add_invoice(journal, outbox, "INV-2")
     sent(journal, "INV-1", "unknown", hours_ago=30)
+    sent(journal, "INV-2", "unknown", hours_ago=30)
     mine = sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 3600)
     for number in range(5):
         sandbox.add_transaction(f"OTHER-{number}")
 
     report = run_reconcile(journal, sandbox.transport(), list_limit=100, apply=True)
 
-    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
-    assert report.applied == ("INV-1",) and report.search.complete
+    assert verdicts(report) == {
+        "INV-1": Verdict.unknown_found,
+        "INV-2": Verdict.unknown_search_incomplete,
+    }
+    assert report.applied == ("INV-1",) and not report.search.complete
     assert journal.invoice("INV-1").transaction_id == mine.id
+
+
+def test_a_short_last_page_of_a_list_that_pages_is_its_end(journal: Journal, outbox: Path) -> None:
+    # The sandbox's list says has_more; a page without it, after pages with cursors, ends it.
+    sandbox = _sandbox()
+    add_invoice(journal, outbox, "INV-2")
+    sent(journal, "INV-2", "unknown", hours_ago=30)
+    for number in range(5):
+        sandbox.add_transaction(f"OTHER-{number}")
+
+    report = run_reconcile(journal, sandbox.transport(), list_limit=2)
+
+    assert verdicts(report) == {"INV-2": Verdict.unknown_not_found_window_closed}
+    assert report.search.complete
 
 
 def test_an_oldest_first_list_is_paged_to_the_end(journal: Journal, outbox: Path) -> None:

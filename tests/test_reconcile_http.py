@@ -33,7 +33,8 @@ def test_reconcile_and_apply_over_loopback(
     with Journal(tmp_path / "journal.db") as journal:
         for invoice_id in ("INV-1", "INV-2", "INV-3", "INV-4", "INV-5"):
             add_invoice(journal, outbox, invoice_id)
-        adopt = sandbox.add_transaction("INV-1", status="delivered").id
+        sent_content = {"sha256": journal.invoice("INV-1").current_sha256}
+        adopt = sandbox.add_transaction("INV-1", status="delivered", metadata=sent_content).id
         other = sandbox.add_transaction("INV-99", status="delivered").id
         sandbox.add_transaction("INV-3", status="sending")
         sent(journal, "INV-1", "key_reused", http_status=422, existing_transaction_id=adopt)

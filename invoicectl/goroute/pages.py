@@ -19,12 +19,13 @@ def page_of(answer: Answer) -> TransactionPage | Outcome:
     """The page a 2xx list answer holds, or the ``Transient`` of an unexpected shape."""
     data = answer.data
     if isinstance(data, list):
-        items, next_cursor, has_more = data, None, False
+        items, next_cursor, has_more, told = data, None, False, False
     elif isinstance(data, dict) and isinstance(data.get("transactions"), list):
         items = data["transactions"]
         next_cursor = text_of(data.get("next_cursor"))
         more = data.get("has_more")
         has_more = more if isinstance(more, bool) else next_cursor is not None
+        told = isinstance(more, bool) or next_cursor is not None
         if not usable_cursor(next_cursor):
             # Not followed (it would not fit in a URL): the search then says it stopped
             # short because the API gave no cursor, never that it saw everything.
@@ -34,4 +35,6 @@ def page_of(answer: Answer) -> TransactionPage | Outcome:
     if not all(isinstance(item, dict) for item in items):
         return unexpected_shape(answer, "a list of transaction objects")
     transactions = tuple(Transaction.from_json(item) for item in items)
-    return TransactionPage(transactions=transactions, next_cursor=next_cursor, has_more=has_more)
+    return TransactionPage(
+        transactions=transactions, next_cursor=next_cursor, has_more=has_more, pages_told=told
+    )

@@ -81,6 +81,9 @@ class TransactionPage:
     transactions: tuple[Transaction, ...]
     next_cursor: str | None = None
     has_more: bool = False
+    # Whether the API said anything of paging (``has_more``, or a cursor): a list that says
+    # nothing may have stopped at a page size of its own, well short of the ``limit`` asked.
+    pages_told: bool = False
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -5,11 +5,12 @@ Each is refused where it could deliver an invoice twice, and each leaves an even
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.lifecycle.evidence import standing_evidence
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
@@ -35,6 +36,19 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "been delivered under it all the same (a 409, or a request before the refusal got "
             "no answer), and a new key could deliver it twice: wait until the key's 24-hour "
             "window has closed and `invoicectl reconcile` has looked it up"
+        )
+    if (evidence := standing_evidence(journal, invoice)) is not None:
+        raise UsageError(
+            f"invoice {invoice_id}: {evidence}, and a new key could deliver it twice: "
+            "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
+            f"`invoicectl release {invoice_id} --force` only once you know it is not"
+        )
+    if _not_shown_undelivered(invoice):
+        raise UsageError(
+            f"invoice {invoice_id} is {state} and `invoicectl reconcile` has not shown, since "
+            f"its key was first used, that GoRoute holds no delivery of it (verdict: "
+            f"{invoice.verdict or 'none'}): a new key could deliver it twice; run `invoicectl "
+            "reconcile` and follow its verdict"
         )
     if not allowed(Transition.new_version, state) or (
         state is InvoiceState.accepted and invoice.remote_status != "failed"
@@ -73,11 +87,44 @@ def _may_be_delivered(invoice: Invoice) -> bool:
     answer recorded: unknown, or held (amended, a duplicate) with an unknown send beneath."""
     if invoice.key_first_used_at is None:
         return False
-    beneath = invoice.state
-    if beneath in (InvoiceState.amended, InvoiceState.invalid):
-        beneath = invoice.state_before_amend or beneath
     settled = (InvoiceState.accepted, InvoiceState.rejected, InvoiceState.key_reused)
-    return beneath not in settled
+    return _beneath(invoice) not in settled
+
+
+def _beneath(invoice: Invoice) -> InvoiceState:
+    """The state an amended file (or a duplicate) left beneath it: what its key's send was."""
+    if invoice.state in (InvoiceState.amended, InvoiceState.invalid):
+        return invoice.state_before_amend or invoice.state
+    return invoice.state
+
+
+# Reconcile's verdicts that showed a send under the key is no delivery of the invoice.
+_SHOWN_UNDELIVERED = frozenset(
+    {
+        "sent_then_failed",
+        "unknown_not_found_window_closed",
+        "unknown_search_incomplete",
+        "different_document",
+        "not_found",
+        "content_unconfirmed",  # its evidence stands until `release --force`
+    }
+)
+
+
+def _not_shown_undelivered(invoice: Invoice) -> bool:
+    """An unknown or key_reused invoice that reconcile has not judged, since its key was
+    first used, to hold no delivery at GoRoute (found, in progress, or not judged at all)."""
+    if invoice.state not in (InvoiceState.unknown, InvoiceState.key_reused):
+        return False
+    if invoice.verdict not in _SHOWN_UNDELIVERED or invoice.verdict_at is None:
+        return True
+    first_used = invoice.key_first_used_at
+    return first_used is not None and _moment(invoice.verdict_at) < _moment(first_used)
+
+
+def _moment(text: str) -> datetime:
+    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def new_version(journal: JournalBackend, invoice_id: str, run_id: int) -> str:

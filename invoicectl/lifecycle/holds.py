@@ -23,6 +23,13 @@ from typing import Any
 from invoicectl.errors import StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.lifecycle.evidence import (
+    FOUND_BEFORE,
+    NO_DELIVERY,
+    clear_evidence,
+    note_evidence,
+    standing_evidence,
+)
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 
@@ -75,28 +82,6 @@ def abandon(
     return Decision(invoice_id, True, f"abandoned ({invoice.state}): {reason}")
 
 
-# Who holds an invoice GoRoute already holds a transaction for, found before its first send
-# (``send.history``).
-HISTORY_CHECK = "history check"
-# Reconcile's verdicts that found the invoice at GoRoute already, from a send it cannot tell;
-# and those that showed a transaction found is no delivery of it (its release sends it).
-_FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier")
-_NO_DELIVERY = ("different_document", "sent_then_failed")
-
-
-def delivery_evidence(invoice: Invoice) -> str | None:
-    """Why the invoice's hold says GoRoute may hold a delivery of it already, or None."""
-    found = invoice.existing_transaction_id
-    if invoice.held_by == HISTORY_CHECK and found and invoice.verdict not in _NO_DELIVERY:
-        return (
-            f"GoRoute already holds transaction {invoice.existing_transaction_id} with its "
-            "number (found before this journal's first send of it)"
-        )
-    if invoice.held_by == "reconcile" and invoice.verdict in _FOUND_BEFORE:
-        return f"reconcile found it at GoRoute already ({invoice.verdict})"
-    return None
-
-
 def release(
     journal: JournalBackend,
     invoice_id: str,
@@ -106,14 +91,15 @@ def release(
     force: bool = False,
 ) -> Decision:
     """Lift a hold: the invoice is again under exactly the rules of its state. A hold that
-    says GoRoute may hold a delivery already (``delivery_evidence``) is lifted only with
-    ``force``: the operator's word that it is not this invoice's."""
+    says GoRoute may hold a delivery already (``evidence``), whoever placed it, is lifted only
+    with ``force``: the operator's word that it is not this invoice's, which clears it."""
     invoice = _known(journal, invoice_id)
     if invoice.hold is None:
         return Decision(invoice_id, False, "not held")
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, "abandoned, which is final")
-    if not force and (evidence := delivery_evidence(invoice)) is not None:
+    evidence = standing_evidence(journal, invoice)
+    if not force and evidence is not None:
         return Decision(
             invoice_id,
             False,
@@ -133,6 +119,8 @@ def release(
                 held_by=None,
             )
             journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
+            if evidence is not None:
+                clear_evidence(journal, invoice, f"released with --force by {by}: {evidence}")
     was = f"held by {invoice.held_by}: {invoice.hold_reason}"
     again = ""
     if invoice.held_by == "receiver check":
@@ -152,7 +140,9 @@ def release(
 def record_verdict(
     journal: JournalBackend, invoice_id: str, verdict: str, at: str, run_id: int | None = None
 ) -> None:
-    """The verdict reconcile reached for the invoice, and when; an event when it changed."""
+    """The verdict reconcile reached for the invoice, and when; an event when it changed. A
+    verdict that found it at GoRoute from another send records evidence; one that showed the
+    transaction is no delivery of it clears the evidence (``evidence``)."""
     with journal.transaction():
         invoice = journal.invoice(invoice_id)
         if invoice is None:
@@ -169,6 +159,12 @@ def record_verdict(
             journal.add_event(
                 invoice_id, "verdict", f"{invoice.verdict or 'none'} -> {verdict}", run_id
             )
+        if verdict in FOUND_BEFORE:
+            note_evidence(
+                journal, invoice, f"reconcile found it at GoRoute already ({verdict})", run_id
+            )
+        elif verdict in NO_DELIVERY:
+            clear_evidence(journal, invoice, f"reconcile: {verdict}", run_id)
 
 
 def _set_hold(

@@ -2,7 +2,9 @@
 
 ``plan`` orders a send's work: replays of unanswered sends whose key window is open first,
 then new sends in the order they arrived; unanswered sends whose window closed are held for
-reconcile; an invoice an operator holds is in no part of it. ``attention`` turns the journal's
+reconcile, and so are those reconcile found at GoRoute from a send this journal's cannot account
+for (``evidence``: a replay would deliver them again); an invoice an operator holds is in no
+part of it. ``attention`` turns the journal's
 states and holds into design.md's exit code.
 """
 
@@ -14,6 +16,7 @@ from datetime import datetime
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, InvoiceState, SendOrder
+from invoicectl.lifecycle.evidence import standing_evidence
 from invoicectl.lifecycle.window import window_open
 
 
@@ -21,7 +24,8 @@ from invoicectl.lifecycle.window import window_open
 class Plan:
     replays: tuple[str, ...]  # unknown, key window open: replayed first
     pending: tuple[str, ...]  # never sent yet: in the run's order (soonest due first)
-    held: tuple[str, ...]  # unknown with the window closed: left for reconcile
+    held: tuple[str, ...]  # left for reconcile: the window closed, or ``found``
+    found: tuple[str, ...] = ()  # window open, but found at GoRoute already (``evidence``)
 
 
 def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.due) -> Plan:
@@ -33,9 +37,21 @@ def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.du
     """
     replays: list[str] = []
     held: list[str] = []
+    found: list[str] = []
     for invoice_id, first_used_at in journal.sent_without_answer():
-        (replays if window_open(first_used_at, now) else held).append(invoice_id)
-    return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held))
+        if not window_open(first_used_at, now):
+            held.append(invoice_id)
+        elif _found_already(journal, invoice_id):
+            held.append(invoice_id)
+            found.append(invoice_id)
+        else:
+            replays.append(invoice_id)
+    return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held), tuple(found))
+
+
+def _found_already(journal: JournalBackend, invoice_id: str) -> bool:
+    invoice = journal.invoice(invoice_id)
+    return invoice is not None and standing_evidence(journal, invoice) is not None
 
 
 def attention(journal: JournalBackend, now: datetime) -> ExitCode:
@@ -50,14 +66,20 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
     """``attention``'s code as its causes, each with its count in words (``2 rejected``):
     the exit code and the run's last line come from this one reading of the journal."""
     counts = journal.state_counts(on_hold=False)
-    held = plan(journal, now).held
+    planned = plan(journal, now)
+    held, found_already = planned.held, planned.found
     on_hold = journal.hold_counts()[Hold.held]
     failed = journal.delivery_failure_count(on_hold=False)
     unknown = counts[InvoiceState.unknown] - len(held)
     found = [
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.key_reused], "key_reused"),
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.amended], "amended"),
-        (ExitCode.NEEDS_RECONCILE, len(held), "unanswered past the 24-hour window"),
+        (
+            ExitCode.NEEDS_RECONCILE,
+            len(held) - len(found_already),
+            "unanswered past the 24-hour window",
+        ),
+        (ExitCode.NEEDS_RECONCILE, len(found_already), "unanswered and found sent earlier"),
         (ExitCode.NEEDS_RECONCILE, on_hold, "on hold"),
         (ExitCode.NEEDS_RECONCILE, failed, "delivery failed"),
         (ExitCode.NEEDS_FIX, counts[InvoiceState.invalid], "invalid"),

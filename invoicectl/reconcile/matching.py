@@ -59,6 +59,24 @@ def matched(
         verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
     elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
         verdict, detail = Verdict.in_progress, [f"transaction {api.transaction_id} is {txn.status}"]
+    elif adopt is Verdict.already_sent and not _content_hash(txn):
+        # A 422 says the key carried another request, and a history check found a send by
+        # something else: without the hash, what GoRoute holds may be another version of
+        # the invoice, and adopting it would claim this one delivered.
+        return build_case(
+            invoice_id,
+            Verdict.content_unconfirmed,
+            side,
+            api=api,
+            action=f"investigate: compare GoRoute's {api.transaction_id} with the file; if it "
+            f"is this content, `invoicectl abandon {invoice_id}` records it as delivered; if "
+            f"not, `invoicectl reconcile --apply` holds it and `invoicectl release {invoice_id} "
+            "--force` lets it go on",
+            detail="; ".join(
+                [f"transaction {api.transaction_id} is this invoice, without a sha256", *notes]
+            ),
+            window=window,
+        )
     elif api.transaction_id is None:
         return build_case(
             invoice_id,
@@ -118,7 +136,7 @@ def compare(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
     if not _same_receiver(side.receiver, txn):
         shown = txn.receiver or txn.receiver_id
         differences.append(f"receiver: API {shown}, journal {side.receiver}")
-    if txn.document_type and _squash(txn.document_type) != _squash(side.document_type):
+    if txn.document_type and _kind(txn.document_type) != _kind(side.document_type):
         differences.append(f"document type: API {txn.document_type}, journal {side.document_type}")
     return differences
 
@@ -129,16 +147,22 @@ def _content_difference(side: JournalSide, txn: Transaction) -> str | None:
     Every send carries ``metadata.sha256``, the hash of the content its key carries; a
     transaction whose hash is another one holds other content under the same invoice number.
     """
-    theirs = txn.metadata.get("sha256")
+    theirs = _content_hash(txn)
     sent = side.sent_sha256
-    if not isinstance(theirs, str) or not theirs.strip() or not sent:
+    if not theirs or not sent:
         return None
-    if theirs.strip().casefold() == sent.casefold():
+    if theirs.casefold() == sent.casefold():
         return None
     return (
         f"same invoice number, different content: the API's transaction carries sha256 "
-        f"{theirs.strip()}, the journal sent sha256 {sent} under this key"
+        f"{theirs}, the journal sent sha256 {sent} under this key"
     )
+
+
+def _content_hash(txn: Transaction) -> str | None:
+    """The ``metadata.sha256`` GoRoute gives back with a transaction, if any."""
+    theirs = txn.metadata.get("sha256")
+    return theirs.strip() or None if isinstance(theirs, str) else None
 
 
 def _same_receiver(journal_receiver: str | None, txn: Transaction) -> bool:
@@ -153,8 +177,14 @@ def _same_receiver(journal_receiver: str | None, txn: Transaction) -> bool:
     return txn.receiver_scheme is None or not scheme or txn.receiver_scheme == scheme
 
 
-def _squash(text: str) -> str:
-    return "".join(char for char in text.casefold() if char.isalnum())
+def _kind(document_type: str | None) -> str:
+    """A document type as a word to compare: ``Invoice``, ``invoice``, a UBL namespace
+    (``...:xsd:Invoice-2``) and a Peppol document type identifier (``busdox-docid-qns::urn:
+    ...:Invoice-2::Invoice##urn:cen.eu:...::2.1``) all read ``invoice``."""
+    if not document_type:
+        return ""
+    name = document_type.split("##", 1)[0].rsplit("::", 1)[-1].rsplit(":", 1)[-1]
+    return "".join(char for char in name.casefold() if char.isalpha())
 
 
 def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
@@ -173,10 +203,29 @@ def first_time(side: JournalSide) -> datetime | None:
 
 
 def parse_time(value: str | None) -> datetime | None:
+    """ISO 8601 / RFC 3339 (either case of ``T`` and ``Z``; a naive time is UTC), or Unix
+    seconds or milliseconds as a number; None for anything else."""
     if not value:
         return None
+    text = value.strip().upper()
     try:
-        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        return _epoch(text)
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+
+
+# Epoch numbers past this are milliseconds (as seconds, they would be past the year 5138).
+_EPOCH_MILLISECONDS = 1e11
+
+
+def _epoch(text: str) -> datetime | None:
+    try:
+        seconds = float(text)
     except ValueError:
         return None
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    if not 0 < seconds < 1e14:  # NaN too
+        return None
+    if seconds > _EPOCH_MILLISECONDS:
+        seconds /= 1000
+    return datetime.fromtimestamp(seconds, UTC)

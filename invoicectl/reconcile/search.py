@@ -300,10 +300,12 @@ class _Paging:
         self.cursors: set[str] = set()
         self.newest_first = True
         self.oldest: datetime | None = None  # the last created_at seen, while newest first
+        self.pages_told = False  # the API has said something of paging on some page
 
     def take(self, page: TransactionPage) -> list[Transaction]:
         """The page's transactions not seen before; notes the page and its order."""
         self.pages += 1
+        self.pages_told = self.pages_told or page.pages_told
         fresh: list[Transaction] = []
         for txn in page.transactions:
             identity = _identity(txn)
@@ -333,10 +335,13 @@ class _Paging:
         if horizon is not None and self.newest_first and self.oldest and self.oldest < horizon:
             return True, f"searched back to {horizon.isoformat()}, newest first"
         if not page.has_more:
-            if len(page.transactions) >= self.limit and page.next_cursor is None:
-                # No has_more, no cursor: a list that does not page. A full page says nothing
-                # about what lies beyond it.
-                return False, "full page and no cursor: older transactions not searched"
+            if not self.pages_told:
+                # No has_more, no cursor, on any page: a list that says nothing of paging may
+                # stop at a page size of its own, below the limit asked, as well as at its end.
+                return False, (
+                    "the API's list says nothing of paging (no has_more, no cursor): older "
+                    "transactions may lie beyond the ones it returned"
+                )
             return True, "searched every transaction"
         if page.next_cursor is None:
             return False, "the API says there are more transactions but gives no cursor to them"

@@ -108,9 +108,11 @@ def _sent_earlier(
     window: Window,
 ) -> Case:
     first = side.key_first_used_at or side.first_attempt_at
+    undated = any(parse_time(txn.created_at) is None for txn in earlier)
     before = (
         f"created before this journal's first attempt under key {side.idempotency_key} "
-        f"({first}): {_listed(earlier)}"
+        f"({first}){' or undated, so not shown to be since' if undated else ''}: "
+        f"{_listed(earlier)}"
     )
     if ours:
         return build_case(

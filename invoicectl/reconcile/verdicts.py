@@ -18,6 +18,9 @@ verdict                            when                               person  --
 =================================  =================================  ======  ============  ====
 different_document                 key_reused; the transaction        yes     hold it       4
                                    carries another invoice/receiver
+content_unconfirmed                key_reused, or held by a history   yes     hold it       4
+                                   check: this invoice, but GoRoute
+                                   gives no content hash to compare
 not_found                          key_reused or accepted: GoRoute    yes     nothing       4
                                    does not know the transaction id
 sent_then_failed                   key_reused or unknown; this        yes     nothing       4
@@ -108,6 +111,18 @@ class Verdict(StrEnum):
             True,
             "investigate: the key carried another document (key collision); nothing was sent "
             "for this invoice under it",
+            ExitCode.NEEDS_RECONCILE,
+            held=True,
+        ),
+    )
+    content_unconfirmed = (
+        "content_unconfirmed",
+        Guidance(
+            "content unconfirmed",
+            True,
+            "investigate: GoRoute holds this invoice number for this receiver, but gives no "
+            "content hash, and it may be another version of the invoice; compare GoRoute's "
+            "document with the file",
             ExitCode.NEEDS_RECONCILE,
             held=True,
         ),

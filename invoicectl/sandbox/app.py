@@ -281,6 +281,8 @@ class SandboxApp:
         config = self.state.config
         self.state.stats.transaction_lists += 1
         limit = _limit(request.query_params.get("limit", "50"))
+        if config.list_page_cap is not None:
+            limit = min(limit, config.list_page_cap)
         # Without paging the cursor is not a parameter at all: ignored, as unknown ones are.
         cursor = request.query_params.get("cursor") if config.list_paging else None
         oldest_first = config.list_order == "oldest_first"

@@ -67,6 +67,8 @@ class SandboxConfig:
     # False: the list answers ``{"transactions": [...]}`` only (no has_more, no next_cursor)
     # and ignores ``cursor``, the way the public docs describe it.
     list_paging: bool = True
+    # A page size of the list's own, below the ``limit`` asked (a server may cap it).
+    list_page_cap: int | None = None
     list_order: ListOrder = "newest_first"
     # "flat": GET /api/v1/transactions/{id} answers in the list's shape (plus metadata).
     detail_shape: DetailShape = "nested"

@@ -13,14 +13,16 @@ checks GoRoute's transactions list when either holds:
 - **lost history**: the outbox's marker (``send/marker.py``) names another journal, or this
   journal and a run it no longer holds.
 
-The check asks only for the invoices about to be sent (the plan's new sends), through the list
+The check asks for every invoice this journal never sent a request for, held or invalid ones
+too (a release or a fixed file would send them later, unchecked), through the list
 search ``reconcile`` uses (``Lookups.search_numbers``: paced, retried, newest first, cursor
 followed), back to the oldest issue date among them less ``LOOK_BACK`` (an invoice is not sent
 before it is issued; the week covers time zones, and one issued after today, pre-dated, has no
 such bound: the search then goes to its page bound), at most ``MAX_PAGES``
 pages and ``CHECK_SECONDS`` (or what ``--deadline`` leaves). Then, per invoice:
 
-- GoRoute holds a transaction with its number: it is held for ``reconcile``; when exactly one
+- GoRoute holds a transaction with its number: it is held for ``reconcile``, and the finding
+  stands as evidence (``lifecycle.evidence``: a release needs ``--force``); when exactly one
   is this invoice (receiver and document type match, reconcile's ``compare``) its id is kept
   as the invoice's ``existing_transaction_id``, so ``reconcile`` judges it and ``reconcile
   --apply`` adopts it;
@@ -49,15 +51,16 @@ from invoicectl.goroute.outcomes import (
     WrongEndpoint,
 )
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState, JournalIdentity
-from invoicectl.lifecycle.holds import HISTORY_CHECK, hold
-from invoicectl.lifecycle.plan import plan
+from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
+from invoicectl.lifecycle.evidence import HISTORY_CHECK, note_evidence
+from invoicectl.lifecycle.holds import hold
 from invoicectl.send.history_texts import (
     Finding,
     HistoryUnchecked,
     failure_code,
     failure_text,
     finding_text,
+    found_reason,
     no_such_route,
     not_checked_reason,
     unchecked,
@@ -71,7 +74,6 @@ from invoicectl.settings import Settings
 if TYPE_CHECKING:
     import httpx
 
-    from invoicectl.goroute.transactions import Transaction
     from invoicectl.reconcile.search_result import Search, SearchSummary
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
@@ -121,19 +123,19 @@ def check_history(
     identity = journal.identity()
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    # Planned only when it matters: a journal with its history pays two small queries.
-    to_send = plan(journal, journal.clock(), options.order).pending if lost or fresh else ()
-    if (lost or fresh) and to_send:
+    # Read only when it matters: a journal with its history pays two small queries.
+    to_check = _never_sent(journal) if lost or fresh else ()
+    if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
-            journal.record_history_check(base_url, run_id, why, {"trusted": list(to_send)})
+            journal.record_history_check(base_url, run_id, why, {"trusted": list(to_check)})
             warn(
-                f"{LOUD} {why}; --trust-new-journal: sending {len(to_send)} invoices without "
+                f"{LOUD} {why}; --trust-new-journal: sending {len(to_check)} invoices without "
                 "checking what GoRoute already holds"
             )
         else:
             finding = _check(
-                journal, settings, options, run_id, why, to_send, transport, clocks, lost, run
+                journal, settings, options, run_id, why, to_check, transport, clocks, lost, run
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
     elif lost:
@@ -141,7 +143,7 @@ def check_history(
         # an invoice released later must still meet the check.
         warn(f"{LOUD} {lost}; nothing to send now")
     keeper = None
-    if options.outbox is not None and not (lost and not to_send):
+    if options.outbox is not None and not (lost and not to_check):
         here = Marker(
             journal_id=identity.journal_id,
             journal=str(journal.path),
@@ -199,7 +201,7 @@ def _check(
     options: SendOptions,
     run_id: int,
     why: str,
-    to_send: tuple[str, ...],
+    to_check: tuple[str, ...],
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     lost: str | None,
@@ -207,9 +209,8 @@ def _check(
 ) -> Finding:
     import asyncio
 
-    # The invoices about to be sent, one lookup each: not every pending one in the journal.
-    found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_send)))
-    invoices = [i for i in found if i is not None and i.state is InvoiceState.pending]
+    found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_check)))
+    invoices = [i for i in found if i is not None and i.state in _SENDABLE_SOME_DAY]
     limit = CHECK_SECONDS
     deadline_binds = options.deadline is not None and options.deadline < limit
     if options.deadline is not None:
@@ -256,7 +257,7 @@ def _check(
         # check is recorded as impossible there, loudly, rather than stopping every send.
         unsupported = f"HTTP {search.failure.http_status}"
         journal.record_history_check(settings.base_url, run_id, why, {"unsupported": unsupported})
-        return Finding((), (), to_send, unsupported=unsupported)
+        return Finding((), (), to_check, unsupported=unsupported)
     if search.failure is not None:
         raise unchecked(why, failure_text(search.failure), failure_code(search.failure))
     if deadline_binds and timed_out and not search.summary.complete:
@@ -334,6 +335,19 @@ def _issued(invoice: Invoice, now: datetime) -> datetime | None:
     return None if issued > now else issued
 
 
+# What the check covers: every invoice this journal never sent a request for and may send one
+# day, held or not (a release sends it), invalid or not (a fixed file makes it pending).
+_SENDABLE_SOME_DAY = (InvoiceState.pending, InvoiceState.invalid)
+
+
+def _never_sent(journal: JournalBackend) -> tuple[str, ...]:
+    return tuple(
+        invoice.invoice_id
+        for invoice in journal.invoices(*_SENDABLE_SOME_DAY)
+        if invoice.key_first_used_at is None and invoice.hold is not Hold.abandoned
+    )
+
+
 def _judge(
     journal: JournalBackend, invoices: list[Invoice], search: Search, now: datetime
 ) -> Finding:
@@ -345,46 +359,18 @@ def _judge(
         invoice_id = invoice.invoice_id
         txns = search.by_number.get(invoice_id, ())
         if txns:
-            reason, existing = _found_reason(invoice, txns)
-            if hold(journal, invoice_id, reason, HELD_BY, existing_transaction_id=existing).done:
-                found.append(invoice_id)
+            # Held, and evidence that stands whoever holds it (an operator's hold already
+            # there included) and whatever becomes of its state.
+            reason, existing = found_reason(invoice, txns)
+            hold(journal, invoice_id, reason, HELD_BY, existing_transaction_id=existing)
+            note_evidence(journal, invoice, reason)
+            found.append(invoice_id)
         elif _covered(invoice, search.summary, now):
-            to_send.append(invoice_id)
+            if invoice.state is InvoiceState.pending and invoice.hold is None:
+                to_send.append(invoice_id)
         elif hold(journal, invoice_id, not_checked_reason(invoice, search.summary), HELD_BY).done:
             not_checked.append(invoice_id)
     return Finding(tuple(found), tuple(not_checked), tuple(to_send))
-
-
-def _found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, str | None]:
-    """The hold's reason, and the transaction to keep when exactly one is this invoice."""
-    from invoicectl.reconcile.matching import compare
-    from invoicectl.reconcile.verdicts import JournalSide
-
-    side = JournalSide(
-        state=str(invoice.state),
-        document_type=invoice.document_type,
-        receiver=invoice.receiver or invoice.receiver_id,
-    )
-    same = [txn for txn in txns if not compare(invoice.invoice_id, side, txn)]
-    listed = ", ".join(
-        f"{txn.transaction_id or 'no id'} ({txn.status or 'no status'}, created "
-        f"{txn.created_at or 'undated'})"
-        for txn in txns
-    )
-    if len(same) == 1 and len(txns) == 1 and same[0].transaction_id:
-        return (
-            f"GoRoute already holds transaction {listed} for this invoice, found by the "
-            "history check of a journal with no history there: `invoicectl reconcile` judges "
-            "it, `invoicectl reconcile --apply` adopts it",
-            same[0].transaction_id,
-        )
-    return (
-        f"GoRoute already holds {len(txns)} transaction(s) with this invoice number, found by "
-        f"the history check of a journal with no history there: {listed}; find out whether "
-        f"the receiver has it, then `invoicectl release {invoice.invoice_id}` sends it or "
-        f"`invoicectl abandon {invoice.invoice_id}` records that it was settled",
-        None,
-    )
 
 
 def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:

@@ -11,6 +11,7 @@ from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transien
 from invoicectl.journal.records import Invoice
 
 if TYPE_CHECKING:  # the reconcile package brings the client: a send without a check needs none
+    from invoicectl.goroute.transactions import Transaction
     from invoicectl.reconcile.search_result import SearchSummary
 
 
@@ -97,3 +98,35 @@ def failure_text(outcome: Outcome) -> str:
 
 def failure_code(outcome: Outcome) -> ExitCode:
     return ExitCode.COULD_NOT_RUN if isinstance(outcome, Rejected) else ExitCode.INCOMPLETE
+
+
+def found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, str | None]:
+    """The hold's reason, and the transaction to keep when exactly one is this invoice."""
+    from invoicectl.reconcile.matching import compare
+    from invoicectl.reconcile.verdicts import JournalSide
+
+    side = JournalSide(
+        state=str(invoice.state),
+        document_type=invoice.document_type,
+        receiver=invoice.receiver or invoice.receiver_id,
+    )
+    same = [txn for txn in txns if not compare(invoice.invoice_id, side, txn)]
+    listed = ", ".join(
+        f"{txn.transaction_id or 'no id'} ({txn.status or 'no status'}, created "
+        f"{txn.created_at or 'undated'})"
+        for txn in txns
+    )
+    if len(same) == 1 and len(txns) == 1 and same[0].transaction_id:
+        return (
+            f"GoRoute already holds transaction {listed} for this invoice, found by the "
+            "history check of a journal with no history there: `invoicectl reconcile` judges "
+            "it, `invoicectl reconcile --apply` adopts it",
+            same[0].transaction_id,
+        )
+    return (
+        f"GoRoute already holds {len(txns)} transaction(s) with this invoice number, found by "
+        f"the history check of a journal with no history there: {listed}; find out whether "
+        f"the receiver has it, then `invoicectl release {invoice.invoice_id} --force` sends it "
+        f"or `invoicectl abandon {invoice.invoice_id}` records that it was settled",
+        None,
+    )

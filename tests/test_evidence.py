@@ -1,0 +1,166 @@
+"""Evidence that GoRoute may hold a delivery already stands, whoever holds the invoice and
+whatever verdict comes next (``lifecycle.evidence``), and every operator action meets it.
+
+Each test is a sequence a review found delivering an invoice twice; each counts what the
+emulator received.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+from backends import lose
+from journalkit import force
+from sendkit import FAST_RETRY, at, emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl.errors import ExitCode, UsageError
+from invoicectl.goroute.retry import RetryPolicy
+from invoicectl.journal import open_journal
+from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.holds import hold, release
+from invoicectl.locations import Location
+from invoicectl.reconcile.runner import reconcile
+from invoicectl.scan.ingest import scan_directory
+
+ONE_TRY = RetryPolicy(max_attempts=1, backoff_initial=0.01, backoff_max=0.02)
+
+
+@pytest.fixture
+def journal_path(journal_at: Location) -> Location:
+    return journal_at
+
+
+def lost_answer(journal_path: Path, outbox: Path, invoice_id: str):
+    """A send GoRoute kept whose answer was lost: the invoice is ``unknown``."""
+    write_invoice(outbox, invoice_id)
+    sandbox = emulator(drop_rate=1.0)
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=ONE_TRY)
+    assert states(journal_path) == {invoice_id: "unknown"}
+    return sandbox
+
+
+def sent_earlier_by_another(invoice_id: str):
+    """GoRoute holds the invoice from a send three days ago, by something else."""
+    sandbox = emulator()
+    long_ago = datetime.now(UTC).timestamp() - 3 * 86_400
+    sandbox.add_transaction(invoice_id, status="delivered", created_at=long_ago)
+    return sandbox
+
+
+def test_a_verdict_of_sent_earlier_stops_the_replay_without_apply(journal_path: Path, outbox: Path):
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = sent_earlier_by_another("INV-1")
+    report = reconcile(settings_for(journal_path), transport=sandbox.transport())  # no --apply
+    assert [str(case.verdict) for case in report.cases] == ["unknown_sent_earlier"]
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
+
+    assert sandbox.stats()["sends_received"] == 0  # the window is open, but it is not replayed
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert states(journal_path) == {"INV-1": "unknown"}
+
+
+def test_an_operators_hold_does_not_hide_reconciles_evidence(journal_path: Path, outbox: Path):
+    lost_answer(journal_path, outbox, "INV-1")
+    with open_journal(journal_path) as journal:
+        assert hold(journal, "INV-1", "asking the customer", "clerk").done
+    sandbox = sent_earlier_by_another("INV-1")
+    reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+
+    with open_journal(journal_path) as journal:
+        refused = release(journal, "INV-1", "clerk")
+        assert not refused.done and "--force" in refused.message
+        assert "unknown_sent_earlier" in refused.message
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
+    assert sandbox.stats()["sends_received"] == 0
+
+
+def test_a_later_verdict_does_not_lift_the_evidence(journal_path: Path, outbox: Path):
+    """Held as sent earlier, then the file edited (amended) and reconciled again, then the
+    file restored: a plain release is still refused, and the replay never goes out."""
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = sent_earlier_by_another("INV-1")
+    settings = settings_for(journal_path)
+    reconcile(settings, apply=True, transport=sandbox.transport())
+    original = (outbox / "INV-1.xml").read_bytes()
+    write_invoice(outbox, "INV-1", amount="999.00")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        assert journal.invoice("INV-1").state == "amended"
+    report = reconcile(settings, apply=True, transport=sandbox.transport())
+    assert [str(case.verdict) for case in report.cases] == ["amended"]
+    (outbox / "INV-1.xml").write_bytes(original)
+
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        refused = release(journal, "INV-1", "clerk")
+    assert not refused.done and "--force" in refused.message
+    send(settings, outbox, sandbox.transport(), policy=FAST_RETRY)
+    assert sandbox.stats()["sends_received"] == 0
+
+
+def test_a_force_release_clears_the_evidence_with_an_event(journal_path: Path, outbox: Path):
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = sent_earlier_by_another("INV-1")
+    reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+    with open_journal(journal_path) as journal:
+        assert release(journal, "INV-1", "clerk", force=True).done
+        kinds = [event.kind for event in journal.events("INV-1")]
+    assert "delivery_evidence" in kinds and kinds[-2:] == ["release", "evidence_cleared"]
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
+    assert sandbox.stats()["sends_received"] == 1  # replayed under its key: the operator's word
+
+
+def test_two_transactions_found_by_the_history_check_need_force(journal_path: Path, outbox: Path):
+    write_invoice(outbox, "INV-7")
+    sandbox = emulator()
+    sandbox.add_transaction("INV-7", status="delivered")
+    sandbox.add_transaction("INV-7", status="delivered")
+    send(settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None)
+
+    with open_journal(journal_path) as journal:
+        found = journal.invoice("INV-7")
+        assert found.hold == "held" and found.existing_transaction_id is None
+        assert "release INV-7 --force" in found.hold_reason
+        refused = release(journal, "INV-7", "clerk")
+    assert not refused.done and "--force" in refused.message
+    send(settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None)
+    assert sandbox.stats()["sends_received"] == 0
+
+
+@pytest.mark.parametrize("verdict", [None, "unknown_found", "in_progress", "already_sent"])
+def test_no_new_version_of_an_unknown_send_until_reconcile_shows_no_delivery(
+    journal_path: Path, outbox: Path, verdict: str | None
+):
+    lost_answer(journal_path, outbox, "INV-1")
+    day_later = datetime.now(UTC) + timedelta(hours=25)
+    with open_journal(journal_path) as journal:
+        if verdict is not None:
+            force(journal, "INV-1", verdict=verdict, verdict_at=day_later.isoformat())
+        with pytest.raises(UsageError, match="has not shown"):
+            check_new_version(journal, "INV-1", day_later)
+
+
+def test_a_list_capped_below_its_limit_vouches_for_nothing(journal_path: Path, outbox: Path):
+    """A lost journal, and a list that answers 7 rows whatever the limit, saying nothing of
+    paging: what it did not show is held as not checked, never sent (a review found 6 of
+    13 invoices delivered twice when a short page was taken for the list's end)."""
+    ids = [f"C-{number:02d}" for number in range(13)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator(list_paging=False, list_page_cap=7)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
+    assert sandbox.stats()["sends_received"] == 13
+    lose(journal_path)
+    sandbox.advance_clock(25 * 3600)
+
+    warnings: list[str] = []
+    later = at(datetime.now(UTC) + timedelta(hours=25))
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=later)
+
+    assert sandbox.stats()["sends_received"] == 13, warnings
+    assert "7 already there" in warnings[0] and "6 held as not checked" in warnings[0]
