@@ -325,8 +325,27 @@ def test_redact_finds_every_form(name: str) -> None:
 
 
 def test_redact_leaves_other_text_alone() -> None:
-    text = "sk_test/Echo+Key=9~ (one short) and %2F and \\u0073 and &#115;"
+    text = "sk_test/Ech (eleven of the key's characters) and %2F and \\u0073 and &#115;"
     assert KEY.redact(text) == text
+
+
+@pytest.mark.parametrize(
+    "echo",
+    [
+        SECRET[:10] + "\n" + SECRET[10:],  # a line broken inside it
+        SECRET[:10] + "\r\n" + SECRET[10:],
+        SECRET[:10] + "<br>" + SECRET[10:],  # an HTML page
+        SECRET[:4] + "\u200b" + SECRET[4:],  # a zero-width space
+        SECRET[:4] + "\u00ad" + SECRET[4:],  # a soft hyphen
+        SECRET.upper(),
+        SECRET[:-4],  # cut short: most of it is still the key
+        SECRET[3:],
+    ],
+)
+def test_redact_finds_a_key_broken_up_cased_or_cut(echo: str) -> None:
+    cleaned = KEY.redact(f"bad key {echo} here")
+    assert_no_key(cleaned)
+    assert SECRET[:12] not in cleaned and SECRET[-12:].casefold() not in cleaned.casefold()
 
 
 def test_an_encoding_the_pattern_does_not_spell_out_withholds_the_whole_text() -> None:

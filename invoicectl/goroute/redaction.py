@@ -35,9 +35,25 @@ _JSON_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 def key_pattern(secret: str) -> re.Pattern[str]:
     """The key, each character written plainly or in any of the encodings named above; or
-    its bytes in hex or base64 (``_encoded_forms``)."""
+    its bytes in hex or base64 (``_encoded_forms``); or a part of it (``_fragments``)."""
     spelled = "".join(_char_forms(char) for char in secret)
-    return re.compile("|".join([spelled, *map(re.escape, _encoded_forms(secret))]))
+    forms = [spelled, *map(re.escape, _encoded_forms(secret)), *_fragments(secret)]
+    return re.compile("|".join(forms))
+
+
+# A run of this many of the key's characters, in either case, is redacted wherever it stands:
+# a key broken by a line break or a tag, cut short, or upper-cased shows in parts.
+_FRAGMENT = 12
+
+
+def _fragments(secret: str) -> list[str]:
+    """Any ``_FRAGMENT`` consecutive characters of the key, in any case, and the key's
+    characters that follow them; none for a key too short for a part to be its own."""
+    if len(secret) < _FRAGMENT + 4:
+        return []
+    windows = {secret[start : start + _FRAGMENT] for start in range(len(secret) - _FRAGMENT + 1)}
+    alphabet = "".join(sorted(set(secret)))
+    return ["(?i:(?:" + "|".join(map(re.escape, sorted(windows))) + f")[{re.escape(alphabet)}]*)"]
 
 
 def _encoded_forms(secret: str) -> list[str]:
@@ -62,9 +78,22 @@ def redact(text: str, secret: str, pattern: re.Pattern[str]) -> str:
     if not text:
         return text
     cleaned = pattern.sub(MARKER, text)
-    if any(secret in view for view in _decodings(cleaned)):
+    if any(_shows(view, secret) for view in (cleaned, *_decodings(cleaned))):
         return WITHHELD
     return cleaned
+
+
+# What may stand inside a key echoed back without hiding it from a reader: white space,
+# invisible characters (soft hyphen, zero-width ones, bidi marks, BOM) and markup tags.
+_INSIDE = re.compile(
+    r"<[^<>]{0,200}>|[\s\u00ad\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
+)
+
+
+def _shows(view: str, secret: str) -> bool:
+    """Whether ``view`` shows the key, whole or broken up by what ``_INSIDE`` matches, in
+    either case."""
+    return secret in view or secret.casefold() in _INSIDE.sub("", view).casefold()
 
 
 def redact_data(data: Any, redact_text: Callable[[str], str]) -> Any:
