@@ -60,6 +60,22 @@ def ignore_stop_signals() -> None:
         signal.signal(signum, signal.SIG_IGN)
 
 
+@contextmanager
+def stop_signals_ignored() -> Iterator[None]:
+    """``ignore_stop_signals`` for a while, the handlers before it put back after (in the
+    main thread: elsewhere nothing can be changed, and nothing is)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
+    ignore_stop_signals()
+    try:
+        yield
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, signal.SIG_DFL if handler is None else handler)
+
+
 def _raise(signum: int, frame: FrameType | None) -> None:
     raise Interrupted(signal.Signals(signum).name)
 

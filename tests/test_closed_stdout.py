@@ -46,3 +46,89 @@ def test_send_finishes_its_work_when_stdout_is_closed(
     assert "Traceback" not in stderr and "Exception ignored" not in stderr
     assert set(journal_states(journal).values()) == {"accepted"}
     assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def _outbox_of(outbox: Path, count: int) -> list[str]:
+    ids = [f"S-{number:03d}" for number in range(count)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    return ids
+
+
+def test_send_finishes_its_work_when_stderr_is_closed_midway(outbox: Path, tmp_path: Path):
+    """``send ... 2>&1 | head -1`` with the progress on stderr: the run used to end in exit 1
+    at the next line it said, its end ping never sent."""
+    ids = _outbox_of(outbox, 20)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator(latency_ms=10)
+    with BackgroundServer(sandbox) as server:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--rate", "60000", "--batch-size",
+            "1", stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        assert process.stderr is not None
+        assert process.stderr.readline()
+        process.stderr.close()  # the reader has gone
+        process.wait(timeout=120)
+
+    assert process.returncode == 0
+    assert set(journal_states(journal).values()) == {"accepted"}
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+@pytest.mark.parametrize("closed", [1, 2], ids=["stdout", "stderr"])
+def test_a_stream_closed_before_the_start_costs_nothing_but_its_output(
+    outbox: Path, tmp_path: Path, closed: int
+):
+    """``>&-`` or ``2>&-`` in a crontab: Python starts with no stream at all; the CLI ended
+    in a traceback before it scanned anything."""
+    ids = _outbox_of(outbox, 3)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+
+    def close_it() -> None:
+        import os
+        import signal
+
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        os.close(closed)
+
+    with BackgroundServer(sandbox) as server:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--rate", "60000",
+            preexec_fn=close_it,
+            stdout=subprocess.DEVNULL if closed == 2 else None,
+            stderr=subprocess.DEVNULL if closed == 1 else None,
+        )  # fmt: skip
+        process.wait(timeout=120)
+
+    assert process.returncode == 0
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_a_stop_signal_during_the_end_ping_changes_no_exit_code(outbox: Path, tmp_path: Path):
+    """The exit code is chosen before the end ping: SIGTERM while a slow monitor takes it
+    made a run that logged 'exit 0' exit 130 without a word."""
+    import signal
+    import time
+
+    from hostile import HostileServer, answer, hang, routes
+
+    ids = _outbox_of(outbox, 2)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+    monitor = routes({("POST", "/job/start"): answer(200, b"OK")}, otherwise=hang(3))
+    with BackgroundServer(sandbox) as server, HostileServer(monitor) as pinged:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--rate", "60000",
+            "--ping-url", f"{pinged.base_url}/job", stdout=subprocess.DEVNULL,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while len(pinged.requests) < 2 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        assert [request.path for request in pinged.requests] == ["/job/start", "/job/0"]
+        process.send_signal(signal.SIGTERM)
+        _, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 0, stderr
+    assert_each_delivered_once(sandbox.stats(), ids)

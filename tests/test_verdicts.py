@@ -12,7 +12,8 @@ import pytest
 from invoicectl.errors import ExitCode
 from invoicectl.goroute.outcomes import RateLimited, Rejected, Transient
 from invoicectl.reconcile import GUIDANCE, VERDICT_ORDER, JournalSide, Verdict, verdicts
-from invoicectl.reconcile.verdicts import build_case, lookup_failed
+from invoicectl.reconcile.failed_lookups import lookup_failed
+from invoicectl.reconcile.verdicts import build_case
 
 SIDE = JournalSide(state="unknown", document_type="Invoice", receiver="9915:receiver")
 ADOPTABLE = {Verdict.already_sent, Verdict.unknown_found}

@@ -31,7 +31,7 @@ import typer.core  # noqa: E402
 from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
 
 from invoicectl import __version__  # noqa: E402
-from invoicectl.cli.consoles import guard_stdout, install_log_streams, say, say_error  # noqa: E402
+from invoicectl.cli.consoles import guard_streams, install_log_streams, say, say_error  # noqa: E402
 from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
 from invoicectl.cli.logsetup import (  # noqa: E402
     data_on_stdout,
@@ -43,7 +43,12 @@ from invoicectl.cli.logsetup import (  # noqa: E402
     wraps,
 )
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
-from invoicectl.interrupts import ignore_stop_signals, raise_on_signals, signal_name  # noqa: E402
+from invoicectl.interrupts import (  # noqa: E402
+    ignore_stop_signals,
+    raise_on_signals,
+    signal_name,
+    stop_signals_ignored,
+)
 from invoicectl.loglines import explain_exit  # noqa: E402
 from invoicectl.profiles import give_option, split_profile  # noqa: E402
 
@@ -109,11 +114,16 @@ class _Commands(typer.core.TyperGroup):
             exit_code = 1
             raise
         finally:
-            line = last_line(ctx.meta.get("args", []), exit_code)
-            if line is not None:
-                say(line)  # the run's last line: the exit code's cause
-            finish_pings(exit_code)  # a run that started pings ends them, however it ended
-            give_option(None)  # this command's --profile, not the next one's (a test's runner)
+            # The exit code is chosen: a stop signal now (during the end ping, say) would
+            # replace it with 130 and say nothing, so it is ignored until the process exits.
+            with stop_signals_ignored():
+                try:
+                    line = last_line(ctx.meta.get("args", []), exit_code)
+                    if line is not None:
+                        say(line)  # the run's last line: the exit code's cause
+                finally:
+                    finish_pings(exit_code)  # a run that started pings ends them, however
+                    give_option(None)  # this command's --profile, not the next one's
 
     def _invoke(self, ctx: Any) -> Any:
         try:
@@ -131,7 +141,7 @@ class _Commands(typer.core.TyperGroup):
                 say(f"invoicectl: {message}")
             raise typer.Exit(int(ExitCode.INTERRUPTED)) from None
         except _reported_errors() as error:
-            # A closed stdout never gets here (``guard_stdout``); where it is not guarded (a
+            # A closed stdout never gets here (``guard_streams``); where it is not guarded (a
             # test's runner), it is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
@@ -265,11 +275,11 @@ def _show_completion_named(args: list[str]) -> None:
 
 
 def main() -> None:
+    guard_streams()  # a closed stdout or stderr stops the output, never the work
     _show_completion_named(sys.argv[1:])
     # SIGTERM and SIGHUP outside a send's loop (which holds them itself) end like Ctrl-C:
     # every journal write is its own transaction, so stopping between them loses nothing.
     raise_on_signals()
-    guard_stdout()  # a closed stdout stops the output, never the work
     args = sys.argv[1:]
     restore_streams = install_log_streams(  # a timestamp on every line, or JSON lines
         quiet_log_format(args), wrap=wraps(args), stdout_too=not data_on_stdout(args)

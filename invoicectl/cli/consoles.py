@@ -6,9 +6,10 @@ writes on stderr (errors, "interrupted; state saved", the credentials and outage
 terminal's width; anywhere else (a log file, a pipe, a test) it is written as it is, one line,
 so that a log keeps one line per message however long it is.
 
-A closed stdout (``invoicectl send | head -1``) stops the output, never the work
-(``guard_stdout``): once its reader has gone, what is written to stdout is dropped, the run
-goes on to its end and exits with its own code; stderr still says what it has to.
+A closed stdout or stderr (``invoicectl send | head -1``, ``2>&1 | head -1``) stops the
+output, never the work (``guard_streams``): once its reader has gone, what is written to it is
+dropped, the run goes on to its end, pings its monitor and exits with its own code. One closed
+before the start (``>&-``, ``2>&-`` in a crontab) is given /dev/null.
 """
 
 from __future__ import annotations
@@ -87,10 +88,32 @@ class ClosedPipeGuard:
             pass
 
 
-def guard_stdout() -> None:
-    """Make the process's stdout a ``ClosedPipeGuard`` (once, for the whole process)."""
-    if not isinstance(sys.stdout, ClosedPipeGuard):
-        sys.stdout = ClosedPipeGuard(sys.stdout)
+def guard_streams() -> None:
+    """Make the process's stdout and stderr ``ClosedPipeGuard``s (once, for the whole
+    process), a stream closed before the start first given /dev/null: Python then has no
+    stream at all (None), and the next file the process opened would take its number."""
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        if getattr(sys, name) is None or not _is_open(fd):
+            setattr(sys, name, _devnull_at(fd))
+        stream = getattr(sys, name)
+        if not isinstance(stream, ClosedPipeGuard):
+            setattr(sys, name, ClosedPipeGuard(stream))
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def _devnull_at(fd: int) -> TextIO:
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    if devnull != fd:  # the lowest free number: ``fd`` itself when 0 to ``fd`` - 1 are open
+        os.dup2(devnull, fd)
+        os.close(devnull)
+    return os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def say(message: str) -> None:

@@ -15,8 +15,19 @@ and ``--new-version`` is refused.
 
 from __future__ import annotations
 
-from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState
+from typing import Protocol
+
+from invoicectl.journal.records import Event, Invoice, InvoiceState
+
+
+class JournalBackend(Protocol):
+    """What evidence needs of a journal: an invoice's audit trail, read and added to."""
+
+    def events(self, invoice_id: str) -> list[Event]: ...
+
+    def add_event(
+        self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
+    ) -> None: ...
 
 EVIDENCE = "delivery_evidence"
 CLEARED = "evidence_cleared"

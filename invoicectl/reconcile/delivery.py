@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.reconcile.failed_lookups import lookup_failed
 from invoicectl.reconcile.matching import api_side
 from invoicectl.reconcile.verdicts import (
     ApiSide,
@@ -17,7 +18,6 @@ from invoicectl.reconcile.verdicts import (
     JournalSide,
     Verdict,
     build_case,
-    lookup_failed,
 )
 
 

@@ -14,6 +14,7 @@ from dataclasses import replace
 
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.reconcile.failed_lookups import lookup_failed
 from invoicectl.reconcile.matching import matched
 from invoicectl.reconcile.verdicts import (
     ApiSide,
@@ -21,7 +22,6 @@ from invoicectl.reconcile.verdicts import (
     JournalSide,
     Verdict,
     build_case,
-    lookup_failed,
 )
 
 

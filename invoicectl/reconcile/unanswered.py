@@ -14,6 +14,7 @@ from datetime import datetime
 
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
+from invoicectl.reconcile.failed_lookups import lookup_failed
 from invoicectl.reconcile.matching import (
     CLOCK_SLACK,
     api_side,
@@ -29,7 +30,6 @@ from invoicectl.reconcile.verdicts import (
     Verdict,
     Window,
     build_case,
-    lookup_failed,
 )
 
 

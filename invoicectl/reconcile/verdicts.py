@@ -7,8 +7,8 @@ first, what is fine last. ``GUIDANCE`` and ``VERDICT_ORDER`` are read off it, so
 cannot drift apart. A ``Case`` carries one invoice's verdict with both sides of the story:
 ``JournalSide`` (what the journal holds and tried to send) and ``ApiSide`` (what GoRoute
 holds). Every judge ends in ``build_case``, which applies the verdict's guidance to one invoice;
-``lookup_failed`` is the case any judge ends in when GoRoute gave no usable answer. Nothing here
-asks GoRoute or touches the journal.
+``failed_lookups.lookup_failed`` is the case any judge ends in when GoRoute gave no usable
+answer. Nothing here asks GoRoute or touches the journal.
 
 The verdicts, in display order (``tests/test_verdicts.py`` checks this table against the
 data):
@@ -68,7 +68,6 @@ from types import MappingProxyType
 from typing import Self
 
 from invoicectl.errors import ExitCode
-from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
 
 
 @dataclass(frozen=True)
@@ -376,36 +375,3 @@ def build_case(
         detail=detail,
         exit_code=exit_code,
     )
-
-
-def lookup_failed(
-    invoice_id: str,
-    side: JournalSide,
-    outcome: Outcome | None,
-    api: ApiSide | None,
-    window: Window = (None, None),
-) -> Case:
-    """No usable answer: a person only when the API refused the lookup itself."""
-    refused = isinstance(outcome, Rejected)
-    return build_case(
-        invoice_id,
-        Verdict.lookup_failed,
-        side,
-        api=api,
-        needs_person=refused,
-        detail=_failure_text(outcome) + "; what happened is still unknown",
-        window=window,
-    )
-
-
-def _failure_text(outcome: Outcome | None) -> str:
-    if isinstance(outcome, Transient):
-        return f"no usable answer after retries: {outcome.reason}"
-    if isinstance(outcome, RateLimited):
-        return "still rate limited (429) after waiting as long as --max-wait allows"
-    if isinstance(outcome, Rejected) and outcome.http_status is None:
-        return f"not looked up: {outcome.message}"  # the client refused to ask (a bad id)
-    if isinstance(outcome, Rejected):
-        code = f" {outcome.code}" if outcome.code else ""
-        return f"the API refused the lookup (HTTP {outcome.http_status}{code}: {outcome.message})"
-    return "the lookup did not run"
