@@ -10,7 +10,7 @@ from typing import Any
 
 from invoicectl import profiles
 from invoicectl.errors import ConfigError
-from invoicectl.settings import config_path, load_config, resolve
+from invoicectl.settings import config_label, load_config, resolve
 
 # The settings a profile listing shows, in its columns' order.
 SHOWN = ("base_url", "tier", "rate", "concurrency", "journal", "sender", "api_key")
@@ -51,7 +51,7 @@ def list_profiles(environ: Mapping[str, str] | None = None) -> list[Listed]:
     here now (this environment's variables included: they come before a profile)."""
     environ = os.environ if environ is None else environ
     config = load_config(environ)
-    names = sorted(profiles.read_profiles(config, f"config file {config_path(environ)}"))
+    names = sorted(profiles.read_profiles(config, f"config file {config_label(environ)}"))
     return [_listed(name, environ) for name in [*names, profiles.SANDBOX]]
 
 

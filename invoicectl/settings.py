@@ -58,7 +58,7 @@ def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
     environ = os.environ if environ is None else environ
     if explicit := environ.get("INVOICECTL_JOURNAL"):
         return Path(explicit).expanduser()
-    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    state_home = environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
     return Path(state_home) / "invoicectl" / "journal.db"
 
 
@@ -147,6 +147,8 @@ class Settings:
 
 def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     path = config_path(environ)
+    if path is None:
+        return {}
     if not path.exists():
         if environ.get("INVOICECTL_CONFIG"):
             raise ConfigError(f"INVOICECTL_CONFIG names {path}, which does not exist")
@@ -162,11 +164,34 @@ def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
-def config_path(environ: Mapping[str, str]) -> Path:
+def config_path(environ: Mapping[str, str]) -> Path | None:
+    """The config file's path; None when nothing names one and there is no home directory
+    to look in (then there is no config file)."""
     if explicit := environ.get("INVOICECTL_CONFIG"):
         return Path(explicit).expanduser()
-    home = environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(home) / "invoicectl" / "config.toml"
+    if configs := environ.get("XDG_CONFIG_HOME"):
+        return Path(configs) / "invoicectl" / "config.toml"
+    try:
+        return _home() / ".config" / "invoicectl" / "config.toml"
+    except ConfigError:
+        return None
+
+
+def config_label(environ: Mapping[str, str]) -> str:
+    """The config file, as a message names it."""
+    return str(config_path(environ) or "(none: no home directory to look in)")
+
+
+def _home() -> Path:
+    """The user's home directory; ConfigError when nothing tells it (a container's user with
+    no HOME and no passwd entry)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        raise ConfigError(
+            "cannot tell the home directory (HOME is unset and this user has no passwd entry): "
+            "set HOME, or INVOICECTL_JOURNAL (and INVOICECTL_CONFIG for a config file)"
+        ) from None
 
 
 def resolve(
@@ -193,7 +218,7 @@ def resolve(
     before the config file's top-level keys."""
     environ = os.environ if environ is None else environ
     config = load_config(environ)
-    in_config = f"config file {config_path(environ)}"
+    in_config = f"config file {config_label(environ)}"
     sources: dict[str, str] = {}
     profile_name, table, sandbox = _profile(profile, sandbox, config, in_config, environ, sources)
     in_profile = f"profile {profile_name} ({in_config})"
@@ -259,7 +284,7 @@ def resolve(
     if chosen_ping is not None:
         chosen_ping = config_values.ping_url(chosen_ping, source)
     tier_name, source = pick("tier", tier, None, None)
-    if tier_name is not None and tier_name not in TIERS:
+    if tier_name is not None and (not isinstance(tier_name, str) or tier_name not in TIERS):
         raise config_values.refusal("tier", source, " or ".join(map(repr, TIERS)), tier_name)
     tier_rate, tier_concurrency = TIERS[tier_name or DEFAULT_TIER]
     return Settings(
@@ -289,7 +314,7 @@ def resolve(
 
 def profile_journal(name: str, environ: Mapping[str, str]) -> Path:
     """A profile's journal when it names none: ``journal-NAME.db`` beside the default one."""
-    state_home = environ.get("XDG_STATE_HOME") or str(Path.home() / ".local" / "state")
+    state_home = environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
     return Path(state_home) / "invoicectl" / f"journal-{name}.db"
 
 

@@ -174,3 +174,50 @@ def test_only_consoles_writes_to_stderr():
     ]
 
     assert writers == []
+
+
+def _homeless(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A container's user: no HOME, no passwd entry, no XDG directories."""
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    for name in ("HOME", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "INVOICECTL_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(Path, "home", staticmethod(no_home))
+
+
+def test_no_home_directory_and_a_journal_named_is_no_config_file(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
+    _homeless(monkeypatch)
+    monkeypatch.setenv("INVOICECTL_JOURNAL", str(tmp_path / "journal.db"))
+    result = invoke("status")
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+
+
+def test_no_home_directory_and_no_journal_named_is_one_line(monkeypatch: pytest.MonkeyPatch):
+    _homeless(monkeypatch)
+    monkeypatch.delenv("INVOICECTL_JOURNAL", raising=False)
+    result = invoke("status")
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        "invoicectl: error: cannot tell the home directory (HOME is unset and this user has no "
+        "passwd entry): set HOME, or INVOICECTL_JOURNAL (and INVOICECTL_CONFIG for a config "
+        "file)"
+    )
+    assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("value", ['["professional"]', '{name = "professional"}', "5"])
+def test_a_tier_that_is_no_word_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, value: str
+):
+    config = tmp_path / "config.toml"
+    config.write_text(f"tier = {value}\n")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    monkeypatch.setenv("INVOICECTL_JOURNAL", str(tmp_path / "journal.db"))
+    result = invoke("send", str(tmp_path), "--dry-run")
+    assert result.exit_code == 1, result.output
+    assert "Traceback" not in result.output and "tier" in result.stderr

@@ -206,12 +206,12 @@ def _retention_years() -> int:
 
     from invoicectl import config_values
     from invoicectl.defaults import DEFAULT_RETENTION_YEARS
-    from invoicectl.settings import config_path, load_config
+    from invoicectl.settings import config_label, load_config
 
     config = load_config(os.environ)
     if "retention_years" not in config:
         return DEFAULT_RETENTION_YEARS
-    source = f"config file {config_path(os.environ)}"
+    source = f"config file {config_label(os.environ)}"
     return config_values.whole("retention_years", config["retention_years"], source)
 
 

@@ -54,13 +54,13 @@ def log_format(args: list[str], environ: Mapping[str, str] | None = None) -> Log
     if value is None and environ.get(ENV):
         value, where = environ[ENV], f"${ENV}"
     if value is None:
-        from invoicectl.settings import config_path, load_config
+        from invoicectl.settings import config_label, load_config
 
         try:
             value = load_config(environ).get("log_format")
         except ConfigError:  # the command's own settings say what is wrong with the file
             value = None
-        where = f"config file {config_path(environ)}"
+        where = f"config file {config_label(environ)}"
     if value is None:
         return LogFormat.text
     if not isinstance(value, str) or value not in set(LogFormat):  # TOML gives lists, tables

@@ -132,9 +132,9 @@ def _refuse_shared(refused: Mapping[str, bool]) -> None:
 
 def _chosen_profiles(only: str | None) -> tuple[list[str], dict[str, str]]:
     """The profiles this run sends through, and every profile's sender -> name."""
-    from invoicectl.settings import config_path, load_config, resolve
+    from invoicectl.settings import config_label, load_config, resolve
 
-    where = f"config file {config_path(os.environ)}"
+    where = f"config file {config_label(os.environ)}"
     known = profiles.read_profiles(load_config(os.environ), where)
     senders = {p.sender: name for name, p in known.items() if p.sender is not None}
     if only is None:
@@ -215,10 +215,10 @@ def _every_journal() -> dict[str, Any]:
     with a sender or not (an account used before senders were set), and the top-level one
     (``no profile``: a send before profiles). The sandbox's is the emulator's."""
     from invoicectl.locations import journal_location
-    from invoicectl.settings import config_path, default_journal_path, load_config, resolve
+    from invoicectl.settings import config_label, default_journal_path, load_config, resolve
 
     config = load_config(os.environ)
-    known = profiles.read_profiles(config, f"config file {config_path(os.environ)}")
+    known = profiles.read_profiles(config, f"config file {config_label(os.environ)}")
     journals = {name: resolve(profile=name, need_key=False).journal for name in sorted(known)}
     top = config.get("journal")
     top_level = journal_location(top) if isinstance(top, str) and top.strip() else None

@@ -18,7 +18,7 @@ from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
-from invoicectl.settings import Settings, config_path, resolve
+from invoicectl.settings import Settings, config_label, config_path, resolve
 
 # Below this much free space a journal's commits may fail (each send writes its WAL first).
 DISK_FAIL_BYTES = 100 * 1024**2
@@ -33,19 +33,19 @@ def settings_check(
     journal: Path | str | None, sandbox: bool, environ: Mapping[str, str]
 ) -> tuple[Check, Settings | None]:
     """The settings as a run would resolve them, and where each value came from."""
-    config_file = config_path(environ)
+    config_file, config_name = config_path(environ), config_label(environ)
     try:
         settings = resolve(journal=journal, sandbox=sandbox, need_key=False, environ=environ)
     except InvoicectlError as error:  # a bad value: its own line names it and its source
-        return fail("config", str(error), config_file=str(config_file)), None
+        return fail("config", str(error), config_file=config_name), None
     sources = {name: settings.sources[name] for name in _SHOWN_SETTINGS if name in settings.sources}
     chosen = [
         f"{name} from {'the command line' if source == 'option' else source}"
         for name, source in sources.items()
         if source != "default"
     ]
-    found = config_file.is_file()
-    message = f"config file {config_file}{'' if found else ' (none there)'}; " + (
+    found = config_file is not None and config_file.is_file()
+    message = f"config file {config_name}{'' if found else ' (none there)'}; " + (
         ", ".join(chosen) + "; the rest default" if chosen else "every setting default"
     )
     values = {
@@ -59,7 +59,7 @@ def settings_check(
         "request_timeout": settings.request_timeout,
     }
     details = {
-        "config_file": str(config_file),
+        "config_file": None if config_file is None else str(config_file),
         "config_file_found": found,
         "sources": sources,
         "values": values,
