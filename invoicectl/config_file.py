@@ -1,9 +1,11 @@
-"""The config file's bytes, read with the care a path from the environment needs."""
+"""Where the config file is (``config_path``), and its bytes, read with the care a path from
+the environment needs (``config_text``)."""
 
 from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 
 from invoicectl.errors import ConfigError
@@ -29,3 +31,30 @@ def config_text(path: Path) -> str:
             f"the config file {path} is over {_MAX_CONFIG_BYTES // 1024} KB: not a config file?"
         )
     return data.decode("utf-8")
+
+
+def config_path(environ: Mapping[str, str]) -> Path | None:
+    """The config file's path; None when nothing names one and there is no home to look in."""
+    if explicit := environ.get("INVOICECTL_CONFIG"):
+        return Path(explicit).expanduser()
+    if configs := environ.get("XDG_CONFIG_HOME"):
+        return Path(configs) / "invoicectl" / "config.toml"
+    try:
+        return home_directory() / ".config" / "invoicectl" / "config.toml"
+    except ConfigError:
+        return None
+
+
+def config_label(environ: Mapping[str, str]) -> str:  # the config file, as messages name it
+    return str(config_path(environ) or "(none: no home directory to look in)")
+
+
+def home_directory() -> Path:
+    """The home directory; ConfigError when nothing tells it (no HOME, no passwd entry)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        raise ConfigError(
+            "cannot tell the home directory (HOME is unset and this user has no passwd entry): "
+            "set HOME, or INVOICECTL_JOURNAL (and INVOICECTL_CONFIG for a config file)"
+        ) from None

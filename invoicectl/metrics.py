@@ -26,7 +26,9 @@ from typing import TYPE_CHECKING
 from invoicectl.journal.records import Hold, InvoiceState
 
 if TYPE_CHECKING:
-    from prometheus_client import CollectorRegistry
+    from collections.abc import Callable
+
+    from prometheus_client import CollectorRegistry, Gauge
 
     from invoicectl.journal.interface import JournalBackend
     from invoicectl.send.summary import SendSummary
@@ -112,8 +114,15 @@ def send_figures(journal: JournalBackend, summary: SendSummary) -> RunFigures:
     )
 
 
-def registry_of(writer: str, figures: JournalFigures, run: RunFigures | None) -> CollectorRegistry:
-    """A registry of this write's own, holding every metric (README, "Metrics")."""
+def registry_of(
+    writer: str,
+    figures: JournalFigures | None,
+    run: RunFigures | None,
+    exit_code: int | None = None,
+) -> CollectorRegistry:
+    """A registry of this write's own, holding every metric (README, "Metrics"): the run's
+    exit code (``exit_code``, else the send's own), the journal's figures unless it could not
+    be read (None), and a send's own figures."""
     from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
 
     # A ``_created`` series per histogram says when this process made it: noise in a file
@@ -124,6 +133,17 @@ def registry_of(writer: str, figures: JournalFigures, run: RunFigures | None) ->
     def gauge(name: str, doc: str, *labels: str) -> Gauge:
         return Gauge(f"invoicectl_{name}", doc, ("writer", *labels), registry=registry)
 
+    code = exit_code if exit_code is not None else None if run is None else run.exit_code
+    if code is not None:
+        gauge("run_exit_code", "The run's exit code.").labels(writer).set(code)
+    if figures is not None:
+        _journal_metrics(gauge, writer, figures)
+    if run is not None:
+        _run_metrics(registry, writer, run)
+    return registry
+
+
+def _journal_metrics(gauge: Callable[..., Gauge], writer: str, figures: JournalFigures) -> None:
     states = gauge("invoices", "Invoices in the journal per state.", "state")
     for state, count in figures.states.items():
         states.labels(writer, state).set(count)
@@ -151,9 +171,6 @@ def registry_of(writer: str, figures: JournalFigures, run: RunFigures | None) ->
     good = gauge("last_success_timestamp_seconds", "When the last exit-0 run ended.", "command")
     for command, when in figures.last_success.items():
         good.labels(writer, command).set(when)
-    if run is not None:
-        _run_metrics(registry, writer, run)
-    return registry
 
 
 def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> None:
@@ -162,7 +179,6 @@ def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> N
     def gauge(name: str, doc: str, *labels: str) -> Gauge:
         return Gauge(f"invoicectl_run_{name}", doc, ("writer", *labels), registry=registry)
 
-    gauge("exit_code", "The run's exit code.").labels(writer).set(run.exit_code)
     gauge("duration_seconds", "How long the run's sending took.").labels(writer).set(run.elapsed)
     outcomes = gauge("requests", "The run's send requests per outcome.", "outcome")
     for outcome, count in run.outcomes.items():

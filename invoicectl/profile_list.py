@@ -9,8 +9,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from invoicectl import profiles
+from invoicectl.config_file import config_label
 from invoicectl.errors import ConfigError
-from invoicectl.settings import config_label, load_config, resolve
+from invoicectl.settings import load_config, resolve
 
 # The settings a profile listing shows, in its columns' order.
 SHOWN = ("base_url", "tier", "rate", "concurrency", "journal", "sender", "api_key")

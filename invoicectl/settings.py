@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicectl import DEFAULT_BASE_URL, config_values, profiles
-from invoicectl.config_file import config_text
+from invoicectl.config_file import config_label, config_path, config_text, home_directory
 from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
@@ -53,12 +53,15 @@ _CONFIG_KEYS = {
 }  # fmt: skip
 
 
+ROUTED_ENV = "INVOICECTL_ROUTED"
+
+
 def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
     """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
     environ = os.environ if environ is None else environ
     if explicit := environ.get("INVOICECTL_JOURNAL"):
         return Path(explicit).expanduser()
-    state_home = environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
+    state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
     return Path(state_home) / "invoicectl" / "journal.db"
 
 
@@ -164,36 +167,6 @@ def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
     return data
 
 
-def config_path(environ: Mapping[str, str]) -> Path | None:
-    """The config file's path; None when nothing names one and there is no home directory
-    to look in (then there is no config file)."""
-    if explicit := environ.get("INVOICECTL_CONFIG"):
-        return Path(explicit).expanduser()
-    if configs := environ.get("XDG_CONFIG_HOME"):
-        return Path(configs) / "invoicectl" / "config.toml"
-    try:
-        return _home() / ".config" / "invoicectl" / "config.toml"
-    except ConfigError:
-        return None
-
-
-def config_label(environ: Mapping[str, str]) -> str:
-    """The config file, as a message names it."""
-    return str(config_path(environ) or "(none: no home directory to look in)")
-
-
-def _home() -> Path:
-    """The user's home directory; ConfigError when nothing tells it (a container's user with
-    no HOME and no passwd entry)."""
-    try:
-        return Path.home()
-    except (RuntimeError, KeyError):
-        raise ConfigError(
-            "cannot tell the home directory (HOME is unset and this user has no passwd entry): "
-            "set HOME, or INVOICECTL_JOURNAL (and INVOICECTL_CONFIG for a config file)"
-        ) from None
-
-
 def resolve(
     *,
     journal: Location | str | None = None,
@@ -277,10 +250,14 @@ def resolve(
         keys = _KeyPlaces(api_key_file, table, in_profile, config, in_config)
         key = _api_key(keys, environ, sources) if need_key else None
 
-    chosen_metrics, source = pick("metrics_file", metrics_file, None, None)
+    # A profile's send run by ``send --all-profiles`` (``ROUTED_ENV``): the parent pings once
+    # for all; a metrics file or ping URL is the profile's own, never the shared one.
+    shared = {} if environ.get(ROUTED_ENV) == "1" else config
+    chosen_metrics, source = pick("metrics_file", metrics_file, None, None, shared)
     if chosen_metrics is not None and not isinstance(chosen_metrics, Path):
         chosen_metrics = Path(config_values.text("metrics_file", chosen_metrics, source))
-    chosen_ping, source = pick("ping_url", ping_url, "INVOICECTL_PING_URL", None)
+    ping_env = "INVOICECTL_PING_URL" if shared is config else None
+    chosen_ping, source = pick("ping_url", ping_url, ping_env, None, shared)
     if chosen_ping is not None:
         chosen_ping = config_values.ping_url(chosen_ping, source)
     tier_name, source = pick("tier", tier, None, None)
@@ -314,7 +291,7 @@ def resolve(
 
 def profile_journal(name: str, environ: Mapping[str, str]) -> Path:
     """A profile's journal when it names none: ``journal-NAME.db`` beside the default one."""
-    state_home = environ.get("XDG_STATE_HOME") or str(_home() / ".local" / "state")
+    state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
     return Path(state_home) / "invoicectl" / f"journal-{name}.db"
 
 

@@ -198,3 +198,40 @@ def test_the_metrics_file_is_readable_by_node_exporter_under_a_strict_umask(tmp_
         os.umask(before)
     assert result.exit_code == 0, result.output
     assert prom.stat().st_mode & 0o777 == 0o644
+
+
+def test_a_run_that_could_not_run_leaves_its_exit_code_not_the_last_good_one(
+    outbox: Path, tmp_path: Path
+):
+    """A good run, then one whose journal is not SQLite (exit 1): the file said exit 0, the
+    last good run's, and kept the stale figures (found by a review of unattended runs)."""
+    write_invoice(outbox, "INV-1")
+    prom = tmp_path / "send.prom"
+    journal = tmp_path / "journal.db"
+    args = ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(prom)]
+
+    good = CliRunner().invoke(app, [*args, "--journal", str(journal)])
+    assert good.exit_code == 0, good.output
+    assert samples(prom)[("invoicectl_run_exit_code", ())] == 0
+    (tmp_path / "not-a-journal.db").write_bytes(b"plain text, no SQLite header" * 100)
+    bad = CliRunner().invoke(app, [*args, "--journal", str(tmp_path / "not-a-journal.db")])
+
+    assert bad.exit_code == 1, bad.output
+    found = samples(prom)
+    assert found[("invoicectl_run_exit_code", ())] == 1
+    assert not any(name == "invoicectl_invoices" for name, _ in found)  # nothing stale
+    assert "without the journal's figures" in bad.stderr
+
+
+def test_a_run_that_found_the_journal_locked_writes_exit_6(outbox: Path, tmp_path: Path):
+    from invoicectl.journal.runlock import RunLock
+
+    write_invoice(outbox, "INV-1")
+    prom = tmp_path / "send.prom"
+    journal = tmp_path / "journal.db"
+    args = ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(prom)]
+    with RunLock(journal, command="send"):
+        result = CliRunner().invoke(app, [*args, "--journal", str(journal)])
+
+    assert result.exit_code == 6, result.output
+    assert samples(prom)[("invoicectl_run_exit_code", ())] == 6

@@ -480,3 +480,23 @@ def test_a_stop_signal_heard_while_a_child_starts_reaches_it(monkeypatch) -> Non
     assert signals == ["SIGTERM"]
     assert finished["a"].died == "SIGTERM"
     assert time.monotonic() - started < 25  # it stopped, not slept its 30 s out
+
+
+def test_the_shared_ping_url_is_pinged_once_with_the_worst_code(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """$INVOICECTL_PING_URL (the README's cron set-up) reached every profile's send: the
+    monitor got /start twice, then /5 and /0, and ended on healthy while the run exited 5."""
+    from hostile import HostileServer, answer
+
+    write(outbox, "a1.xml", ACME, "A-1")
+    write(outbox, "b1.xml", BETA, "B-1")
+    acme, beta = emulator(KEY_A), emulator("sk_live_another_key_entirely")  # beta's: 401
+    monitor = HostileServer(answer(200, b"OK"))
+    with BackgroundServer(acme) as acme_server, BackgroundServer(beta) as beta_server, monitor:
+        environ = bureau(tmp_path, acme_server.base_url, beta_server.base_url)
+        environ["INVOICECTL_PING_URL"] = f"{monitor.base_url}/job"
+        result = cli("send", "--all-profiles", str(outbox), *FLAGS, environ=environ)
+
+    assert result.returncode == 5, result.stderr
+    assert [request.path for request in monitor.requests] == ["/job/start", "/job/5"]

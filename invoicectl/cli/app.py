@@ -102,6 +102,7 @@ class _Commands(typer.core.TyperGroup):
         return super().parse_args(ctx, args)
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
+        from invoicectl.cli.endings import run_endings
         from invoicectl.cli.pinging import finish_pings
 
         exit_code = int(ExitCode.OK)
@@ -122,6 +123,7 @@ class _Commands(typer.core.TyperGroup):
                     if line is not None:
                         say(line)  # the run's last line: the exit code's cause
                 finally:
+                    run_endings(exit_code)  # the metrics file, with the exit code
                     finish_pings(exit_code)  # a run that started pings ends them, however
                     give_option(None)  # this command's --profile, not the next one's
 

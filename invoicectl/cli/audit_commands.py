@@ -205,8 +205,9 @@ def _retention_years() -> int:
     import os
 
     from invoicectl import config_values
+    from invoicectl.config_file import config_label
     from invoicectl.defaults import DEFAULT_RETENTION_YEARS
-    from invoicectl.settings import config_label, load_config
+    from invoicectl.settings import load_config
 
     config = load_config(os.environ)
     if "retention_years" not in config:

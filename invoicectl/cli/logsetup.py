@@ -54,7 +54,8 @@ def log_format(args: list[str], environ: Mapping[str, str] | None = None) -> Log
     if value is None and environ.get(ENV):
         value, where = environ[ENV], f"${ENV}"
     if value is None:
-        from invoicectl.settings import config_label, load_config
+        from invoicectl.config_file import config_label
+        from invoicectl.settings import load_config
 
         try:
             value = load_config(environ).get("log_format")

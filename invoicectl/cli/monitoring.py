@@ -11,6 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say
+from invoicectl.cli.endings import at_end
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -20,35 +21,38 @@ if TYPE_CHECKING:
     from invoicectl.settings import Settings
 
 
-def write_metrics(settings: Settings, writer: str, summary: SendSummary | None = None) -> None:
-    """The metrics file, when one is asked for; a failure is one line on stderr, and the
-    run's exit code stays the run's."""
-    if settings.metrics_file is None:
-        return
-    refused = write_after_run(settings.metrics_file, settings.journal, writer, summary)
-    if refused is not None:
-        say(refused)
-
-
 def write_after_run(
-    path: Path, journal_path: Location, writer: str, summary: SendSummary | None = None
+    path: Path,
+    journal_path: Location,
+    writer: str,
+    summary: SendSummary | None = None,
+    exit_code: int | None = None,
 ) -> str | None:
-    """After a run (or a status): the journal's figures, and a send's own, written to
-    ``path``; None when written, else the one line to say on stderr. Never raises for a
-    journal or a file it cannot read or write: the run's exit code is the run's."""
+    """After a run (or a status): its exit code, the journal's figures, and a send's own,
+    written to ``path``; None when written, else the one line to say on stderr. Never raises
+    for a journal or a file it cannot read or write: the run's exit code is the run's. A
+    journal it cannot read leaves the exit code written all the same, so that the file never
+    shows the last good run's."""
     import sqlite3
 
     from invoicectl import metrics
     from invoicectl.errors import InvoicectlError
     from invoicectl.journal import opened_journal
 
+    figures = run = None
+    unreadable = None
     try:
         with opened_journal(journal_path) as journal:
             figures = metrics.journal_figures(journal, journal.clock())
             run = None if summary is None else metrics.send_figures(journal, summary)
     except (InvoicectlError, sqlite3.Error, OSError) as error:
-        return f"invoicectl: metrics not written to {path}: cannot read the journal ({error})"
-    return metrics.write(path, metrics.registry_of(writer, figures, run))
+        unreadable = f"cannot read the journal ({error})"
+    refused = metrics.write(path, metrics.registry_of(writer, figures, run, exit_code))
+    if refused is not None:
+        return refused
+    if unreadable is not None:
+        return f"invoicectl: metrics written to {path} without the journal's figures: {unreadable}"
+    return None
 
 
 class AfterRun:
@@ -59,9 +63,16 @@ class AfterRun:
 
 @contextmanager
 def metrics_after(settings: Settings, writer: str) -> Iterator[AfterRun]:
-    """The metrics file written when the run ends, however it ends (an error, a signal)."""
+    """The metrics file, written when the command has ended, however it ended (an error, a
+    signal, the journal locked), with its exit code (``endings``)."""
     after = AfterRun()
-    try:
-        yield after
-    finally:
-        write_metrics(settings, writer, after.summary)
+    path = settings.metrics_file
+    if path is not None:
+
+        def write(exit_code: int) -> None:
+            refused = write_after_run(path, settings.journal, writer, after.summary, exit_code)
+            if refused is not None:
+                say(refused)
+
+        at_end(write)
+    yield after

@@ -20,14 +20,20 @@ _running: tuple[str, OutputTail, Callable[[], None]] | None = None
 
 def start_pings(settings: Settings) -> None:
     """``URL/start``, and the run's output copied from here on, when a ping URL is set."""
+    start_pings_to(settings.ping_url)
+
+
+def start_pings_to(url: str | None) -> None:
+    """``start_pings`` for a URL known without a profile's settings (``send --all-profiles``
+    pings once for all of its profiles)."""
     global _running
-    if settings.ping_url is None or _running is not None:
+    if url is None or _running is not None:
         return
     from invoicectl.pings import OutputTail, ping
 
     tail = OutputTail()
-    _running = (settings.ping_url, tail, tee_output(tail))
-    refused = ping(settings.ping_url, "start")
+    _running = (url, tail, tee_output(tail))
+    refused = ping(url, "start")
     if refused is not None:
         say(refused)
 

@@ -25,6 +25,7 @@ from invoicectl import profiles
 from invoicectl.cli.consoles import say, say_error
 from invoicectl.cli.logsetup import ENV as LOG_ENV
 from invoicectl.cli.logsetup import log_format
+from invoicectl.cli.pinging import start_pings_to
 from invoicectl.errors import MEANINGS, Cause, ConfigError, ExitCode, UsageError, explain, worst
 from invoicectl.loglines import explain_exit
 
@@ -33,6 +34,8 @@ if TYPE_CHECKING:
 
 # Each would come before every profile's own value (option > environment > profile).
 _SHARED_ENV = ("GOROUTE_API_KEY", "GOROUTE_BASE_URL", "INVOICECTL_JOURNAL")
+# Not passed to each profile's send: this run's own profile choice, and its one ping URL.
+_NOT_PASSED = (profiles.ENV, "INVOICECTL_PING_URL")
 
 
 # Options naming one account, journal or limits: each profile has its own.
@@ -53,6 +56,7 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     from invoicectl.render.formats import to_json
     from invoicectl.send.children import run_children
     from invoicectl.send.routing import route
+    from invoicectl.settings import ROUTED_ENV
 
     ctx = get_current_context()
     given = {
@@ -66,8 +70,10 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     chosen, senders = _chosen_profiles(only)
     routing = route(directory, senders, chosen, recursive=recursive)
     skips = _sent_elsewhere(senders, routing.ids)
-    env = {key: value for key, value in os.environ.items() if key != profiles.ENV}
+    env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
     env[LOG_ENV] = log_format(ctx.meta.get("args", [])).value  # as this run's, --log-format too
+    env[ROUTED_ENV] = "1"  # each profile's own metrics file and ping URL only
+    start_pings_to(_shared_ping_url())  # one ping for the whole run, its worst exit code
     with tempfile.TemporaryDirectory(prefix="invoicectl-routed-") as lists:
         commands = {
             name: [sys.executable, "-m", "invoicectl", "--profile", name, "send", str(directory),
@@ -112,6 +118,21 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     raise typer.Exit(int(exit_code))
 
 
+def _shared_ping_url() -> str | None:
+    """``$INVOICECTL_PING_URL``, else the config file's top-level ``ping_url``: pinged once by
+    this run, with its worst code; each profile's send pings only a ping URL of its own."""
+    from invoicectl import config_values
+    from invoicectl.config_file import config_label
+    from invoicectl.settings import load_config
+
+    if url := os.environ.get("INVOICECTL_PING_URL"):
+        return config_values.ping_url(url, "$INVOICECTL_PING_URL")
+    configured = load_config(os.environ).get("ping_url")
+    if configured is None:
+        return None
+    return config_values.ping_url(configured, f"config file {config_label(os.environ)}")
+
+
 def _refuse_shared(refused: Mapping[str, bool]) -> None:
     given = [option for option, value in refused.items() if value]
     if profiles.given_option() is not None:
@@ -132,7 +153,8 @@ def _refuse_shared(refused: Mapping[str, bool]) -> None:
 
 def _chosen_profiles(only: str | None) -> tuple[list[str], dict[str, str]]:
     """The profiles this run sends through, and every profile's sender -> name."""
-    from invoicectl.settings import config_label, load_config, resolve
+    from invoicectl.config_file import config_label
+    from invoicectl.settings import load_config, resolve
 
     where = f"config file {config_label(os.environ)}"
     known = profiles.read_profiles(load_config(os.environ), where)
@@ -214,8 +236,9 @@ def _every_journal() -> dict[str, Any]:
     """Every journal an invoice may have been sent from, by who sent from it: each profile's,
     with a sender or not (an account used before senders were set), and the top-level one
     (``no profile``: a send before profiles). The sandbox's is the emulator's."""
+    from invoicectl.config_file import config_label
     from invoicectl.locations import journal_location
-    from invoicectl.settings import config_label, default_journal_path, load_config, resolve
+    from invoicectl.settings import default_journal_path, load_config, resolve
 
     config = load_config(os.environ)
     known = profiles.read_profiles(config, f"config file {config_label(os.environ)}")

@@ -13,12 +13,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from invoicectl.config_file import config_label, config_path
 from invoicectl.doctor.checks import Check, fail, ok, warn
 from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
-from invoicectl.settings import Settings, config_label, config_path, resolve
+from invoicectl.settings import Settings, resolve
 
 # Below this much free space a journal's commits may fail (each send writes its WAL first).
 DISK_FAIL_BYTES = 100 * 1024**2

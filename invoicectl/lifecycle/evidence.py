@@ -29,6 +29,7 @@ class JournalBackend(Protocol):
         self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
     ) -> None: ...
 
+
 EVIDENCE = "delivery_evidence"
 CLEARED = "evidence_cleared"
 # Reconcile's verdicts that found the invoice at GoRoute from a send it cannot account for;
