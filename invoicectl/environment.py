@@ -1,7 +1,12 @@
-"""Which GoRoute a journal belongs to (design.md, "an environment binding").
+"""Which GoRoute, and which account of it, a journal belongs to (design.md, "an environment
+binding").
 
 Keys and transactions of one environment mean nothing in another: a journal used against one
-base URL refuses another unless told explicitly.
+base URL refuses another unless told explicitly. Nor does one journal serve two profiles (two
+accounts at one base URL): a send from the second would take the first one's unanswered sends
+for its own and replay them through its own account, where GoRoute holds no key of them, and
+deliver them twice. So the binding names the profile too (``bound_to``); a journal bound
+before it did is taken as this profile's and bound anew.
 """
 
 from __future__ import annotations
@@ -10,19 +15,29 @@ from invoicectl.errors import EnvironmentMismatch
 from invoicectl.journal.interface import JournalBackend
 
 
-def check_environment(journal: JournalBackend, base_url: str, *, allow_change: bool) -> str | None:
-    """The base URL the journal is bound to (None: not yet); another is refused unless allowed."""
-    bound = journal.bound_base_url()
-    if bound is not None and bound != base_url and not allow_change:
+def bound_to(base_url: str, profile: str | None) -> str:
+    """What a journal sending to ``base_url`` for ``profile`` is bound to, as it records it."""
+    return base_url if profile is None else f"{base_url} (profile {profile})"
+
+
+def check_environment(
+    journal: JournalBackend, base_url: str, *, allow_change: bool, profile: str | None = None
+) -> str | None:
+    """The binding the journal holds (None: not yet); another is refused unless allowed."""
+    bound, wanted = journal.bound_base_url(), bound_to(base_url, profile)
+    if bound is not None and bound not in (wanted, base_url) and not allow_change:
         raise EnvironmentMismatch(
-            f"the journal {journal.path} is bound to {bound}, not {base_url}; keys and "
-            "transactions of one environment mean nothing in another. Use another --journal, "
-            "or --allow-environment-change if this is intended"
+            f"the journal {journal.path} is bound to {bound}, not {wanted}; keys and "
+            "transactions of one environment or account mean nothing in another. Use another "
+            "--journal (each profile its own), or --allow-environment-change if this is intended"
         )
     return bound
 
 
-def bind_environment(journal: JournalBackend, base_url: str, *, allow_change: bool) -> None:
-    """A journal sends to one base URL; another is refused unless explicitly allowed."""
-    if check_environment(journal, base_url, allow_change=allow_change) != base_url:
-        journal.bind_base_url(base_url)
+def bind_environment(
+    journal: JournalBackend, base_url: str, *, allow_change: bool, profile: str | None = None
+) -> None:
+    """A journal sends to one base URL, for one profile; another is refused unless allowed."""
+    wanted = bound_to(base_url, profile)
+    if check_environment(journal, base_url, allow_change=allow_change, profile=profile) != wanted:
+        journal.bind_base_url(wanted)

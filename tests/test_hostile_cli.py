@@ -7,6 +7,7 @@ in-process through Typer's runner, still over real loopback HTTP to ``tests/host
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import signal
@@ -32,7 +33,7 @@ from hostile import (
 from reconcile_staging import FAST_RETRIES, add_invoice, run_reconcile, sent
 from test_hostile_answers import BAD_IDS, FORMS, SECRET
 from typer.testing import CliRunner
-from ublfactory import write_invoice
+from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.cli import app
 from invoicectl.journal import Journal
@@ -390,7 +391,11 @@ def _refusing_with(ids: dict[str, str]) -> Any:
         text = '{"error_code": "IDEMPOTENCY_KEY_REUSED", "existing_transaction_id": "' + raw
         return answer(422, (text + '"}').encode(), JSON)
 
-    good = _echo_transaction("delivered", "ID-good", "tx_good")
+    # GoRoute gives back the content hash sent with ID-good: its content is this journal's.
+    sent_sha256 = hashlib.sha256(invoice_xml("ID-good")).hexdigest()
+    good = _echo_transaction("delivered", "ID-good", "tx_good").replace(
+        '"metadata": {', f'"metadata": {{"sha256": "{sent_sha256}", '
+    )
     return routes(
         {
             ("POST", "/api/v1/documents"): per_request(documents),

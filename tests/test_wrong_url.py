@@ -158,3 +158,24 @@ def test_plain_http_to_a_remote_host_is_refused_before_the_outbox_is_scanned(
     code, output = run_send(outbox, journal, "http://example.com/peppol-api")
     assert code == 1 and "plain http to a remote host" in output, output
     assert not journal.exists()
+
+
+def test_one_journal_serves_one_profile(tmp_path: Path) -> None:
+    """Two profiles (two accounts at one base URL) whose journal settings name one database
+    spelt two ways: the second sent the first one's unanswered invoices again through its own
+    account (found by a review of several servers). The binding names the profile."""
+    from invoicectl.environment import bind_environment, check_environment
+    from invoicectl.errors import EnvironmentMismatch
+
+    url = "https://api.goroute.example/peppol-api"
+    with Journal(tmp_path / "journal.db") as journal:
+        journal.bind_base_url(url)  # bound before bindings named a profile
+        bind_environment(journal, url, allow_change=False, profile="acme")  # taken as acme's
+        assert journal.bound_base_url() == f"{url} (profile acme)"
+        with pytest.raises(EnvironmentMismatch, match=r"bound to .* \(profile acme\), not"):
+            check_environment(journal, url, allow_change=False, profile="beta")
+        with pytest.raises(EnvironmentMismatch):
+            check_environment(journal, url, allow_change=False)  # no profile: another config
+        check_environment(journal, url, allow_change=False, profile="acme")
+        bind_environment(journal, url, allow_change=True, profile="beta")  # when told
+        assert journal.bound_base_url() == f"{url} (profile beta)"

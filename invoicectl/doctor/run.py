@@ -25,6 +25,7 @@ from invoicectl.doctor.local import (
     settings_check,
 )
 from invoicectl.doctor.remote import PROBE_SECONDS, remote_checks
+from invoicectl.environment import bound_to
 from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
@@ -59,7 +60,9 @@ def diagnose(
     if isinstance(settings.journal, JournalURL):
         checks.update(_database_checks(settings.journal))
     else:
-        checks["journal"] = journal_check(examine(settings.journal), settings.base_url)
+        checks["journal"] = journal_check(
+            examine(settings.journal), bound_to(settings.base_url, settings.profile)
+        )
         checks["lock"] = _lock(settings.journal)
         checks["disk"] = disk_check(settings.journal)
     return Diagnosis([checks[name] for name in NAMES])

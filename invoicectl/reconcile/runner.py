@@ -41,7 +41,12 @@ def reconcile(
     journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall, shared=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
-        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        check_environment(
+            journal,
+            settings.base_url,
+            allow_change=allow_environment_change,
+            profile=settings.profile,
+        )
         account = settings.api_key.fingerprint if settings.api_key else None
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
         with recorded_run(journal, "reconcile", options, settings) as run_id:

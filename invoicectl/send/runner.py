@@ -85,7 +85,12 @@ def send(
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).
-        check_environment(journal, settings.base_url, allow_change=allow_environment_change)
+        check_environment(
+            journal,
+            settings.base_url,
+            allow_change=allow_environment_change,
+            profile=settings.profile,
+        )
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
@@ -114,7 +119,12 @@ def send(
             )
 
             def bind() -> None:
-                bind_environment(journal, settings.base_url, allow_change=allow_environment_change)
+                bind_environment(
+                    journal,
+                    settings.base_url,
+                    allow_change=allow_environment_change,
+                    profile=settings.profile,
+                )
 
             callbacks = {
                 "on_start": on_start,
