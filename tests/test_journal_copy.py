@@ -397,3 +397,20 @@ def test_after_a_copy_the_sqlite_file_is_an_archive_no_run_writes(tmp_path, pg_u
     assert invoke("status", "--journal", str(journal)).exit_code in (0, 3, 4)  # reading: yes
     (tmp_path / "journal.db.moved").unlink()  # how a person undoes the move
     assert invoke("scan", str(outbox), "--journal", str(journal)).exit_code in (0, 3, 4)
+
+
+def test_a_committed_copy_whose_note_cannot_be_written_says_it_is_committed(tmp_path, pg_url):
+    """The note beside the file could not be written after the commit (here a directory
+    squats its temporary name): the copy said only 'cannot use ...', and exit 1 reads as
+    rolled back while PostgreSQL held it all (found by a review of several servers)."""
+    from invoicectl.errors import JournalError
+    from invoicectl.journal.moved import note_of
+
+    journal, _outbox = made_journal(tmp_path)
+    squatter = note_of(journal).with_name(note_of(journal).name + ".partial")
+    squatter.mkdir()
+
+    with pytest.raises(JournalError, match=r"is committed, but .* could not be written"):
+        copy_journal(journal, JournalURL(pg_url))
+
+    assert table_rows(JournalURL(pg_url), "invoices") != []  # committed, as it says

@@ -374,3 +374,29 @@ def test_a_paused_worker_sends_nothing_more_for_what_another_took_over(pg_url, t
             ).fetchone()
     assert after_pause <= before  # not one attempt row from the paused worker after waking
     assert_each_delivered_once(stats, ids)
+
+
+def test_a_scan_leaves_a_changed_invoice_a_live_worker_holds_for_the_next_scan(
+    two_workers, tmp_path: Path
+):
+    """Its file edited while another worker held it: every other worker's cron run failed at
+    its scan, exit 1, for as long as that run lasted (found by a review of several workers)."""
+    _a, b, ids = two_workers(30.0)
+    with b.transaction():
+        b.claim_invoices([ids[0]], 1)
+    write_invoice(tmp_path / "outbox", ids[0], amount="999.00")
+    write_invoice(tmp_path / "outbox", ids[1], amount="999.00")
+    with open_journal(b.path) as other:
+        report = scanning(tmp_path / "outbox")(other)
+        assert report.busy == [ids[0]]
+        assert ids[1] in report.changed  # the rest is settled as ever
+        assert "the next scan settles it" in "\n".join(report.summary_lines())
+
+
+def test_every_session_is_ended_when_it_sits_idle_in_a_transaction(pg_url: str):
+    """A scan frozen inside its transaction before it became a worker held the write lock
+    as long as it stayed frozen, and every worker with it (found by a review): each session
+    now has the limit a worker has, from its first statement."""
+    with open_journal(JournalURL(pg_url)) as journal:
+        (limit,) = journal.db.execute("SHOW idle_in_transaction_session_timeout").fetchone()
+    assert limit == "15s"

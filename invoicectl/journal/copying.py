@@ -31,11 +31,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+from invoicectl.errors import JournalError
 from invoicectl.journal.copy_checks import CopyMismatch, CopyRefused, TableCopy
 from invoicectl.journal.copy_source import check_source_file, opened_source
 from invoicectl.journal.copy_target import BATCH, Target, pg_errors, probe_target
 from invoicectl.journal.database import utc_now
-from invoicectl.journal.moved import note_move
+from invoicectl.journal.moved import note_move, note_of
 from invoicectl.journal.runlock import RunLock
 from invoicectl.locations import JournalURL
 
@@ -102,7 +103,7 @@ def copy_journal(
             copied, checked = writer.copy_all(reader, tables, batch)
             seq, head = reader.head()
         # Committed: from now on the file is an archive (``moved``), still under its lock.
-        note_move(source, str(target), utc_now().isoformat())
+        _note_committed_move(source, target)
     return CopyReport(
         source=str(source),
         target=str(target),
@@ -113,3 +114,18 @@ def copy_journal(
         blobs_checked=checked,
         seconds=monotonic() - started,
     )
+
+
+def _note_committed_move(source: Path, target: JournalURL) -> None:
+    """``note_move``, after the commit: a note that cannot be written (a full disk, a name
+    taken) must not read as a copy rolled back, since the target holds it all."""
+    at = utc_now().isoformat()
+    try:
+        note_move(source, str(target), at)
+    except OSError as error:
+        raise JournalError(
+            f"the copy to {target} is committed, but {note_of(source)} could not be written "
+            f"({error.strerror or error}): the SQLite file is not yet marked as an archive. Do "
+            f'not send from it again: set journal = "{target}" now, and write that note '
+            f'by hand: {{"moved_to": "{target}", "at": "{at}"}}'
+        ) from None

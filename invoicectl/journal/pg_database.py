@@ -25,6 +25,7 @@ from invoicectl.locations import JournalURL
 # How long a statement may wait for a lock another journal user holds (a migration, a
 # long write) before it fails; and how long connecting may take.
 _LOCK_TIMEOUT = "60s"
+_IDLE_IN_TRANSACTION = "15s"  # half of send/workers.DEFAULT_LEASE
 _CONNECT_TIMEOUT_SECONDS = 10
 
 # SQLite-only expressions in shipped migrations, as PostgreSQL says them (m008).
@@ -68,6 +69,11 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
     conn = PgConnection(raw)
     try:
         conn.execute(f"SET lock_timeout = '{_LOCK_TIMEOUT}'")
+        # A process frozen inside a transaction (SIGSTOP, a paused VM) before it became a
+        # worker, or never one (a scan, reconcile, an operator's command, a copy) would hold
+        # the journal's write lock as long as it stays frozen: the server ends such a session
+        # after half a default lease, as it does a worker's after half its own.
+        conn.execute(f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}'")
         conn.execute("SET TIME ZONE 'UTC'")
         _bring_up_to_date(conn)
     except psycopg.Error as error:

@@ -215,6 +215,9 @@ class Heartbeat:
                     conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
                     limit = idle_limit_ms(self.lease)
                     conn.execute(f"SET idle_in_transaction_session_timeout = {limit}")
+                    # A renewal waiting on a lock past a beat is no renewal: ``alive`` then
+                    # says so in time, instead of the thread waiting for as long as it lasts.
+                    conn.execute(f"SET lock_timeout = {max(1, int(self.lease * 1000 / 3))}")
                 if renew(conn, self.worker_id, self.lease):
                     self._renewed = started
                 else:

@@ -13,7 +13,7 @@ from collections.abc import Callable, Collection, Container, Iterable, Iterator
 from itertools import chain
 from pathlib import Path
 
-from invoicectl.errors import ConfigError, StoredCopyDamaged
+from invoicectl.errors import ConfigError, InvoiceBusy, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
@@ -259,10 +259,15 @@ class Ingest:
             found.setdefault(copy.invoice_id, {}).setdefault(copy.sha256, copy)
         for invoice_id, distinct in found.items():
             copies = list(distinct.values())
-            if len(copies) > 1:
-                seen = hold_duplicate(self.journal, copies, _duplicate_reason(invoice_id, copies))
-            else:
-                seen = settle_seen(self.journal, copies[0])
+            try:
+                if len(copies) > 1:
+                    reason = _duplicate_reason(invoice_id, copies)
+                    seen = hold_duplicate(self.journal, copies, reason)
+                else:
+                    seen = settle_seen(self.journal, copies[0])
+            except InvoiceBusy:  # a live send worker holds it: nothing changed, next scan
+                self.report.busy.append(invoice_id)
+                continue
             self._count(invoice_id, seen)
 
     def _count(self, invoice_id: str, seen: Seen) -> None:

@@ -36,10 +36,15 @@ class ScanReport:
     # Invoices of other suppliers this journal held all the same (``lifecycle.suppliers``),
     # by a profile's send; ``status`` shows them on hold.
     held_for_others: list[str] = field(default_factory=list)
+    # Changed files whose invoice a live send worker holds (a shared PostgreSQL journal):
+    # settled by a later scan, once that send has finished with it.
+    busy: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
         del document["left_for_others"], document["held_for_others"]
+        if not self.busy:
+            del document["busy"]
         return document
 
     @property
@@ -99,6 +104,11 @@ class ScanReport:
             f"  repaired {invoice_id}: its damaged stored copy was rewritten from the file; "
             "no longer held"
             for invoice_id in self.repaired
+        ]
+        lines += [
+            f"  busy     {invoice_id}: its file changed while a send worker holds it; the "
+            "next scan settles it"
+            for invoice_id in self.busy
         ]
         return lines
 
