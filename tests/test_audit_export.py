@@ -159,7 +159,57 @@ def test_an_export_never_signs_a_row_its_chain_does_not_record(sent: Path, tmp_p
     code, output = run("export", str(dest), "--journal", str(sent))
 
     assert code == 1, output
-    assert "invoice E-002: its row in the journal is not what its last hash-chain event" in output
+    assert "invoice E-002: its row in the journal is not what the hash chain recorded" in output
+    assert not dest.exists() or list(dest.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        (
+            "UPDATE attempts SET transaction_id = 'txn_FORGED' WHERE id = "
+            "(SELECT max(id) FROM attempts WHERE invoice_id = 'E-002')",
+            "attempt ",
+        ),
+        ("DELETE FROM events WHERE invoice_id = 'E-002'", "(its row is gone)"),
+        (
+            "UPDATE revisions SET source_path = '/elsewhere.xml' WHERE invoice_id = 'E-002'",
+            "revision ",
+        ),
+        (
+            "INSERT INTO events (invoice_id, at, kind, detail) VALUES "
+            "('E-002', '2026-01-01T00:00:00+00:00', 'release', 'forged')",
+            "event ",
+        ),
+        (
+            "UPDATE blobs SET data = CAST('<Invoice>forged</Invoice>' AS BLOB), codec = NULL "
+            "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
+            "no longer match their sha256",
+        ),
+    ],
+    ids=["attempt edited", "event deleted", "revision edited", "event forged", "bytes"],
+)
+def test_an_export_never_signs_evidence_the_journal_does_not_vouch_for(
+    sent: Path, tmp_path: Path, edit: str, named: str
+):
+    """Attempts, revisions, audit-trail entries and stored bytes edited by hand were signed
+    into the evidence, and verify-export said ok (found by a review for auditors)."""
+    import sqlite3
+
+    from invoicectl.journal import Journal
+
+    with Journal(sent) as journal:  # an audit-trail entry, chained as invoicectl writes it
+        journal.add_event("E-002", "hold", "by clerk: asking the customer")
+    conn = sqlite3.connect(sent)
+    with conn:
+        conn.execute(edit)
+    conn.close()
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    assert "invoice E-002:" in output and named in output
     assert not dest.exists() or list(dest.iterdir()) == []
 
 
@@ -387,3 +437,36 @@ def test_verify_export_names_a_signed_manifest_with_bad_entries(sent: Path, tmp_
         " path inside the part",
         f"0001/manifest.json: file entry {count} is not a path, a size and a sha256",
     ]
+
+
+def test_verify_export_names_a_document_whose_bytes_are_not_its_name(sent: Path, tmp_path: Path):
+    """A sent document is named by its sha256: one replaced, with its manifest entry and
+    SHA256SUMS rewritten and the part signed again with the same key, is still named."""
+    import hashlib
+
+    from cryptography.hazmat.primitives.serialization import load_pem_private_key
+
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    part = dest / "0001"
+    document = next(part.glob("E-002/*.xml"))
+    forged = b"<Invoice>forged</Invoice>"
+    document.write_bytes(forged)
+    relative = document.relative_to(part).as_posix()
+    manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
+    for entry in manifest["files"]:
+        if entry["path"] == relative:
+            entry.update(size=len(forged), sha256=hashlib.sha256(forged).hexdigest())
+    sums = (part / "SHA256SUMS").read_text(encoding="utf-8").splitlines()
+    sums = [f"{hashlib.sha256(forged).hexdigest()}  {relative}" if line.endswith(relative)
+            else line for line in sums]  # fmt: skip
+    (part / "SHA256SUMS").write_text("\n".join(sums) + "\n", encoding="utf-8")
+    data = json.dumps(manifest, indent=1, sort_keys=True).encode("utf-8")
+    (part / "manifest.json").write_bytes(data)
+    key = load_pem_private_key((sent.parent / "signing-key.pem").read_bytes(), password=None)
+    (part / "manifest.sig").write_bytes(key.sign(data))  # type: ignore[call-arg, union-attr]
+
+    code, output = run("verify-export", str(dest))
+
+    assert code == 1, output
+    assert f"0001/{relative}: does not hash to the sha256 it is named by" in output

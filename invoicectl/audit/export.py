@@ -17,6 +17,7 @@ be signed, since Ed25519 signs a message, not a stream.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -294,22 +295,31 @@ def _write_invoice(
     (listing.work / safe).mkdir()
     attempts = reader.rows_of("attempts", invoice_id)
     sent = {attempt["revision_sha256"] for attempt in attempts}
+    unrecorded = [] if reader.row_as_last_chained(invoice_id) else ["its row"]
+    unrecorded += reader.rows_not_as_chained(invoice_id)
+    if unrecorded:
+        raise ExportError(
+            f"invoice {invoice_id}: {', '.join(unrecorded[:3])} in the journal "
+            f"{'is' if len(unrecorded) == 1 else 'are'} not what the hash chain recorded "
+            "(written outside invoicectl?); nothing was exported. `invoicectl verify` names "
+            "every such row"
+        )
     for sha256 in sorted(sent):
         relative = f"{safe}/{sha256}.xml"
         stored = reader.blob(sha256)
         if relative in held or stored is None:
             continue
+        if hashlib.sha256(stored[1]).hexdigest() != sha256:
+            raise ExportError(
+                f"invoice {invoice_id}: the stored bytes of content {sha256[:12]} no longer "
+                "match their sha256; nothing was exported. `invoicectl verify` names every "
+                "damaged copy; a rescan of the file, or a backup, repairs it"
+            )
         write_new(listing.work / relative, stored[1])
         listing.add(relative)
     snapshots = [
         _watched(json.loads(payload)) for payload in reader.invoice_snapshots(invoice_id, *segment)
     ]
-    if not reader.row_as_last_chained(invoice_id):
-        raise ExportError(
-            f"invoice {invoice_id}: its row in the journal is not what its last hash-chain "
-            "event recorded (written outside invoicectl?); nothing was exported. `invoicectl "
-            "verify` names every such row"
-        )
     evidence = _evidence(reader, invoice_id, attempts, snapshots, sent)
     data = json.dumps(evidence, indent=1, sort_keys=True, ensure_ascii=False).encode("utf-8")
     write_new(listing.work / safe / "evidence.json", data + b"\n")

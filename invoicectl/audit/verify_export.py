@@ -133,6 +133,11 @@ def _files(part: Path, manifest: dict[str, Any], found: list[Finding]) -> None:
             found.append(
                 Finding(f"{part.name}/{relative}", "does not match its sha256 in the manifest")
             )
+        elif relative.endswith(".xml") and PurePosixPath(relative).stem != sha256:
+            # A sent document is named by its own sha256: the name is the journal's record.
+            found.append(
+                Finding(f"{part.name}/{relative}", "does not hash to the sha256 it is named by")
+            )
     unlisted = []
     for root, _directories, names in os.walk(part):
         inside = Path(root).relative_to(part).as_posix()

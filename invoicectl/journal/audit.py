@@ -176,6 +176,29 @@ class AuditReader:
         row = self.invoice_row(invoice_id)
         return last is not None and json.loads(last[0]).get("row") == row
 
+    def rows_not_as_chained(self, invoice_id: str) -> list[str]:
+        """The invoice's attempts, revisions and audit-trail entries whose row is not, column
+        for column, what its last chain event says, or that are gone: ``attempt 37`` each."""
+        last: dict[tuple[str, Any], Any] = {}
+        for kind, payload in self.conn.execute(
+            "SELECT kind, payload FROM chain WHERE invoice_id = ?"
+            " AND kind IN ('attempt', 'revision', 'event') ORDER BY seq",
+            (invoice_id,),
+        ):
+            event = json.loads(payload)
+            last[(kind, event.get("key"))] = event.get("row")
+        differ = []
+        for table, kind in (
+            ("attempts", "attempt"),
+            ("revisions", "revision"),
+            ("events", "event"),
+        ):
+            for row in self.rows_of(table, invoice_id):
+                if last.pop((kind, row["id"]), None) != row:
+                    differ.append(f"{kind} {row['id']}")
+        differ += [f"{kind} {key} (its row is gone)" for kind, key in last]
+        return differ
+
     def invoice_row(self, invoice_id: str) -> dict[str, Any] | None:
         cursor = self.conn.execute("SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,))
         names = [column[0] for column in cursor.description]
