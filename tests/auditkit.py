@@ -71,13 +71,25 @@ def fill(path: Path, count: int) -> None:
     strip_chain(path)
 
 
+# What m010 and later made, beside the chain (m009, m011): an index or a table each.
+_LATER_INDEXES = (
+    "invoices_state_id", "invoices_held", "invoices_in_delivery", "attempts_started",
+    "attempts_run", "runs_base_url", "invoices_delivery_failed", "invoices_created",
+    "invoices_unfinished", "runs_command_started", "runs_command_ended",
+)  # fmt: skip
+_LATER_TABLES = ("workers", "claims", "rate_starts")
+
+
 def strip_chain(path: Path) -> None:
-    """The journal as it was before m009 (and m011): the same rows, no chain."""
+    """The journal as it was at m008, before the chain: the same rows, no chain, and none of
+    what later migrations made (a journal whose chain alone was taken away is refused)."""
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TABLE chain")
         conn.execute("ALTER TABLE runs DROP COLUMN chain_seq")
         conn.execute("ALTER TABLE runs DROP COLUMN chain_head")
-        conn.execute(
-            "DELETE FROM _sqlite_migrations WHERE name IN"
-            " ('m009_audit_chain', 'm011_chain_covers_revisions_and_runs')"
-        )
+        for index in _LATER_INDEXES:
+            conn.execute(f"DROP INDEX {index}")
+        for table in _LATER_TABLES:
+            conn.execute(f"DROP TABLE {table}")
+        conn.execute("CREATE INDEX invoices_state ON invoices(state)")  # m010 replaced it
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name >= 'm009'")

@@ -228,3 +228,33 @@ def test_no_command_deletes_what_the_chain_and_the_archive_rest_on():
         for match in deleting.finditer(path.read_text(encoding="utf-8"))
     ]
     assert found == []
+
+
+def test_a_journal_whose_chain_alone_was_taken_away_is_refused_not_chained_anew(
+    tmp_path: Path, outbox: Path
+):
+    """Rows edited, then the chain and its two migrations' records removed: any command
+    applied m009 and m011 again and started a fresh chain over the forged rows, which verify
+    then called whole (found by a review for auditors)."""
+    from invoicectl.errors import JournalError
+
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    send(settings_for(path), outbox, emulator().transport())
+    with sqlite3.connect(path) as conn:
+        conn.execute("UPDATE attempts SET transaction_id = 'txn_FORGED'")
+        conn.execute("DROP TABLE chain")
+        conn.execute(
+            "DELETE FROM _sqlite_migrations WHERE name IN"
+            " ('m009_audit_chain', 'm011_chain_covers_revisions_and_runs')"
+        )
+    conn.close()
+
+    with pytest.raises(JournalError, match="lacks migration m009_audit_chain but records later"):
+        open_journal(path).close()
+    with sqlite3.connect(path) as conn:  # nothing was changed
+        assert (
+            conn.execute("SELECT count(*) FROM sqlite_master WHERE name = 'chain'").fetchone()[0]
+            == 0
+        )
+    conn.close()

@@ -312,7 +312,16 @@ def all_applied(applied: set[str], migrations: Sequence[Callable[..., None]]) ->
             "the journal was written by a newer invoicectl "
             f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
         )
-    return applied.issuperset(ours)
+    missing = [name for name in ours if name not in applied]
+    if missing and applied.intersection(ours[ours.index(missing[0]) + 1 :]):
+        # Migrations apply in order: a gap is a record removed by hand, and applying it again
+        # (the hash chain's m009, say) would start a new chain over rows edited meanwhile.
+        raise JournalError(
+            f"the journal lacks migration {missing[0]} but records later ones: it was changed "
+            "outside invoicectl (its hash chain removed?), and nothing was changed now; "
+            "restore a backup and run `invoicectl verify` on it"
+        )
+    return not missing
 
 
 def _apply(conn: sqlite3.Connection) -> None:
