@@ -470,3 +470,22 @@ def test_verify_export_names_a_document_whose_bytes_are_not_its_name(sent: Path,
 
     assert code == 1, output
     assert f"0001/{relative}: does not hash to the sha256 it is named by" in output
+
+
+@pytest.mark.parametrize("invoice_id", ["events.jsonl", "SHA256SUMS", "sha256sums", "manifest.sig"])
+def test_an_invoice_named_like_a_part_s_own_file_is_exported(
+    tmp_path: Path, outbox: Path, invoice_id: str
+):
+    """An invoice whose ID is 'events.jsonl' or 'SHA256SUMS' made every export that held it
+    fail with 'File exists' (found by a review for auditors)."""
+    path = tmp_path / "state" / "journal.db"
+    write_invoice(outbox, invoice_id, name="the-one.xml")
+    send(settings_for(path), outbox, emulator().transport())
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(path))
+
+    assert code == 0, output
+    assert safe_name(invoice_id) != invoice_id
+    assert (dest / "0001" / safe_name(invoice_id) / "evidence.json").is_file()
+    assert run("verify-export", str(dest))[0] == 0

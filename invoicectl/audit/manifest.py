@@ -28,13 +28,22 @@ _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz01234567
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
+# The files at the top of every part (casefolded: one file system may not tell case apart).
+_PART_FILES = frozenset(
+    ("events.jsonl", "sha256sums", "manifest.json", "manifest.sig", "signing-key.pub")
+)
+
+
 def safe_name(invoice_id: str) -> str:
     """A directory name for an invoice ID: the ID itself when it is plain (letters, digits,
-    ``.``, ``_``, ``-``; not leading with a dot; at most 100), else every other byte as
+    ``.``, ``_``, ``-``; not leading with a dot; at most 100; not a part's own file's name,
+    whose first letter is then ``%XX``), else every other byte as
     ``%XX`` (its UTF-8), cut to 100 with the ID's sha256 prefix appended when longer. The
     manifest maps each name back to its ID."""
-    if _SAFE.match(invoice_id):
+    if _SAFE.match(invoice_id) and invoice_id.casefold() not in _PART_FILES:
         return invoice_id
+    if _SAFE.match(invoice_id):  # a part's own file's name: its first letter as %XX
+        return f"%{ord(invoice_id[0]):02X}{invoice_id[1:]}"
     quoted = "".join(
         chr(byte) if chr(byte) in _PLAIN else f"%{byte:02X}" for byte in invoice_id.encode("utf-8")
     )
