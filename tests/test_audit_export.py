@@ -489,3 +489,17 @@ def test_an_invoice_named_like_a_part_s_own_file_is_exported(
     assert safe_name(invoice_id) != invoice_id
     assert (dest / "0001" / safe_name(invoice_id) / "evidence.json").is_file()
     assert run("verify-export", str(dest))[0] == 0
+
+
+def test_a_top_up_never_leaves_out_an_invoice_asked_for_without_a_word(sent: Path, tmp_path: Path):
+    """--invoice A into a new DEST, then --invoice B into the same: 'nothing new to export',
+    exit 0, and B in no part (found by a review for auditors)."""
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent), "--invoice", "E-002")[0] == 0
+
+    code, output = run("export", str(dest), "--journal", str(sent), "--invoice", "E-001")
+
+    assert code == 2, output
+    assert "(the first: E-001) are in no part of this export" in output
+    assert "export them to a new DEST" in output
+    assert [part.name for part in dest.iterdir() if not part.name.startswith(".")] == ["0001"]

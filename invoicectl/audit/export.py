@@ -30,7 +30,15 @@ from typing import IO, Any
 
 from invoicectl import __version__
 from invoicectl.audit.files import fsync_dir, sync_part, write_new
-from invoicectl.audit.manifest import FORMAT, file_sha256, parts, safe_name
+from invoicectl.audit.manifest import (
+    FORMAT,
+    file_sha256,
+    held_before,
+    last_head,
+    listed_in,
+    parts,
+    safe_name,
+)
 from invoicectl.audit.signing import SigningKey
 from invoicectl.errors import ExportError, UsageError
 from invoicectl.journal.audit import AuditReader
@@ -81,9 +89,10 @@ def export(
     result = Exported(dest, key_id=key.key_id)
     with AuditReader(journal) as reader:
         earlier = parts(dest)
-        last = _last_head(earlier[-1]) if earlier else 0
+        last = last_head(earlier[-1]) if earlier else 0
         result.head = reader.head()
-        chosen = _choose(reader, since, until, invoice_ids, last if earlier else None)
+        listed = listed_in(earlier)
+        chosen = _choose(reader, since, until, invoice_ids, last if earlier else None, listed)
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)
@@ -96,7 +105,7 @@ def export(
             work.mkdir(parents=True)
             with tempfile.TemporaryFile(dir=work) as spool, _Listing(work, spool) as listing:
                 _write_events(reader, work, first, result)
-                held = _held_before(earlier, chosen)
+                held = held_before(earlier, chosen)
                 for invoice_id in chosen:
                     _write_invoice(reader, listing, invoice_id, (first, result.head[0]), held)
                 listing.add("events.jsonl")
@@ -221,37 +230,13 @@ def _write_lines(out: IO[bytes], opening: bytes, lines: Iterator[bytes], closing
     out.write(b"\n " + closing)
 
 
-def _last_head(part: Path) -> int:
-    try:
-        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        return int(manifest["chain"]["head_seq"])
-    except (OSError, ValueError, KeyError, TypeError):
-        raise ExportError(
-            f"{part}/manifest.json cannot be read; run invoicectl verify-export {part.parent}"
-        ) from None
-
-
-def _held_before(earlier: list[Path], chosen: list[str]) -> set[str]:
-    """``<safe-id>/<sha256>.xml`` of the revisions of ``chosen`` an earlier part holds (each
-    manifest read in turn: memory for one part, not for all of DEST)."""
-    held: set[str] = set()
-    folders = {safe_name(invoice_id) for invoice_id in chosen} if earlier else set()
-    for part in earlier:
-        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        held.update(
-            entry["path"]
-            for entry in manifest["files"]
-            if entry["path"].endswith(".xml") and entry["path"].split("/", 1)[0] in folders
-        )
-    return held
-
-
 def _choose(
     reader: AuditReader,
     since: str | None,
     until: str | None,
     invoice_ids: list[str] | None,
     after: int | None,
+    listed_before: set[str],
 ) -> list[str]:
     if invoice_ids:
         known = reader.known_invoices(invoice_ids)
@@ -262,7 +247,16 @@ def _choose(
         chosen = reader.sent_invoice_ids(since, until)
     if after is not None:
         changed = reader.changed_after(after)
-        chosen = [invoice_id for invoice_id in chosen if invoice_id in changed]
+        chosen, unchanged = (
+            [invoice_id for invoice_id in chosen if invoice_id in changed],
+            [invoice_id for invoice_id in chosen if invoice_id not in changed],
+        )
+        if missing := sorted(set(unchanged) - listed_before):
+            raise UsageError(
+                f"{len(missing)} invoice(s) asked for (the first: {missing[0]}) are in no part "
+                "of this export and have not changed since its last part; a part holds the hash "
+                "chain from where the one before it ended, so export them to a new DEST"
+            )
     return chosen
 
 

@@ -18,8 +18,11 @@ A part holds:
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
+
+from invoicectl.errors import ExportError
 
 FORMAT = "invoicectl-export/1"
 PART_NAME = re.compile(r"^[0-9]{4,}$")
@@ -70,3 +73,37 @@ def parts(dest: Path) -> list[Path]:
         (child for child in dest.iterdir() if child.is_dir() and PART_NAME.match(child.name)),
         key=lambda child: int(child.name),
     )
+
+
+def last_head(part: Path) -> int:
+    try:
+        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
+        return int(manifest["chain"]["head_seq"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise ExportError(
+            f"{part}/manifest.json cannot be read; run invoicectl verify-export {part.parent}"
+        ) from None
+
+
+def listed_in(earlier: list[Path]) -> set[str]:
+    """The invoice IDs the parts before hold (each manifest read in turn)."""
+    listed: set[str] = set()
+    for part in earlier:
+        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
+        listed.update(manifest.get("invoices", {}).values())
+    return listed
+
+
+def held_before(earlier: list[Path], chosen: list[str]) -> set[str]:
+    """``<safe-id>/<sha256>.xml`` of the revisions of ``chosen`` an earlier part holds (each
+    manifest read in turn: memory for one part, not for all of DEST)."""
+    held: set[str] = set()
+    folders = {safe_name(invoice_id) for invoice_id in chosen} if earlier else set()
+    for part in earlier:
+        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
+        held.update(
+            entry["path"]
+            for entry in manifest["files"]
+            if entry["path"].endswith(".xml") and entry["path"].split("/", 1)[0] in folders
+        )
+    return held
