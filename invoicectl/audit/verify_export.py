@@ -20,8 +20,12 @@ from invoicectl.audit.signing import key_id, public_key_from_pem, signature_hold
 from invoicectl.journal.chain import link
 
 
-def verify_export(dest: Path, trusted: set[str] | None = None) -> tuple[list[Finding], int]:
-    """(every problem found, how many parts were checked)."""
+def verify_export(
+    dest: Path, trusted: set[str] | None = None, keys: list[str] | None = None
+) -> tuple[list[Finding], int]:
+    """(every problem found, how many parts were checked); ``keys``, when given, gets each
+    signed part's key id in turn: a part re-signed with a key of its own verifies by itself,
+    so which keys signed is for the auditor to see (and pin with ``trusted``)."""
     found: list[Finding] = []
     checked = parts(dest)
     if not checked:
@@ -38,6 +42,8 @@ def verify_export(dest: Path, trusted: set[str] | None = None) -> tuple[list[Fin
             found.append(
                 Finding(part.name, f"its signed manifest names part {manifest.get('part')!r}")
             )
+        if keys is not None:
+            keys.append(str(manifest.get("key_id")))
         _files(part, manifest, found)
         chain = manifest.get("chain")
         chain = chain if isinstance(chain, dict) else {}

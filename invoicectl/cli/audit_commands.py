@@ -172,16 +172,25 @@ def verify_export(
     """
     from invoicectl.audit.verify_export import verify_export as check
 
-    found, checked = check(destination, set(trusted_key) if trusted_key else None)
+    keys: list[str] = []
+    found, checked = check(destination, set(trusted_key) if trusted_key else None, keys)
+    signers = list(dict.fromkeys(keys))  # each key once, in the order parts were signed
     if as_json:
         problems = [{"subject": f.subject, "problem": f.problem} for f in found]
-        document = {"ok": not found, "parts": checked, "problems": problems}
+        document = {"ok": not found, "parts": checked, "keys": signers, "problems": problems}
         print(json.dumps({**document, "exit_code": 0 if not found else 1}, indent=2))
     else:
         for finding in found:
             print(finding.line())
         if not quiet:
-            print(f"{'ok' if not found else f'{len(found)} problem(s)'}: {checked} part(s) checked")
+            signed = f"; signed by {', '.join(signers)}" if signers else ""
+            outcome = "ok" if not found else f"{len(found)} problem(s)"
+            print(f"{outcome}: {checked} part(s) checked{signed}")
+            if len(signers) > 1 and not trusted_key:
+                print(
+                    f"note: {len(signers)} keys signed these parts (a --rotate-key, or a part "
+                    "signed again by someone else): confirm each with --trusted-key"
+                )
     if found:
         explain_exit(1, f"{len(found)} problem(s) found in the export")
     raise typer.Exit(0 if not found else 1)
