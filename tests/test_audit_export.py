@@ -510,3 +510,31 @@ def test_a_top_up_never_leaves_out_an_invoice_asked_for_without_a_word(sent: Pat
     assert "(the first: E-001) are in no part of this export" in output
     assert "export them to a new DEST" in output
     assert [part.name for part in dest.iterdir() if not part.name.startswith(".")] == ["0001"]
+
+
+@pytest.mark.parametrize("damage", ["rolled back", "rewritten"])
+def test_a_top_up_from_a_journal_that_no_longer_holds_its_chain_is_refused(
+    sent: Path, tmp_path: Path, damage: str
+):
+    """The parts handed out are a record a journal rolled back or rewritten cannot change: a
+    top-up said 'nothing new to export', or added a part that no longer followed (found by a
+    review for auditors)."""
+    import sqlite3
+
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    conn = sqlite3.connect(sent)
+    with conn:
+        if damage == "rolled back":
+            conn.execute("DELETE FROM chain WHERE seq > (SELECT max(seq) - 3 FROM chain)")
+        else:
+            conn.execute("UPDATE chain SET hash = ? WHERE seq = (SELECT max(seq) FROM chain)",
+                         ("f" * 64,))  # fmt: skip
+    conn.close()
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    expected = "lost events" if damage == "rolled back" else "was rewritten"
+    assert expected in output and "nothing was exported" in output
+    assert [part.name for part in dest.iterdir() if not part.name.startswith(".")] == ["0001"]

@@ -4,15 +4,14 @@ The form is ``manifest``'s. A part is written whole into ``DEST/.NNNN.partial-<p
 to disk, then renamed to ``DEST/NNNN``: a full disk, an unwritable DEST or a stop leaves no
 part behind, nor a DEST it made (a ``.partial`` directory of a killed export is removed by
 the next). A second export to DEST is a top-up: it adds a part with the invoices whose chain
-events came after the last part's head, and the chain segment from there, and changes
-nothing already there. Read-only on the journal, in one read transaction
+events came after the last part's head (a journal whose chain no longer reaches it unchanged
+is refused), and changes nothing already there. Read-only on the journal, in one transaction
 (``journal.audit.AuditReader``): the chain segment, the evidence and the bytes are the
 journal as it was at one moment, whatever a send commits meanwhile.
 
 Invoice by invoice, in flat memory: the files are written as they are made, their listing
-spooled to a temporary file and the manifest streamed from it. What an export holds in
-memory is what its manifest must name (the invoice IDs); the manifest is read back whole to
-be signed, since Ed25519 signs a message, not a stream.
+spooled and the manifest streamed from it; memory holds what the manifest must name (the
+invoice IDs), and the manifest is read back whole to be signed (Ed25519 signs a message).
 """
 
 from __future__ import annotations
@@ -89,8 +88,8 @@ def export(
     result = Exported(dest, key_id=key.key_id)
     with AuditReader(journal) as reader:
         earlier = parts(dest)
-        last = last_head(earlier[-1]) if earlier else 0
         result.head = reader.head()
+        last = _anchored(reader, earlier[-1], result.head[0]) if earlier else 0
         listed = listed_in(earlier)
         chosen = _choose(reader, since, until, invoice_ids, last if earlier else None, listed)
         if not chosen or result.head[0] <= last:
@@ -228,6 +227,24 @@ def _write_lines(out: IO[bytes], opening: bytes, lines: Iterator[bytes], closing
         out.write(b",\n  " if number else b"\n  ")
         out.write(line)
     out.write(b"\n " + closing)
+
+
+def _anchored(reader: AuditReader, part: Path, head: int) -> int:
+    """The last part's head, where the next begins, once this journal is shown to hold its
+    chain to there unchanged: parts handed out are a record a rewrite cannot reach."""
+    seq, digest, journal_id = last_head(part)
+    if journal_id != reader.journal_id():
+        raise ExportError(
+            f"{part} came from journal {journal_id}, not this one: use a DEST of its own"
+        )
+    if (lost := head < seq) or reader.chain_hash(seq) != digest:
+        raise ExportError(
+            f"this journal's hash chain {'ends before' if lost else 'differs at'} event {seq}, "
+            f"where {part.name} ended: it {'lost events' if lost else 'was rewritten'} since "
+            "that part was made (a backup restored, or changed outside invoicectl); nothing was "
+            "exported. `invoicectl verify` and `invoicectl verify-export` tell more"
+        )
+    return seq
 
 
 def _choose(

@@ -75,10 +75,12 @@ def parts(dest: Path) -> list[Path]:
     )
 
 
-def last_head(part: Path) -> int:
+def last_head(part: Path) -> tuple[int, str, str | None]:
+    """(head seq, head hash, journal id) a part's manifest recorded: where the next begins."""
     try:
         manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        return int(manifest["chain"]["head_seq"])
+        chain = manifest["chain"]
+        return int(chain["head_seq"]), str(chain["head_hash"]), manifest.get("journal_id")
     except (OSError, ValueError, KeyError, TypeError):
         raise ExportError(
             f"{part}/manifest.json cannot be read; run invoicectl verify-export {part.parent}"
