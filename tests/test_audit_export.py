@@ -538,3 +538,27 @@ def test_a_top_up_from_a_journal_that_no_longer_holds_its_chain_is_refused(
     expected = "lost events" if damage == "rolled back" else "was rewritten"
     assert expected in output and "nothing was exported" in output
     assert [part.name for part in dest.iterdir() if not part.name.startswith(".")] == ["0001"]
+
+
+def test_an_export_leaves_a_live_export_s_work_alone(sent: Path, tmp_path: Path):
+    """Two exports into one DEST at once: each cleared the other's work directory as a killed
+    export's, and one exited 0 with its part gone (found by a review for auditors)."""
+    import subprocess
+    import sys
+
+    dest = tmp_path / "archive"
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        theirs = dest / f".0001.partial-{other.pid}"
+        theirs.mkdir(parents=True)
+        (theirs / "events.jsonl").write_bytes(b"{}\n")
+        dead = dest / ".0001.partial-999999999"  # a pid no process has: a killed export's
+        dead.mkdir()
+
+        code, output = run("export", str(dest), "--journal", str(sent))
+
+        assert code == 0, output
+        assert (theirs / "events.jsonl").is_file() and not dead.exists()
+    finally:
+        other.kill()
+        other.wait()

@@ -19,7 +19,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -28,7 +27,14 @@ from pathlib import Path
 from typing import IO, Any
 
 from invoicectl import __version__
-from invoicectl.audit.files import fsync_dir, sync_part, write_new
+from invoicectl.audit.files import (
+    clear_partials,
+    first_missing,
+    fsync_dir,
+    sync_part,
+    undo_part,
+    write_new,
+)
 from invoicectl.audit.manifest import (
     FORMAT,
     file_sha256,
@@ -96,8 +102,8 @@ def export(
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)
         number = int(earlier[-1].name) + 1 if earlier else 1
-        _clear_partials(dest)
-        made = _first_missing(dest)
+        clear_partials(dest)
+        made = first_missing(dest)
         work = dest / f".{number:04d}.partial-{os.getpid()}"
         target = dest / f"{number:04d}"
         try:
@@ -134,29 +140,18 @@ def export(
             work.rename(target)
             fsync_dir(dest)
         except OSError as error:
-            shutil.rmtree(made or work, ignore_errors=True)
+            undo_part(work, dest, made)
             raise ExportError(
                 f"cannot write the export to {dest}: {error.strerror or error}; nothing was left"
                 " behind"
             ) from None
         except BaseException:
-            shutil.rmtree(made or work, ignore_errors=True)
+            undo_part(work, dest, made)
             raise
     result.part = target
     result.invoices = len(chosen)
     result.files = listing.count
     return result
-
-
-def _first_missing(dest: Path) -> Path | None:
-    """The outermost directory of ``dest`` that does not exist yet (the export makes it, and
-    removes it again if it fails), or None when ``dest`` exists."""
-    missing = None
-    for directory in (dest, *dest.parents):
-        if directory.exists() or directory.is_symlink():
-            break
-        missing = directory
-    return missing
 
 
 class _Listing:
@@ -275,13 +270,6 @@ def _choose(
                 "chain from where the one before it ended, so export them to a new DEST"
             )
     return chosen
-
-
-def _clear_partials(dest: Path) -> None:
-    if dest.is_dir():
-        for child in dest.iterdir():
-            if child.name.startswith(".") and ".partial-" in child.name:
-                shutil.rmtree(child, ignore_errors=True)
 
 
 def _write_events(reader: AuditReader, work: Path, first: int, result: Exported) -> None:

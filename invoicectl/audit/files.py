@@ -4,6 +4,7 @@ before the part is renamed into place."""
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
 
@@ -32,3 +33,48 @@ def fsync_dir(path: Path) -> None:
         os.fsync(descriptor)
     finally:
         os.close(descriptor)
+
+
+def first_missing(dest: Path) -> Path | None:
+    """The outermost directory of ``dest`` that does not exist yet (the export makes it, and
+    removes it again if it fails), or None when ``dest`` exists."""
+    missing = None
+    for directory in (dest, *dest.parents):
+        if directory.exists() or directory.is_symlink():
+            break
+        missing = directory
+    return missing
+
+
+def clear_partials(dest: Path) -> None:
+    """The work directories of exports killed before they finished; never a live one's (two
+    exports into one DEST at once: each takes its own, and one's rename of a part onto the
+    number the other took fails, leaving that part as it is)."""
+    if dest.is_dir():
+        for child in dest.iterdir():
+            pid = child.name.rpartition(".partial-")[2]
+            if child.name.startswith(".") and pid.isdigit() and not _alive(int(pid)):
+                shutil.rmtree(child, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's process: alive
+        pass
+    return True
+
+
+def undo_part(work: Path, dest: Path, made: Path | None) -> None:
+    """This export's work directory removed, and the directories it made if nothing else
+    was written there meanwhile (another export into the same new DEST)."""
+    shutil.rmtree(work, ignore_errors=True)
+    for directory in (dest, *dest.parents) if made is not None else ():
+        try:
+            directory.rmdir()
+        except OSError:
+            return
+        if directory == made:
+            return
