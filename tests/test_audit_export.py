@@ -312,6 +312,7 @@ def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
         ("2026-01-31T13:00+01:00", "2026-02-01T01:00+01:00", ["D-2"]),  # offsets honoured
         (None, "2026-01-10T09:00", []),  # a time without an offset is UTC
         ("2026-02-01", "2026-02-01", ["D-3"]),
+        ("20260101", "20260131", ["D-1", "D-2"]),  # a basic ISO date is a whole day too
     ],
 )
 def test_since_and_until_choose_by_when_the_requests_were_sent(

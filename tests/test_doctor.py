@@ -372,3 +372,22 @@ def test_a_journal_that_could_never_be_made_fails(
     assert result.exit_code != 0
     assert not list(Path("/proc").glob(".invoicectl-doctor-*"))
     assert not list(tmp_path.glob(".invoicectl-doctor-*"))
+
+
+@pytest.mark.parametrize(
+    ("word", "status"), [("operational", "ok"), ("UP", "ok"), ("degraded", "warn")]
+)
+def test_a_healthy_status_word_other_than_ok_passes(
+    monkeypatch: pytest.MonkeyPatch, word: str, status: str
+) -> None:
+    """The docs list no values for the version endpoint's status: 'operational' warned."""
+    behaviour = routes(
+        {
+            ("GET", "/peppol/version"): answer_json(200, {"version": "2.1", "status": word}),
+            ("GET", "/api/v1/transactions"): answer_json(200, {"transactions": []}),
+        }
+    )
+    with HostileServer(behaviour) as server:
+        result = doctor(monkeypatch, server.base_url)
+
+    assert by_name(result)["base_url"].split()[0] == status, result.output

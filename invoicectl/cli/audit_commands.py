@@ -247,7 +247,8 @@ def _moment(text: str | None, option: str, *, day_end: bool) -> datetime | None:
     from datetime import UTC, date, timedelta
 
     try:
-        if len(text) == 10:  # YYYY-MM-DD: the day, from its first moment (to its last)
+        if len(text) in (8, 10) and "T" not in text:  # a date, YYYY-MM-DD or YYYYMMDD: the
+            # day, from its first moment (to its last)
             day = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
             return day + timedelta(days=1) if day_end else day
         moment = datetime.fromisoformat(text)

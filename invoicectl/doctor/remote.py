@@ -33,6 +33,10 @@ _KEYED_PATH = "GET /api/v1/transactions?limit=1"
 _REFUSED = (HTTPStatus.UNAUTHORIZED, HTTPStatus.FORBIDDEN)
 
 
+# What a version endpoint's ``status`` says when all is well (the docs list no values).
+_HEALTHY = frozenset(("ok", "up", "healthy", "operational", "available", "running", "pass"))
+
+
 class _Probe:
     """One probe's answer, and the wall-clock times it was sent and answered."""
 
@@ -88,7 +92,7 @@ def _base_url_check(answer: Answer | Transient, base_url: str, redact: Redact) -
         message = (
             f"{base_url} is GoRoute's API ({said or 'no version given'}; {answer.duration:.2f} s)"
         )
-        if facts["status"] not in (None, "ok"):
+        if facts["status"] is not None and facts["status"].casefold() not in _HEALTHY:
             return warn("base_url", f"{message}: it does not say ok", **details)
         return ok("base_url", message, **details)
     if answer.status == HTTPStatus.TOO_MANY_REQUESTS or answer.status >= 500:
