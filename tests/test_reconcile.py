@@ -782,3 +782,22 @@ def test_a_transaction_seen_twice_counts_once_and_stops_the_search(
     assert ignoring.pages == report.search.pages == 2
     assert report.search.transactions == 3 and not report.search.complete
     assert "transactions already seen" in report.search.note
+
+
+def test_the_closing_line_says_what_waits_for_apply(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    """An invoice found and not yet adopted exits 4: the closing line said it needed nothing
+    now (found by a review of the operator's decisions)."""
+    from invoicectl.render.reconcile import closing_line
+
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 3600)
+
+    report = run_reconcile(journal, transport(sandbox))
+
+    assert report.exit_code == ExitCode.NEEDS_RECONCILE
+    line = closing_line(report)
+    assert "1 to adopt with `invoicectl reconcile --apply` (1 unanswered, found)" in line, line
+    assert "need nothing now" not in line

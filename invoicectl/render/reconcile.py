@@ -185,8 +185,11 @@ def print_report(console: Console, report: ReconcileReport, *, every: bool = Tru
 
 def closing_line(report: ReconcileReport) -> str:
     """The summary once more, in words, where a person finishes reading."""
-    person = [(v, len(c)) for v, c in _groups(report) if _needs_person(c)]
-    rest = [(v, len(c)) for v, c in _groups(report) if not _needs_person(c)]
+    groups = list(_groups(report))
+    person = [(v, len(c)) for v, c in groups if _needs_person(c)]
+    # Found and not adopted yet (no --apply): exit 4 until `reconcile --apply` adopts them.
+    adopt = [(v, len(c)) for v, c in groups if not _needs_person(c) and _to_adopt(c)]
+    rest = [(v, len(c)) for v, c in groups if not _needs_person(c) and not _to_adopt(c)]
 
     def listed(groups: list[tuple[Verdict, int]]) -> str:
         return ", ".join(f"{n} {v.guidance.title}" for v, n in groups)
@@ -194,6 +197,9 @@ def closing_line(report: ReconcileReport) -> str:
     needing = sum(n for _, n in person)
     said = f"In short: {len(report.cases)} invoices checked; "
     said += f"{needing} need a person ({listed(person)})" if person else "none needs a person"
+    if adopt:
+        count = sum(n for _, n in adopt)
+        said += f"; {count} to adopt with `invoicectl reconcile --apply` ({listed(adopt)})"
     if rest:
         said += f"; {sum(n for _, n in rest)} need nothing now ({listed(rest)})"
     return f"{said}; {report.requests} requests to GoRoute; exit {int(report.exit_code)}."
@@ -201,6 +207,10 @@ def closing_line(report: ReconcileReport) -> str:
 
 def _needs_person(cases: list[Case]) -> bool:
     return any(case.needs_person for case in cases)
+
+
+def _to_adopt(cases: list[Case]) -> bool:
+    return any(case.verdict.guidance.adoptable and not case.applied for case in cases)
 
 
 def render(report: ReconcileReport, fmt: Format, *, width: int = 120) -> str:
