@@ -5,8 +5,10 @@ Keys and transactions of one environment mean nothing in another: a journal used
 base URL refuses another unless told explicitly. Nor does one journal serve two profiles (two
 accounts at one base URL): a send from the second would take the first one's unanswered sends
 for its own and replay them through its own account, where GoRoute holds no key of them, and
-deliver them twice. So the binding names the profile too (``bound_to``); a journal bound
-before it did is taken as this profile's and bound anew.
+deliver them twice. So the binding names the profile too (``bound_to``). A journal bound with
+no profile is refused by every profile (it may be another configuration's journal, named twice):
+one bound before bindings named a profile is bound anew by one run with
+``--allow-environment-change``.
 """
 
 from __future__ import annotations
@@ -25,11 +27,18 @@ def check_environment(
 ) -> str | None:
     """The binding the journal holds (None: not yet); another is refused unless allowed."""
     bound, wanted = journal.bound_base_url(), bound_to(base_url, profile)
-    if bound is not None and bound not in (wanted, base_url) and not allow_change:
+    if bound is not None and bound != wanted and not allow_change:
+        before = (
+            f" If it is profile {profile}'s own, bound before bindings named a profile, run once "
+            "with --allow-environment-change."
+            if bound == base_url
+            else ""
+        )
         raise EnvironmentMismatch(
             f"the journal {journal.path} is bound to {bound}, not {wanted}; keys and "
             "transactions of one environment or account mean nothing in another. Use another "
-            "--journal (each profile its own), or --allow-environment-change if this is intended"
+            "--journal (each profile its own), or --allow-environment-change if this is intended."
+            + before
         )
     return bound
 

@@ -109,7 +109,7 @@ def test_a_force_release_clears_the_evidence_with_an_event(journal_path: Path, o
     with open_journal(journal_path) as journal:
         assert release(journal, "INV-1", "clerk", force=True).done
         kinds = [event.kind for event in journal.events("INV-1")]
-    assert "delivery_evidence" in kinds and kinds[-2:] == ["release", "evidence_cleared"]
+    assert "delivery_evidence" in kinds and kinds[-2:] == ["release", "evidence_dismissed"]
     send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
     assert sandbox.stats()["sends_received"] == 1  # replayed under its key: the operator's word
 
@@ -164,3 +164,80 @@ def test_a_list_capped_below_its_limit_vouches_for_nothing(journal_path: Path, o
 
     assert sandbox.stats()["sends_received"] == 13, warnings
     assert "7 already there" in warnings[0] and "6 held as not checked" in warnings[0]
+
+
+# ---- found by a review of the change above ----------------------------------------------
+
+
+def test_a_verdict_recorded_before_evidence_was_an_event_still_stands(
+    journal_path: Path, outbox: Path
+):
+    """A journal upgraded with reconcile's unknown_sent_earlier recorded (the verdict, no
+    evidence event): the next send replayed it, and a clerk's hold was released plainly."""
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = sent_earlier_by_another("INV-1")
+    with open_journal(journal_path) as journal:
+        force(journal, "INV-1", verdict="unknown_sent_earlier", verdict_at=journal.now())
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=FAST_RETRY)
+    assert sandbox.stats()["sends_received"] == 0
+    with open_journal(journal_path) as journal:
+        assert hold(journal, "INV-1", "asking", "clerk").done
+        refused = release(journal, "INV-1", "clerk")
+    assert not refused.done and "--force" in refused.message
+
+
+def test_a_history_check_hold_from_before_the_events_still_needs_force(
+    journal_path: Path, outbox: Path
+):
+    """An upgraded journal's hold for two transactions found (no id kept): released plainly."""
+    write_invoice(outbox, "INV-7")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        reason = "GoRoute already holds 2 transaction(s) with this invoice number, found ..."
+        force(journal, "INV-7", hold="held", hold_reason=reason, held_by="history check")
+        refused = release(journal, "INV-7", "clerk")
+    assert not refused.done and "--force" in refused.message
+
+
+def test_an_operators_word_lets_an_invoice_found_earlier_go_on(journal_path: Path, outbox: Path):
+    """unknown_sent_earlier, then release --force: --new-version was refused for ever, and
+    every later reconcile noted the evidence anew over the operator's word."""
+    lost_answer(journal_path, outbox, "INV-1")
+    sandbox = sent_earlier_by_another("INV-1")
+    settings = settings_for(journal_path)
+    reconcile(settings, transport=sandbox.transport())  # no --apply: nobody holds it
+    day_later = datetime.now(UTC) + timedelta(hours=25)
+    with open_journal(journal_path) as journal:
+        with pytest.raises(UsageError, match="--force"):
+            check_new_version(journal, "INV-1", day_later)
+        assert release(journal, "INV-1", "clerk", force=True).done  # not held: the word alone
+    reconcile(settings, transport=sandbox.transport())  # the same verdict again
+    with open_journal(journal_path) as journal:
+        assert journal.events("INV-1")[-1].kind == "evidence_dismissed"
+        check_new_version(journal, "INV-1", day_later)  # the operator's decision, allowed
+
+
+def test_an_invoice_held_by_hand_that_the_check_could_not_vouch_for_needs_force(
+    journal_path: Path, outbox: Path
+):
+    """A lost journal, every invoice held by a clerk, a list capped at 7: the six the search
+    did not reach were released plainly and sent again."""
+    ids = [f"C-{number:02d}" for number in range(13)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator(list_paging=False, list_page_cap=7)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
+    lose(journal_path)
+    sandbox.advance_clock(25 * 3600)
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        for invoice_id in ids:
+            assert hold(journal, invoice_id, "month end", "clerk").done
+    later = at(datetime.now(UTC) + timedelta(hours=25))
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=later)
+    with open_journal(journal_path) as journal:
+        released = [release(journal, invoice_id, "clerk").done for invoice_id in ids]
+    assert released == [False] * 13
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=later)
+    assert sandbox.stats()["sends_received"] == 13

@@ -422,7 +422,7 @@ def test_what_a_short_search_could_not_vouch_for_is_held_as_not_checked(
             assert held is not None and held.hold is Hold.held
             assert (held.hold_reason or "").startswith("not checked: ")
             assert "says nothing of paging" in (held.hold_reason or "")
-            assert f"`invoicectl release {invoice_id}`" in (held.hold_reason or "")
+            assert f"`invoicectl release {invoice_id} --force`" in (held.hold_reason or "")
     assert "1 already there" in warnings[0] and "2 held as not checked" in warnings[0]
 
 

@@ -169,13 +169,15 @@ def test_one_journal_serves_one_profile(tmp_path: Path) -> None:
 
     url = "https://api.goroute.example/peppol-api"
     with Journal(tmp_path / "journal.db") as journal:
-        journal.bind_base_url(url)  # bound before bindings named a profile
-        bind_environment(journal, url, allow_change=False, profile="acme")  # taken as acme's
+        journal.bind_base_url(url)  # bound with no profile (or before bindings named one)
+        with pytest.raises(EnvironmentMismatch, match="If it is profile acme's own"):
+            check_environment(journal, url, allow_change=False, profile="acme")
+        bind_environment(journal, url, allow_change=True, profile="acme")  # when told
         assert journal.bound_base_url() == f"{url} (profile acme)"
         with pytest.raises(EnvironmentMismatch, match=r"bound to .* \(profile acme\), not"):
             check_environment(journal, url, allow_change=False, profile="beta")
         with pytest.raises(EnvironmentMismatch):
             check_environment(journal, url, allow_change=False)  # no profile: another config
         check_environment(journal, url, allow_change=False, profile="acme")
-        bind_environment(journal, url, allow_change=True, profile="beta")  # when told
+        bind_environment(journal, url, allow_change=True, profile="beta")
         assert journal.bound_base_url() == f"{url} (profile beta)"

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from invoicectl.journal.chain import ZERO_HASH
+from invoicectl.text import one_line
 
 
 @dataclass(frozen=True)
@@ -37,7 +38,8 @@ class Verification:
         return not self.findings
 
     def add(self, subject: str, problem: str) -> None:
-        self.findings.append(Finding(subject, problem))
+        # What a damaged row holds (a line break, bytes that are not UTF-8) stays on its line.
+        self.findings.append(Finding(one_line(subject), one_line(problem)))
 
     def summary(self) -> str:
         return (

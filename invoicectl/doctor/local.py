@@ -135,9 +135,8 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
     if not health.writable:
         return fail("journal", f"{path} or its directory is not writable by this user", **details)
     bound = health.bound_base_url
-    # ``base_url`` names the profile too (``environment.bound_to``); a binding from before
-    # bindings named one is taken as this profile's.
-    if bound is not None and bound not in (base_url, base_url.partition(" (profile ")[0]):
+    # ``base_url`` names the profile too (``environment.bound_to``).
+    if bound is not None and bound != base_url:
         return fail(
             "journal",
             f"{path} is bound to {bound}, but the settings send to {base_url}: send and "

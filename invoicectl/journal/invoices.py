@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import fields
 from functools import cache
 from typing import Any
@@ -213,6 +213,23 @@ class InvoiceRecords(JournalBase):
         )
         return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
 
+    def marked(
+        self, invoice_ids: Sequence[str], verdicts: Sequence[str], event_kinds: Sequence[str]
+    ) -> set[str]:
+        """Those of ``invoice_ids`` with one of ``verdicts``, or an event of ``event_kinds``:
+        a query a few hundred of them, never a read of each (a send plans every run)."""
+        found: set[str] = set()
+        for start in range(0, len(invoice_ids), 500):
+            chunk = invoice_ids[start : start + 500]
+            rows = self.db.execute(
+                f"SELECT i.invoice_id FROM invoices i WHERE i.invoice_id IN ({_marks(chunk)})"
+                f" AND (i.verdict IN ({_marks(verdicts)}) OR EXISTS (SELECT 1 FROM events e"
+                f"   WHERE e.invoice_id = i.invoice_id AND e.kind IN ({_marks(event_kinds)})))",
+                (*chunk, *verdicts, *event_kinds),
+            )
+            found.update(invoice_id for (invoice_id,) in rows)
+        return found
+
     def keys_left_pending(self) -> list[tuple[str, str]]:
         """(invoice ID, key) of each ``pending`` invoice holding a key with no request under
         it open: a run stopped between two of its tries left it so."""
@@ -345,3 +362,7 @@ class InvoiceRecords(JournalBase):
 
 def _values(invoice: Invoice) -> tuple[Any, ...]:
     return tuple(getattr(invoice, name) for name in _FIELDS)
+
+
+def _marks(values: Sequence[Any]) -> str:
+    return ", ".join("?" * len(values))

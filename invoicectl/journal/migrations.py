@@ -313,15 +313,21 @@ def all_applied(applied: set[str], migrations: Sequence[Callable[..., None]]) ->
             f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
         )
     missing = [name for name in ours if name not in applied]
-    if missing and applied.intersection(ours[ours.index(missing[0]) + 1 :]):
-        # Migrations apply in order: a gap is a record removed by hand, and applying it again
-        # (the hash chain's m009, say) would start a new chain over rows edited meanwhile.
-        raise JournalError(
-            f"the journal lacks migration {missing[0]} but records later ones: it was changed "
-            "outside invoicectl (its hash chain removed?), and nothing was changed now; "
-            "restore a backup and run `invoicectl verify` on it"
-        )
+    for name in missing:
+        if name in _CHAIN_MIGRATIONS and applied.intersection(ours[ours.index(name) + 1 :]):
+            # Migrations apply in order: a chain migration missing before later ones is its
+            # record removed by hand, and applying it again would start a new chain over rows
+            # edited meanwhile.
+            raise JournalError(
+                f"the journal lacks migration {name} but records later ones: its hash chain was "
+                "removed outside invoicectl, and nothing was changed now; restore a backup and "
+                "run `invoicectl verify` on it"
+            )
     return not missing
+
+
+# The migrations that start the hash chain, or widen it, over the rows already there.
+_CHAIN_MIGRATIONS = frozenset(("m009_audit_chain", "m011_chain_covers_revisions_and_runs"))
 
 
 def _apply(conn: sqlite3.Connection) -> None:

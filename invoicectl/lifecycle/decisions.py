@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
-from invoicectl.lifecycle.evidence import standing_evidence
+from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_evidence
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
@@ -43,12 +43,13 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
             f"`invoicectl release {invoice_id} --force` only once you know it is not"
         )
-    if _not_shown_undelivered(invoice):
+    if _not_shown_undelivered(invoice) and not dismissed_since_first_use(journal, invoice):
         raise UsageError(
             f"invoice {invoice_id} is {state} and `invoicectl reconcile` has not shown, since "
             f"its key was first used, that GoRoute holds no delivery of it (verdict: "
             f"{invoice.verdict or 'none'}): a new key could deliver it twice; run `invoicectl "
-            "reconcile` and follow its verdict"
+            "reconcile` and follow its verdict (where it found a send, `invoicectl release "
+            f"{invoice_id} --force` once you know it is no delivery of this invoice)"
         )
     if not allowed(Transition.new_version, state) or (
         state is InvoiceState.accepted and invoice.remote_status != "failed"

@@ -1,16 +1,19 @@
 """Evidence that GoRoute may hold a delivery of an invoice already: once found, it stands.
 
-Found by a send's history check (transactions with the invoice's number, before this journal's
-first send of it) or by reconcile (``unknown_sent_earlier``, ``unknown_ambiguous``: a match this
-journal's own send cannot account for; ``content_unconfirmed``: this invoice, in content GoRoute
-does not show). It is an event of the audit trail (``delivery_evidence``)
-and stands whoever holds the invoice, whatever verdict reconcile reaches next, until one of
-these clears it (``evidence_cleared``): reconcile shows the transaction is no delivery of this
-invoice (``different_document``, ``sent_then_failed``), or an operator's ``release --force``
-gives their word that it is not. An accepted invoice has no use for it.
+Found by a send's history check (transactions with the invoice's number before this journal's
+first send of it, or a search that could not reach back far enough to vouch for it) or by
+reconcile (``unknown_sent_earlier``, ``unknown_ambiguous``: a match this journal's own send
+cannot account for; ``content_unconfirmed``: this invoice, in content GoRoute does not show).
+It is an event of the audit trail (``delivery_evidence``) and stands whoever holds the invoice,
+whatever verdict reconcile reaches next, until reconcile shows the transaction is no delivery
+of this invoice (``different_document``, ``sent_then_failed``: ``evidence_cleared``), or an
+operator's ``release --force`` gives their word that it is not (``evidence_dismissed``, which
+a later reconcile reaching the same verdict does not overrule). An accepted invoice has no use
+for it.
 
 While it stands, no send sends or replays the invoice (``plan``), a release needs ``--force``
-and ``--new-version`` is refused.
+and ``--new-version`` is refused. Journals written before evidence was an event carry it in
+the row (``_from_the_row``): a reconcile verdict that found it, or a history check's hold.
 """
 
 from __future__ import annotations
@@ -18,6 +21,18 @@ from __future__ import annotations
 from typing import Protocol
 
 from invoicectl.journal.records import Event, Invoice, InvoiceState
+
+EVIDENCE = "delivery_evidence"
+CLEARED = "evidence_cleared"  # reconcile showed the transaction is no delivery of it
+DISMISSED = "evidence_dismissed"  # the operator's word: release --force
+KINDS = (EVIDENCE, CLEARED, DISMISSED)
+# Reconcile's verdicts that found the invoice at GoRoute from a send it cannot account for;
+# and those that showed a transaction found is no delivery of it.
+FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier", "content_unconfirmed")
+NO_DELIVERY = ("different_document", "sent_then_failed")
+# Who holds an invoice GoRoute already holds a transaction for, found before its first send
+# (``send.history``).
+HISTORY_CHECK = "history check"
 
 
 class JournalBackend(Protocol):
@@ -30,29 +45,20 @@ class JournalBackend(Protocol):
     ) -> None: ...
 
 
-EVIDENCE = "delivery_evidence"
-CLEARED = "evidence_cleared"
-# Reconcile's verdicts that found the invoice at GoRoute from a send it cannot account for;
-# and those that showed a transaction found is no delivery of it.
-FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier", "content_unconfirmed")
-NO_DELIVERY = ("different_document", "sent_then_failed")
-# Who holds an invoice GoRoute already holds a transaction for, found before its first send
-# (``send.history``).
-HISTORY_CHECK = "history check"
-
-
 def standing_evidence(journal: JournalBackend, invoice: Invoice) -> str | None:
     """Why GoRoute may hold a delivery of ``invoice`` already, or None."""
     if invoice.state is InvoiceState.accepted:
         return None
-    standing: str | None = None
-    recorded = False
-    for event in journal.events(invoice.invoice_id):
-        if event.kind == EVIDENCE:
-            standing, recorded = event.detail or "found at GoRoute already", True
-        elif event.kind == CLEARED:
-            standing, recorded = None, True
-    return standing if recorded else _from_the_hold(invoice)
+    last = last_word(journal, invoice.invoice_id)
+    if last is None:
+        return _from_the_row(invoice)
+    return (last.detail or "found at GoRoute already") if last.kind == EVIDENCE else None
+
+
+def last_word(journal: JournalBackend, invoice_id: str) -> Event | None:
+    """The invoice's latest evidence event (found, cleared or dismissed), if any."""
+    found = [event for event in journal.events(invoice_id) if event.kind in KINDS]
+    return found[-1] if found else None
 
 
 def note_evidence(
@@ -63,22 +69,52 @@ def note_evidence(
         journal.add_event(invoice.invoice_id, EVIDENCE, why, run_id)
 
 
-def clear_evidence(
-    journal: JournalBackend, invoice: Invoice, why: str, run_id: int | None = None
+def note_verdict(
+    journal: JournalBackend, invoice: Invoice, verdict: str, run_id: int | None
 ) -> None:
-    """Record that the standing evidence for ``invoice`` no longer holds, and why."""
-    if standing_evidence(journal, invoice) is not None:
-        journal.add_event(invoice.invoice_id, CLEARED, why, run_id)
-
-
-def _from_the_hold(invoice: Invoice) -> str | None:
-    """The evidence a hold placed before evidence was recorded as an event carries."""
-    found = invoice.existing_transaction_id
-    if invoice.held_by == HISTORY_CHECK and found and invoice.verdict not in NO_DELIVERY:
-        return (
-            f"GoRoute already holds transaction {found} with its number (found before this "
-            "journal's first send of it)"
+    """What reconcile's ``verdict`` on ``invoice`` (its row before the verdict) means for the
+    evidence: found, cleared, or, where the operator dismissed it for this very verdict, as
+    it was."""
+    if verdict in FOUND_BEFORE:
+        last = last_word(journal, invoice.invoice_id)
+        if last is not None and last.kind == DISMISSED and invoice.verdict == verdict:
+            return  # the operator's word on this finding stands until the finding changes
+        note_evidence(
+            journal, invoice, f"reconcile found it at GoRoute already ({verdict})", run_id
         )
-    if invoice.held_by == "reconcile" and invoice.verdict in FOUND_BEFORE:
+    elif verdict in NO_DELIVERY and standing_evidence(journal, invoice) is not None:
+        journal.add_event(invoice.invoice_id, CLEARED, f"reconcile: {verdict}", run_id)
+
+
+def dismiss_evidence(journal: JournalBackend, invoice: Invoice, why: str) -> None:
+    """The operator's word that the standing evidence is no delivery of ``invoice``."""
+    journal.add_event(invoice.invoice_id, DISMISSED, why)
+
+
+def dismissed_since_first_use(journal: JournalBackend, invoice: Invoice) -> bool:
+    """Whether the operator's ``release --force`` is the last word on the evidence, given
+    since the invoice's key first carried a request: what ``--new-version`` then accepts
+    in place of a verdict that shows no delivery."""
+    last = last_word(journal, invoice.invoice_id)
+    first_used = invoice.key_first_used_at
+    return (
+        last is not None
+        and last.kind == DISMISSED
+        and (first_used is None or last.at >= first_used)
+    )
+
+
+def _from_the_row(invoice: Invoice) -> str | None:
+    """The evidence a journal written before evidence was an event carries in the row: a
+    verdict that found the invoice (whoever holds it, held or not), or a history check's hold
+    (but one for a search that stopped short, whose reason says 'not checked')."""
+    if invoice.verdict in FOUND_BEFORE:
         return f"reconcile found it at GoRoute already ({invoice.verdict})"
+    checked = not (invoice.hold_reason or "").startswith("not checked")
+    if invoice.held_by == HISTORY_CHECK and invoice.verdict not in NO_DELIVERY and checked:
+        found = invoice.existing_transaction_id or "transactions"
+        return (
+            f"GoRoute already holds {found} with its number (found before this journal's "
+            "first send of it)"
+        )
     return None

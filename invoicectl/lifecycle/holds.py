@@ -24,10 +24,8 @@ from invoicectl.errors import StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import (
-    FOUND_BEFORE,
-    NO_DELIVERY,
-    clear_evidence,
-    note_evidence,
+    dismiss_evidence,
+    note_verdict,
     standing_evidence,
 )
 from invoicectl.lifecycle.transitions import Transition, allowed, write
@@ -94,11 +92,15 @@ def release(
     says GoRoute may hold a delivery already (``evidence``), whoever placed it, is lifted only
     with ``force``: the operator's word that it is not this invoice's, which clears it."""
     invoice = _known(journal, invoice_id)
-    if invoice.hold is None:
-        return Decision(invoice_id, False, "not held")
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, "abandoned, which is final")
     evidence = standing_evidence(journal, invoice)
+    if invoice.hold is None:
+        if not (force and evidence):  # reconcile found it, and nobody held it: the word alone
+            return Decision(invoice_id, False, "not held")
+        if not dry_run:
+            dismiss_evidence(journal, invoice, f"by {by} with --force: {evidence}")
+        return Decision(invoice_id, True, f"not held; the evidence dismissed ({evidence})")
     if not force and evidence is not None:
         return Decision(
             invoice_id,
@@ -120,7 +122,7 @@ def release(
             )
             journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
             if evidence is not None:
-                clear_evidence(journal, invoice, f"released with --force by {by}: {evidence}")
+                dismiss_evidence(journal, invoice, f"released with --force by {by}: {evidence}")
     was = f"held by {invoice.held_by}: {invoice.hold_reason}"
     again = ""
     if invoice.held_by == "receiver check":
@@ -159,12 +161,7 @@ def record_verdict(
             journal.add_event(
                 invoice_id, "verdict", f"{invoice.verdict or 'none'} -> {verdict}", run_id
             )
-        if verdict in FOUND_BEFORE:
-            note_evidence(
-                journal, invoice, f"reconcile found it at GoRoute already ({verdict})", run_id
-            )
-        elif verdict in NO_DELIVERY:
-            clear_evidence(journal, invoice, f"reconcile: {verdict}", run_id)
+        note_verdict(journal, invoice, verdict, run_id)
 
 
 def _set_hold(

@@ -16,7 +16,7 @@ from datetime import datetime
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, InvoiceState, SendOrder
-from invoicectl.lifecycle.evidence import standing_evidence
+from invoicectl.lifecycle.evidence import FOUND_BEFORE, KINDS, standing_evidence
 from invoicectl.lifecycle.window import window_open
 
 
@@ -37,21 +37,25 @@ def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.du
     """
     replays: list[str] = []
     held: list[str] = []
-    found: list[str] = []
     for invoice_id, first_used_at in journal.sent_without_answer():
-        if not window_open(first_used_at, now):
-            held.append(invoice_id)
-        elif _found_already(journal, invoice_id):
-            held.append(invoice_id)
-            found.append(invoice_id)
-        else:
-            replays.append(invoice_id)
+        (replays if window_open(first_used_at, now) else held).append(invoice_id)
+    found = _found_already(journal, replays)
+    if found:
+        replays = [invoice_id for invoice_id in replays if invoice_id not in found]
+        held += [invoice_id for invoice_id in found]
     return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held), tuple(found))
 
 
-def _found_already(journal: JournalBackend, invoice_id: str) -> bool:
-    invoice = journal.invoice(invoice_id)
-    return invoice is not None and standing_evidence(journal, invoice) is not None
+def _found_already(journal: JournalBackend, invoice_ids: list[str]) -> list[str]:
+    """Those of ``invoice_ids`` with evidence standing: read one by one only for the few a
+    query marks (an evidence event, or a verdict that found them)."""
+    marked = journal.marked(invoice_ids, FOUND_BEFORE, KINDS) if invoice_ids else set()
+    found = []
+    for invoice_id in sorted(marked):
+        invoice = journal.invoice(invoice_id)
+        if invoice is not None and standing_evidence(journal, invoice) is not None:
+            found.append(invoice_id)
+    return found
 
 
 def attention(journal: JournalBackend, now: datetime) -> ExitCode:

@@ -368,7 +368,10 @@ def _judge(
         elif _covered(invoice, search.summary, now):
             if invoice.state is InvoiceState.pending and invoice.hold is None:
                 to_send.append(invoice_id)
-        elif hold(journal, invoice_id, not_checked_reason(invoice, search.summary), HELD_BY).done:
+        else:  # not vouched for: held, and a release needs --force, held by hand or not
+            reason = not_checked_reason(invoice, search.summary)
+            hold(journal, invoice_id, reason, HELD_BY)
+            note_evidence(journal, invoice, reason)
             not_checked.append(invoice_id)
     return Finding(tuple(found), tuple(not_checked), tuple(to_send))
 

@@ -39,7 +39,7 @@ def not_checked_reason(invoice: Invoice, summary: SearchSummary) -> str:
         f"not checked: the history check of a journal with no history there searched "
         f"GoRoute's transactions {reached} only ({summary.note}), and this invoice "
         f"(issued {invoice.issue_date or 'undated'}) may have been sent before that: confirm "
-        f"with GoRoute, then `invoicectl release {invoice.invoice_id}`"
+        f"with GoRoute, then `invoicectl release {invoice.invoice_id} --force`"
     )
 
 
@@ -63,7 +63,8 @@ def finding_text(finding: Finding) -> str:
         )
     total = len(finding.found) + len(finding.not_checked) + len(finding.to_send)
     text = (
-        f"GoRoute's transactions were checked for the {total} invoices about to be sent: "
+        f"GoRoute's transactions were checked for the {total} invoices this journal never "
+        "sent: "
         f"{len(finding.found)} already there, held for `invoicectl reconcile`"
     )
     if finding.not_checked:
