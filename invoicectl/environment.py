@@ -6,9 +6,9 @@ base URL refuses another unless told explicitly. Nor does one journal serve two 
 accounts at one base URL): a send from the second would take the first one's unanswered sends
 for its own and replay them through its own account, where GoRoute holds no key of them, and
 deliver them twice. So the binding names the profile too (``bound_to``). A journal bound with
-no profile is refused by every profile (it may be another configuration's journal, named twice):
-one bound before bindings named a profile is bound anew by one run with
-``--allow-environment-change``.
+no profile is another configuration's, named twice, unless its last run used the same API key
+as this profile (a journal of one account that started to use profiles): that one is bound
+anew; any other needs ``--allow-environment-change``.
 """
 
 from __future__ import annotations
@@ -23,10 +23,19 @@ def bound_to(base_url: str, profile: str | None) -> str:
 
 
 def check_environment(
-    journal: JournalBackend, base_url: str, *, allow_change: bool, profile: str | None = None
+    journal: JournalBackend,
+    base_url: str,
+    *,
+    allow_change: bool,
+    profile: str | None = None,
+    account: str | None = None,
 ) -> str | None:
-    """The binding the journal holds (None: not yet); another is refused unless allowed."""
+    """The binding the journal holds (None: not yet); another is refused unless allowed.
+    ``account``: this run's API key fingerprint."""
     bound, wanted = journal.bound_base_url(), bound_to(base_url, profile)
+    same_account = account is not None and journal.last_key_fingerprint() == account
+    if bound == base_url and profile is not None and same_account:
+        return bound  # one account's journal, sent from by its profile now
     if bound is not None and bound != wanted and not allow_change:
         before = (
             f" If it is profile {profile}'s own, bound before bindings named a profile, run once "
@@ -44,9 +53,17 @@ def check_environment(
 
 
 def bind_environment(
-    journal: JournalBackend, base_url: str, *, allow_change: bool, profile: str | None = None
+    journal: JournalBackend,
+    base_url: str,
+    *,
+    allow_change: bool,
+    profile: str | None = None,
+    account: str | None = None,
 ) -> None:
     """A journal sends to one base URL, for one profile; another is refused unless allowed."""
     wanted = bound_to(base_url, profile)
-    if check_environment(journal, base_url, allow_change=allow_change, profile=profile) != wanted:
+    bound = check_environment(
+        journal, base_url, allow_change=allow_change, profile=profile, account=account
+    )
+    if bound != wanted:
         journal.bind_base_url(wanted)

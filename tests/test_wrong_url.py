@@ -181,3 +181,11 @@ def test_one_journal_serves_one_profile(tmp_path: Path) -> None:
         check_environment(journal, url, allow_change=False, profile="acme")
         bind_environment(journal, url, allow_change=True, profile="beta")
         assert journal.bound_base_url() == f"{url} (profile beta)"
+    # One account's journal that starts to use profiles: its last run used this profile's key.
+    with Journal(tmp_path / "one-account.db") as journal:
+        journal.bind_base_url(url)
+        journal.begin_run("send", {}, key_fingerprint="0123456789ab")
+        with pytest.raises(EnvironmentMismatch):
+            check_environment(journal, url, allow_change=False, profile="acme", account="ffff")
+        bind_environment(journal, url, allow_change=False, profile="acme", account="0123456789ab")
+        assert journal.bound_base_url() == f"{url} (profile acme)"

@@ -26,6 +26,14 @@ class SendingRecords(JournalBase):
         row = self.db.execute("SELECT base_url FROM environment WHERE id = 1").fetchone()
         return None if row is None else str(row[0])
 
+    def last_key_fingerprint(self) -> str | None:
+        """The API key fingerprint of the last run that recorded one (this run's is not yet)."""
+        row = self.db.execute(
+            "SELECT key_fingerprint FROM runs WHERE key_fingerprint IS NOT NULL"
+            " ORDER BY id DESC LIMIT 1"
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def bind_base_url(self, base_url: str) -> None:
         """Bind the journal to ``base_url``; a change of binding is an event."""
         bound = self.bound_base_url()

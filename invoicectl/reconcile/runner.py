@@ -46,6 +46,7 @@ def reconcile(
             settings.base_url,
             allow_change=allow_environment_change,
             profile=settings.profile,
+            account=settings.api_key.fingerprint if settings.api_key else None,
         )
         account = settings.api_key.fingerprint if settings.api_key else None
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}

@@ -90,6 +90,7 @@ def send(
             settings.base_url,
             allow_change=allow_environment_change,
             profile=settings.profile,
+            account=settings.api_key.fingerprint if settings.api_key else None,
         )
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
@@ -124,6 +125,7 @@ def send(
                     settings.base_url,
                     allow_change=allow_environment_change,
                     profile=settings.profile,
+                    account=settings.api_key.fingerprint if settings.api_key else None,
                 )
 
             callbacks = {
