@@ -13,8 +13,21 @@ anew; any other needs ``--allow-environment-change``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from invoicectl.errors import EnvironmentMismatch
 from invoicectl.journal.interface import JournalBackend
+
+
+def binding_of(settings: Any) -> dict[str, Any]:
+    """A run's words to ``check_environment`` and ``bind_environment``, from its ``Settings``:
+    the base URL, the profile and the API key's fingerprint."""
+    key = settings.api_key
+    return {
+        "base_url": settings.base_url,
+        "profile": settings.profile,
+        "account": None if key is None else key.fingerprint,
+    }
 
 
 def bound_to(base_url: str, profile: str | None) -> str:

@@ -50,6 +50,21 @@ def sent_earlier_by_another(invoice_id: str):
     return sandbox
 
 
+def sent_then_lost_behind_a_capped_list(journal_path: Path, outbox: Path):
+    """13 invoices sent, the journal lost a day later, and GoRoute's list answering 7 rows
+    whatever the limit, saying nothing of paging."""
+    ids = [f"C-{number:02d}" for number in range(13)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator(list_paging=False, list_page_cap=7)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
+    assert sandbox.stats()["sends_received"] == 13
+    lose(journal_path)
+    sandbox.advance_clock(25 * 3600)
+    return ids, sandbox, settings
+
+
 def test_a_verdict_of_sent_earlier_stops_the_replay_without_apply(journal_path: Path, outbox: Path):
     lost_answer(journal_path, outbox, "INV-1")
     sandbox = sent_earlier_by_another("INV-1")
@@ -148,15 +163,7 @@ def test_a_list_capped_below_its_limit_vouches_for_nothing(journal_path: Path, o
     """A lost journal, and a list that answers 7 rows whatever the limit, saying nothing of
     paging: what it did not show is held as not checked, never sent (a review found 6 of
     13 invoices delivered twice when a short page was taken for the list's end)."""
-    ids = [f"C-{number:02d}" for number in range(13)]
-    for invoice_id in ids:
-        write_invoice(outbox, invoice_id)
-    sandbox = emulator(list_paging=False, list_page_cap=7)
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
-    assert sandbox.stats()["sends_received"] == 13
-    lose(journal_path)
-    sandbox.advance_clock(25 * 3600)
+    ids, sandbox, settings = sent_then_lost_behind_a_capped_list(journal_path, outbox)
 
     warnings: list[str] = []
     later = at(datetime.now(UTC) + timedelta(hours=25))
@@ -222,14 +229,7 @@ def test_an_invoice_held_by_hand_that_the_check_could_not_vouch_for_needs_force(
 ):
     """A lost journal, every invoice held by a clerk, a list capped at 7: the six the search
     did not reach were released plainly and sent again."""
-    ids = [f"C-{number:02d}" for number in range(13)]
-    for invoice_id in ids:
-        write_invoice(outbox, invoice_id)
-    sandbox = emulator(list_paging=False, list_page_cap=7)
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=lambda line: None, trust_new_journal=True)
-    lose(journal_path)
-    sandbox.advance_clock(25 * 3600)
+    ids, sandbox, settings = sent_then_lost_behind_a_capped_list(journal_path, outbox)
     with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
         for invoice_id in ids:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import httpx
 
-from invoicectl.environment import check_environment
+from invoicectl.environment import binding_of, check_environment
 from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, shared_budget
@@ -41,13 +41,7 @@ def reconcile(
     journal_lock = locked_journal(settings.journal, "reconcile", clock=clocks.wall, shared=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
-        check_environment(
-            journal,
-            settings.base_url,
-            allow_change=allow_environment_change,
-            profile=settings.profile,
-            account=settings.api_key.fingerprint if settings.api_key else None,
-        )
+        check_environment(journal, allow_change=allow_environment_change, **binding_of(settings))
         account = settings.api_key.fingerprint if settings.api_key else None
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
         with recorded_run(journal, "reconcile", options, settings) as run_id:

@@ -15,7 +15,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from invoicectl import config_values, event_loop
-from invoicectl.environment import bind_environment, check_environment
+from invoicectl.environment import bind_environment, binding_of, check_environment
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, scan_turn
@@ -85,13 +85,8 @@ def send(
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).
-        check_environment(
-            journal,
-            settings.base_url,
-            allow_change=allow_environment_change,
-            profile=settings.profile,
-            account=settings.api_key.fingerprint if settings.api_key else None,
-        )
+        binding = binding_of(settings)
+        check_environment(journal, allow_change=allow_environment_change, **binding)
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
@@ -120,13 +115,7 @@ def send(
             )
 
             def bind() -> None:
-                bind_environment(
-                    journal,
-                    settings.base_url,
-                    allow_change=allow_environment_change,
-                    profile=settings.profile,
-                    account=settings.api_key.fingerprint if settings.api_key else None,
-                )
+                bind_environment(journal, allow_change=allow_environment_change, **binding)
 
             callbacks = {
                 "on_start": on_start,
