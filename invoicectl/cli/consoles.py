@@ -93,8 +93,10 @@ def guard_streams() -> None:
     process), a stream closed before the start first given /dev/null: Python then has no
     stream at all (None), and the next file the process opened would take its number."""
     for fd, name in ((1, "stdout"), (2, "stderr")):
-        if getattr(sys, name) is None or not _is_open(fd):
-            setattr(sys, name, _devnull_at(fd))
+        if not _is_open(fd):
+            _give_devnull(fd)
+        if getattr(sys, name) is None:  # Python had no stream for it
+            setattr(sys, name, os.fdopen(fd, "w", errors="backslashreplace", closefd=False))
         stream = getattr(sys, name)
         if not isinstance(stream, ClosedPipeGuard):
             setattr(sys, name, ClosedPipeGuard(stream))
@@ -108,12 +110,11 @@ def _is_open(fd: int) -> bool:
     return True
 
 
-def _devnull_at(fd: int) -> TextIO:
+def _give_devnull(fd: int) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     if devnull != fd:  # the lowest free number: ``fd`` itself when 0 to ``fd`` - 1 are open
         os.dup2(devnull, fd)
         os.close(devnull)
-    return os.fdopen(fd, "w", encoding="utf-8", errors="backslashreplace", closefd=False)
 
 
 def say(message: str) -> None:
