@@ -61,7 +61,6 @@ class JournalFigures:
 class RunFigures:
     """One send run's own figures (``SendSummary``, and its attempts' outcomes)."""
 
-    exit_code: int
     elapsed: float
     outcomes: Mapping[str, int] = field(default_factory=dict)
     rate_limited: int = 0
@@ -103,7 +102,6 @@ def journal_figures(journal: JournalBackend, now: datetime) -> JournalFigures:
 
 def send_figures(journal: JournalBackend, summary: SendSummary) -> RunFigures:
     return RunFigures(
-        exit_code=int(summary.exit_code),
         elapsed=summary.elapsed,
         outcomes=journal.run_outcomes(summary.run_id),
         rate_limited=summary.rate_limited_answers,
@@ -121,8 +119,8 @@ def registry_of(
     exit_code: int | None = None,
 ) -> CollectorRegistry:
     """A registry of this write's own, holding every metric (README, "Metrics"): the run's
-    exit code (``exit_code``, else the send's own), the journal's figures unless it could not
-    be read (None), and a send's own figures."""
+    exit code, the journal's figures unless it could not be read (None), and a send's own
+    figures."""
     from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
 
     # A ``_created`` series per histogram says when this process made it: noise in a file
@@ -133,9 +131,8 @@ def registry_of(
     def gauge(name: str, doc: str, *labels: str) -> Gauge:
         return Gauge(f"invoicectl_{name}", doc, ("writer", *labels), registry=registry)
 
-    code = exit_code if exit_code is not None else None if run is None else run.exit_code
-    if code is not None:
-        gauge("run_exit_code", "The run's exit code.").labels(writer).set(code)
+    if exit_code is not None:
+        gauge("run_exit_code", "The run's exit code.").labels(writer).set(exit_code)
     if figures is not None:
         _journal_metrics(gauge, writer, figures)
     if run is not None:

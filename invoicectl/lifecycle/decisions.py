@@ -88,15 +88,11 @@ def _may_be_delivered(invoice: Invoice) -> bool:
     answer recorded: unknown, or held (amended, a duplicate) with an unknown send beneath."""
     if invoice.key_first_used_at is None:
         return False
+    beneath = invoice.state
+    if beneath in (InvoiceState.amended, InvoiceState.invalid):
+        beneath = invoice.state_before_amend or beneath
     settled = (InvoiceState.accepted, InvoiceState.rejected, InvoiceState.key_reused)
-    return _beneath(invoice) not in settled
-
-
-def _beneath(invoice: Invoice) -> InvoiceState:
-    """The state an amended file (or a duplicate) left beneath it: what its key's send was."""
-    if invoice.state in (InvoiceState.amended, InvoiceState.invalid):
-        return invoice.state_before_amend or invoice.state
-    return invoice.state
+    return beneath not in settled
 
 
 # Reconcile's verdicts that showed a send under the key is no delivery of the invoice.

@@ -47,9 +47,13 @@ class JournalBackend(Protocol):
 
 def standing_evidence(journal: JournalBackend, invoice: Invoice) -> str | None:
     """Why GoRoute may hold a delivery of ``invoice`` already, or None."""
+    return _standing(invoice, last_word(journal, invoice.invoice_id))
+
+
+def _standing(invoice: Invoice, last: Event | None) -> str | None:
+    """``standing_evidence``, the invoice's latest evidence event read already."""
     if invoice.state is InvoiceState.accepted:
         return None
-    last = last_word(journal, invoice.invoice_id)
     if last is None:
         return _from_the_row(invoice)
     return (last.detail or "found at GoRoute already") if last.kind == EVIDENCE else None
@@ -75,14 +79,15 @@ def note_verdict(
     """What reconcile's ``verdict`` on ``invoice`` (its row before the verdict) means for the
     evidence: found, cleared, or, where the operator dismissed it for this very verdict, as
     it was."""
+    last = last_word(journal, invoice.invoice_id)  # read once for both questions
+    standing = _standing(invoice, last)
     if verdict in FOUND_BEFORE:
-        last = last_word(journal, invoice.invoice_id)
         if last is not None and last.kind == DISMISSED and invoice.verdict == verdict:
             return  # the operator's word on this finding stands until the finding changes
-        note_evidence(
-            journal, invoice, f"reconcile found it at GoRoute already ({verdict})", run_id
-        )
-    elif verdict in NO_DELIVERY and standing_evidence(journal, invoice) is not None:
+        if standing is None:
+            why = f"reconcile found it at GoRoute already ({verdict})"
+            journal.add_event(invoice.invoice_id, EVIDENCE, why, run_id)
+    elif verdict in NO_DELIVERY and standing is not None:
         journal.add_event(invoice.invoice_id, CLEARED, f"reconcile: {verdict}", run_id)
 
 

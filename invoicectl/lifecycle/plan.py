@@ -41,8 +41,9 @@ def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.du
         (replays if window_open(first_used_at, now) else held).append(invoice_id)
     found = _found_already(journal, replays)
     if found:
-        replays = [invoice_id for invoice_id in replays if invoice_id not in found]
-        held += [invoice_id for invoice_id in found]
+        left = set(found)
+        replays = [invoice_id for invoice_id in replays if invoice_id not in left]
+        held += found
     return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held), tuple(found))
 
 

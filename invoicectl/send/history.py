@@ -124,11 +124,12 @@ def check_history(
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     # Read only when it matters: a journal with its history pays two small queries.
-    to_check = _never_sent(journal) if lost or fresh else ()
+    to_check = _never_sent(journal) if lost or fresh else []
     if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
-            journal.record_history_check(base_url, run_id, why, {"trusted": list(to_check)})
+            trusted = [invoice.invoice_id for invoice in to_check]
+            journal.record_history_check(base_url, run_id, why, {"trusted": trusted})
             warn(
                 f"{LOUD} {why}; --trust-new-journal: sending {len(to_check)} invoices without "
                 "checking what GoRoute already holds"
@@ -201,7 +202,7 @@ def _check(
     options: SendOptions,
     run_id: int,
     why: str,
-    to_check: tuple[str, ...],
+    invoices: list[Invoice],
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     lost: str | None,
@@ -209,8 +210,6 @@ def _check(
 ) -> Finding:
     import asyncio
 
-    found = (journal.invoice(invoice_id) for invoice_id in sorted(set(to_check)))
-    invoices = [i for i in found if i is not None and i.state in _SENDABLE_SOME_DAY]
     limit = CHECK_SECONDS
     deadline_binds = options.deadline is not None and options.deadline < limit
     if options.deadline is not None:
@@ -257,7 +256,8 @@ def _check(
         # check is recorded as impossible there, loudly, rather than stopping every send.
         unsupported = f"HTTP {search.failure.http_status}"
         journal.record_history_check(settings.base_url, run_id, why, {"unsupported": unsupported})
-        return Finding((), (), to_check, unsupported=unsupported)
+        every = tuple(invoice.invoice_id for invoice in invoices)
+        return Finding((), (), every, unsupported=unsupported)
     if search.failure is not None:
         raise unchecked(why, failure_text(search.failure), failure_code(search.failure))
     if deadline_binds and timed_out and not search.summary.complete:
@@ -340,11 +340,11 @@ def _issued(invoice: Invoice, now: datetime) -> datetime | None:
 _SENDABLE_SOME_DAY = (InvoiceState.pending, InvoiceState.invalid)
 
 
-def _never_sent(journal: JournalBackend) -> tuple[str, ...]:
-    return tuple(
-        invoice.invoice_id
-        for invoice in journal.invoices(*_SENDABLE_SOME_DAY)
-        if invoice.key_first_used_at is None and invoice.hold is not Hold.abandoned
+def _never_sent(journal: JournalBackend) -> list[Invoice]:
+    invoices = journal.invoices(*_SENDABLE_SOME_DAY)
+    return sorted(
+        (i for i in invoices if i.key_first_used_at is None and i.hold is not Hold.abandoned),
+        key=lambda invoice: invoice.invoice_id,
     )
 
 
@@ -359,21 +359,25 @@ def _judge(
         invoice_id = invoice.invoice_id
         txns = search.by_number.get(invoice_id, ())
         if txns:
-            # Held, and evidence that stands whoever holds it (an operator's hold already
-            # there included) and whatever becomes of its state.
             reason, existing = found_reason(invoice, txns)
-            hold(journal, invoice_id, reason, HELD_BY, existing_transaction_id=existing)
-            note_evidence(journal, invoice, reason)
+            _held_with_evidence(journal, invoice, reason, existing)
             found.append(invoice_id)
         elif _covered(invoice, search.summary, now):
             if invoice.state is InvoiceState.pending and invoice.hold is None:
                 to_send.append(invoice_id)
-        else:  # not vouched for: held, and a release needs --force, held by hand or not
-            reason = not_checked_reason(invoice, search.summary)
-            hold(journal, invoice_id, reason, HELD_BY)
-            note_evidence(journal, invoice, reason)
+        else:  # not vouched for: a release needs --force too
+            _held_with_evidence(journal, invoice, not_checked_reason(invoice, search.summary))
             not_checked.append(invoice_id)
     return Finding(tuple(found), tuple(not_checked), tuple(to_send))
+
+
+def _held_with_evidence(
+    journal: JournalBackend, invoice: Invoice, reason: str, existing: str | None = None
+) -> None:
+    """Held for ``reason``, and the reason evidence that stands whoever holds the invoice (an
+    operator's hold already there included) and whatever becomes of its state."""
+    hold(journal, invoice.invoice_id, reason, HELD_BY, existing_transaction_id=existing)
+    note_evidence(journal, invoice, reason)
 
 
 def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
