@@ -449,6 +449,31 @@ def test_key_reused_without_an_id_is_searched_for(
     assert "no usable existing_transaction_id" in not_found.detail
 
 
+def test_key_reused_found_in_the_list_is_judged_by_its_own_get(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    """The list's rows carry no ``metadata``; the transaction's own GET does, and its
+    content hash decides: this content is adopted, another is a different document."""
+    for invoice_id in ("INV-SAME", "INV-OTHER"):
+        add_invoice(journal, outbox, invoice_id)
+        sent(journal, invoice_id, "key_reused", http_status=422)
+    same = journal.invoice("INV-SAME")
+    assert same is not None
+    sandbox.add_transaction(
+        "INV-SAME", status="delivered", metadata={"sha256": same.current_sha256}
+    )
+    sandbox.add_transaction("INV-OTHER", status="delivered", metadata={"sha256": "c" * 64})
+
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    assert verdicts(report) == {
+        "INV-SAME": Verdict.already_sent,
+        "INV-OTHER": Verdict.different_document,
+    }
+    assert report.applied == ("INV-SAME",) and report.held == ("INV-OTHER",)
+    assert report.requests == 3  # the list page, then the two transactions' GETs
+
+
 def test_apply_skips_an_invoice_that_moved_on(
     journal: Journal, outbox: Path, sandbox: Sandbox
 ) -> None:

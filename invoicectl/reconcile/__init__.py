@@ -120,6 +120,8 @@ async def reconcile(
     await lookups.run(subjects, list_limit=list_limit, max_list_pages=max_list_pages)
     moment = now()
     cases = [judge(subject, lookups, moment) for subject in subjects]
+    if await lookups.fetch(_without_content_hash(cases)):
+        cases = [judge(subject, lookups, moment) for subject in subjects]
     checked_at = moment.isoformat()
     cases, applied, recorded, held = write_back(journal, cases, apply, checked_at, run_id)
     ordered = tuple(sorted(cases, key=lambda c: (VERDICT_ORDER.index(c.verdict), c.invoice_id)))
@@ -157,7 +159,17 @@ def judge(subject: Subject, lookups: Lookups, now: datetime) -> Case:
         return judge_key_reused(
             subject.invoice_id, side, subject.get_id, lookups.transactions.get(subject.get_id)
         )
-    return judge_searched(subject.invoice_id, side, lookups.search, now)
+    return judge_searched(subject.invoice_id, side, lookups.search, now, lookups.transactions)
+
+
+def _without_content_hash(cases: list[Case]) -> list[str]:
+    """The transactions found in the list that need their own GET: the list gives no
+    ``metadata``, and without its content hash a ``key_reused`` invoice's cannot be adopted."""
+    return [
+        case.api.transaction_id
+        for case in cases
+        if case.verdict is Verdict.content_unconfirmed and case.api and case.api.transaction_id
+    ]
 
 
 def write_back(

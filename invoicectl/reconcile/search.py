@@ -106,6 +106,19 @@ class Lookups:
             self._answer_from_list(following, rows)
             rest = sorted(later - set(self.transactions))
             await self._run_bounded([self._get_job(txn_id) for txn_id in rest])
+        self._raise_refused()
+
+    async def fetch(self, ids: Iterable[str]) -> bool:
+        """GET the transactions in ``ids`` not looked up yet; whether there were any."""
+        wanted = sorted(set(ids) - set(self.transactions))
+        for txn_id in wanted:
+            self._per_id[txn_id] = self._per_id.get(txn_id, 0) + 1
+        self.to_check += len(wanted)
+        await self._run_bounded([self._get_job(txn_id) for txn_id in wanted])
+        self._raise_refused()
+        return bool(wanted)
+
+    def _raise_refused(self) -> None:
         if isinstance(self._refused, WrongEndpoint):
             raise ConfigError(f"{self._refused.message}; reconcile changed nothing")
         if self._refused is not None:

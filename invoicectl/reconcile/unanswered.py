@@ -10,9 +10,11 @@ it safely; closed, a resend could deliver a duplicate and a person decides.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 
-from invoicectl.goroute.transactions import Transaction
+from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.transactions import Found, Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
 from invoicectl.reconcile.failed_lookups import lookup_failed
 from invoicectl.reconcile.matching import (
@@ -34,9 +36,14 @@ from invoicectl.reconcile.verdicts import (
 
 
 def judge_searched(
-    invoice_id: str, side: JournalSide, search: Search | None, now: datetime
+    invoice_id: str,
+    side: JournalSide,
+    search: Search | None,
+    now: datetime,
+    fetched: Mapping[str, Outcome | None] | None = None,
 ) -> Case:
-    """The verdict on an invoice looked for in the transactions list."""
+    """The verdict on an invoice looked for in the transactions list. ``fetched``: the
+    transactions GET since, by id: a list row carries no content hash, its GET may."""
     window = key_window(side, now)
     if search is None or search.failure is not None:
         failure = search.failure if search else None
@@ -53,7 +60,8 @@ def judge_searched(
     if len(ours) == 1:
         # A key_reused invoice whose 422 named no transaction is adopted like any other.
         adopt = Verdict.already_sent if side.state == "key_reused" else Verdict.unknown_found
-        return matched(invoice_id, side, ours[0], None, adopt=adopt, window=window)
+        txn = _in_full(ours[0], fetched or {})
+        return matched(invoice_id, side, txn, ours[0].transaction_id, adopt=adopt, window=window)
     if ours:
         return build_case(
             invoice_id,
@@ -63,6 +71,12 @@ def judge_searched(
             window=window,
         )
     return _not_found_in_list(invoice_id, side, search.summary, window)
+
+
+def _in_full(row: Transaction, fetched: Mapping[str, Outcome | None]) -> Transaction:
+    """The transaction as its own GET gave it (with ``metadata``), else the list's row."""
+    outcome = fetched.get(row.transaction_id) if row.transaction_id else None
+    return outcome.transaction if isinstance(outcome, Found) else row
 
 
 def key_window(side: JournalSide, now: datetime) -> Window:
