@@ -418,6 +418,24 @@ def test_bytes_put_into_a_row_by_hand_are_named(journal_path: Path):
     assert found[0].endswith(") says None: changed outside invoicectl")
 
 
+def test_text_that_is_not_utf8_is_named_row_by_row(journal_path: Path):
+    """Bytes stored as text, not UTF-8: every row is still checked, each damaged one named."""
+    for invoice_id in ("A-001", "A-004"):
+        sql(
+            journal_path,
+            "UPDATE invoices SET reason = CAST(x'ff41' AS TEXT) WHERE invoice_id = ?",
+            invoice_id,
+        )
+    sql(journal_path, "UPDATE invoices SET state = 'pending' WHERE invoice_id = 'A-005'")
+    found = lines(journal_path)
+    assert [line.split(":")[0] for line in found] == [
+        "invoice A-001",
+        "invoice A-004",
+        "invoice A-005",
+    ], found
+    assert found[0].startswith("invoice A-001: reason is '\\udcffA', its last event (")
+
+
 def checkpointed(path: Path) -> bytes:
     with sqlite3.connect(path) as conn:
         conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")

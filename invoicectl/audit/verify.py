@@ -117,7 +117,31 @@ def _checks(
         return
     for table in COVERED:
         if table in state.covered:
-            _step(result, f"the {table} check", lambda t=table: check_rows(reader, result, t))  # type: ignore[misc]
+            _step(result, f"the {table} check", lambda t=table: _check_rows(reader, result, t))  # type: ignore[misc]
+
+
+def _check_rows(reader: AuditReader, result: Verification, table: str) -> None:
+    """``check_rows``; a table holding text that is not UTF-8 (written outside invoicectl)
+    is checked again with its odd bytes kept as they are, so that every row is still
+    compared with its event and the damaged ones are named, instead of the check stopping
+    at the first of them."""
+    found, rows = len(result.findings), result.rows_checked
+    try:
+        check_rows(reader, result, table)
+    except sqlite3.OperationalError as error:
+        if "decode to UTF-8" not in str(error):
+            raise
+        del result.findings[found:]
+        result.rows_checked = rows
+        reader.conn.text_factory = _keeping_odd_bytes
+        try:
+            check_rows(reader, result, table)
+        finally:
+            reader.conn.text_factory = str
+
+
+def _keeping_odd_bytes(value: bytes) -> str:
+    return value.decode("utf-8", "surrogateescape")
 
 
 def _step(result: Verification, name: str, check: Callable[[], None]) -> None:
