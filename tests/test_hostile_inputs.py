@@ -319,6 +319,11 @@ CONTROL = (
             "the invoice number (cbc:ID) '\\u3000INV-1' starts or ends with an invisible space "
             "(U+3000); remove it",
         ),
+        (
+            "\u200bINV-1\ufeff".encode(),
+            "the invoice number (cbc:ID) '\\u200bINV-1\\ufeff' starts or ends with an invisible "
+            "space (U+200B, U+FEFF); remove it",
+        ),
         (b"INV-1&#x85;", f"the invoice number (cbc:ID) 'INV-1\\x85' {CONTROL}"),
         (b"&#x2028;INV-1", f"the invoice number (cbc:ID) '\\u2028INV-1' {CONTROL}"),
         (
@@ -402,7 +407,7 @@ def test_a_million_attributes_and_a_huge_text_node_parse(tmp_path: Path) -> None
     assert parse_document(read_document(path, tmp_path)).invoice_id == "INV-1"
     path.write_bytes(big + b" " * 300)
     with pytest.raises(InvalidDocument, match="over the API's limit of 15 MB"):
-        read_document(path, tmp_path)
+        parse_document(read_document(path, tmp_path))
 
 
 def test_xinclude_is_never_processed_and_comments_and_pis_are_harmless() -> None:

@@ -287,6 +287,22 @@ async def test_a_missing_field_is_named_in_the_details(client: httpx.AsyncClient
 
 
 @pytest.mark.anyio
+async def test_an_endpoint_and_id_split_by_comments_are_read_whole(
+    client: httpx.AsyncClient,
+) -> None:
+    """As XPath's ``string()`` and invoicectl read them: a comment is no part of the text."""
+    document = (
+        sample_invoice("INV-1", receiver=RECEIVER)
+        .replace("<cbc:ID>INV-1<", "<cbc:ID>INV<!-- n -->-1<", 1)
+        .replace(">phase4-test-receiver<", ">phase4-<!-- checked -->test-receiver<", 1)
+    )
+    assert "<!-- checked -->" in document and "<!-- n -->" in document
+    response = await send(client, send_body(document, receiver=RECEIVER))
+
+    assert response.status_code == 202, response.text
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     "receiver", [("0088", "phase4-test-receiver"), ("9915", "someone-else")], ids=repr
 )

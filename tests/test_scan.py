@@ -285,6 +285,21 @@ def test_recursive_scan_descends_only_when_asked(journal: Journal, outbox: Path)
     assert scan_directory(journal, outbox, recursive=True).new == ["DEEP-1"]
 
 
+def test_a_directory_named_xml_is_descended_not_refused_in_a_recursive_scan(
+    journal: Journal, outbox: Path
+):
+    (outbox / "2024.xml").mkdir()
+    write_invoice(outbox / "2024.xml", "DEEP-1")
+    (outbox / "linked.xml").symlink_to(outbox / "2024.xml")
+
+    report = scan_directory(journal, outbox, recursive=True)
+
+    assert report.new == ["DEEP-1"]
+    assert [(problem.subject, problem.reason) for problem in report.invalid] == [
+        ("linked.xml", "a directory, not a file, although its name ends in .xml")
+    ]
+
+
 def test_journal_is_private_and_in_wal_mode(tmp_path: Path):
     path = tmp_path / "deep" / "journal.db"
     with Journal(path) as journal:

@@ -15,6 +15,7 @@ import pytest
 
 from invoicectl.ubl import (
     MAX_DOCUMENT_BYTES,
+    MAX_FILE_BYTES,
     Endpoint,
     InvalidDocument,
     InvoiceFacts,
@@ -127,6 +128,40 @@ def test_empty_customer_endpoint_is_a_problem() -> None:
     assert facts.problem == (
         "the customer EndpointID is empty: the receiver's Peppol address is needed"
     )
+
+
+@pytest.mark.parametrize(
+    ("scheme", "identifier", "shown"),
+    [
+        ("0184 ", "DK87654321", "'DK87654321' (schemeID '0184 ')"),
+        ("0184", "DK87654321\u00a0", "'DK87654321\\xa0' (schemeID '0184')"),
+        ("0184", "\u200bDK87654321", "'\\u200bDK87654321' (schemeID '0184')"),
+    ],
+)
+def test_a_customer_endpoint_with_invisible_ends_is_a_problem(
+    scheme: str, identifier: str, shown: str
+) -> None:
+    """GoRoute compares the receiver as written: what a trim would hide is not sent."""
+    body = (
+        "<cbc:ID>X-1</cbc:ID><cac:AccountingCustomerParty><cac:Party>"
+        f'<cbc:EndpointID schemeID="{scheme}">{identifier}</cbc:EndpointID>'
+        "</cac:Party></cac:AccountingCustomerParty>"
+    )
+    facts = parse_document(invoice(body))
+    assert facts.customer_endpoint is None
+    assert facts.problem == (
+        f"the customer EndpointID {shown} starts or ends with a space or an invisible "
+        "character; remove it"
+    )
+
+
+def test_a_customer_endpoint_split_by_a_comment_is_read_whole() -> None:
+    body = (
+        "<cbc:ID>X-1</cbc:ID><cac:AccountingCustomerParty><cac:Party>"
+        '<cbc:EndpointID schemeID="0184">\n  DK8765<!-- checked -->4321\n</cbc:EndpointID>'
+        "</cac:Party></cac:AccountingCustomerParty>"
+    )
+    assert parse_document(invoice(body)).customer_endpoint == Endpoint("0184", "DK87654321")
 
 
 # --- entities and DTDs are never expanded or loaded -------------------------------------
@@ -411,6 +446,33 @@ def test_follows_a_link_inside_the_root(tmp_path: Path) -> None:
     assert read_document(tmp_path / "link.xml", tmp_path) == b"<x/>"
 
 
+def test_a_directory_swapped_for_a_link_out_after_the_check_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Between resolving a path and opening it, a directory on the way is replaced by a
+    link out of the scanned directory (O_NOFOLLOW guards the last part only): the file
+    actually opened is judged, and refused."""
+    from invoicectl.ubl import reading
+
+    root, outside = tmp_path / "outbox", tmp_path / "elsewhere"
+    (root / "sub").mkdir(parents=True)
+    outside.mkdir()
+    (root / "sub" / "a.xml").write_bytes(b"<inside/>")
+    (outside / "a.xml").write_bytes(b"<outside/>")
+    real_open = reading._open_regular
+
+    def swapped_then_opened(real: Path) -> int:
+        (root / "sub").rename(tmp_path / "moved-away")
+        (root / "sub").symlink_to(outside)
+        return real_open(real)
+
+    monkeypatch.setattr(reading, "_open_regular", swapped_then_opened)
+    assert file_reason(root / "sub" / "a.xml", root) == (
+        "a directory on the file's path was replaced by a link out of the scanned "
+        "directory during the scan; scan again"
+    )
+
+
 def test_empty_file(tmp_path: Path) -> None:
     (tmp_path / "e.xml").touch()
     assert file_reason(tmp_path / "e.xml", tmp_path) == "the file is empty (0 bytes)"
@@ -505,13 +567,49 @@ def test_unreadable_file_as_an_unprivileged_user() -> None:
         shutil.rmtree(shared, ignore_errors=True)
 
 
-def test_over_the_limit_is_refused_before_reading(tmp_path: Path) -> None:
+def test_over_the_limit_in_any_encoding_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "huge.xml"
     with path.open("wb") as sparse:
-        sparse.truncate(MAX_DOCUMENT_BYTES + 1)
+        sparse.truncate(MAX_FILE_BYTES + 1)
     assert file_reason(path, tmp_path) == (
-        "the file is 15,728,641 bytes, over the API's limit of 15 MB (15,728,640 bytes)"
+        "the file is 31,457,281 bytes: over the API's limit of 15 MB (15,728,640 bytes) "
+        "in any encoding"
     )
+
+
+def _padded(prolog: str, encoding: str, characters: str, count: int) -> bytes:
+    note = f"<cbc:Note>{characters * count}</cbc:Note>"
+    text = invoice(f"<cbc:ID>BIG-1</cbc:ID>{note}{CUSTOMER}").decode()
+    return text.replace('<?xml version="1.0" encoding="UTF-8"?>', prolog).encode(encoding)
+
+
+def test_the_limit_is_on_the_document_as_sent_in_utf8(tmp_path: Path) -> None:
+    """The API counts the document it receives, in UTF-8: a Latin-1 file under 15 MB can
+    be over it, a UTF-16 file over 15 MB under it."""
+    latin1 = _padded('<?xml version="1.0" encoding="ISO-8859-1"?>', "latin-1", "é", 9 << 20)
+    assert len(latin1) < MAX_DOCUMENT_BYTES
+    (tmp_path / "latin1.xml").write_bytes(latin1)
+    with pytest.raises(InvalidDocument) as refused:
+        parse_document(read_document(tmp_path / "latin1.xml", tmp_path))
+    assert refused.value.reason.startswith("the document is 18,874,")
+    assert refused.value.reason.endswith(
+        " bytes as sent (in UTF-8), over the API's limit of 15 MB (15,728,640 bytes)"
+    )
+    utf16 = _padded('<?xml version="1.0" encoding="UTF-16"?>', "utf-16", "x", 9 << 20)
+    assert len(utf16) > MAX_DOCUMENT_BYTES
+    (tmp_path / "utf16.xml").write_bytes(utf16)
+    assert parse_document(read_document(tmp_path / "utf16.xml", tmp_path)).invoice_id == "BIG-1"
+
+
+def test_a_stylesheet_instruction_is_no_xml_declaration() -> None:
+    """``<?xml-stylesheet ... encoding=...?>`` before the root declares nothing: the file
+    is UTF-8 and is sent as it is, not read as the stylesheet's encoding."""
+    data = invoice(f"<cbc:ID>Åsa-1</cbc:ID>{CUSTOMER}").replace(
+        b'<?xml version="1.0" encoding="UTF-8"?>',
+        b'<?xml-stylesheet type="text/xsl" href="view.xsl" encoding="ISO-8859-1"?>',
+    )
+    assert parse_document(data).invoice_id == "Åsa-1"
+    assert document_text(data).encode() == data
 
 
 def test_exactly_at_the_limit_is_read(tmp_path: Path) -> None:
@@ -542,7 +640,7 @@ def test_a_file_that_grew_past_the_limit_after_its_stat_is_refused(
 ) -> None:
     path = tmp_path / "growing.xml"
     with path.open("wb") as sparse:
-        sparse.truncate(MAX_DOCUMENT_BYTES + 10)
+        sparse.truncate(MAX_FILE_BYTES + 10)
     real_fstat = os.fstat
 
     def stale_fstat(fd: int) -> os.stat_result:

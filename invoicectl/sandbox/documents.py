@@ -99,7 +99,7 @@ def document_facts(root: etree._Element, metadata: dict[str, Any]) -> Submission
     document_type = DOCUMENT_TYPES.get(root.tag)
     if document_type is None:
         raise invalid(f"unsupported document root {root.tag}", "UBL-ROOT", "/")
-    document_id = root.findtext("cbc:ID", namespaces=_NS)
+    document_id = _string(root.find("cbc:ID", _NS))
     if not document_id or not document_id.strip():
         raise invalid("document has no cbc:ID", "BR-02", "/cbc:ID")
     receiver = _party(root, "AccountingCustomerParty", "PEPPOL-EN16931-R010")
@@ -111,7 +111,7 @@ def _party(root: etree._Element, role: str, rule: str) -> Party:
     party = root.find(f"cac:{role}/cac:Party", _NS)
     endpoint = party.find("cbc:EndpointID", _NS) if party is not None else None
     location = f"/cac:{role}/cac:Party/cbc:EndpointID"
-    if endpoint is None or not (endpoint.text or "").strip():
+    if endpoint is None or not _string(endpoint).strip():
         raise invalid(f"{role} has no cbc:EndpointID", rule, location)
     scheme = endpoint.get("schemeID")
     if not scheme:
@@ -120,7 +120,14 @@ def _party(root: etree._Element, role: str, rule: str) -> Party:
     name = party.findtext("cac:PartyName/cbc:Name", namespaces=_NS) or party.findtext(
         "cac:PartyLegalEntity/cbc:RegistrationName", namespaces=_NS
     )
-    return Party(scheme, (endpoint.text or "").strip(), name)
+    return Party(scheme, _string(endpoint).strip(), name)
+
+
+def _string(element: etree._Element | None) -> str:
+    """An element's string value, XPath's ``string()``: a comment or a processing
+    instruction inside it splits its text, and is no part of it (nor is an entity left
+    unresolved)."""
+    return "" if element is None else str(element.xpath("string()"))
 
 
 def _check_receiver(receiver: Party, scheme: str, identifier: str) -> None:

@@ -13,7 +13,8 @@ def find_candidates(
 ) -> list[str]:
     """The name, relative to ``root``, of every entry named ``*.xml`` (any case), sorted,
     including directories and broken links, which then get a reason of their own instead of
-    vanishing. Symbolic links to directories are not descended into. A subdirectory that
+    vanishing (``recursive``: but the directories it descends into). Symbolic links to
+    directories are not descended into. A subdirectory that
     cannot be listed is answered in ``unlisted``: its files cannot be, so it must be."""
     if not recursive:
         names = [name for name in os.listdir(root) if _is_xml(name)]
@@ -35,7 +36,13 @@ def find_candidates(
         relative = os.path.relpath(directory, root)
         prefix = "" if relative == os.curdir else relative + os.sep
         found.extend(prefix + name for name in files if _is_xml(name))
-        found.extend(prefix + name for name in subdirs if _is_xml(name))
+        # A directory named *.xml is descended into like any other: only a link to one,
+        # which is not, is a candidate (to be told it is no file).
+        found.extend(
+            prefix + name
+            for name in subdirs
+            if _is_xml(name) and os.path.islink(os.path.join(directory, name))
+        )
     # Component by component, as paths sort: a/x.xml before a-b/x.xml.
     return sorted(found, key=lambda name: name.split(os.sep))
 

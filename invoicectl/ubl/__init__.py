@@ -28,10 +28,11 @@ if TYPE_CHECKING:
     from invoicectl.ubl.encoding import document_text
     from invoicectl.ubl.errors import InvalidDocument
     from invoicectl.ubl.facts import Endpoint, InvoiceFacts, parse_document
-    from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES, read_document
+    from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES, MAX_FILE_BYTES, read_document
 
 __all__ = [
     "MAX_DOCUMENT_BYTES",
+    "MAX_FILE_BYTES",
     "Endpoint",
     "InvalidDocument",
     "InvoiceFacts",
@@ -44,6 +45,7 @@ __all__ = [
 # parser (lxml) only when a file is parsed.
 _HOMES = {
     "MAX_DOCUMENT_BYTES": "reading",
+    "MAX_FILE_BYTES": "reading",
     "Endpoint": "facts",
     "InvalidDocument": "errors",
     "InvoiceFacts": "facts",

@@ -16,9 +16,12 @@ from invoicectl.text import one_line
 from invoicectl.ubl.errors import InvalidDocument
 
 _UTF8_BOM = codecs.BOM_UTF8
-# The encoding pseudo-attribute of an XML declaration (which ends at the first '>').
-_DECLARED_ENCODING = re.compile(rb"""<\?xml(?=[^>]*>)[^>]*?\sencoding\s*=\s*(["'])([^"'>]*)\1""")
-_TEXT_DECLARATION = re.compile(r"""\A(<\?xml[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
+# The encoding pseudo-attribute of an XML declaration (which ends at the first '>'): "<?xml"
+# and white space, never another instruction whose name starts so (``<?xml-stylesheet``).
+_DECLARED_ENCODING = re.compile(
+    rb"""<\?xml(?=\s)(?=[^>]*>)[^>]*?\sencoding\s*=\s*(["'])([^"'>]*)\1"""
+)
+_TEXT_DECLARATION = re.compile(r"""\A(<\?xml(?=\s)[^>]*?\sencoding\s*=\s*)(["'])([^"']*)\2""")
 _STARTS_LIKE_XML = re.compile(rb"[ \t\r\n]*<")
 
 

@@ -19,6 +19,7 @@ from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dt
 from invoicectl.ubl.encoding import Encoding, not_valid_in, sniff_encoding, utf8_as_sent
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.parsers import PARSER
+from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES
 from invoicectl.ubl.two_parts import parse_in_two_parts
 
 _UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
@@ -47,6 +48,11 @@ _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETAR
 # the others passes them anyway.
 _OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
 _WANTED = _HEADER | _OPTIONAL
+
+# White space, and the characters that show nothing and are no space to Python (zero-width
+# space, joiners, word joiner, byte-order mark, soft hyphen): "\u200bINV-1" is no "INV-1".
+_INVISIBLE = r"[\s\u00ad\u180e\u200b-\u200d\u2060\ufeff]"
+_INVISIBLE_AT_ENDS = re.compile(f"^{_INVISIBLE}+|{_INVISIBLE}+$")
 
 
 # Named tuples, not frozen dataclasses: a scan makes three per file, and a frozen
@@ -82,6 +88,7 @@ def parse_document(data: bytes) -> InvoiceFacts:
             "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
         )
     data, encoding = utf8_as_sent(data, sniff_encoding(data))
+    _refuse_over_the_limit(len(data) - encoding.bom_length)
     prolog = read_prolog(data, encoding.bom_length)
     refuse_doctype(prolog.doctype)
     root, header = _parse_header(data, encoding, prolog.root_start)
@@ -101,6 +108,15 @@ def parse_document(data: bytes) -> InvoiceFacts:
         due_date=_text(header.get(_DUE_DATE))
         or _text(_child(header.get(_PAYMENT_MEANS), _PAYMENT_DUE_DATE)),
     )
+
+
+def _refuse_over_the_limit(size: int) -> None:
+    """The API's limit is on the document as sent, in UTF-8 (a byte-order mark dropped)."""
+    if size > MAX_DOCUMENT_BYTES:
+        raise InvalidDocument(
+            f"the document is {size:,} bytes as sent (in UTF-8), over the API's limit of "
+            f"15 MB ({MAX_DOCUMENT_BYTES:,} bytes)"
+        )
 
 
 def _parse_header(
@@ -204,7 +220,7 @@ def _invoice_id(header: dict[str, etree._Element]) -> str:
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
             "tab or other control character; an invoice number is one line of plain text"
         )
-    if invoice_id.strip() != invoice_id:  # an older invoicectl took the number without it
+    if _INVISIBLE_AT_ENDS.search(invoice_id):  # an older invoicectl took the number without it
         raise InvalidDocument(
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
             f"invisible space ({_spaces_at_ends(invoice_id)}); remove it"
@@ -218,7 +234,7 @@ def _tags(element: etree._Element) -> str:
 
 
 def _spaces_at_ends(text: str) -> str:
-    ends = text[: len(text) - len(text.lstrip())] + text[len(text.rstrip()) :]
+    ends = "".join(_INVISIBLE_AT_ENDS.findall(text))
     return ", ".join(sorted({f"U+{ord(char):04X}" for char in ends}))
 
 
@@ -254,11 +270,20 @@ def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None
     identifier = _text(element)
     if identifier is None:
         return None, "the customer EndpointID is empty: the receiver's Peppol address is needed"
-    scheme = (element.get("schemeID") or "").strip()
+    given = element.get("schemeID") or ""
+    scheme = given.strip()
     if not scheme:
         return None, (
             f"the customer EndpointID {one_line(identifier, 80)} has no schemeID, so the "
             "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
+        )
+    if scheme != given or _INVISIBLE_AT_ENDS.search(identifier):
+        # GoRoute compares the receiver sent with the document's as written: trimmed here,
+        # it would refuse the send, with the key spent, on a difference nobody can see.
+        return None, (
+            f"the customer EndpointID '{one_line(identifier, 80)}' (schemeID "
+            f"'{one_line(given, 20)}') starts or ends with a space or an invisible character; "
+            "remove it"
         )
     return Endpoint(scheme, identifier), None
 

@@ -1,7 +1,8 @@
 """Reading a file's bytes: whether a path may be read at all, then reading it.
 
-Only a regular file inside the scanned directory, not empty and not over the API's 15 MB
-limit, is read; links are followed only inside that directory.
+Only a regular file inside the scanned directory, not empty and not over twice the API's 15 MB
+limit, is read; links are followed only inside that directory. The limit itself applies to the
+document as sent, in UTF-8 (``ubl.facts``): a UTF-16 file is about twice that size on disk.
 """
 
 from __future__ import annotations
@@ -15,6 +16,9 @@ from invoicectl.text import one_line
 from invoicectl.ubl.errors import InvalidDocument
 
 MAX_DOCUMENT_BYTES = 15 * 1024 * 1024
+# A file this large is over the limit in any encoding: UTF-8 takes at least half the bytes of
+# UTF-16 for the same characters.
+MAX_FILE_BYTES = 2 * MAX_DOCUMENT_BYTES
 _GONE = "the file no longer exists (moved or deleted during the scan)"
 
 # O_NOFOLLOW: a path is opened only once resolved (or known to sit right in the scanned
@@ -34,13 +38,14 @@ def read_document(path: str | Path, root: str | Path) -> bytes:
     fd = _open_plain_file_in(os.fspath(path), os.fspath(root))
     if fd is None:
         fd = _open_regular(_resolve_inside(Path(path), Path(root)))
+        _check_still_inside(fd, root)
     try:
         size = _checked_size(os.fstat(fd))
-        data = _read_at_most(fd, MAX_DOCUMENT_BYTES + 1, size)
+        data = _read_at_most(fd, MAX_FILE_BYTES + 1, size)
     finally:
         os.close(fd)
     # The file may have changed between fstat and read; judge what was actually read.
-    if len(data) > MAX_DOCUMENT_BYTES:
+    if len(data) > MAX_FILE_BYTES:
         raise InvalidDocument(_too_large(max(size, len(data))))
     if not data:
         raise InvalidDocument("the file is empty (0 bytes)")
@@ -82,6 +87,21 @@ def _resolve_inside(path: Path, root: Path) -> Path:
     return real
 
 
+def _check_still_inside(fd: int, root: str | Path) -> None:
+    """A directory on the way may have been swapped for a link between resolving and
+    opening: judge the file actually opened (Linux: /proc/self/fd)."""
+    try:
+        opened = Path(os.readlink(f"/proc/self/fd/{fd}"))
+    except OSError:
+        return  # no /proc: nothing more to check
+    if not opened.is_relative_to(Path(root).resolve()):
+        os.close(fd)
+        raise InvalidDocument(
+            "a directory on the file's path was replaced by a link out of the scanned "
+            "directory during the scan; scan again"
+        )
+
+
 def _open_regular(real: Path) -> int:
     try:
         return os.open(real, _OPEN_FLAGS)
@@ -104,7 +124,7 @@ def _checked_size(st: os.stat_result) -> int:
         raise InvalidDocument("a directory, not a file, although its name ends in .xml")
     if not stat.S_ISREG(st.st_mode):
         raise InvalidDocument("not a regular file (a pipe, socket or device)")
-    if st.st_size > MAX_DOCUMENT_BYTES:
+    if st.st_size > MAX_FILE_BYTES:
         raise InvalidDocument(_too_large(st.st_size))
     if st.st_size == 0:
         raise InvalidDocument("the file is empty (0 bytes)")
@@ -128,5 +148,6 @@ def _read_at_most(fd: int, limit: int, expected: int) -> bytes:
 
 def _too_large(size: int) -> str:
     return (
-        f"the file is {size:,} bytes, over the API's limit of 15 MB ({MAX_DOCUMENT_BYTES:,} bytes)"
+        f"the file is {size:,} bytes: over the API's limit of 15 MB ({MAX_DOCUMENT_BYTES:,} "
+        "bytes) in any encoding"
     )
