@@ -106,7 +106,8 @@ def test_a_later_verdict_does_not_lift_the_evidence(journal_path: Path, outbox: 
         scan_directory(journal, outbox)
         assert journal.invoice("INV-1").state == "amended"
     report = reconcile(settings, apply=True, transport=sandbox.transport())
-    assert [str(case.verdict) for case in report.cases] == ["amended"]
+    # The send beneath the edit is judged again (it was unanswered): the same verdict.
+    assert [str(case.verdict) for case in report.cases] == ["unknown_sent_earlier"]
     (outbox / "INV-1.xml").write_bytes(original)
 
     with open_journal(journal_path) as journal:
@@ -241,3 +242,54 @@ def test_an_invoice_held_by_hand_that_the_check_could_not_vouch_for_needs_force(
     assert released == [False] * 13
     send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=later)
     assert sandbox.stats()["sends_received"] == 13
+
+
+def _edited_after_a_lost_answer(journal_path: Location, outbox: Path, invoice_id: str):
+    """A send GoRoute kept, its answer lost, then the file changed: ``amended`` over
+    ``unknown``, the key first used two days ago (its window closed)."""
+    sandbox = lost_answer(journal_path, outbox, invoice_id)
+    write_invoice(outbox, invoice_id, amount="999.00")
+    two_days_ago = (datetime.now(UTC) - timedelta(days=2)).isoformat()
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        force(journal, invoice_id, key_first_used_at=two_days_ago)
+        invoice = journal.invoice(invoice_id)
+        assert invoice is not None
+        assert (invoice.state, invoice.state_before_amend) == ("amended", "unknown")
+    return sandbox
+
+
+def test_an_edit_is_no_way_round_the_verdict_on_the_send_beneath(
+    journal_path: Location, outbox: Path
+):
+    """Reconcile looks up the send beneath an amended invoice; found, nothing is adopted and
+    a new version stays refused: it would be the invoice's second delivery."""
+    sandbox = _edited_after_a_lost_answer(journal_path, outbox, "E-1")
+    later = datetime.now(UTC)
+    with open_journal(journal_path) as journal, pytest.raises(UsageError, match="amended over"):
+        check_new_version(journal, "E-1", later)
+
+    report = reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+
+    (case,) = report.cases
+    assert case.verdict.value == "unknown_found" and report.applied == ()
+    assert "would deliver E-1 twice" in case.action
+    assert states(journal_path) == {"E-1": "amended"}
+    with open_journal(journal_path) as journal, pytest.raises(UsageError, match="amended over"):
+        check_new_version(journal, "E-1", later)
+    assert sandbox.stats()["per_invoice"] == {"E-1": 1}
+
+
+def test_a_new_version_follows_a_verdict_that_the_send_beneath_delivered_nothing(
+    journal_path: Location, outbox: Path
+):
+    _edited_after_a_lost_answer(journal_path, outbox, "E-2")
+    empty = emulator()  # GoRoute holds nothing of it
+
+    report = reconcile(settings_for(journal_path), transport=empty.transport())
+
+    (case,) = report.cases
+    assert case.verdict.value == "unknown_not_found_window_closed"
+    assert "--new-version E-2" in case.action
+    with open_journal(journal_path) as journal:
+        assert check_new_version(journal, "E-2", datetime.now(UTC)).state == "amended"

@@ -44,8 +44,12 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             f"`invoicectl release {invoice_id} --force` only once you know it is not"
         )
     if _not_shown_undelivered(invoice) and not dismissed_since_first_use(journal, invoice):
+        # An edited file (amended over unknown or key_reused) does not settle what its key's
+        # send did: the same rule, so that an edit is never a way round reconcile's verdict.
+        beneath = _beneath(invoice)
+        shown = state if beneath is state else f"{state} over {beneath}"
         raise UsageError(
-            f"invoice {invoice_id} is {state} and `invoicectl reconcile` has not shown, since "
+            f"invoice {invoice_id} is {shown} and `invoicectl reconcile` has not shown, since "
             f"its key was first used, that GoRoute holds no delivery of it (verdict: "
             f"{invoice.verdict or 'none'}): a new key could deliver it twice; run `invoicectl "
             "reconcile` and follow its verdict (where it found a send, `invoicectl release "
@@ -88,11 +92,8 @@ def _may_be_delivered(invoice: Invoice) -> bool:
     answer recorded: unknown, or held (amended, a duplicate) with an unknown send beneath."""
     if invoice.key_first_used_at is None:
         return False
-    beneath = invoice.state
-    if beneath in (InvoiceState.amended, InvoiceState.invalid):
-        beneath = invoice.state_before_amend or beneath
     settled = (InvoiceState.accepted, InvoiceState.rejected, InvoiceState.key_reused)
-    return beneath not in settled
+    return _beneath(invoice) not in settled
 
 
 # Reconcile's verdicts that showed a send under the key is no delivery of the invoice.
@@ -108,10 +109,18 @@ _SHOWN_UNDELIVERED = frozenset(
 )
 
 
+def _beneath(invoice: Invoice) -> InvoiceState:
+    """The state an amended (or invalid) invoice's key left it in."""
+    if invoice.state in (InvoiceState.amended, InvoiceState.invalid):
+        return invoice.state_before_amend or invoice.state
+    return invoice.state
+
+
 def _not_shown_undelivered(invoice: Invoice) -> bool:
-    """An unknown or key_reused invoice that reconcile has not judged, since its key was
-    first used, to hold no delivery at GoRoute (found, in progress, or not judged at all)."""
-    if invoice.state not in (InvoiceState.unknown, InvoiceState.key_reused):
+    """An unknown or key_reused invoice (an amended one too, over either) that reconcile has
+    not judged, since its key was first used, to hold no delivery at GoRoute (found, in
+    progress, or not judged at all)."""
+    if _beneath(invoice) not in (InvoiceState.unknown, InvoiceState.key_reused):
         return False
     if invoice.verdict not in _SHOWN_UNDELIVERED or invoice.verdict_at is None:
         return True

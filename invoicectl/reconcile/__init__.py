@@ -52,7 +52,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import adopt, record_delivery
 from invoicectl.lifecycle.holds import hold, record_verdict
 from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
-from invoicectl.reconcile.journal_only import judge_amended, judge_conflict
+from invoicectl.reconcile.journal_only import judge_amended, judge_conflict, judged_beneath
 from invoicectl.reconcile.key_reused import judge_key_reused
 from invoicectl.reconcile.matching import CLOCK_SLACK, compare
 from invoicectl.reconcile.progress import OnLookup
@@ -148,7 +148,10 @@ def judge(subject: Subject, lookups: Lookups, now: datetime) -> Case:
     """
     side = subject.side
     if side.state == "amended":
-        return judge_amended(subject.invoice_id, side)
+        if subject.get_id is None and not subject.search:
+            return judge_amended(subject.invoice_id, side)
+        beneath = replace(subject, side=replace(side, state=side.state_before_amend or ""))
+        return judged_beneath(side, judge(beneath, lookups, now))
     if side.state == "rejected":
         return judge_conflict(subject.invoice_id, side)
     if side.state == "accepted":
@@ -257,8 +260,8 @@ def _fresh_delivery_status(case: Case) -> bool:
 
 def _adopt(journal: JournalBackend, case: Case, checked_at: str, run_id: int | None) -> bool:
     api = case.api
-    if api is None or api.transaction_id is None:
-        return False
+    if api is None or api.transaction_id is None or case.journal.state == "amended":
+        return False  # an amended invoice's file holds other content than that transaction
     how = "the 422's existing transaction" if case.journal.state == "key_reused" else "found"
     return adopt(
         journal,

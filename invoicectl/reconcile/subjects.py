@@ -48,7 +48,7 @@ def find_subjects(journal: JournalBackend) -> list[Subject]:
         side = _journal_side(journal, invoice)
         subjects.append(Subject(invoice.invoice_id, side, search=True))
     for invoice in _open(journal, InvoiceState.amended):
-        subjects.append(Subject(invoice.invoice_id, _journal_side(journal, invoice)))
+        subjects.append(_amended(journal, invoice))
     for invoice in _open(journal, InvoiceState.rejected):
         side = _journal_side(journal, invoice)
         if side.last_http_status == CONFLICT:
@@ -63,6 +63,18 @@ def find_subjects(journal: JournalBackend) -> list[Subject]:
         get_id = None if status == "failed" else txn_id
         subjects.append(Subject(invoice.invoice_id, side, get_id=get_id))
     return subjects
+
+
+def _amended(journal: JournalBackend, invoice: Invoice) -> Subject:
+    """An amended invoice; over an unanswered or refused send, that send is looked up as
+    it would have been before the edit: the edit does not settle what its key delivered."""
+    side = _journal_side(journal, invoice)
+    if invoice.state_before_amend is InvoiceState.unknown:
+        return Subject(invoice.invoice_id, side, search=True)
+    if invoice.state_before_amend is InvoiceState.key_reused:
+        existing = checked_id(invoice.existing_transaction_id)
+        return Subject(invoice.invoice_id, side, get_id=existing, search=not existing)
+    return Subject(invoice.invoice_id, side)
 
 
 def _open(journal: JournalBackend, state: InvoiceState) -> list[Invoice]:
