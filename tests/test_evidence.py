@@ -293,3 +293,20 @@ def test_a_new_version_follows_a_verdict_that_the_send_beneath_delivered_nothing
     assert "--new-version E-2" in case.action
     with open_journal(journal_path) as journal:
         assert check_new_version(journal, "E-2", datetime.now(UTC)).state == "amended"
+
+
+def test_a_number_corrected_in_its_file_is_sent_once(journal_path: Location, outbox: Path):
+    """Scanned (or a dry run) under a mistyped number, corrected in the same file, then
+    sent: the invoice goes out once, under the corrected number; the other waits for a
+    person (exit 4)."""
+    write_invoice(outbox, "TYPO-1O0", name="a.xml")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+    write_invoice(outbox, "TYPO-100", name="a.xml")
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"TYPO-100": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert states(journal_path) == {"TYPO-1O0": "pending", "TYPO-100": "accepted"}

@@ -300,6 +300,28 @@ def test_a_directory_named_xml_is_descended_not_refused_in_a_recursive_scan(
     ]
 
 
+def test_a_pending_invoice_whose_file_now_holds_another_id_is_held(journal: Journal, outbox: Path):
+    """A number corrected in its file after a scan: sending both would deliver one invoice
+    twice under two numbers. The old one is held, the new one admitted, once."""
+    write_invoice(outbox, "TYPO-1O0", name="a.xml")
+    write_invoice(outbox, "KEPT-1", name="b.xml")
+    scan_directory(journal, outbox)
+    write_invoice(outbox, "TYPO-100", name="a.xml")
+    (outbox / "b.xml").rename(outbox / "c.xml")  # moved, not replaced: nothing to hold
+    write_invoice(outbox, "NEW-1", name="b.xml")
+
+    report = scan_directory(journal, outbox)
+
+    assert sorted(report.new) == ["NEW-1", "TYPO-100"]
+    assert [problem.subject for problem in report.replaced] == ["TYPO-1O0"]
+    assert "its file a.xml now holds invoice TYPO-100" in report.replaced[0].reason
+    held = journal.invoice("TYPO-1O0")
+    assert held is not None and (held.state, held.hold) == ("pending", "held")
+    assert journal.invoice("KEPT-1").hold is None  # type: ignore[union-attr]
+    assert [cause.code for cause in report.exit_causes()][-1] == 4
+    assert scan_directory(journal, outbox).replaced == []  # held once, not again
+
+
 def test_journal_is_private_and_in_wal_mode(tmp_path: Path):
     path = tmp_path / "deep" / "journal.db"
     with Journal(path) as journal:

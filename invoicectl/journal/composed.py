@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.due_dates import DueDateRecords
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.monitoring import MonitoringRecords
@@ -15,7 +16,9 @@ from invoicectl.journal.sending import SendingRecords
 from invoicectl.journal.sqlite_open import open_database
 
 
-class Journal(InvoiceRecords, SendingRecords, ScanRecords, HistoryRecords, MonitoringRecords):
+class Journal(
+    InvoiceRecords, SendingRecords, ScanRecords, DueDateRecords, HistoryRecords, MonitoringRecords
+):
     """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
 
     def __init__(self, path: Path, clock: Clock = utc_now) -> None:

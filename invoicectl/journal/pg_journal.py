@@ -20,6 +20,7 @@ from typing import Any, cast
 
 from invoicectl.journal.contents import StoredContents
 from invoicectl.journal.database import Clock, utc_now
+from invoicectl.journal.due_dates import DueDateRecords
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.monitoring import MonitoringRecords
@@ -69,7 +70,7 @@ class PgStoredContents(StoredContents):
         return (psycopg.Error,)
 
 
-class PgScanRecords(ScanRecords):
+class PgScanRecords(ScanRecords, DueDateRecords):
     """A scan's statements that SQLite's dialect cannot say for PostgreSQL."""
 
     def stored_contents(self, unless: Collection[str] = frozenset()) -> StoredContents:

@@ -17,7 +17,7 @@ from invoicectl.errors import ConfigError, InvoiceBusy, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
-from invoicectl.lifecycle.holds import damaged_content, lift_repaired
+from invoicectl.lifecycle.holds import damaged_content, hold, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.scan.candidates import find_candidates
@@ -211,6 +211,7 @@ class Ingest:
         with journal.transaction():
             journal.name_known_content()
             journal.group_by_id()
+            self._hold_the_replaced()
             self._settle_new()
             self.report.unchanged += journal.count_unchanged(unless=InvoiceState.invalid)
             self._settle_the_rest()
@@ -239,6 +240,19 @@ class Ingest:
             self.journal.store_found(batch, now)
         # The files found unchanged the journal took in itself: every file has its row.
         self.report.files = self.journal.files_found()
+
+    def _hold_the_replaced(self) -> None:
+        """A pending invoice whose file now holds another invoice ID, and no file its own,
+        is held: its number corrected in the file, most likely, and sending both would
+        deliver one invoice twice under two numbers. A person decides which stands."""
+        for invoice_id, name, other in self.journal.replaced_in_place():
+            reason = (
+                f"its file {one_line(name)} now holds invoice {one_line(other, 80)}; if "
+                f"{invoice_id} was a mistake for it, `invoicectl abandon {invoice_id}`, to send "
+                f"both, `invoicectl release {invoice_id}`"
+            )
+            if hold(self.journal, invoice_id, reason, by="scan").done:
+                self.report.replaced.append(Problem(invoice_id, reason))
 
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: admitted in one go."""

@@ -39,12 +39,15 @@ class ScanReport:
     # Changed files whose invoice a live send worker holds (a shared PostgreSQL journal):
     # settled by a later scan, once that send has finished with it.
     busy: list[str] = field(default_factory=list)
+    # Pending invoices held because their file now holds another invoice ID (``Ingest``).
+    replaced: list[Problem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
         del document["left_for_others"], document["held_for_others"]
-        if not self.busy:
-            del document["busy"]
+        for rare in ("busy", "replaced"):
+            if not document[rare]:
+                del document[rare]
         return document
 
     @property
@@ -60,6 +63,14 @@ class ScanReport:
         if self.invalid:
             invalid = self.file_counts["invalid"] or len(self.invalid)
             causes.append(Cause(ExitCode.NEEDS_FIX, f"{invalid} invalid file{_s(invalid)}"))
+        if self.replaced:
+            held = len(self.replaced)
+            causes.append(
+                Cause(
+                    ExitCode.NEEDS_RECONCILE,
+                    f"{held} invoice{_s(held)} held: {_its(held)} file now holds another invoice",
+                )
+            )
         if self.input_code is not ExitCode.OK:
             causes.append(Cause(self.input_code, "no *.xml file in the outbox"))
         return causes
@@ -106,6 +117,9 @@ class ScanReport:
             for invoice_id in self.repaired
         ]
         lines += [
+            f"  held     {problem.subject}: {one_line(problem.reason)}" for problem in self.replaced
+        ]
+        lines += [
             f"  busy     {invoice_id}: its file changed while a send worker holds it; the "
             "next scan settles it"
             for invoice_id in self.busy
@@ -115,3 +129,7 @@ class ScanReport:
 
 def _s(count: int) -> str:
     return "" if count == 1 else "s"
+
+
+def _its(count: int) -> str:
+    return "its" if count == 1 else "their"
