@@ -8,8 +8,9 @@ header's bytes in hex or base64. ``key_pattern`` matches the key with each of it
 in any of the character forms, mixed freely, or its bytes in hex or base64, so one pass
 replaces every echo
 ``redact`` can see; ``redact`` then decodes the text the common ways, alone and in pairs, and
-if the key still shows in any decoding (an encoding nested past what the pattern spells out),
-the whole text is withheld rather than kept. ``redact_data`` does the same for every string in
+if the key still shows in any decoding (an encoding nested past what the pattern spells out,
+or the key's letters and digits, or its bytes in hex, with punctuation between them), the
+whole text is withheld rather than kept. ``redact_data`` does the same for every string in
 parsed JSON, keys included.
 
 Keys are visible ASCII without spaces (``apikey._check_secret``), so a space in an echo can
@@ -90,10 +91,34 @@ _INSIDE = re.compile(
 )
 
 
+# A key is withheld by its letters and digits alone only when it has this many: fewer could
+# be a word or a number of someone else's text once the punctuation between them is dropped.
+_BARE_LETTERS = 16
+# And by its bytes in hex only from this many bytes on (16 hex digits, longer than a date
+# and time with the separators dropped).
+_BARE_BYTES = 8
+
+_NOT_LETTER_OR_DIGIT = re.compile(r"[^0-9a-z]")
+# What stands between the bytes of a hex dump: anything not a letter or digit, and the
+# ``0x`` or ``\\x`` written before each byte (hex has no ``x`` of its own to lose).
+_BETWEEN_HEX_BYTES = re.compile(r"0?x|[^0-9a-z]")
+
+
 def _shows(view: str, secret: str) -> bool:
     """Whether ``view`` shows the key, whole or broken up by what ``_INSIDE`` matches, in
-    either case."""
-    return secret in view or secret.casefold() in _INSIDE.sub("", view).casefold()
+    either case; or the key's letters and digits with anything else between them (a key cut
+    into pieces joined by dashes); or its bytes in hex with any separators (``73 6b 5f``,
+    ``73:6b:5f``, ``0x73, 0x6b``)."""
+    if secret in view:
+        return True
+    folded = _INSIDE.sub("", view).casefold()
+    if secret.casefold() in folded:
+        return True
+    letters = _NOT_LETTER_OR_DIGIT.sub("", secret.casefold())
+    if len(letters) >= _BARE_LETTERS and letters in _NOT_LETTER_OR_DIGIT.sub("", folded):
+        return True
+    raw = secret.encode()
+    return len(raw) >= _BARE_BYTES and raw.hex() in _BETWEEN_HEX_BYTES.sub("", folded)
 
 
 def redact_data(data: Any, redact_text: Callable[[str], str]) -> Any:
