@@ -31,6 +31,7 @@ import typer.core  # noqa: E402
 from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
 
 from invoicectl import __version__  # noqa: E402
+from invoicectl.arguments import split_option  # noqa: E402
 from invoicectl.cli.consoles import guard_streams, install_log_streams, say, say_error  # noqa: E402
 from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
 from invoicectl.cli.logsetup import (  # noqa: E402
@@ -99,7 +100,11 @@ class _Commands(typer.core.TyperGroup):
         _, args = split_log_format(args)  # every command's, read by ``logsetup``
         profile, args = split_profile(args)  # every command's, read by ``settings.resolve``
         give_option(profile)
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except ClickUsageError as error:  # shown by click itself: the group's own options
+            error.message = _unkeyed(error.message, ctx.meta["args"])
+            raise
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         from invoicectl.cli.endings import run_endings
@@ -128,10 +133,12 @@ class _Commands(typer.core.TyperGroup):
                     give_option(None)  # this command's --profile, not the next one's
 
     def _invoke(self, ctx: Any) -> Any:
+        args = ctx.meta.get("args", [])
         try:
-            log_format(ctx.meta.get("args", []))  # a bad --log-format is a usage error
+            log_format(args)  # a bad --log-format is a usage error
             return super().invoke(ctx)
         except ClickUsageError as error:
+            error.message = _unkeyed(error.message, args)
             explain_exit(ExitCode.USAGE, f"usage error: {error.format_message()}")
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 error.show()  # the usage and the message on stderr, as typer would
@@ -147,10 +154,11 @@ class _Commands(typer.core.TyperGroup):
             # test's runner), it is typer's to handle.
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
-            failure = _as_invoicectl_error(error, ctx.meta.get("args", []))
-            explain_exit(failure.exit_code, str(failure))
-            if not _json_error(ctx, str(failure), failure.exit_code):
-                say_error(str(failure))
+            failure = _as_invoicectl_error(error, args)
+            message = _unkeyed(str(failure), args)
+            explain_exit(failure.exit_code, message)
+            if not _json_error(ctx, message, failure.exit_code):
+                say_error(message)
             raise typer.Exit(int(failure.exit_code)) from None
 
 
@@ -162,6 +170,15 @@ def answers_in_json(args: list[str]) -> bool:
     given = [value for option, value in pairwise(options) if option == "--format"]
     given += [option.partition("=")[2] for option in options if option.startswith("--format=")]
     return "--json" in options or any(value in ("json", "jsonl") for value in given)
+
+
+def _unkeyed(message: str, args: list[str]) -> str:
+    """``message`` with every API key this process can find hidden (``known_keys``): a key
+    pasted into the wrong setting comes back in the error that refuses it."""
+    from invoicectl.known_keys import hide_keys
+
+    key_file, _ = split_option(options_of(args), "--api-key-file")
+    return hide_keys(message, api_key_file=key_file)
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:

@@ -19,6 +19,7 @@ from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
+from invoicectl.known_keys import hide_keys
 from invoicectl.settings import Settings, resolve
 
 # Below this much free space a journal's commits may fail (each send writes its WAL first).
@@ -38,7 +39,8 @@ def settings_check(
     try:
         settings = resolve(journal=journal, sandbox=sandbox, need_key=False, environ=environ)
     except InvoicectlError as error:  # a bad value: its own line names it and its source
-        return fail("config", str(error), config_file=config_name), None
+        said = hide_keys(str(error), environ)  # the key, pasted into the wrong setting
+        return fail("config", said, config_file=config_name), None
     sources = {name: settings.sources[name] for name in _SHOWN_SETTINGS if name in settings.sources}
     chosen = [
         f"{name} from {'the command line' if source == 'option' else source}"

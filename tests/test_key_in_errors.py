@@ -1,0 +1,171 @@
+"""An API key pasted into the wrong setting never comes back in the error refusing it: every
+error the command line writes, on stderr or as its JSON document, hides each key it can find
+(``known_keys``), wherever that key is kept."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from invoicectl.cli import app
+from invoicectl.known_keys import hide_keys
+
+KEY = "sk_live_SECRETKEY_abcdef0123456789"
+MARKER = "[redacted]"
+runner = CliRunner()
+
+
+def write_key_file(path: Path) -> Path:
+    path.write_text(KEY + "\n", encoding="utf-8")
+    path.chmod(0o600)
+    return path
+
+
+def assert_hidden(text: str, *said: str) -> None:
+    assert KEY not in text, text
+    assert MARKER in text, text
+    for words in said:  # the error still says what is wrong, and where
+        assert words in text, text
+
+
+# Each: the command line, the environment beside GOROUTE_API_KEY, words the error keeps.
+MISPLACED = {
+    "request timeout": (["status"], {"INVOICECTL_REQUEST_TIMEOUT": KEY}, "request_timeout"),
+    "log format": (["status"], {"INVOICECTL_LOG_FORMAT": KEY}, "$INVOICECTL_LOG_FORMAT"),
+    "profile variable": (["status"], {"INVOICECTL_PROFILE": KEY}, "unknown profile"),
+    "profile option": (["--profile", KEY, "status"], {}, "unknown profile"),
+    "base url": (["status"], {"GOROUTE_BASE_URL": KEY}, "$GOROUTE_BASE_URL"),
+    "config path": (["status"], {"INVOICECTL_CONFIG": KEY}, "INVOICECTL_CONFIG names"),
+    "rate option": (["reconcile", "--rate", KEY], {}, "Invalid value for '--rate'"),
+    "unknown option": (["status", f"--{KEY}"], {}, "No such option"),
+}
+
+
+@pytest.mark.parametrize("name", list(MISPLACED))
+def test_a_key_in_the_wrong_setting_is_hidden_in_the_json_error(name: str) -> None:
+    args, environ, said = MISPLACED[name]
+
+    result = runner.invoke(
+        app, [*args, "--format", "json"], env={"GOROUTE_API_KEY": KEY, **environ}
+    )
+
+    assert result.exit_code in (1, 2), result.output
+    assert_hidden(json.loads(result.stdout)["error"], said)
+    assert result.stderr == ""
+
+
+@pytest.mark.parametrize("name", list(MISPLACED))
+def test_a_key_in_the_wrong_setting_is_hidden_on_stderr(name: str) -> None:
+    args, environ, said = MISPLACED[name]
+
+    result = runner.invoke(app, args, env={"GOROUTE_API_KEY": KEY, **environ})
+
+    assert result.exit_code in (1, 2), result.output
+    assert_hidden(result.stderr, said)
+    assert KEY not in result.stdout
+
+
+def test_a_key_as_an_option_of_the_group_is_hidden() -> None:
+    # Refused before any command is invoked: click shows that error itself.
+    result = runner.invoke(app, [f"--{KEY}", "status"], env={"GOROUTE_API_KEY": KEY})
+
+    assert result.exit_code == 2, result.output
+    assert_hidden(result.stderr, "No such option")
+
+
+def test_the_process_writes_no_key_on_stderr_or_in_its_last_line(tmp_path: Path) -> None:
+    # The real process: its log lines and its last line (``exit 1: <cause>``) too.
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    environ = {**os.environ, "GOROUTE_API_KEY": KEY, "INVOICECTL_REQUEST_TIMEOUT": KEY}
+    for extra in ([], ["--json"], ["--log-format", "json"]):
+        result = subprocess.run(
+            [sys.executable, "-m", "invoicectl", "send", str(outbox), *extra],
+            capture_output=True,
+            text=True,
+            env=environ,
+        )
+        assert result.returncode == 1, result.stderr
+        assert_hidden(result.stdout + result.stderr, "$INVOICECTL_REQUEST_TIMEOUT")
+
+
+def test_a_key_kept_in_the_config_file_is_hidden_in_an_error_about_that_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No $GOROUTE_API_KEY: the key is in the file api_key_file names, and the config file
+    # refused (an unknown setting, the key pasted as its name) is still read for it.
+    config = tmp_path / "config.toml"
+    key_file = write_key_file(tmp_path / "key")
+    config.write_text(f'api_key_file = "{key_file}"\n{KEY} = 1\n', encoding="utf-8")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+
+    result = runner.invoke(app, ["status", "--format", "json"])
+
+    assert result.exit_code == 1, result.output
+    assert_hidden(json.loads(result.stdout)["error"], "unknown setting(s)")
+
+
+def test_a_key_of_a_profile_is_hidden_in_an_error_about_that_profile(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        f'[profiles.acme]\napi_key_env = "ACME_KEY"\nbase_url = "ftp://x/{KEY}"\n'
+        f'[profiles.beta]\napi_key_env = "BETA_KEY"\nsender = "{KEY}"\n',
+        encoding="utf-8",
+    )
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    monkeypatch.setenv("BETA_KEY", KEY)
+
+    result = runner.invoke(app, ["--profile", "acme", "status"])
+
+    assert result.exit_code == 1, result.output
+    assert_hidden(result.stderr, "sender must be a Peppol id")
+
+
+def test_a_key_from_the_key_file_option_is_hidden(tmp_path: Path) -> None:
+    key_file = write_key_file(tmp_path / "key")
+
+    result = runner.invoke(
+        app, ["reconcile", "--api-key-file", str(key_file), "--rate", KEY, "--format", "json"]
+    )
+
+    assert result.exit_code == 2, result.output
+    assert_hidden(json.loads(result.stdout)["error"], "--rate")
+
+
+def test_doctor_hides_the_key_in_its_settings_check() -> None:
+    result = runner.invoke(
+        app, ["doctor", "--json"], env={"GOROUTE_API_KEY": KEY, "GOROUTE_BASE_URL": KEY}
+    )
+
+    assert result.exit_code == 1, result.output
+    assert_hidden(json.loads(result.stdout)["checks"][0]["message"], "$GOROUTE_BASE_URL")
+
+
+@pytest.mark.parametrize(
+    "config",
+    ["a directory", "not toml [[", "profiles = 3", "[profiles]\nacme = 1", "api_key_file = 7"],
+)
+def test_finding_the_keys_never_fails(tmp_path: Path, config: str) -> None:
+    path = tmp_path / "config.toml"
+    if config == "a directory":
+        path.mkdir()
+    else:
+        path.write_text(config, encoding="utf-8")
+    environ = {"GOROUTE_API_KEY": KEY, "INVOICECTL_CONFIG": str(path)}
+
+    assert hide_keys(f"not {KEY!r}", environ) == f"not '{MARKER}'"
+    assert hide_keys("nothing to hide", environ) == "nothing to hide"
+
+
+def test_no_key_anywhere_leaves_the_text_alone(tmp_path: Path) -> None:
+    environ = {"GOROUTE_API_KEY": "short key", "INVOICECTL_CONFIG": str(tmp_path / "absent")}
+
+    assert hide_keys(f"not {KEY!r}", environ) == f"not {KEY!r}"
