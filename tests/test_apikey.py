@@ -151,6 +151,32 @@ def test_from_file_refuses_huge_files(tmp_path: Path) -> None:
         ApiKey.from_file(write_key(tmp_path / "key", "a" * 5000))
 
 
+@pytest.mark.parametrize("size", [4097, 20_000, 1_000_000])
+def test_from_env_refuses_a_value_over_the_key_file_cap(size: int) -> None:
+    # The cap a key file has: a value that size took seconds and hundreds of MB to load.
+    with pytest.raises(ConfigError) as raised:
+        ApiKey.from_env({"GOROUTE_API_KEY": "k" * size})
+    assert str(raised.value) == (
+        "GOROUTE_API_KEY is too large to hold an API key (over 4096 bytes); "
+        "check it holds the key and nothing else"
+    )
+
+
+def test_from_env_takes_a_value_at_the_cap() -> None:
+    assert ApiKey.from_env({"GOROUTE_API_KEY": "k" * 4096}).reveal() == "k" * 4096
+
+
+def test_a_profile_variable_over_the_cap_is_refused(tmp_path: Path) -> None:
+    from invoicectl.settings import resolve
+
+    config = tmp_path / "config.toml"
+    config.write_text('[profiles.acme]\napi_key_env = "ACME_KEY"\n', encoding="utf-8")
+    environ = {"INVOICECTL_CONFIG": str(config), "ACME_KEY": "k" * 20_000}
+    with pytest.raises(ConfigError, match="^ACME_KEY is too large to hold an API key") as raised:
+        resolve(environ=environ, profile="acme")
+    assert "kkkk" not in str(raised.value)
+
+
 def test_from_file_refuses_binary(tmp_path: Path) -> None:
     path = tmp_path / "key"
     path.write_bytes(b"\xff\xfe" + SECRET.encode("utf-16-le"))

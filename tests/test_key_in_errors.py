@@ -169,3 +169,15 @@ def test_no_key_anywhere_leaves_the_text_alone(tmp_path: Path) -> None:
     environ = {"GOROUTE_API_KEY": "short key", "INVOICECTL_CONFIG": str(tmp_path / "absent")}
 
     assert hide_keys(f"not {KEY!r}", environ) == f"not {KEY!r}"
+
+
+def test_a_key_variable_over_the_cap_is_one_error_line() -> None:
+    environ = {"GOROUTE_API_KEY": "k" * 20_000, "GOROUTE_BASE_URL": "http://127.0.0.1:9"}
+
+    result = runner.invoke(app, ["reconcile", "--format", "json"], env=environ)
+
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["error"] == (
+        "GOROUTE_API_KEY is too large to hold an API key (over 4096 bytes); "
+        "check it holds the key and nothing else"
+    )

@@ -25,8 +25,10 @@ from invoicectl.goroute import redaction
 
 ENV_VAR = "GOROUTE_API_KEY"
 
-# Far above any real API key; stops a mistyped path (a log, a PDF) from being read whole.
-_MAX_FILE_BYTES = 4096
+# Far above any real API key; stops a mistyped path (a log, a PDF) from being read whole, and
+# a variable holding something else (a file's content) from being taken for a key: the
+# redaction's pattern grows with the key (20 KB took seconds and hundreds of MB to build).
+_MAX_KEY_BYTES = 4096
 
 
 class ApiKey:
@@ -55,6 +57,11 @@ class ApiKey:
             raise ConfigError(
                 f"{name} is {'only white space' if value else 'not set'}: export the GoRoute "
                 f"API key in {name} or pass --api-key-file PATH (a file with mode 0600)"
+            )
+        if len(value.encode("utf-8", "surrogateescape")) > _MAX_KEY_BYTES:
+            raise ConfigError(
+                f"{name} is too large to hold an API key (over {_MAX_KEY_BYTES} bytes); "
+                "check it holds the key and nothing else"
             )
         try:
             return cls(value)
@@ -175,12 +182,12 @@ def _read_private_file(path: str, named_by: str) -> str:
     # fstat on the descriptor, not stat on the path: the file checked is the file read.
     try:
         _check_private(path, os.fstat(fd))
-        data = os.read(fd, _MAX_FILE_BYTES + 1)
+        data = os.read(fd, _MAX_KEY_BYTES + 1)
     except OSError as exc:
         raise ConfigError(f"cannot read API key file {path}: {exc.strerror}") from None
     finally:
         os.close(fd)
-    if len(data) > _MAX_FILE_BYTES:
+    if len(data) > _MAX_KEY_BYTES:
         raise ConfigError(f"API key file {path} is too large to hold an API key")
     try:
         return data.decode("utf-8")
