@@ -310,3 +310,37 @@ def test_a_number_corrected_in_its_file_is_sent_once(journal_path: Location, out
     assert sandbox.stats()["per_invoice"] == {"TYPO-100": 1}
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
     assert states(journal_path) == {"TYPO-1O0": "pending", "TYPO-100": "accepted"}
+
+
+@pytest.mark.parametrize("damage", ["row deleted", "row edited to pending"])
+def test_a_row_that_forgot_its_send_is_held_not_sent_again(
+    journal_path: Location, outbox: Path, damage: str
+):
+    """The invoice's row lost (and its file scanned in again) or edited back to a fresh
+    pending one, while its accepted attempt is still in the journal: held for reconcile,
+    never sent again, and reconcile adopts the transaction the attempt names."""
+    write_invoice(outbox, "R-1")
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    with open_journal(journal_path) as journal:
+        if damage == "row deleted":
+            journal.db.execute("DELETE FROM invoices WHERE invoice_id = 'R-1'")
+        else:
+            journal.db.execute(
+                "UPDATE invoices SET state = 'pending', idempotency_key = NULL,"
+                " key_sha256 = NULL, key_first_used_at = NULL, transaction_id = NULL"
+                " WHERE invoice_id = 'R-1'"
+            )
+        journal.db.execute("SELECT 1")  # committed: each statement is its own transaction
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"R-1": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with open_journal(journal_path) as journal:
+        held = journal.invoice("R-1")
+        assert held is not None and (held.state, held.hold) == ("pending", "held")
+    report = reconcile(settings_for(journal_path), apply=True, transport=sandbox.transport())
+    (case,) = report.cases  # judged by the transaction the attempt names: this invoice's
+    assert case.verdict.value in ("already_sent", "in_progress"), case
+    assert sandbox.stats()["per_invoice"] == {"R-1": 1}

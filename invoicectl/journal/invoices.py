@@ -213,6 +213,25 @@ class InvoiceRecords(JournalBase):
         )
         return [(invoice_id, first_used_at) for invoice_id, first_used_at in rows]
 
+    def requested_before(
+        self, invoice_ids: Sequence[str], undelivered: Sequence[str]
+    ) -> dict[str, str | None]:
+        """Those of ``invoice_ids`` with a request that may have delivered them (no answer
+        recorded, or an outcome not in ``undelivered``), each with the last transaction id
+        one was given (or None)."""
+        found: dict[str, str | None] = {}
+        for start in range(0, len(invoice_ids), 500):
+            chunk = invoice_ids[start : start + 500]
+            rows = self.db.execute(
+                "SELECT invoice_id, max(transaction_id) FROM attempts"
+                f" WHERE invoice_id IN ({_marks(chunk)})"
+                f" AND (outcome IS NULL OR outcome NOT IN ({_marks(undelivered)}))"
+                " GROUP BY invoice_id",
+                (*chunk, *undelivered),
+            )
+            found.update({invoice_id: txn for invoice_id, txn in rows})
+        return found
+
     def marked(
         self, invoice_ids: Sequence[str], verdicts: Sequence[str], event_kinds: Sequence[str]
     ) -> set[str]:

@@ -21,6 +21,7 @@ from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
+from invoicectl.lifecycle.contradicted import hold_contradicted
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.plan import Plan, attention_causes, plan
 from invoicectl.lifecycle.sending import close_unanswered
@@ -99,6 +100,7 @@ def send(
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             # Nothing to send or replay (most cron runs): no request can go out, so neither
             # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
+            hold_contradicted(journal)  # a row edited or lost: never sent twice for it
             idle = nothing_to_send(journal, options)
             if not idle and transport is None:
                 transport = emulator.enter_context(session())
