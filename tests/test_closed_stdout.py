@@ -132,3 +132,25 @@ def test_a_stop_signal_during_the_end_ping_changes_no_exit_code(outbox: Path, tm
 
     assert process.returncode == 0, stderr
     assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_a_full_log_disk_stops_only_the_output(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The README's crontab line (``>> send.log 2>&1``) on a full file system, stdout
+    block-buffered as under cron (no PYTHONUNBUFFERED): the run sent nothing, blamed the
+    journal ("No space left on device") in a traceback and exited 120."""
+    monkeypatch.delenv("PYTHONUNBUFFERED", raising=False)
+    ids = _outbox_of(outbox, 5)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server, open("/dev/full", "w") as full:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--rate", "60000",
+            stdout=full, stderr=full,
+        )  # fmt: skip
+        process.wait(timeout=120)
+
+    assert process.returncode == 0
+    assert set(journal_states(journal).values()) == {"accepted"}
+    assert_each_delivered_once(sandbox.stats(), ids)

@@ -6,10 +6,11 @@ writes on stderr (errors, "interrupted; state saved", the credentials and outage
 terminal's width; anywhere else (a log file, a pipe, a test) it is written as it is, one line,
 so that a log keeps one line per message however long it is.
 
-A closed stdout or stderr (``invoicectl send | head -1``, ``2>&1 | head -1``) stops the
-output, never the work (``guard_streams``): once its reader has gone, what is written to it is
-dropped, the run goes on to its end, pings its monitor and exits with its own code. One closed
-before the start (``>&-``, ``2>&-`` in a crontab) is given /dev/null.
+A closed stdout or stderr (``invoicectl send | head -1``, ``2>&1 | head -1``), or one whose
+file can take no more (a log on a full disk), stops the output, never the work
+(``guard_streams``): once its reader has gone, what is written to it is dropped, the run goes
+on to its end, pings its monitor and exits with its own code. One closed before the start
+(``>&-``, ``2>&-`` in a crontab) is given /dev/null.
 """
 
 from __future__ import annotations
@@ -44,9 +45,11 @@ def stdout_lines() -> Console | PlainLines:
 
 
 class ClosedPipeGuard:
-    """A text stream that drops its writes once its reader has gone (EPIPE), instead of
-    raising inside whatever was writing: rich, at the first progress line after ``head``
-    exits, raised SystemExit from inside the send loop."""
+    """A text stream that drops its writes once its reader has gone (EPIPE) or its file can
+    take no more (a full log disk: ENOSPC, EIO, EFBIG), instead of raising inside whatever was
+    writing: rich, at the first progress line after ``head`` exits, raised SystemExit from
+    inside the send loop; a full disk under ``>> send.log 2>&1`` stopped the send, blamed on
+    the journal (the error names no file)."""
 
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
@@ -56,7 +59,7 @@ class ClosedPipeGuard:
         if not self.reader_gone:
             try:
                 return self._stream.write(text)
-            except BrokenPipeError:
+            except OSError:
                 self._gone()
         return len(text)
 
@@ -68,14 +71,14 @@ class ClosedPipeGuard:
         if not self.reader_gone:
             try:
                 self._stream.flush()
-            except BrokenPipeError:
+            except OSError:
                 self._gone()
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
         return getattr(self._stream, name)
 
     def _gone(self) -> None:
-        """The reader has gone: what is still buffered, and every flush from now on
+        """The reader (or the disk) has gone: what is still buffered, and every flush from now on
         (Python's own at exit included), goes to /dev/null rather than failing again."""
         self.reader_gone = True
         try:
