@@ -154,6 +154,27 @@ def test_the_last_lines_name_each_cause(
 
 
 @pytest.mark.slow
+def test_in_a_cron_log_each_run_s_exit_line_comes_last(
+    night: Path, tmp_path: Path, server: BackgroundServer
+) -> None:
+    """``> log 2>&1`` under cron (no PYTHONUNBUFFERED): stdout is block-buffered, stderr is
+    not, and the ``exit N:`` line was written before everything the command printed."""
+    env = cli_env(tmp_path / "journal.db", server.base_url)
+    env.pop("PYTHONUNBUFFERED", None)
+    for args in [*nights_runs(night), ("verify",), ("doctor",)]:
+        log = tmp_path / "cron.log"
+        with log.open("w") as file:
+            done = subprocess.run(
+                [sys.executable, "-m", "invoicectl", *args],
+                env=env, stdout=file, stderr=subprocess.STDOUT, timeout=120,
+            )  # fmt: skip
+        lines = unstamped(log.read_text()).splitlines()
+        assert len(lines) > 1, (args, lines)
+        assert lines[-1].startswith(f"exit {done.returncode}: "), (args, lines)
+        assert not any(line.startswith("exit ") for line in lines[:-1]), (args, lines)
+
+
+@pytest.mark.slow
 def test_json_log_lines_one_object_a_line_with_events_run_id_and_counts(
     night: Path, tmp_path: Path, server: BackgroundServer
 ) -> None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable
+from contextlib import suppress
 from typing import TYPE_CHECKING, Any, TextIO
 
 if TYPE_CHECKING:
@@ -122,6 +123,10 @@ def _give_devnull(fd: int) -> None:
 
 def say(message: str) -> None:
     """One diagnostic on stderr, never wrapped when stderr is not a terminal."""
+    # What stdout still buffers was written before this line: in a cron log (both streams one
+    # file, stdout block-buffered) it comes first, the ``exit N:`` line last.
+    with suppress(OSError, ValueError):  # ValueError: stdout closed
+        sys.stdout.flush()
     if not sys.stderr.isatty():
         sys.stderr.write(f"{message}\n")
         sys.stderr.flush()
