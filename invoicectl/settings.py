@@ -162,6 +162,8 @@ def load_config(environ: Mapping[str, str]) -> dict[str, Any]:
         data = tomllib.loads(config_text(path))
     except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as error:
         raise ConfigError(f"cannot read the config file {path}: {error}") from None
+    except RecursionError:  # tomllib recurses once a level: 500 levels are 1 KB
+        raise ConfigError(f"cannot read the config file {path}: nested too deeply") from None
     if unknown := set(data) - _CONFIG_KEYS:
         raise ConfigError(f"unknown setting(s) in {path}: {', '.join(sorted(unknown))}")
     return data

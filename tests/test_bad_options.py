@@ -1,0 +1,35 @@
+"""Bad input on the command line or in the config file: one line and an exit code, never a
+traceback (a config nested too deeply, a --limit past any count, a confirmation with stdin
+closed, the sandbox's options, an empty DIRECTORY)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def run(tmp_path: Path, *args: str, close_stdin: bool = False, **extra: str) -> tuple[int, str]:
+    """``python -m invoicectl ARGS`` in a process of its own, so that a traceback shows as it
+    would in a cron log: its exit code and its stderr. ``close_stdin``: stdin closed, as
+    ``<&-`` leaves it."""
+    env = {**os.environ, "HOME": str(tmp_path / "home"), **extra}
+    popen: dict[str, Any] = {"preexec_fn": lambda: os.close(0)} if close_stdin else {}
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args],
+        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path, **popen,
+    )  # fmt: skip
+    assert "Traceback" not in done.stderr, done.stderr
+    return done.returncode, done.stderr
+
+
+def test_a_config_file_nested_too_deeply_is_one_line(tmp_path: Path):
+    """1 KB of ``a = [[[...]]]`` made tomllib recurse past Python's limit: a RecursionError
+    traceback on every command."""
+    config = tmp_path / "deep.toml"
+    config.write_text("a = " + "[" * 500 + "]" * 500 + "\n", encoding="utf-8")
+    code, stderr = run(tmp_path, "status", INVOICECTL_CONFIG=str(config))
+    assert code == 1, stderr
+    assert f"cannot read the config file {config}: nested too deeply" in stderr
