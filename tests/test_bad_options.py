@@ -33,3 +33,11 @@ def test_a_config_file_nested_too_deeply_is_one_line(tmp_path: Path):
     code, stderr = run(tmp_path, "status", INVOICECTL_CONFIG=str(config))
     assert code == 1, stderr
     assert f"cannot read the config file {config}: nested too deeply" in stderr
+
+
+def test_a_limit_past_any_count_is_a_usage_error(tmp_path: Path):
+    """2**63 passed ``min=0`` and reached islice: a ValueError traceback."""
+    journal = tmp_path / "journal.db"
+    code, stderr = run(tmp_path, "status", "--journal", str(journal), "--limit", str(2**63))
+    assert code == 2, stderr
+    assert "Invalid value for '--limit'" in stderr

@@ -31,6 +31,8 @@ from invoicectl.errors import UsageError, explain, worst
 from invoicectl.locations import sqlite_file
 from invoicectl.loglines import explain_exit, tag
 
+_MOST_LISTED = 1_000_000_000  # status --limit: more than any journal holds
+
 
 @app.command()
 def scan(
@@ -100,6 +102,7 @@ def status(
         int | None,
         typer.Option(
             min=0,
+            max=_MOST_LISTED,  # 2**63 reached islice, a traceback
             help="List at most N invoices (0: the counts alone). Default on a terminal: a "
             "screenful, those that need a person first; otherwise every one.",
             show_default=False,
