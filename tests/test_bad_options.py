@@ -10,6 +10,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+from ublfactory import write_invoice
+
 
 def run(tmp_path: Path, *args: str, close_stdin: bool = False, **extra: str) -> tuple[int, str]:
     """``python -m invoicectl ARGS`` in a process of its own, so that a traceback shows as it
@@ -41,3 +44,24 @@ def test_a_limit_past_any_count_is_a_usage_error(tmp_path: Path):
     code, stderr = run(tmp_path, "status", "--journal", str(journal), "--limit", str(2**63))
     assert code == 2, stderr
     assert "Invalid value for '--limit'" in stderr
+
+
+@pytest.mark.parametrize("action", ["hold", "release", "abandon"])
+def test_a_confirmation_with_stdin_closed_asks_for_yes(tmp_path: Path, outbox: Path, action: str):
+    """``hold --state pending`` from cron with ``<&-``: sys.stdin is None, and asking it
+    whether it is a terminal was an AttributeError traceback."""
+    journal = tmp_path / "journal.db"
+    for invoice_id in ("INV-1", "INV-2"):
+        write_invoice(outbox, invoice_id)
+    assert run(tmp_path, "scan", str(outbox), "--journal", str(journal))[0] == 0
+    if action == "release":
+        held = run(tmp_path, "hold", "--state", "pending", "--reason", "x", "--yes",
+                   "--journal", str(journal))  # fmt: skip
+        assert held[0] == 0, held
+    reason = () if action == "release" else ("--reason", "x")
+    code, stderr = run(
+        tmp_path, action, "--state", "pending", *reason, "--journal", str(journal),
+        close_stdin=True,
+    )  # fmt: skip
+    assert code == 2, stderr
+    assert f"2 invoices match; add --yes to {action} them" in stderr

@@ -237,7 +237,7 @@ def _output(as_json: bool, quiet: bool) -> str:
 def _confirm(action: str, count: int, yes: bool) -> None:
     if count == 0 or yes:
         return
-    if not sys.stdin.isatty():
+    if sys.stdin is None or not sys.stdin.isatty():  # None: stdin closed (``<&-``)
         raise UsageError(f"{count} invoices match; add --yes to {action} them")
     if not ask(f"{action} {count} invoices?"):
         raise typer.Exit(ExitCode.OK)
