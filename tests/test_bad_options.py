@@ -14,7 +14,9 @@ import pytest
 from ublfactory import write_invoice
 
 
-def run(tmp_path: Path, *args: str, close_stdin: bool = False, **extra: str) -> tuple[int, str]:
+def run(
+    tmp_path: Path, *args: str, close_stdin: bool = False, timeout: float = 60, **extra: str
+) -> tuple[int, str]:
     """``python -m invoicectl ARGS`` in a process of its own, so that a traceback shows as it
     would in a cron log: its exit code and its stderr. ``close_stdin``: stdin closed, as
     ``<&-`` leaves it."""
@@ -22,7 +24,7 @@ def run(tmp_path: Path, *args: str, close_stdin: bool = False, **extra: str) -> 
     popen: dict[str, Any] = {"preexec_fn": lambda: os.close(0)} if close_stdin else {}
     done = subprocess.run(
         [sys.executable, "-m", "invoicectl", *args],
-        env=env, capture_output=True, text=True, timeout=60, cwd=tmp_path, **popen,
+        env=env, capture_output=True, text=True, timeout=timeout, cwd=tmp_path, **popen,
     )  # fmt: skip
     assert "Traceback" not in done.stderr, done.stderr
     return done.returncode, done.stderr
@@ -65,3 +67,28 @@ def test_a_confirmation_with_stdin_closed_asks_for_yes(tmp_path: Path, outbox: P
     )  # fmt: skip
     assert code == 2, stderr
     assert f"2 invoices match; add --yes to {action} them" in stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "said"),
+    [
+        (["--port", "-1"], "Invalid value for '--port'"),
+        (["--port", "70000"], "Invalid value for '--port'"),
+        (["--tier", "gold"], "unknown --tier 'gold'; choose standard, professional or enterprise"),
+        (["--tier", "enterprise"], "--tier enterprise needs --rate and --concurrency"),
+        (["--rate", "0"], "Invalid value for '--rate'"),
+        (["--concurrency", "0"], "Invalid value for '--concurrency'"),
+        (["--error-rate", "2"], "Invalid value for '--error-rate'"),
+        (["--error-rate", "nan"], "Invalid value for '--error-rate': nan is not a number"),
+        (["--drop-rate", "-0.5"], "Invalid value for '--drop-rate'"),
+        (["--latency-ms", "-5"], "Invalid value for '--latency-ms'"),
+        (["--latency-ms", "inf"], "Invalid value for '--latency-ms': inf is not a number"),
+    ],
+)
+def test_a_bad_sandbox_option_is_a_usage_error(tmp_path: Path, args: list[str], said: str):
+    """Each was a traceback (OverflowError from bind, ValueError from the config), or, for
+    nan or inf latency, a server that never answered."""
+    port = [] if "--port" in args else ["--port", "0"]  # were it served: no port taken
+    code, stderr = run(tmp_path, "sandbox", *args, *port, timeout=20)
+    assert code == 2, stderr
+    assert said in stderr
