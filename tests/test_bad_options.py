@@ -92,3 +92,15 @@ def test_a_bad_sandbox_option_is_a_usage_error(tmp_path: Path, args: list[str], 
     code, stderr = run(tmp_path, "sandbox", *args, *port, timeout=20)
     assert code == 2, stderr
     assert said in stderr
+
+
+@pytest.mark.parametrize("command", ["send", "scan", "validate"])
+def test_an_empty_directory_argument_is_a_usage_error(tmp_path: Path, command: str):
+    """``invoicectl send "$OUTBOX"`` in a crontab with OUTBOX unset: Path("") is the working
+    directory, and every *.xml there was scanned and sent."""
+    write_invoice(tmp_path, "STRAY-1")  # the working directory holds an invoice
+    journal = tmp_path / "journal.db"
+    code, stderr = run(tmp_path, command, "", "--journal", str(journal), "--sandbox")
+    assert code == 2, stderr
+    assert "Invalid value for 'directory': empty" in stderr
+    assert not journal.exists()

@@ -50,7 +50,17 @@ def tier_help() -> str:
     return f"Account tier: {'; '.join(tiers)}."
 
 
-OutboxArgument = Annotated[Path, typer.Argument(help="Directory of UBL *.xml files.")]
+def _outbox(value: str) -> Path:
+    """DIRECTORY as given. ``""`` (``"$OUTBOX"`` in a crontab, the variable unset) is no
+    directory: ``Path("")`` is the working directory, and its *.xml were sent."""
+    if not str(value):
+        raise typer.BadParameter("empty (an unset variable?); name the outbox directory")
+    return Path(value)
+
+
+OutboxArgument = Annotated[
+    Path, typer.Argument(parser=_outbox, help="Directory of UBL *.xml files.")
+]
 RecursiveOption = Annotated[
     bool, typer.Option("--recursive", "-r", help="Descend into subdirectories.")
 ]
