@@ -203,15 +203,15 @@ def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> N
 def write(path: Path, registry: CollectorRegistry) -> str | None:
     """Write ``registry`` to ``path`` atomically; the one line to say when that fails.
 
-    Readable by all whatever the umask (contrib's service has UMask=0077): node_exporter runs
-    as another user, and metrics hold no secret. The umask is eased only for this write, so
-    the temporary file is born readable and the rename never shows a file it cannot read."""
+    Mode 0644 whatever the umask: readable by all (contrib's service has UMask=0077, and
+    node_exporter runs as another user; metrics hold no secret), writable by none but its
+    owner (under umask 000 it was 0666). The umask is 022 only for this write, so the
+    temporary file is born 0644 and the rename never shows a file of another mode."""
     import os
 
     from prometheus_client import write_to_textfile
 
     strict = os.umask(0o022)
-    os.umask(strict & ~0o044)
     try:
         write_to_textfile(str(path), registry)
     except OSError as error:

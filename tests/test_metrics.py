@@ -6,6 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import pytest
 from journalkit import force
 from prometheus_client.parser import text_string_to_metric_families
 from sendkit import emulator, send, settings_for
@@ -183,13 +184,17 @@ def journal_statements(journal: Journal) -> list[tuple[str, tuple[object, ...]]]
     return [(sql, params) for sql, params in seen if sql.startswith("SELECT")]
 
 
-def test_the_metrics_file_is_readable_by_node_exporter_under_a_strict_umask(tmp_path: Path):
+@pytest.mark.parametrize("umask", [0o077, 0o027, 0o002, 0o000])
+def test_the_metrics_file_is_readable_by_node_exporter_under_a_strict_umask(
+    tmp_path: Path, umask: int
+):
     """contrib's service runs with UMask=0077, and node_exporter as another user: a file only
-    its owner may read would be a scrape error, every time. Metrics hold no secret."""
+    its owner may read would be a scrape error, every time. Metrics hold no secret. 0644
+    whatever the umask: under 000 (or 002) the file was writable by all (or the group)."""
     import os
 
     prom = tmp_path / "send.prom"
-    before = os.umask(0o077)
+    before = os.umask(umask)
     try:
         result = CliRunner().invoke(
             app, ["status", "--journal", str(tmp_path / "j.db"), "--metrics-file", str(prom)]
