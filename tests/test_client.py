@@ -316,6 +316,11 @@ def test_retry_after_date_without_zone_is_gmt() -> None:
     assert parse_retry_after("Sat, 01 Mar 2025 12:00:30 -0000", NOW) == 30.0
 
 
+def test_retry_after_of_twenty_digits_is_the_longest_wait_not_none() -> None:
+    """Read as missing, it backed off a second instead of the capped wait."""
+    assert parse_retry_after("9" * 20, NOW) == 1e12
+
+
 # --- 422 -----------------------------------------------------------------------------------
 
 

@@ -51,6 +51,9 @@ _MAX_DETAIL_LINE = 1000
 _TRUNCATED = "…[truncated]"
 
 _DELTA_SECONDS = re.compile(r"\d{1,12}(\.\d{1,9})?", re.ASCII)
+# Delta-seconds of more digits than _DELTA_SECONDS reads: a wait longer than any cap
+# (``--max-wait``) clips, never a header read as missing (which backs off a second).
+_LONGER_THAN_ANY_WAIT = 1e12
 _HTML_TAG = re.compile(r"<[^>]*>")
 
 
@@ -260,6 +263,8 @@ def parse_retry_after(value: str | None, now: datetime) -> float | None:
     value = value.strip()
     if _DELTA_SECONDS.fullmatch(value):
         return float(value)
+    if value.isascii() and value.isdigit():  # more seconds than any wait: the longest wait
+        return _LONGER_THAN_ANY_WAIT
     try:
         when = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
