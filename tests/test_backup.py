@@ -47,6 +47,32 @@ def test_backup_writes_a_checked_copy_and_says_so_in_one_line(outbox: Path, tmp_
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
 
 
+def test_a_killed_backups_temporary_copy_is_removed_by_the_next(outbox: Path, tmp_path: Path):
+    """A backup killed half way leaves its temporary copy (a journal's size); the next backup
+    to the same destination removes it, but never that of a backup still running."""
+    import os
+    import subprocess
+    import sys
+
+    journal = sent_journal(outbox, tmp_path)
+    dead = subprocess.run(
+        [sys.executable, "-c", "import os; print(os.getpid())"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    killed = tmp_path / f".copy.db.{dead}.tmp"
+    killed.write_bytes(b"half a journal")
+    running = tmp_path / f".copy.db.{os.getppid()}.tmp"
+    running.write_bytes(b"a backup still running (a live process)")
+
+    result = invoke("backup", str(tmp_path / "copy.db"), "--journal", str(journal))
+
+    assert result.exit_code == 0, result.output
+    assert not killed.exists()
+    assert running.exists()
+
+
 def test_backup_refuses_what_it_cannot_do_in_one_line_and_leaves_dest_as_it_was(
     outbox: Path, tmp_path: Path
 ):

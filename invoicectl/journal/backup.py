@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import sqlite3
 from dataclasses import dataclass
+from glob import escape as glob_escape
 from pathlib import Path
 
 from invoicectl.errors import JournalError
@@ -62,6 +63,7 @@ def backup(source: Path, destination: Path) -> BackupResult:
                 f"{destination}{suffix} exists: {destination} is open as a database somewhere; "
                 "back up to another path"
             )
+    _clear_leftovers(destination)
     temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
     try:
         _copy(source, temporary)
@@ -77,6 +79,25 @@ def backup(source: Path, destination: Path) -> BackupResult:
         for leftover in (temporary, Path(f"{temporary}-journal")):
             leftover.unlink(missing_ok=True)
     return BackupResult(source, destination, destination.stat().st_size, invoices, runs)
+
+
+def _clear_leftovers(destination: Path) -> None:
+    """Remove the temporary copies that backups to ``destination`` killed half way left
+    (each a journal's size), but those of a backup still running."""
+    for leftover in destination.parent.glob(f".{glob_escape(destination.name)}.*.tmp*"):
+        pid = leftover.name[len(destination.name) + 2 :].split(".", 1)[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            leftover.unlink(missing_ok=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # another user's: alive
+        return True
+    return True
 
 
 def _copy(source: Path, temporary: Path) -> None:
