@@ -344,3 +344,28 @@ def test_a_row_that_forgot_its_send_is_held_not_sent_again(
     (case,) = report.cases  # judged by the transaction the attempt names: this invoice's
     assert case.verdict.value in ("already_sent", "in_progress"), case
     assert sandbox.stats()["per_invoice"] == {"R-1": 1}
+
+
+def test_a_second_account_on_the_same_outbox_never_sends_what_the_first_did(
+    tmp_path: Path, outbox: Path
+):
+    """Two profiles without a sender on one outbox, one GoRoute: the second holds what the
+    first journal sent from it, instead of delivering every invoice once more."""
+    from dataclasses import replace as replaced
+
+    for invoice_id in ("S-1", "S-2"):
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator()
+    first = replaced(settings_for(tmp_path / "a.db"), profile="a")
+    send(first, outbox, sandbox.transport())
+    write_invoice(outbox, "S-3")  # new since: the second account sends it
+    second = replaced(settings_for(tmp_path / "b.db"), profile="b")
+
+    _, summary = send(second, outbox, sandbox.transport(), trust_new_journal=True)
+
+    assert sandbox.stats()["per_invoice"] == {"S-1": 1, "S-2": 1, "S-3": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with open_journal(tmp_path / "b.db") as journal:
+        held = {i.invoice_id for i in journal.invoices() if i.hold is not None}
+        assert held == {"S-1", "S-2"}
+        assert "another account" in (journal.invoice("S-1").hold_reason or "")  # type: ignore[union-attr]

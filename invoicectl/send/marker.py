@@ -90,6 +90,24 @@ def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]
         return None, f"the outbox marker {path} is not one invoicectl wrote; it is ignored"
 
 
+def other_journals(outbox: Path, base_url: str, journal_id: str) -> dict[str, str]:
+    """The journals, other than ``journal_id``, that sent from ``outbox`` to ``base_url``
+    itself through another profile (an entry ``BASE_URL (profile NAME)`` or ``BASE_URL``),
+    by entry: {entry: journal path or URL}. Another base URL (a test environment, the
+    sandbox) is another GoRoute, and is not one of them. {} when there is no usable marker."""
+    try:
+        sends = _sends(marker_path(outbox).read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError):
+        return {}
+    return {
+        entry: str(data.get("journal", ""))
+        for entry, data in sends.items()
+        if (entry == base_url or entry.startswith(f"{base_url} (profile "))
+        and data.get("journal_id") != journal_id
+        and data.get("journal")
+    }
+
+
 def write_marker(outbox: Path, marker: Marker) -> str | None:
     """Record ``marker`` as the last send to its base URL from ``outbox`` (the other base
     URLs' entries kept), atomically; None when done, else why it could not be."""

@@ -18,7 +18,7 @@ from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, binding_of, check_environment
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
-from invoicectl.journal import locked_journal, scan_turn
+from invoicectl.journal import locked_journal, opened_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.contradicted import hold_contradicted
@@ -40,6 +40,7 @@ from invoicectl.send.history import check_history
 from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper
 from invoicectl.send.options import SendOptions
+from invoicectl.send.other_accounts import hold_sent_by_others
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
@@ -101,6 +102,8 @@ def send(
             # Nothing to send or replay (most cron runs): no request can go out, so neither
             # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
             hold_contradicted(journal)  # a row edited or lost: never sent twice for it
+            if options.supplier is None and options.outbox is not None:  # it takes every file
+                hold_sent_by_others(journal, options.outbox, settings.base_url, opened_journal)
             idle = nothing_to_send(journal, options)
             if not idle and transport is None:
                 transport = emulator.enter_context(session())
