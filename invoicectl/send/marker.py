@@ -90,11 +90,13 @@ def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]
         return None, f"the outbox marker {path} is not one invoicectl wrote; it is ignored"
 
 
-def other_journals(outbox: Path, base_url: str, journal_id: str) -> dict[str, str]:
+def other_journals(outbox: Path, base_url: str, own: str, journal_id: str) -> dict[str, str]:
     """The journals, other than ``journal_id``, that sent from ``outbox`` to ``base_url``
-    itself through another profile (an entry ``BASE_URL (profile NAME)`` or ``BASE_URL``),
-    by entry: {entry: journal path or URL}. Another base URL (a test environment, the
-    sandbox) is another GoRoute, and is not one of them. {} when there is no usable marker."""
+    itself through another profile than the entry ``own`` (an entry ``BASE_URL (profile
+    NAME)`` or ``BASE_URL``), by entry: {entry: journal path or URL}. Another base URL (a
+    test environment, the sandbox) is another GoRoute, and is not one of them; another
+    journal in this profile's own entry is a journal replaced (``send/history.py``). {} when
+    there is no usable marker."""
     try:
         sends = _sends(marker_path(outbox).read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError):
@@ -103,6 +105,7 @@ def other_journals(outbox: Path, base_url: str, journal_id: str) -> dict[str, st
         entry: str(data.get("journal", ""))
         for entry, data in sends.items()
         if (entry == base_url or entry.startswith(f"{base_url} (profile "))
+        and entry != own
         and data.get("journal_id") != journal_id
         and data.get("journal")
     }

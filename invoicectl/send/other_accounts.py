@@ -29,23 +29,25 @@ Opener = Callable[[Location], AbstractContextManager[JournalBackend]]
 
 
 def hold_sent_by_others(
-    journal: JournalBackend, outbox: Path, base_url: str, opened_journal: Opener
+    journal: JournalBackend, outbox: Path, entry: tuple[str, str], opened_journal: Opener
 ) -> list[str]:
     """Hold this journal's never-sent invoices another journal sent from ``outbox`` to
-    ``base_url`` holds as sent; their IDs. Nothing to read when no other journal sent from it."""
-    others = other_journals(outbox, base_url, journal.identity().journal_id)
+    ``entry``'s base URL through another profile holds as sent; their IDs. ``entry``: (base
+    URL, this send's marker entry). Nothing to read when no other journal sent from it."""
+    base_url, own = entry
+    others = other_journals(outbox, base_url, own, journal.identity().journal_id)
     never_sent = {
         invoice.invoice_id
         for invoice in journal.invoices(InvoiceState.pending)
         if invoice.key_first_used_at is None and invoice.hold is None
     }
     held: list[str] = []
-    for entry, where in sorted(others.items()):
+    for other, where in sorted(others.items()):
         if not never_sent:
             break
         for invoice_id in sorted(_sent_there(where, never_sent, opened_journal)):
             reason = (
-                f"the journal {where} ({entry}) holds it as sent from this outbox through "
+                f"the journal {where} ({other}) holds it as sent from this outbox through "
                 "another account; sent here too, the receiver would have it twice: "
                 f"`invoicectl release {invoice_id} --force` only once you know that send was "
                 "no delivery of it"

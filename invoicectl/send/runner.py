@@ -38,7 +38,7 @@ from invoicectl.runs import (
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
 from invoicectl.send.idle import idle_run, nothing_to_send
-from invoicectl.send.marker import MarkerKeeper
+from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
 from invoicectl.send.other_accounts import hold_sent_by_others
 from invoicectl.send.stopping import Stopping
@@ -99,11 +99,12 @@ def send(
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
-            # Nothing to send or replay (most cron runs): no request can go out, so neither
-            # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
             hold_contradicted(journal)  # a row edited or lost: never sent twice for it
             if options.supplier is None and options.outbox is not None:  # it takes every file
-                hold_sent_by_others(journal, options.outbox, settings.base_url, opened_journal)
+                entry = (settings.base_url, marker_entry(settings.base_url, settings.profile))
+                hold_sent_by_others(journal, options.outbox, entry, opened_journal)
+            # Nothing to send or replay (most cron runs): no request can go out, so neither
+            # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
             idle = nothing_to_send(journal, options)
             if not idle and transport is None:
                 transport = emulator.enter_context(session())
