@@ -49,6 +49,14 @@ def check_environment(
     same_account = account is not None and journal.last_key_fingerprint() == account
     if bound == base_url and profile is not None and same_account:
         return bound  # one account's journal, sent from by its profile now
+    if bound is None and not allow_change and (other := journal.sent_elsewhere_than(base_url)):
+        raise EnvironmentMismatch(
+            f"the journal {journal.path} has no environment binding, yet it sent requests to "
+            f"{other}: its binding was lost (edited or damaged; `invoicectl verify` names it). "
+            f"Keys and transactions of one environment mean nothing in another; "
+            "--allow-environment-change if sending to "
+            f"{base_url} from it is intended."
+        )
     if bound is not None and bound != wanted and not allow_change:
         before = (
             f" If it is profile {profile}'s own, bound before bindings named a profile, run once "

@@ -295,6 +295,20 @@ def test_journal_refuses_another_environment_unless_told(outbox: Path, journal_p
     assert summary.exit_code == ExitCode.OK
 
 
+def test_a_lost_binding_is_no_way_to_another_environment(outbox: Path, journal_path: Path):
+    """The binding row deleted by hand: the journal's runs still say where it sent."""
+    outbox_of(outbox, 1)
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    witness_execute(journal_path, "DELETE FROM environment")
+    other = settings_for(journal_path, base_url="http://other.test")
+
+    with pytest.raises(EnvironmentMismatch, match="its binding was lost"):
+        send(other, outbox, sandbox.transport())
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+    assert summary.exit_code == ExitCode.OK  # the same environment binds again
+
+
 def test_a_rotated_key_is_not_a_new_environment(outbox: Path, journal_path: Path):
     outbox_of(outbox, 1)
     sandbox = emulator(api_keys=frozenset({"sk_test_old", "sk_test_new"}))

@@ -31,6 +31,19 @@ class HistoryRecords(JournalBase):
         ).fetchone()
         return row is not None
 
+    def sent_elsewhere_than(self, base_url: str) -> str | None:
+        """A base URL other than ``base_url`` a run of this journal sent a request to that
+        GoRoute may have taken, if any: a request never sent, or answered as by no GoRoute
+        (a wrong path) or with the key refused, binds nothing and counts for nothing here.
+        (Runs by their index on base_url; a journal has a handful of base URLs.)"""
+        row = self.db.execute(
+            "SELECT r.base_url FROM runs r WHERE r.base_url IS NOT NULL AND r.base_url != ?"
+            " AND EXISTS (SELECT 1 FROM attempts a WHERE a.run_id = r.id AND (a.outcome IS NULL"
+            "   OR a.outcome NOT IN ('not_sent', 'wrong_endpoint', 'auth_refused'))) LIMIT 1",
+            (base_url,),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
     def history_checked(self, base_url: str) -> bool:
         """Whether a send already checked GoRoute's transactions from this journal."""
         row = self.db.execute(
