@@ -129,6 +129,9 @@ def test_a_failed_validation_sends_anyway(journal_path: Path, outbox: Path):
     assert (summary.validations, summary.unvalidated) == (2, 2)
     assert summary.held_for_validation == ()
     assert set(sandbox.stats()["per_invoice"]) == {"BAD-1", "GOOD-1"}
+    # The validation asked for was not made: not "done; nothing needs attention".
+    assert summary.exit_code == ExitCode.INCOMPLETE
+    assert summary.exit_cause == "2 not validated"
     with Journal(journal_path) as journal:
         bad = journal.invoice("BAD-1")
         assert bad is not None

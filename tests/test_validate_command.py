@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+from hostile import HostileServer, answer_json, routes
 from sendkit import emulator, send, settings_for
 from test_send_validate import FailingValidate, write_invalid
 from typer.testing import CliRunner
@@ -14,6 +16,7 @@ from ublfactory import write_invoice
 from invoicectl.cli import app
 from invoicectl.errors import ExitCode
 from invoicectl.journal import Journal
+from invoicectl.sandbox import DEFAULT_API_KEY
 from invoicectl.scan.ingest import scanning
 from invoicectl.send.validate_run import validate
 
@@ -57,14 +60,33 @@ def test_a_failed_validation_holds_nothing_and_says_why(tmp_path: Path, outbox: 
     failing = FailingValidate(emulator().transport())
     settings = settings_for(tmp_path / "v.db", max_attempts=1)
 
-    _, summary = validate(settings, scanning(outbox), transport=failing)
+    report, summary = validate(settings, scanning(outbox), transport=failing)
 
-    assert summary.exit_code == ExitCode.OK
+    # Nothing was judged: not "done; nothing needs attention" (0), which cron reads as
+    # validated, but incomplete for a transient reason; the next run asks again.
+    assert summary.exit_code == ExitCode.INCOMPLETE
+    assert summary.exit_cause(report) == "1 not validated"
     (checked,) = summary.checked
     assert checked.verdict == "unvalidated" and "503" in (checked.reason or "")
     with Journal(tmp_path / "v.db") as journal:
         bad = journal.invoice("BAD-1")
         assert bad is not None and bad.hold is None
+
+
+def test_the_command_exits_75_when_goroute_validated_nothing(
+    outbox: Path, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+):
+    write_invoice(outbox, "A-1")
+    write_invoice(outbox, "A-2")
+    down = answer_json(503, {"error": {"code": "DOWN", "message": "validator down"}})
+    with HostileServer(routes({("POST", "/api/v1/validate"): down})) as server:
+        monkeypatch.setenv("GOROUTE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
+        result = CliRunner().invoke(app, ["validate", str(outbox), "--max-attempts", "1"])
+
+    assert result.exit_code == ExitCode.INCOMPLETE, result.output
+    assert "A-1: not validated (" in result.stdout and "A-2: not validated (" in result.stdout
+    assert "exit 75: 2 not validated" in result.stderr
 
 
 def test_the_command_prints_a_line_each_and_exits_3(outbox: Path):

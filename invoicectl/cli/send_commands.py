@@ -347,7 +347,7 @@ def validate(
 
     Scans DIRECTORY, then asks GoRoute's validation about each pending invoice's current
     revision (once per content: the result is kept in the journal) and holds what it finds
-    invalid. One line per invoice; exit 3 when any is invalid.
+    invalid. One line per invoice; exit 3 when any is invalid, 75 when one went unvalidated.
 
     \b
     Examples:

@@ -39,6 +39,8 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
     if "deadline" in summary.stops:
         left = f", {summary.unsent} not started" if summary.unsent > 0 else ""
         causes.append(Cause(ExitCode.INCOMPLETE, f"deadline reached{left}"))
+    if summary.unvalidated:  # --validate was asked, and GoRoute's validation did not answer
+        causes.append(Cause(ExitCode.INCOMPLETE, f"{summary.unvalidated} not validated"))
     journal_causes = attention_causes(journal, journal.clock())
     if any(cause.code is ExitCode.INCOMPLETE for cause in journal_causes):
         for stop, text in (("outage", "GoRoute did not answer"), ("rate_limit", "rate limited")):

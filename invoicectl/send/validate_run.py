@@ -68,6 +68,9 @@ class ValidateSummary:
         """What the exit code was chosen from, in words, for the run's last line."""
         invalid = sum(checked.verdict == "invalid" for checked in self.checked)
         causes = [Cause(ExitCode.NEEDS_FIX, f"{invalid} invalid (validation)")] if invalid else []
+        unvalidated = sum(checked.verdict == "unvalidated" for checked in self.checked)
+        if unvalidated:
+            causes.append(Cause(ExitCode.INCOMPLETE, f"{unvalidated} not validated"))
         if self.exit_code is ExitCode.AUTH_REFUSED:
             causes.append(Cause(ExitCode.AUTH_REFUSED, "the API refused the credentials"))
         if report.files == 0:
@@ -137,6 +140,8 @@ async def _validate(
         codes.append(ExitCode.NEEDS_FIX)
     if refused:
         codes.append(ExitCode.AUTH_REFUSED)
+    if any(checked.verdict == "unvalidated" for checked in summary.checked):
+        codes.append(ExitCode.INCOMPLETE)  # not judged: the next run asks again
     summary.exit_code = worst(*codes)
     return summary
 
