@@ -1,13 +1,13 @@
 """Receiver pre-flight: before an invoice's first send, is its receiver on the Peppol network,
 and does it take this kind of document?
 
-Each receiver is looked up once (GoRoute's participant lookup, through the run's rate limiter
-and retry policy, like any request) and the answer kept in the journal for a day, so 20,000
+Each receiver is looked up once (GoRoute's participant lookup, through the run's rate limiter,
+one short try: ``send.advisory``) and the answer kept in the journal for a day, so 20,000
 invoices to 300 receivers cost at most 300 lookups. A receiver that is not registered, or not
 for this document type, is a reason the sender holds the invoice with, and no send is spent
-on it. A
-lookup that fails (5xx, timeout, an answer of neither documented shape) never blocks a send:
-the invoice goes out as it would have, and the summary says how many went unchecked.
+on it. A lookup that fails (5xx, timeout, an answer of neither documented shape) never blocks
+a send: the invoice goes out as it would have, and the summary says how many went unchecked.
+After three lookups in a row got no answer, the run asks no more: the rest go unchecked too.
 Replays are never checked: an unanswered send goes again under its key, whatever the lookup
 would say.
 """
@@ -25,6 +25,7 @@ from invoicectl.goroute.participants import Participant, takes
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, ReceiverCheck
+from invoicectl.send.advisory import Breaker, one_try, within
 
 # GoRoute's participant lookup of one ``scheme:id`` (``GoRouteClient.lookup_participant``).
 Lookup = Callable[[str], Awaitable[Outcome]]
@@ -50,7 +51,8 @@ class ReceiverChecks:
         self.journal = journal
         self.lookup = lookup
         self.limiter = limiter
-        self.policy = policy
+        self.policy = one_try(policy)
+        self.breaker = Breaker("lookups")
         self.refresh = refresh
         self.should_stop = should_stop
         self.rng = rng
@@ -81,9 +83,13 @@ class ReceiverChecks:
             known = self.journal.receiver_check(peppol_id)
             if known is not None and self._fresh(known):
                 return known
+            if self.breaker.open:  # GoRoute stopped answering lookups: sent unchecked
+                self._checked.add(same)
+                self.failed.add(same)
+                return None
             try:
                 outcome = await call_with_retry(
-                    lambda: self.lookup(peppol_id),
+                    lambda: within(self.lookup(peppol_id), "receiver lookup"),
                     policy=self.policy,
                     limiter=self.limiter,
                     should_stop=self.should_stop,
@@ -96,6 +102,7 @@ class ReceiverChecks:
                 return None
             self._checked.add(same)
             self.lookups += 1
+            self.breaker.note(outcome)
             if not isinstance(outcome, Participant):
                 self.failed.add(same)
                 return None

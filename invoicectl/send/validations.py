@@ -1,12 +1,14 @@
 """Server-side validation on request (``send --validate``): before an invoice's first send, does
 GoRoute's ``POST /api/v1/validate`` find its current revision valid?
 
-Each revision's content is validated once (through the run's rate limiter and retry policy,
-like any request) and the answer kept in the journal by sha256, so a later run asks nothing
+Each revision's content is validated once (through the run's rate limiter, one short try:
+``send.advisory``) and the answer kept in the journal by sha256, so a later run asks nothing
 again for the same bytes. What the API finds invalid is a reason the sender holds the invoice
 with, its first errors named, and no send is spent on it. A validation that fails (5xx,
 timeout, an answer without a boolean ``valid``) never blocks a send: the invoice goes out as
-it would have, and the summary counts it as unvalidated. Replays are never validated.
+it would have, the summary counts it as unvalidated, and the run exits 75.
+After three validations in a row got no answer, the run asks no more: the rest go
+unvalidated too. Replays are never validated.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.goroute.validation import Validation
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, Validated
+from invoicectl.send.advisory import Breaker, one_try, within
 
 # GoRoute's validation of one document's stored bytes (``GoRouteClient.validate_document``).
 Validate = Callable[[bytes], Awaitable[Outcome]]
@@ -44,7 +47,8 @@ class Validations:
         self.journal = journal
         self.validate = validate
         self.limiter = limiter
-        self.policy = policy
+        self.policy = one_try(policy)
+        self.breaker = Breaker("validations")
         self.should_stop = should_stop
         self.rng = rng
         self.asked = 0  # validations asked in this run
@@ -67,9 +71,13 @@ class Validations:
         return known
 
     async def _ask(self, invoice_id: str, sha256: str) -> Validated | None:
+        if self.breaker.open:  # GoRoute stopped answering validations: sent unvalidated
+            self.failed.append(invoice_id)
+            self.outcomes[invoice_id] = self.breaker.not_asked()
+            return None
         document = self.journal.content(sha256)
         outcome = await call_with_retry(
-            lambda: self.validate(document),
+            lambda: within(self.validate(document), "validation", len(document)),
             policy=self.policy,
             limiter=self.limiter,
             should_stop=self.should_stop,
@@ -78,6 +86,7 @@ class Validations:
         if outcome is None:  # the run is stopping: nothing was asked
             return None
         self.asked += 1
+        self.breaker.note(outcome)
         if not isinstance(outcome, Validation):
             self.failed.append(invoice_id)
             self.outcomes[invoice_id] = outcome
