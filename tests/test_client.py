@@ -270,6 +270,20 @@ async def test_an_answer_nested_past_any_api_answer_is_no_answer_and_no_crash(
 
 
 @pytest.mark.anyio
+async def test_a_202_naming_two_transactions_is_no_answer(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """A key twice with two values: which transaction GoRoute meant is unknown (the last one
+    was stored, unchecked); the same key twice with one value is only repetition."""
+    twice = '{"transaction_id": "txn_1", "status": "pending", "transaction_id": "txn_2"}'
+    outcome = await send_answered(api, client, answer(202, twice))
+    assert isinstance(outcome, Transient)
+    repeated = '{"transaction_id": "txn_1", "transaction_id": "txn_1"}'
+    same = await send_answered(api, client, answer(202, repeated))
+    assert isinstance(same, Accepted) and same.transaction_id == "txn_1"
+
+
+@pytest.mark.anyio
 async def test_duration_comes_from_the_injected_monotonic_clock(api: respx.MockRouter) -> None:
     ticks = iter([100.0, 102.5])
     async with GoRouteClient(BASE, KEY, monotonic=lambda: next(ticks)) as goroute:

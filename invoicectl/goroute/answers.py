@@ -380,10 +380,22 @@ def _json_or_none(text: str) -> Any:
     if not text.strip():
         return None
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=_one_value_a_key)
     except (ValueError, RecursionError):
         return None
     return None if deeper_than(data, MAX_DEPTH) else data
+
+
+def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys each have one value: ``{"transaction_id": "txn_1",
+    "transaction_id": "txn_2"}`` says two things, and which one GoRoute meant is unknown, so
+    the body is no answer (a send's is then unanswered, replayed under its key)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data and data[key] != value:
+            raise ValueError(f"the key {key!r} twice, with two values")
+        data[key] = value
+    return data
 
 
 def _standard_phrase(status: int) -> str:
