@@ -36,15 +36,17 @@ def hold_sent_by_others(
     URL, this send's marker entry). Nothing to read when no other journal sent from it."""
     base_url, own = entry
     others = other_journals(outbox, base_url, own, journal.identity().journal_id)
+    if not others:
+        return []
     never_sent = {
         invoice.invoice_id
         for invoice in journal.invoices(InvoiceState.pending)
         if invoice.key_first_used_at is None and invoice.hold is None
     }
     held: list[str] = []
+    if not never_sent:
+        return held
     for other, where in sorted(others.items()):
-        if not never_sent:
-            break
         for invoice_id in sorted(_sent_there(where, never_sent, opened_journal)):
             reason = (
                 f"the journal {where} ({other}) holds it as sent from this outbox through "
