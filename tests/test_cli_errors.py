@@ -19,6 +19,7 @@ from ublfactory import write_invoice
 from invoicectl.cli import app
 from invoicectl.cli.app import answers_in_json
 from invoicectl.cli.consoles import say
+from invoicectl.journal import Journal
 from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
 
 runner = CliRunner()
@@ -79,7 +80,8 @@ def test_status_format_json_answers_a_journal_it_cannot_use_in_json(tmp_path: Pa
 
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout) == {
-        "error": f"cannot use {tmp_path / 'a-file' / 'state'}: Not a directory",
+        "error": f"no journal at {journal}: nothing was ever scanned or sent with it here, or "
+        "it was lost or not mounted; `invoicectl scan` or `send` creates one",
         "exit_code": 1,
     }
     assert result.stderr == ""
@@ -192,6 +194,7 @@ def test_no_home_directory_and_a_journal_named_is_no_config_file(
 ):
     _homeless(monkeypatch)
     monkeypatch.setenv("INVOICECTL_JOURNAL", str(tmp_path / "journal.db"))
+    Journal(tmp_path / "journal.db").close()  # status reads a journal; it makes none
     result = invoke("status")
     assert result.exit_code == 0, result.output
     assert "Traceback" not in result.output

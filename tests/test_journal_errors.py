@@ -94,16 +94,18 @@ def test_a_read_only_journal_is_told_to_be_made_writable_not_to_free_disk_space(
 
 
 def test_a_journal_in_a_read_only_directory_names_the_directory_and_the_cause(
-    tmp_path: Path, read_only
+    tmp_path: Path, read_only, outbox: Path
 ):
     directory = tmp_path / "state"
     directory.mkdir()
     read_only(directory)
     journal = directory / "journal.db"
+    write_invoice(outbox, "INV-1")
 
-    line = one_line(cli("status", "--journal", str(journal)))
+    # A scan makes the journal; status would only say there is none (test_missing_journal).
+    line = one_line(cli("scan", str(outbox), "--journal", str(journal)))
 
-    assert f"cannot use {journal}: " in line
+    assert f"cannot use {journal}.lock: " in line  # a scan takes the lock beside it first
     cause = "Operation not permitted" if ROOT else "Permission denied"
     assert cause in line and "free space" not in line
     assert ("chattr -i" if ROOT else "owner and mode") in line

@@ -248,7 +248,7 @@ def invoke(*args: str):
 def test_a_locked_journal_ends_with_exit_6_and_who_holds_it(outbox: Path, tmp_path: Path) -> None:
     write_invoice(outbox, "INV-1")
     path = tmp_path / "journal.db"
-    with locked_journal(path, "send"):
+    with locked_journal(path, "send", create=True):
         result = invoke("scan", str(outbox), "--journal", str(path))
     assert result.exit_code == 6
     last = result.stderr.splitlines()[-1]
@@ -276,6 +276,7 @@ def test_refused_credentials_end_with_exit_5(outbox: Path, tmp_path: Path) -> No
 def test_doctor_s_last_line_names_the_checks_that_failed(tmp_path: Path) -> None:
     """Not the exit-code table's "could not run (configuration, journal unreadable, bug)":
     which checks failed, as the summary above it says."""
+    Journal(tmp_path / "journal.db").close()  # doctor fails a journal that is not there
     env = cli_env(tmp_path / "journal.db", "http://127.0.0.1:9")
     code, _, stderr = run(env, "doctor")
     assert code == 75  # nothing answers at the base URL: transient
@@ -310,6 +311,7 @@ def test_the_config_file_s_log_format_is_read(tmp_path: Path, monkeypatch: pytes
         **cli_env(tmp_path / "journal.db", "http://127.0.0.1:9"),
         "INVOICECTL_CONFIG": str(config),
     }
+    Journal(tmp_path / "journal.db").close()  # status reads a journal; it makes none
     code, stdout, stderr = run(env, "status")
     assert code == 0, stderr
     assert [json.loads(line)["event"] for line in stderr.splitlines()] == ["run.exit"]

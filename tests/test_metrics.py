@@ -135,11 +135,14 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
         assert "Traceback" not in result.output
 
 
-def test_the_config_key_metrics_file_is_used_by_status(tmp_path: Path, monkeypatch) -> None:
+def test_the_config_key_metrics_file_is_used_by_status(
+    tmp_path: Path, monkeypatch, isolated_environment: Path
+) -> None:
     prom = tmp_path / "status.prom"
     config = tmp_path / "config.toml"
     config.write_text(f'metrics_file = "{prom}"\n', encoding="utf-8")
     monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    Journal(isolated_environment).close()  # status reads a journal; it makes none
 
     result = CliRunner().invoke(app, ["status"])
 
@@ -194,6 +197,7 @@ def test_the_metrics_file_is_readable_by_node_exporter_under_a_strict_umask(
     import os
 
     prom = tmp_path / "send.prom"
+    Journal(tmp_path / "j.db").close()  # status reads a journal; it makes none
     before = os.umask(umask)
     try:
         result = CliRunner().invoke(

@@ -117,7 +117,7 @@ def _refused(location: Any, command: str, *, shared: bool = False) -> str:
 
 def test_sqlite_keeps_one_run_at_a_time_even_for_send(tmp_path):
     path = tmp_path / "journal.db"
-    with locked_journal(path, "send", shared=True):
+    with locked_journal(path, "send", shared=True, create=True):
         assert "another invoicectl send holds the journal" in _refused(path, "send", shared=True)
 
 

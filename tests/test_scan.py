@@ -629,7 +629,7 @@ def test_a_head_start_is_stopped_when_the_journal_cannot_be_opened(tmp_path: Pat
     with pytest.raises(JournalLocked), OpenScan(outbox, journal_path=path) as scan:
         assert scan.head is not None
         workers = list(scan.head.reader.pool.processes)
-        with RunLock(path, command="send"), locked_journal(path, "scan"):
+        with RunLock(path, command="send"), locked_journal(path, "scan", create=True):
             pass
 
     assert workers and not any(process.is_alive() for process in workers)

@@ -80,7 +80,7 @@ def test_the_table_and_json_say_the_same(journal: Journal) -> None:
     ]
 
 
-def test_a_bad_date_is_a_usage_error() -> None:
+def test_a_bad_date_is_a_usage_error(journal: Journal) -> None:
     result = invoke("--since", "March")
     assert result.exit_code == 2
     assert "--since: 'March' is not a date; write it YYYY-MM-DD" in result.output

@@ -65,7 +65,7 @@ def scan(
         OpenScan(
             directory, recursive=recursive, journal_path=path if isinstance(path, Path) else None
         ) as scan,
-        locked_journal(path, "scan") as opened,
+        locked_journal(path, "scan", create=True) as opened,
     ):
         report = scan.into(opened)
     causes = report.exit_causes()

@@ -17,6 +17,7 @@ from invoicectl.config_file import config_label, config_path
 from invoicectl.doctor.checks import Check, fail, ok, warn
 from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
+from invoicectl.journal.failures import explain_missing
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
 from invoicectl.known_keys import hide_keys
@@ -100,13 +101,9 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
         "schema": health.schema if health.exists else None,
     }
     if not health.exists:
-        if health.writable:
-            return ok(
-                "journal", f"{path} not there yet: the first scan or send makes it", **details
-            )
-        return fail(
-            "journal", f"{path} does not exist and its directory is not writable", **details
-        )
+        # A fresh journal would pass every check: a mistyped or unmounted path must not.
+        unwritable = "" if health.writable else "; its directory is not writable by this user"
+        return fail("journal", explain_missing(path) + unwritable, **details)
     if health.error is not None:
         return fail("journal", f"{path} cannot be read as a journal: {health.error}", **details)
     if health.problems:

@@ -49,6 +49,7 @@ from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.moved import refuse_if_moved
 from invoicectl.journal.runlock import RunLock
+from invoicectl.journal.sqlite_open import refuse_missing
 from invoicectl.locations import JournalURL, Location
 
 __all__ = [
@@ -78,14 +79,22 @@ def open_journal(location: Location, clock: Clock = utc_now) -> Journal | PgJour
 @contextmanager
 def opened_journal(location: Location, clock: Clock = utc_now) -> Iterator[Journal | PgJournal]:
     """``open_journal`` for the block, closed at its end; a database error in it is one
-    ``JournalError`` line naming the journal and the cause (``failures``, ``pg_database``)."""
+    ``JournalError`` line naming the journal and the cause (``failures``, ``pg_database``).
+    A SQLite journal that is not there is refused, never created (``refuse_missing``)."""
+    if isinstance(location, Path):
+        refuse_missing(location)
     with _explained(location), open_journal(location, clock) as journal:
         yield journal
 
 
 @contextmanager
 def locked_journal(
-    path: Location, command: str, clock: Clock = utc_now, *, shared: bool = False
+    path: Location,
+    command: str,
+    clock: Clock = utc_now,
+    *,
+    shared: bool = False,
+    create: bool = False,
 ) -> Iterator[Journal | PgJournal]:
     """The journal, for a command that writes it: one at a time (send, scan, reconcile).
 
@@ -106,6 +115,8 @@ def locked_journal(
         ):
             yield opened
         return
+    if not create:
+        refuse_missing(path)
     with _explained(path), RunLock(path, command=command):
         refuse_if_moved(path, command)
         with Journal(path, clock) as journal:

@@ -101,6 +101,14 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
     )
 
 
+def explain_missing(journal: Path) -> str:
+    """One line for a journal that is not there, to a command that does not create one."""
+    return (
+        f"no journal at {journal}: nothing was ever scanned or sent with it here, or it was "
+        "lost or not mounted; `invoicectl scan` or `send` creates one"
+    )
+
+
 def explain_os(error: OSError, journal: Path | None) -> str:
     """One line for a system error: the file it names (else the journal, or a file beside
     it), the system's words, and advice for the causes a person can act on."""

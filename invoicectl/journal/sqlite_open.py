@@ -12,7 +12,7 @@ from pathlib import Path
 from invoicectl.errors import JournalError
 from invoicectl.journal.chain import head_is_whole
 from invoicectl.journal.database import Database
-from invoicectl.journal.failures import explain_os, explain_sqlite
+from invoicectl.journal.failures import explain_missing, explain_os, explain_sqlite
 from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
@@ -41,6 +41,20 @@ def _set_wal_mode(conn: sqlite3.Connection) -> None:
             if "locked" not in str(error) or time.monotonic() > deadline:
                 raise
             time.sleep(0.01)
+
+
+def refuse_missing(path: Path) -> None:
+    """For a command that only reads the journal or decides on what it holds (status, show,
+    hold, reconcile, doctor, ...): a journal that is not there is one ``JournalError`` line,
+    and nothing is created. A new, empty journal would report "nothing needs attention"
+    for a path mistyped, unmounted or lost; only a scan or send (which take an outbox)
+    makes one."""
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
+        raise JournalError(explain_missing(path)) from None
+    except OSError as error:
+        raise JournalError(explain_os(error, path)) from None
 
 
 def open_database(path: Path) -> Database:

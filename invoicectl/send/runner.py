@@ -78,7 +78,9 @@ def send(
     if transport is None and session is no_session:  # the network: refused before any scan
         config_values.refuse_plain_http(settings.base_url)
     # Send workers share a PostgreSQL journal (``send.workers``); a SQLite one has one run.
-    journal_lock = locked_journal(settings.journal, "send", clock=clocks.wall, shared=True)
+    journal_lock = locked_journal(
+        settings.journal, "send", clock=clocks.wall, shared=True, create=True
+    )
     with RunSignals() as signals, journal_lock as journal, ExitStack() as emulator:
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
@@ -225,7 +227,7 @@ def dry_run(
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded."""
     with locked_journal(
-        settings.journal, "send --dry-run", clock=clocks.wall, shared=True
+        settings.journal, "send --dry-run", clock=clocks.wall, shared=True, create=True
     ) as journal:
         with scan_turn(journal):
             report = scan(journal)

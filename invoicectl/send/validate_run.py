@@ -87,7 +87,7 @@ def validate(
     clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, ValidateSummary]:
     """Scan, then validate every pending invoice not held; hold the invalid."""
-    journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall)
+    journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall, create=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
         report = scan(journal)

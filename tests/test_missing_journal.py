@@ -1,0 +1,91 @@
+"""A journal that is not there: the commands that read it or decide on what it holds refuse
+in one line and create nothing; only those that take an outbox (scan, send, validate) make
+one. A new, empty journal would report a mistyped or unmounted path as healthy."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+from ublfactory import write_invoice
+
+from invoicectl.cli import app
+from invoicectl.sandbox import BackgroundServer, Sandbox
+
+runner = CliRunner()
+
+REFUSING = [
+    ["status"],
+    ["status", "--format", "json"],
+    ["show", "INV-1"],
+    ["receivers"],
+    ["hold", "INV-1", "--reason", "checking"],
+    ["release", "INV-1"],
+    ["abandon", "INV-1", "--reason", "paid by hand"],
+    ["reconcile", "--sandbox"],
+    ["doctor", "--sandbox"],
+]
+
+
+def refusal(journal: Path) -> str:
+    return (
+        f"invoicectl: error: no journal at {journal}: nothing was ever scanned or sent with "
+        "it here, or it was lost or not mounted; `invoicectl scan` or `send` creates one"
+    )
+
+
+@pytest.mark.parametrize("args", REFUSING, ids=lambda args: " ".join(args))
+def test_a_command_that_reads_or_decides_refuses_a_missing_journal_and_creates_nothing(
+    tmp_path: Path, args: list[str]
+) -> None:
+    journal = tmp_path / "typo" / "j.db"
+
+    result = runner.invoke(app, [*args, "--journal", str(journal)])
+
+    assert result.exit_code == 1, result.output
+    if args[0] == "doctor" or "json" in args:  # a check's line; a JSON document's error
+        words = " ".join(refusal(journal).split()).removeprefix("invoicectl: error: ")
+        assert words in " ".join(result.stdout.split()), result.output
+    else:
+        # One line, and the run commands' last line (``exit 1: ...``).
+        said = [line for line in result.stderr.splitlines() if not line.startswith("exit 1: ")]
+        assert " ".join(" ".join(said).split()) == " ".join(refusal(journal).split())
+    assert not (tmp_path / "typo").exists()
+
+
+def test_status_metrics_of_a_missing_journal_say_exit_1(tmp_path: Path, monkeypatch) -> None:
+    journal = tmp_path / "typo" / "j.db"
+    monkeypatch.setenv("INVOICECTL_JOURNAL", str(journal))
+    metrics = tmp_path / "status.prom"
+
+    result = runner.invoke(app, ["status", "--metrics-file", str(metrics)])
+
+    assert result.exit_code == 1, result.output
+    assert 'invoicectl_run_exit_code{writer="status"} 1.0' in metrics.read_text()
+    assert not (tmp_path / "typo").exists()
+
+
+def test_scan_creates_the_journal_and_status_then_reads_it(tmp_path: Path, outbox: Path) -> None:
+    journal = tmp_path / "new" / "j.db"
+    write_invoice(outbox, "INV-1")
+
+    scanned = runner.invoke(app, ["scan", str(outbox), "--journal", str(journal)])
+    status = runner.invoke(app, ["status", "--journal", str(journal)])
+
+    assert scanned.exit_code == 0, scanned.output
+    assert journal.is_file()
+    assert status.exit_code == 75, status.output  # INV-1 waits to be sent
+
+
+def test_send_creates_the_journal(tmp_path: Path, outbox: Path, monkeypatch) -> None:
+    journal = tmp_path / "new" / "j.db"
+    write_invoice(outbox, "INV-1")
+    with BackgroundServer(Sandbox()) as server:
+        monkeypatch.setenv("GOROUTE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GOROUTE_API_KEY", "sk_test_invoicectl_sandbox")
+
+        sent = runner.invoke(app, ["send", str(outbox), "--journal", str(journal)])
+
+    assert sent.exit_code == 0, sent.output
+    assert journal.is_file()
