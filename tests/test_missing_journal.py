@@ -4,9 +4,13 @@ one. A new, empty journal would report a mistyped or unmounted path as healthy."
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
+from logkit import unstamped
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -89,3 +93,51 @@ def test_send_creates_the_journal(tmp_path: Path, outbox: Path, monkeypatch) -> 
 
     assert sent.exit_code == 0, sent.output
     assert journal.is_file()
+
+
+# ---- a journal path that is not a regular file -------------------------------------------
+
+NOT_REGULAR = {
+    "directory": (lambda path: path.mkdir(), "a directory"),
+    "fifo": (lambda path: os.mkfifo(path), "a FIFO (named pipe)"),
+}
+
+
+@pytest.mark.parametrize("kind", list(NOT_REGULAR))
+@pytest.mark.parametrize(
+    "args",
+    [["status"], ["doctor", "--sandbox"], ["scan", "OUTBOX"], ["hold", "INV-1", "--reason", "x"]],
+    ids=lambda args: args[0],
+)
+def test_a_journal_path_that_is_not_a_regular_file_is_one_line(
+    tmp_path: Path, outbox: Path, kind: str, args: list[str]
+) -> None:
+    """A FIFO made doctor block forever (SQLite opening it waits for a writer); the others
+    said "disk I/O error ... a full disk", the wrong advice. A subprocess: a hang must end."""
+    make, what = NOT_REGULAR[kind]
+    journal = tmp_path / "j.db"
+    make(journal)
+    write_invoice(outbox, "INV-1")
+    argv = [str(outbox) if arg == "OUTBOX" else arg for arg in args]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *argv, "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "1000"},
+        timeout=60,
+    )
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    words = f"the journal {journal} is not a regular file but {what}"
+    if args[0] == "doctor":
+        assert f"{journal} cannot be read as a journal: not a regular file but {what}" in (
+            done.stdout
+        )
+    else:
+        assert unstamped(done.stderr).splitlines()[0] == (
+            f"invoicectl: error: {words}: nothing was read or changed; name the journal's "
+            "file with --journal or INVOICECTL_JOURNAL"
+        )
+    assert "disk I/O" not in done.stdout + done.stderr
+    assert not (tmp_path / "j.db.lock").exists()

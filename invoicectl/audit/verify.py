@@ -39,6 +39,7 @@ from invoicectl.audit.findings import Finding, Verification
 from invoicectl.errors import UsageError
 from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.chain import COVERED
+from invoicectl.journal.sqlite_open import not_regular
 from invoicectl.locations import JournalURL, Location
 
 __all__ = ["Finding", "Verification", "parse_subset", "verify"]
@@ -68,6 +69,9 @@ def verify(
     if isinstance(path, JournalURL):
         return _verify_database(path, subset, rng)
     result = Verification(str(path))
+    if kind := not_regular(path):
+        result.add("journal", f"not a regular file but {kind}")
+        return result
     if not path.is_file():
         result.add("journal", f"no journal file at {path}")
         return result

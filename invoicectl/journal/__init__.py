@@ -49,7 +49,7 @@ from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.moved import refuse_if_moved
 from invoicectl.journal.runlock import RunLock
-from invoicectl.journal.sqlite_open import refuse_missing
+from invoicectl.journal.sqlite_open import not_regular, refuse_missing, refuse_not_regular
 from invoicectl.locations import JournalURL, Location
 
 __all__ = [
@@ -117,6 +117,7 @@ def locked_journal(
         return
     if not create:
         refuse_missing(path)
+    refuse_not_regular(path)  # before its lock file is made beside it
     with _explained(path), RunLock(path, command=command):
         refuse_if_moved(path, command)
         with Journal(path, clock) as journal:
@@ -175,6 +176,8 @@ def peek_stored(path: Path, directory: str) -> Container[str] | None:
     a journal that does not exist holds nothing."""
     if not path.exists():
         return frozenset()
+    if not_regular(path):  # a FIFO would block here; opening the journal says what it is
+        return None
     try:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     except sqlite3.Error:

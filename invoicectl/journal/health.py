@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from invoicectl.journal.migrations import MIGRATIONS, _applied, bring_up_to_date, user_tables
+from invoicectl.journal.sqlite_open import not_regular
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -43,6 +44,9 @@ def examine(path: Path) -> JournalHealth:
     """What the journal at ``path`` is like; nothing is created, written or migrated."""
     if not path.exists():
         return JournalHealth(path=path, exists=False, writable=_creatable(path.parent))
+    kind = not_regular(path)
+    if kind is not None:  # a FIFO would block the read-only open below, forever
+        return JournalHealth(path=path, exists=True, error=f"not a regular file but {kind}")
     wal = Path(f"{path}-wal")
     found = JournalHealth(
         path=path,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import stat
 import time
 from pathlib import Path
 
@@ -43,6 +44,38 @@ def _set_wal_mode(conn: sqlite3.Connection) -> None:
             time.sleep(0.01)
 
 
+def not_regular(path: Path) -> str | None:
+    """What ``path`` is when it is there but not a regular file (a link is followed): "a
+    directory", "a FIFO (named pipe)", ...; None for a regular file, for nothing there, or
+    for what cannot be looked at (opening it says why). SQLite opening a FIFO blocks until
+    a writer comes, forever; a directory or a device reads as "disk I/O error"."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory"
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "not a file"
+
+
+def refuse_not_regular(path: Path) -> None:
+    """``JournalError`` when the journal's path is there but not a regular file."""
+    kind = not_regular(path)
+    if kind is not None:
+        raise JournalError(
+            f"the journal {path} is not a regular file but {kind}: nothing was read or "
+            "changed; name the journal's file with --journal or INVOICECTL_JOURNAL"
+        )
+
+
 def refuse_missing(path: Path) -> None:
     """For a command that only reads the journal or decides on what it holds (status, show,
     hold, reconcile, doctor, ...): a journal that is not there is one ``JournalError`` line,
@@ -55,11 +88,13 @@ def refuse_missing(path: Path) -> None:
         raise JournalError(explain_missing(path)) from None
     except OSError as error:
         raise JournalError(explain_os(error, path)) from None
+    refuse_not_regular(path)
 
 
 def open_database(path: Path) -> Database:
     """The journal at ``path``, created if need be; a failure is one ``JournalError`` line
     naming the file and its cause (``failures``)."""
+    refuse_not_regular(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not path.exists():
