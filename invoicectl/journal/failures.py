@@ -101,6 +101,15 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
     )
 
 
+def explain_lost_row(journal: Path, what: str) -> str:
+    """One line for a row the journal must hold and does not (deleted by hand, or a file
+    pieced together): ``what`` names it. Nothing more is done with such a journal."""
+    return (
+        f"the journal {journal} is damaged: {what} is gone (deleted by hand, or the file "
+        f"pieced together); nothing was sent, {_KEPT}. Restore the journal from a backup"
+    )
+
+
 def explain_missing(journal: Path) -> str:
     """One line for a journal that is not there, to a command that does not create one."""
     return (

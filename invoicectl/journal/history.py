@@ -12,7 +12,9 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from invoicectl.errors import JournalError
 from invoicectl.journal.database import JournalBase
+from invoicectl.journal.failures import explain_lost_row
 from invoicectl.journal.records import JournalIdentity
 
 
@@ -20,6 +22,8 @@ class HistoryRecords(JournalBase):
     def identity(self) -> JournalIdentity:
         """This journal's random id and when it was made (m008)."""
         row = self.db.execute("SELECT journal_id, created_at FROM identity WHERE id = 1").fetchone()
+        if row is None:  # written by its migration, never deleted: the file was edited
+            raise JournalError(explain_lost_row(self.path, "its identity (table identity)"))
         return JournalIdentity(str(row[0]), str(row[1]))
 
     def has_sent_to(self, base_url: str) -> bool:

@@ -14,8 +14,9 @@ from dataclasses import fields
 from functools import cache
 from typing import Any
 
-from invoicectl.errors import StoredCopyDamaged
+from invoicectl.errors import JournalError, StoredCopyDamaged
 from invoicectl.journal.database import JournalBase
+from invoicectl.journal.failures import explain_lost_row
 from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
     Attempt,
@@ -303,6 +304,9 @@ class InvoiceRecords(JournalBase):
             "SELECT facts FROM revisions WHERE invoice_id = ? AND sha256 = ?",
             (invoice_id, sha256),
         ).fetchone()
+        if row is None:  # a revision the journal's own rows name (file stats, an invoice)
+            what = f"the revision {sha256[:12]} of invoice {invoice_id} (table revisions)"
+            raise JournalError(explain_lost_row(self.path, what))
         return dict(json.loads(row[0]))
 
     def content(self, sha256: str) -> bytes:
