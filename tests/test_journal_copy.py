@@ -414,3 +414,37 @@ def test_a_committed_copy_whose_note_cannot_be_written_says_it_is_committed(tmp_
         copy_journal(journal, JournalURL(pg_url))
 
     assert table_rows(JournalURL(pg_url), "invoices") != []  # committed, as it says
+
+
+def test_a_copy_killed_between_its_commit_and_its_note_is_completed_by_a_rerun(
+    tmp_path, pg_url, monkeypatch
+):
+    """Killed after PostgreSQL committed and before ``journal.db.moved`` was written: a rerun
+    said the target "is not empty ... nothing was written", and the SQLite file went on
+    sending beside a PostgreSQL journal of the same identity (found by a crash review). The
+    rerun finds its own journal there (journal_id and chain head) and writes the note."""
+    journal, outbox = made_journal(tmp_path)
+    assert invoke("journal", "copy", "--journal", str(journal), "--to", pg_url).exit_code == 0
+    note = tmp_path / "journal.db.moved"
+    note.unlink()  # as the kill left it: committed, no note
+    target = JournalURL(pg_url)
+    before = {table: table_rows(target, table) for table in ("invoices", "chain", "events")}
+    with Journal(journal) as opened:
+        journal_id = opened.identity().journal_id
+        head = opened.chain_head()
+
+    result = invoke("journal", "copy", "--journal", str(journal), "--to", pg_url)
+
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.stdout.split())
+    assert said == (
+        f"the earlier copy of {journal} to {pg_url} had completed: the target holds this "
+        f"journal ({journal_id}, chain head {head[0]}:{head[1][:16]} equal in both); nothing "
+        "was copied again. The note that makes the SQLite file an archive is written now."
+    )
+    assert json.loads(note.read_text())["moved_to"] == pg_url
+    assert {table: table_rows(target, table) for table in before} == before
+    write_invoice(outbox, "INV-AFTER")
+    monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
+    sent = invoke("send", str(outbox), "--journal", str(journal))
+    assert sent.exit_code == ExitCode.COULD_NOT_RUN and "is an archive now" in sent.output

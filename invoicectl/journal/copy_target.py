@@ -88,6 +88,15 @@ class Target:
         self.raw = raw
         self.target = target
 
+    def holds(self, journal_id: str | None, head: tuple[int, str]) -> bool:
+        """Whether the target is this very journal already: the source's journal_id and
+        chain head (a new target has an identity of its own and its genesis alone)."""
+        row = self.raw.execute("SELECT journal_id FROM identity WHERE id = 1").fetchone()
+        if journal_id is None or row is None or str(row[0]) != journal_id:
+            return False
+        row = self.raw.execute("SELECT seq, hash FROM chain ORDER BY seq DESC LIMIT 1").fetchone()
+        return row is not None and (int(row[0]), str(row[1])) == head
+
     def copy_all(
         self, source: Source, tables: dict[str, tuple[list[str], str]], batch: int
     ) -> tuple[tuple[TableCopy, ...], int]:

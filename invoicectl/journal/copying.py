@@ -55,6 +55,9 @@ class CopyReport:
     chain_head: str
     blobs_checked: int
     seconds: float
+    # The target already held this journal (its journal_id and chain head): an earlier copy
+    # committed and was stopped before its note (``moved``), which this run wrote.
+    completed_earlier: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -66,10 +69,18 @@ class CopyReport:
             "chain_head": {"seq": self.chain_seq, "hash": self.chain_head},
             "blobs_checked": self.blobs_checked,
             "verified": True,
+            "completed_earlier": self.completed_earlier,
             "seconds": round(self.seconds, 3),
         }
 
     def lines(self) -> list[str]:
+        if self.completed_earlier:
+            return [
+                f"the earlier copy of {self.source} to {self.target} had completed: the target"
+                f" holds this journal ({self.journal_id}, chain head {self.chain_seq}:"
+                f"{self.chain_head[:16]} equal in both); nothing was copied again. The note"
+                " that makes the SQLite file an archive is written now."
+            ]
         width = max(len(table.name) for table in self.tables)
         rows = [f"  {table.name:<{width}}  {table.rows:>10,}" for table in self.tables]
         return [
@@ -100,8 +111,10 @@ def copy_journal(
 
         with pg_errors(target), PgJournal(target) as journal, pg_run_lock(journal, "journal copy"):
             writer = Target(cast(Any, journal.db.conn).raw, target)
-            copied, checked = writer.copy_all(reader, tables, batch)
             seq, head = reader.head()
+            # Killed between the commit and the note: this run finds its own copy there.
+            earlier = writer.holds(reader.journal_id, (seq, head))
+            copied, checked = ((), 0) if earlier else writer.copy_all(reader, tables, batch)
         # Committed: from now on the file is an archive (``moved``), still under its lock.
         _note_committed_move(source, target)
     return CopyReport(
@@ -113,6 +126,7 @@ def copy_journal(
         chain_head=head,
         blobs_checked=checked,
         seconds=monotonic() - started,
+        completed_earlier=earlier,
     )
 
 
