@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from invoicectl.goroute.identifiers import checked_id, usable_id, why_unusable
-from invoicectl.goroute.jsontext import MAX_DEPTH, deeper_than, first_text, text_of
+from invoicectl.goroute.jsontext import first_text, json_or_none, text_of
 from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
@@ -99,7 +99,7 @@ class Answer:
         # Parsed before the text is redacted, then every decoded string on its own: a marker
         # put into raw JSON text could land after a backslash and break the document.
         unredacted = _decoded(body, response)
-        data = redact_data(_json_or_none(unredacted), redact)
+        data = redact_data(json_or_none(unredacted), redact)
         text = redact(unredacted)
         header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
@@ -373,29 +373,6 @@ def _decoded(body: bytes, response: httpx.Response) -> str:
         return body.decode(response.encoding or "utf-8", errors="replace")
     except LookupError:
         return body.decode("utf-8", errors="replace")
-
-
-def _json_or_none(text: str) -> Any:
-    """The parsed body; None when it is not JSON, or nested past ``MAX_DEPTH``."""
-    if not text.strip():
-        return None
-    try:
-        data = json.loads(text, object_pairs_hook=_one_value_a_key)
-    except (ValueError, RecursionError):
-        return None
-    return None if deeper_than(data, MAX_DEPTH) else data
-
-
-def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    """A JSON object whose keys each have one value: ``{"transaction_id": "txn_1",
-    "transaction_id": "txn_2"}`` says two things, and which one GoRoute meant is unknown, so
-    the body is no answer (a send's is then unanswered, replayed under its key)."""
-    data: dict[str, Any] = {}
-    for key, value in pairs:
-        if key in data and data[key] != value:
-            raise ValueError(f"the key {key!r} twice, with two values")
-        data[key] = value
-    return data
 
 
 def _standard_phrase(status: int) -> str:

@@ -1,4 +1,5 @@
-"""Text out of decoded JSON from a server that may not follow its own documentation.
+"""Decoding JSON from a server that may not follow its own documentation (``json_or_none``),
+and text out of what it decoded.
 
 GoRoute's answers (and any proxy's in front of it) are read tolerantly: a field counts only if
 it holds a non-empty string or a finite number, and a body nests no deeper than an answer
@@ -7,6 +8,7 @@ does. Server text reaches an outcome or a message through ``text.folded_line``.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from typing import Any
@@ -52,3 +54,26 @@ def deeper_than(data: Any, limit: int) -> bool:
             return True
         stack.extend((child, depth + 1) for child in children)
     return False
+
+
+def json_or_none(text: str) -> Any:
+    """The parsed body; None when it is not JSON, or nested past ``MAX_DEPTH``."""
+    if not text.strip():
+        return None
+    try:
+        data = json.loads(text, object_pairs_hook=_one_value_a_key)
+    except (ValueError, RecursionError):
+        return None
+    return None if deeper_than(data, MAX_DEPTH) else data
+
+
+def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object whose keys each have one value: ``{"transaction_id": "txn_1",
+    "transaction_id": "txn_2"}`` says two things, and which one GoRoute meant is unknown, so
+    the body is no answer (a send's is then unanswered, replayed under its key)."""
+    data: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in data and data[key] != value:
+            raise ValueError(f"the key {key!r} twice, with two values")
+        data[key] = value
+    return data
