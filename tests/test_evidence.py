@@ -369,3 +369,20 @@ def test_a_second_account_on_the_same_outbox_never_sends_what_the_first_did(
         held = {i.invoice_id for i in journal.invoices() if i.hold is not None}
         assert held == {"S-1", "S-2"}
         assert "another account" in (journal.invoice("S-1").hold_reason or "")  # type: ignore[union-attr]
+
+
+def test_a_pending_invoice_whose_key_carried_a_request_counts_as_unanswered(
+    journal_path: Location, outbox: Path
+):
+    """A run killed before its answer was recorded leaves the invoice pending under a used
+    key: the next send replays it, so the count says so, not "waiting to be sent"."""
+    from invoicectl.lifecycle.plan import attention_causes
+
+    write_invoice(outbox, "K-1")
+    write_invoice(outbox, "K-2")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        now = datetime.now(UTC)
+        force(journal, "K-1", idempotency_key="invoice-K-1", key_first_used_at=now.isoformat())
+        texts = [cause.text for cause in attention_causes(journal, now)]
+    assert texts == ["1 waiting to be sent", "1 unanswered, replayed by the next send"]

@@ -75,7 +75,6 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
     held, found_already = planned.held, planned.found
     on_hold = journal.hold_counts()[Hold.held]
     failed = journal.delivery_failure_count(on_hold=False)
-    unknown = counts[InvoiceState.unknown] - len(held)
     found = [
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.key_reused], "key_reused"),
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.amended], "amended"),
@@ -89,8 +88,9 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
         (ExitCode.NEEDS_RECONCILE, failed, "delivery failed"),
         (ExitCode.NEEDS_FIX, counts[InvoiceState.invalid], "invalid"),
         (ExitCode.NEEDS_FIX, counts[InvoiceState.rejected], "rejected"),
-        # Sent, or replayed safely, by the next send.
-        (ExitCode.INCOMPLETE, counts[InvoiceState.pending], "waiting to be sent"),
-        (ExitCode.INCOMPLETE, unknown, "unanswered, replayed by the next send"),
+        # Sent, or replayed safely, by the next send: a pending invoice whose key carried a
+        # request (a run killed before its answer was recorded) is a replay, not a first send.
+        (ExitCode.INCOMPLETE, len(planned.pending), "waiting to be sent"),
+        (ExitCode.INCOMPLETE, len(planned.replays), "unanswered, replayed by the next send"),
     ]
     return [Cause(code, f"{count} {what}") for code, count, what in found if count > 0]
