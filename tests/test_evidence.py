@@ -386,3 +386,49 @@ def test_a_pending_invoice_whose_key_carried_a_request_counts_as_unanswered(
         force(journal, "K-1", idempotency_key="invoice-K-1", key_first_used_at=now.isoformat())
         texts = [cause.text for cause in attention_causes(journal, now)]
     assert texts == ["1 waiting to be sent", "1 unanswered, replayed by the next send"]
+
+
+def test_the_operators_force_release_of_a_contradicted_row_stands(
+    journal_path: Location, outbox: Path
+):
+    """A request never answered, then the row edited back to a fresh pending one: held,
+    with `release --force` named as the way out (there is no transaction for reconcile to
+    look up), and once the operator gives that word the next send does not hold it again."""
+    sandbox = lost_answer(journal_path, outbox, "U-1")
+    with open_journal(journal_path) as journal:
+        force(journal, "U-1", state="pending", idempotency_key=None, key_sha256=None,
+              key_first_used_at=None)  # fmt: skip
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport(), policy=ONE_TRY)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with open_journal(journal_path) as journal:
+        held = journal.invoice("U-1")
+        assert held is not None and "`invoicectl release U-1 --force`" in (held.hold_reason or "")
+        assert release(journal, "U-1", "clerk", force=True).done
+
+    answering = emulator()  # the operator's word: GoRoute holds no delivery of it
+    _, summary = send(settings_for(journal_path), outbox, answering.transport(), policy=ONE_TRY)
+
+    assert summary.exit_code == ExitCode.OK, summary
+    assert states(journal_path) == {"U-1": "accepted"}
+
+
+def test_the_operators_force_release_of_another_accounts_invoice_stands(
+    tmp_path: Path, outbox: Path
+):
+    """Held because another profile's journal sent it from this outbox: the operator's
+    `release --force` (that send was no delivery of it) lets the next send take it."""
+    from dataclasses import replace as replaced
+
+    write_invoice(outbox, "S-1")
+    sandbox = emulator()
+    send(replaced(settings_for(tmp_path / "a.db"), profile="a"), outbox, sandbox.transport())
+    second = replaced(settings_for(tmp_path / "b.db"), profile="b")
+    send(second, outbox, sandbox.transport(), trust_new_journal=True)
+    with open_journal(tmp_path / "b.db") as journal:
+        assert release(journal, "S-1", "clerk", force=True).done
+
+    _, summary = send(second, outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.OK, summary
+    assert states(tmp_path / "b.db") == {"S-1": "accepted"}

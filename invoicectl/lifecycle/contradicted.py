@@ -12,7 +12,7 @@ from invoicectl.errors import InvoiceBusy
 from invoicectl.goroute.identifiers import checked_id
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState
-from invoicectl.lifecycle.evidence import note_evidence
+from invoicectl.lifecycle.evidence import dismissed_since_first_use, note_evidence
 from invoicectl.lifecycle.holds import hold
 from invoicectl.lifecycle.refusals import NOT_PROCESSED
 
@@ -25,18 +25,20 @@ _UNDELIVERED = (*NOT_PROCESSED, "rejected")
 def hold_contradicted(journal: JournalBackend) -> list[str]:
     """Hold every such invoice; their IDs. Reads the pending invoices (an index), most often
     none, and asks the attempts of the few never sent."""
-    never_sent = [
-        invoice.invoice_id
+    never_sent = {
+        invoice.invoice_id: invoice
         for invoice in journal.invoices(InvoiceState.pending)
         if invoice.key_first_used_at is None and invoice.key_version <= 1 and invoice.hold is None
-    ]
-    requested = journal.requested_before(never_sent, _UNDELIVERED) if never_sent else {}
+    }
+    requested = journal.requested_before(list(never_sent), _UNDELIVERED) if never_sent else {}
+    held: list[str] = []
     for invoice_id, txn in sorted(requested.items()):
-        named = f" (transaction {txn})" if txn else ""
+        if dismissed_since_first_use(journal, never_sent[invoice_id]):
+            continue  # the operator's `release --force` is the last word on this evidence
         reason = (
-            f"the journal's row says it was never sent, but the journal holds a request for it "
-            f"that may have delivered it{named}: the row was edited or lost; `invoicectl verify` "
-            "names the damage, `invoicectl reconcile` finds what GoRoute holds"
+            "the journal's row says it was never sent, but the journal holds a request for it "
+            f"that may have delivered it{_named(txn)}: the row was edited or lost; "
+            f"`invoicectl verify` names the damage, {_way_out(invoice_id, txn)}"
         )
         try:
             with journal.transaction():
@@ -46,4 +48,20 @@ def hold_contradicted(journal: JournalBackend) -> list[str]:
                     note_evidence(journal, invoice, reason)
         except InvoiceBusy:  # a live send worker holds it (PostgreSQL): the next run's
             continue
-    return sorted(requested)
+        held.append(invoice_id)
+    return held
+
+
+def _named(txn: str | None) -> str:
+    return f" (transaction {txn})" if txn else ""
+
+
+def _way_out(invoice_id: str, txn: str | None) -> str:
+    """The next step: reconcile judges a named transaction; with none (a request never
+    answered) only the operator can say, once GoRoute's dashboard shows no delivery."""
+    if txn:
+        return "`invoicectl reconcile` finds what GoRoute holds"
+    return (
+        f"`invoicectl release {invoice_id} --force` only once you know GoRoute holds no "
+        "delivery of it"
+    )

@@ -11,14 +11,14 @@ delivery of it. The cost follows this journal's unsent invoices, not the others'
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
 from invoicectl.errors import InvoiceBusy, JournalError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState
-from invoicectl.lifecycle.evidence import note_evidence
+from invoicectl.lifecycle.evidence import dismissed_since_first_use, note_evidence
 from invoicectl.lifecycle.holds import hold
 from invoicectl.locations import Location, journal_location
 from invoicectl.send.marker import other_journals
@@ -39,7 +39,7 @@ def hold_sent_by_others(
     if not others:
         return []
     never_sent = {
-        invoice.invoice_id
+        invoice.invoice_id: invoice
         for invoice in journal.invoices(InvoiceState.pending)
         if invoice.key_first_used_at is None and invoice.hold is None
     }
@@ -48,6 +48,8 @@ def hold_sent_by_others(
         return held
     for other, where in sorted(others.items()):
         for invoice_id in sorted(_sent_there(where, never_sent, opened_journal)):
+            if dismissed_since_first_use(journal, never_sent[invoice_id]):
+                continue  # the operator's `release --force` is the last word on it
             reason = (
                 f"the journal {where} ({other}) holds it as sent from this outbox through "
                 "another account; sent here too, the receiver would have it twice: "
@@ -56,11 +58,11 @@ def hold_sent_by_others(
             )
             if _held(journal, invoice_id, reason):
                 held.append(invoice_id)
-                never_sent.discard(invoice_id)
+                del never_sent[invoice_id]
     return held
 
 
-def _sent_there(where: str, invoice_ids: set[str], opened_journal: Opener) -> set[str]:
+def _sent_there(where: str, invoice_ids: Iterable[str], opened_journal: Opener) -> set[str]:
     """Those of ``invoice_ids`` the journal at ``where`` holds as sent or perhaps sent; none
     when it is not there any more (a journal the marker names but that was removed)."""
     location = journal_location(where)
