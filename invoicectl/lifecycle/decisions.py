@@ -55,15 +55,34 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "reconcile` and follow its verdict (where it found a send, `invoicectl release "
             f"{invoice_id} --force` once you know it is no delivery of this invoice)"
         )
-    if not allowed(Transition.new_version, state) or (
-        state is InvoiceState.accepted and invoice.remote_status != "failed"
-    ):
+    if state is InvoiceState.accepted and invoice.remote_status != "failed":
+        raise UsageError(_not_failed(invoice))
+    if not allowed(Transition.new_version, state):
         raise UsageError(
             f"invoice {invoice_id} is {state}; --new-version is for amended, rejected, "
             "key_reused and unknown invoices after `invoicectl reconcile` has shown what "
             "GoRoute holds, and for accepted invoices whose delivery failed"
         )
     return invoice
+
+
+def _not_failed(invoice: Invoice) -> str:
+    """Why an accepted invoice gets no new key: delivered, on its way, or its delivery status
+    not read since it was accepted (a replay's answer names the transaction, not its fate)."""
+    accepted = f"invoice {invoice.invoice_id} is accepted"
+    if invoice.transaction_id:
+        accepted += f" (transaction {invoice.transaction_id})"
+    if invoice.remote_status == "delivered":
+        return f"{accepted} and delivered: a new version would deliver it twice"
+    if invoice.remote_status:
+        return (
+            f"{accepted} and its delivery is {invoice.remote_status}, not failed: "
+            "`invoicectl reconcile` reads its status again; --new-version only once it failed"
+        )
+    return (
+        f"{accepted} and its delivery is not known to have failed: `invoicectl reconcile` "
+        "reads its delivery status; --new-version only once it says delivery failed"
+    )
 
 
 def _replay_first(invoice: Invoice) -> str:

@@ -23,6 +23,8 @@ from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict, W
 # clocks disagree. Anything older than this before the first attempt was not created by it.
 CLOCK_SLACK = timedelta(minutes=10)
 IN_PROGRESS_STATUSES = frozenset({"pending", "processing", "sending"})
+# A journal state whose key carried a request with no final answer: the next send replays it.
+_UNANSWERED = ("unknown", "pending")
 
 
 def matched(
@@ -103,7 +105,29 @@ def matched(
             window=window,
         )
     return build_case(
-        invoice_id, verdict, side, api=api, detail="; ".join(detail + notes), window=window
+        invoice_id,
+        verdict,
+        side,
+        api=api,
+        action=_replay_first(invoice_id, verdict, side, window),
+        detail="; ".join(detail + notes),
+        window=window,
+    )
+
+
+def _replay_first(
+    invoice_id: str, verdict: Verdict, side: JournalSide, window: Window
+) -> str | None:
+    """A failed delivery of a send never answered, its key's window still open: a new key is
+    refused until the replay under the old one has said what the key did (``--new-version``'s
+    rule), so the steps are the replay, reconcile, then the new version. Else the verdict's."""
+    if verdict is not Verdict.sent_then_failed or side.state not in _UNANSWERED or not window[0]:
+        return None
+    return (
+        f"delivery failed; `invoicectl send DIR` replays it under its key (its 24-hour window "
+        f"is open, so GoRoute answers with that transaction, delivering nothing), then "
+        f"`invoicectl reconcile` reads the failure, then `invoicectl send DIR --new-version "
+        f"{invoice_id}` sends it again under a new key"
     )
 
 
