@@ -42,7 +42,8 @@ MEANINGS = {
     ExitCode.NEEDS_FIX: "some invoices are invalid or rejected: a person must fix them",
     ExitCode.NEEDS_RECONCILE: "some invoices need reconciliation (key_reused, unknown outside "
     "the 24-hour window, amended) or are held",
-    ExitCode.LOCKED: "another run holds the journal",
+    ExitCode.LOCKED: "another run holds the journal, or sends from the outbox through another "
+    "journal",
     ExitCode.AUTH_REFUSED: "the API refused the credentials (401/403)",
     ExitCode.COULD_NOT_RUN: "could not run (configuration, journal unreadable, bug)",
     ExitCode.USAGE: "usage error",

@@ -41,6 +41,7 @@ from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
 from invoicectl.send.other_accounts import hold_sent_by_others
+from invoicectl.send.outbox_turns import outbox_turn
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
@@ -81,7 +82,13 @@ def send(
     journal_lock = locked_journal(
         settings.journal, "send", clock=clocks.wall, shared=True, create=True
     )
-    with RunSignals() as signals, journal_lock as journal, ExitStack() as emulator:
+    with RunSignals() as signals, journal_lock as journal, ExitStack() as held:
+        if options.outbox is not None:  # two journals never send from one outbox at once
+            journal_id = journal.identity().journal_id
+            turn = outbox_turn(
+                options.outbox, settings.base_url, journal_id, options.supplier, settings.journal
+            )
+            held.enter_context(turn)
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
@@ -109,7 +116,7 @@ def send(
             # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
             idle = nothing_to_send(journal, options)
             if not idle and transport is None:
-                transport = emulator.enter_context(session())
+                transport = held.enter_context(session())
             # A journal with no history here, or one that lost it, asks GoRoute first.
             # Its GETs change nothing remote: a stop signal cancels them where they wait.
             options, keeper = check_history(

@@ -1,0 +1,155 @@
+"""Two journals never send from one outbox at once (``send/outbox_turns.py``): real flocks,
+real processes, and the send of two accounts started in the same minute."""
+
+from __future__ import annotations
+
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import threading
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pytest
+from sendkit import FAST_RETRY, emulator, send, settings_for, states
+from ublfactory import write_invoice
+
+from invoicectl.errors import ExitCode, JournalLocked
+from invoicectl.scan.ingest import scanning
+from invoicectl.send import runner
+from invoicectl.send.options import SendOptions
+from invoicectl.send.outbox_turns import TURNS, outbox_turn
+
+BASE = "https://api.goroute.example"
+A, B = "a" * 32, "b" * 32
+ACME, BETA = "0088:5790000435951", "0192:987654321"
+
+
+def turn(outbox: Path, journal_id: str, supplier: str | None = None, base_url: str = BASE) -> Any:
+    return outbox_turn(outbox, base_url, journal_id, supplier, Path(f"/srv/{journal_id[0]}.db"))
+
+
+def test_a_second_journal_sending_every_file_is_refused_naming_the_first(outbox: Path):
+    with turn(outbox, A):
+        with pytest.raises(JournalLocked) as refused, turn(outbox, B):
+            pass  # pragma: no cover - refused before
+        message = str(refused.value)
+        assert str(outbox) in message and "/srv/a.db" in message and f"pid {os.getpid()}" in message
+        assert refused.value.exit_code == ExitCode.LOCKED
+    with turn(outbox, B):  # the first has ended: the turn is free
+        pass
+
+
+def test_the_workers_of_one_journal_share_its_turn(outbox: Path):
+    with turn(outbox, A), turn(outbox, A), turn(outbox, A, supplier=ACME):
+        pass
+
+
+def test_sends_of_two_suppliers_share_the_outbox_but_not_with_one_of_every_file_or_the_same(
+    outbox: Path,
+):
+    """``--all-profiles`` runs one send per supplier at once: they take different files."""
+    with turn(outbox, A, supplier=ACME), turn(outbox, B, supplier=BETA):
+        for refused in ({}, {"supplier": ACME}):
+            with pytest.raises(JournalLocked), turn(outbox, "c" * 32, **refused):
+                pass  # pragma: no cover - refused before
+    with turn(outbox, A), pytest.raises(JournalLocked), turn(outbox, B, supplier=BETA):
+        pass  # pragma: no cover - refused before
+
+
+def test_another_base_url_is_another_goroute_and_no_conflict(outbox: Path):
+    with turn(outbox, A), turn(outbox, B, base_url="http://127.0.0.1:8080"):
+        pass
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
+def test_a_read_only_outbox_has_no_turns_and_refuses_nothing(outbox: Path):
+    outbox.chmod(stat.S_IRUSR | stat.S_IXUSR)
+    try:
+        with turn(outbox, A), turn(outbox, B):
+            pass
+    finally:
+        outbox.chmod(stat.S_IRWXU)
+    assert not (outbox / TURNS).exists()
+
+
+def test_an_outbox_where_the_turns_cannot_be_made_refuses_nothing(outbox: Path):
+    (outbox / TURNS).write_text("not a directory")  # as any file the run cannot replace
+    with turn(outbox, A), turn(outbox, B):
+        pass
+
+
+HOLDER = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    from invoicectl.send.outbox_turns import outbox_turn
+
+    with outbox_turn(Path(sys.argv[1]), sys.argv[2], sys.argv[3], None, Path("/srv/x.db")):
+        print("holding", flush=True)
+        sys.stdin.readline()
+    """
+)
+
+
+def test_a_turn_held_by_another_process_refuses_and_goes_with_its_kill_9(outbox: Path):
+    with subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(outbox), BASE, A],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    ) as holder:  # fmt: skip
+        try:
+            assert holder.stdout is not None and holder.stdout.readline() == "holding\n"
+            with pytest.raises(JournalLocked, match=f"pid {holder.pid}"), turn(outbox, B):
+                pass  # pragma: no cover - refused before
+        finally:
+            holder.send_signal(signal.SIGKILL)
+            holder.wait(30)
+    with turn(outbox, B):  # a dead run holds nothing, whatever its file still says
+        pass
+
+
+def test_two_accounts_sending_at_once_never_both_send_a_new_invoice(tmp_path: Path, outbox: Path):
+    """Two profiles without a sender on one outbox, run by two cron lines in the same minute:
+    the second is refused before its first request, and its next run holds what the first
+    sent (``other_accounts``). Before turns, both looked before either sent, and both sent."""
+    write_invoice(outbox, "S-1")
+    accounts = {"a": emulator(), "b": emulator()}
+    first = replace(settings_for(tmp_path / "a.db"), profile="a")
+    second = replace(settings_for(tmp_path / "b.db"), profile="b")
+    send(first, outbox, accounts["a"].transport())
+    send(second, outbox, accounts["b"].transport(), trust_new_journal=True)  # S-1 held there
+    write_invoice(outbox, "S-2")  # new: both runs of the next minute find it
+    checked, go_on = threading.Event(), threading.Event()
+    results: list[Any] = []
+
+    @contextmanager
+    def session() -> Any:  # the first run, after its checks, before its first request
+        checked.set()
+        go_on.wait(30)
+        yield accounts["a"].transport()
+
+    def run_first() -> None:
+        options = SendOptions(rate_per_minute=60_000, concurrency=10, policy=FAST_RETRY,
+                              outbox=outbox)  # fmt: skip
+        results.append(runner.send(first, scanning(outbox), options, session=session))
+
+    running = threading.Thread(target=run_first)
+    running.start()
+    try:
+        assert checked.wait(30)
+        with pytest.raises(JournalLocked, match="a send through another journal is sending from"):
+            send(second, outbox, accounts["b"].transport())
+    finally:
+        go_on.set()
+        running.join(60)
+    assert len(results) == 1 and results[0][1].exit_code == ExitCode.OK
+    _, summary = send(second, outbox, accounts["b"].transport())  # the next minute's run
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    received = [account.stats()["per_invoice"].get("S-2", 0) for account in accounts.values()]
+    assert received == [1, 0]
+    assert states(tmp_path / "b.db")["S-2"] == "pending"
