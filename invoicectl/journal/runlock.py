@@ -41,6 +41,11 @@ class LockHolder:
     started_at: str  # ISO 8601 UTC, e.g. 2026-11-29T09:40:12Z
     command: str
 
+    @classmethod
+    def this_process(cls, command: str, now: datetime) -> LockHolder:
+        started_at = now.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        return cls(os.getpid(), socket.gethostname(), started_at, command)
+
     def describe(self) -> str:
         return f"pid {self.pid} on host {self.host}, since {self.started_at}"
 
@@ -113,20 +118,15 @@ class RunLock:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            holder = _read_holder(fd)
+            holder = read_holder(fd)
             os.close(fd)
             raise JournalLocked(self._refusal(holder)) from None
         except BaseException:
             os.close(fd)
             raise
         self._fd = fd
-        self.holder = LockHolder(
-            pid=os.getpid(),
-            host=socket.gethostname(),
-            started_at=self._now().astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-            command=self.command,
-        )
-        _write_holder(fd, self.holder)
+        self.holder = LockHolder.this_process(self.command, self._now())
+        write_holder(fd, self.holder)
         return self.holder
 
     def release(self) -> None:
@@ -170,7 +170,7 @@ def lock_state(journal_path: Path) -> LockState:
         held = _held_per_kernel(os.fstat(fd))
         if held is None:
             held = _held_per_probe(fd)
-        return LockState(held=True, holder=_read_holder(fd)) if held else LockState(held=False)
+        return LockState(held=True, holder=read_holder(fd)) if held else LockState(held=False)
     finally:
         os.close(fd)
 
@@ -207,12 +207,12 @@ def _held_per_probe(fd: int) -> bool:
     return False
 
 
-def _write_holder(fd: int, holder: LockHolder) -> None:
+def write_holder(fd: int, holder: LockHolder) -> None:
     os.ftruncate(fd, 0)
     os.pwrite(fd, (holder.to_json() + "\n").encode(), 0)
 
 
-def _read_holder(fd: int) -> LockHolder | None:
+def read_holder(fd: int) -> LockHolder | None:
     for attempt in range(_HOLDER_READ_TRIES):
         holder = LockHolder.from_json(os.pread(fd, 4096, 0).decode("utf-8", "replace"))
         if holder is not None:

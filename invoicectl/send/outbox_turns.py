@@ -22,9 +22,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
-import json
 import os
-import socket
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -32,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from invoicectl.errors import JournalLocked
+from invoicectl.journal.runlock import LockHolder, read_holder, write_holder
 from invoicectl.locations import Location
 
 TURNS = ".invoicectl-sends"
@@ -64,7 +63,7 @@ def outbox_turn(
         try:
             fcntl.flock(turn, fcntl.LOCK_SH | fcntl.LOCK_NB)  # only ever held shared
             _refuse_beside_others(directory, outbox, prefix, journal_id, takes)
-            _describe(turn, str(journal))
+            write_holder(turn, LockHolder.this_process(f"send to {journal}", datetime.now(UTC)))
         except BaseException:
             os.close(turn)
             raise
@@ -130,25 +129,8 @@ def _held_by(path: Path) -> str | None:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # under the gate: nobody waits
         except BlockingIOError:
-            return _description(fd)
+            holder = read_holder(fd)
+            return "another journal" if holder is None else f"{holder.command}: {holder.describe()}"
         return None
     finally:
         os.close(fd)
-
-
-def _describe(fd: int, journal: str) -> None:
-    started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-    text = {"journal": journal, "pid": os.getpid(), "host": socket.gethostname()}
-    os.ftruncate(fd, 0)
-    os.pwrite(fd, json.dumps({**text, "started_at": started}).encode(), 0)
-
-
-def _description(fd: int) -> str:
-    try:
-        data = json.loads(os.pread(fd, 4096, 0) or b"{}")
-        return (
-            f"journal {data['journal']}, pid {data['pid']} on host {data['host']}, "
-            f"since {data['started_at']}"
-        )
-    except (OSError, ValueError, TypeError, KeyError):
-        return "another journal"
