@@ -52,10 +52,11 @@ def check_environment(
     if bound is None and not allow_change and (other := journal.sent_elsewhere_than(base_url)):
         raise EnvironmentMismatch(
             f"the journal {journal.path} has no environment binding, yet it sent requests to "
-            f"{other}: its binding was lost (edited or damaged; `invoicectl verify` names it). "
-            f"Keys and transactions of one environment mean nothing in another; "
-            "--allow-environment-change if sending to "
-            f"{base_url} from it is intended."
+            f"{other} that GoRoute may have taken: either no answer there came from GoRoute's "
+            "API (a redirect, a timeout), or its binding was lost (edited or damaged; "
+            "`invoicectl verify` names it). Keys and transactions of one environment mean "
+            f"nothing in another; --allow-environment-change if sending to {base_url} from it "
+            "is intended (unanswered invoices are then replayed there under their keys)."
         )
     if bound is not None and bound != wanted and not allow_change:
         before = (

@@ -199,7 +199,9 @@ async def test_redirects_are_not_followed(api: respx.MockRouter, client: GoRoute
     outcome = await client.send_document(IDEMPOTENCY_KEY, BODY)
     assert isinstance(outcome, Transient)
     assert outcome.reason == (
-        f"GoRoute answered 307 to https://elsewhere.test/collect; check the base URL ({BASE})"
+        "GoRoute answered 307, a redirect to https://elsewhere.test/collect: the API does not "
+        f"redirect, so the base URL {BASE} is wrong or has moved (check GOROUTE_BASE_URL or "
+        "base_url)"
     )
     assert len(api.calls) == 1
 

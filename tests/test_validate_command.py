@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hostile import HostileServer, answer_json, routes
+from hostile import HostileServer, answer, answer_json, routes
 from sendkit import emulator, send, settings_for
 from test_send_validate import FailingValidate, write_invalid
 from typer.testing import CliRunner
@@ -87,6 +87,25 @@ def test_the_command_exits_75_when_goroute_validated_nothing(
     assert result.exit_code == ExitCode.INCOMPLETE, result.output
     assert "A-1: not validated (" in result.stdout and "A-2: not validated (" in result.stdout
     assert "exit 75: 2 not validated" in result.stderr
+
+
+def test_a_redirect_stops_the_command_with_exit_1_not_75(
+    outbox: Path, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """Waiting fixes no wrong base URL: exit 75 at every cron run would hide it."""
+    for number in range(3):
+        write_invoice(outbox, f"A-{number}")
+    moved = answer(301, headers={"Location": "https://api.goroute.example/peppol-api"})
+    with HostileServer(moved) as server:
+        monkeypatch.setenv("GOROUTE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
+        result = CliRunner().invoke(app, ["validate", str(outbox), "--concurrency", "1"])
+        asked = len(server.requests)
+
+    assert result.exit_code == ExitCode.COULD_NOT_RUN, result.output
+    assert asked == 1  # neither retried nor asked again for the other invoices
+    assert "A-0: not validated (GoRoute answered 301, a redirect to https://" in result.stdout
+    assert "exit 1: the base URL answered with a redirect" in result.stderr
 
 
 def test_the_command_prints_a_line_each_and_exits_3(outbox: Path):

@@ -210,11 +210,12 @@ def failure(
     if status >= 500:
         return Transient(reason=f"GoRoute answered {status}: {error.message}", **common)
     # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
-    # the request, so it stays replayable under the same key.
+    # the request, so it stays replayable under the same key (``outcomes.redirected``).
     location = answer.headers.get("Location")
     where = f" to {folded_line(redact(location))[:_MAX_MESSAGE]}" if location else ""
     return Transient(
-        reason=f"GoRoute answered {status}{where}; check the base URL ({base_url})",
+        reason=f"GoRoute answered {status}, a redirect{where}: the API does not redirect, so "
+        f"the base URL {base_url} is wrong or has moved (check GOROUTE_BASE_URL or base_url)",
         **common,
     )
 

@@ -10,12 +10,14 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
     ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
     ├── AuthRefused     401/403: every request would fail alike; stop the run
     ├── WrongEndpoint   a 404/405 page that is not the API's: the base URL is wrong; stop
-    └── Transient       5xx, timeout, connection error: the outcome is unknown, retry the same bytes
+    └── Transient       5xx, timeout, connection error: the outcome is unknown, retry the same
+                        bytes; a redirect (3xx) too, never retried: it stops the run
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TypeGuard
 
 
 @dataclass(frozen=True)
@@ -81,3 +83,28 @@ def proves_api(outcome: Outcome) -> bool:
     if isinstance(outcome, Accepted | KeyReused | Rejected | RateLimited):
         return True
     return isinstance(outcome, Transient) and (outcome.http_status or 0) >= 500
+
+
+def redirected(outcome: Outcome | None) -> TypeGuard[Transient]:
+    """Whether ``outcome`` is a redirect (3xx). GoRoute's API answers where it is asked; a
+    redirect comes from what stands in front of it, at a base URL that is wrong or has moved
+    (plain http to an https site, an old host name), and every request there meets the same
+    one. It is not retried and stops the run (``refused_if_redirected``); a document POST that
+    met one stays unknown, since nothing tells what became of it, and is replayed under its
+    key once the base URL is right."""
+    return isinstance(outcome, Transient) and 300 <= (outcome.http_status or 0) < 400
+
+
+def refused_if_redirected(outcome: Outcome) -> Outcome:
+    """``outcome`` as a request that changes nothing takes it (a lookup, a list, a
+    validation): a redirect is a wrong base URL, and the run stops as for any other, having
+    changed nothing."""
+    if not redirected(outcome):
+        return outcome
+    return WrongEndpoint(
+        message=f"{outcome.reason}; nothing was changed",
+        http_status=outcome.http_status,
+        request_id=outcome.request_id,
+        raw_body=outcome.raw_body,
+        duration=outcome.duration,
+    )

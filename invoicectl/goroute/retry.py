@@ -9,7 +9,8 @@ returned                        when
 ==============================  ===============================================================
 ``None``                        ``should_stop()`` was true before the first try: nothing sent
 ``Accepted``, ``Rejected``,     at once, never retried (permanent, or the run must stop)
-``KeyReused``, ``AuthRefused``
+``KeyReused``, ``AuthRefused``,
+a redirect (``Transient``)
 ``Transient``                   ``max_attempts`` transient answers: the caller marks the
                                 invoice ``unknown`` for the next run
 ``RateLimited``                 the server kept answering 429 beyond the 429 budget (below):
@@ -50,7 +51,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from invoicectl.goroute.outcomes import Outcome, RateLimited, Transient
+from invoicectl.goroute.outcomes import Outcome, RateLimited, Transient, redirected
 
 # ``RetryPolicy`` is part of every run's options; tenacity and the limiter (asyncio) are
 # imported where a request is retried, so a run that sends nothing loads neither.
@@ -142,7 +143,7 @@ def _telling(on_wait: OnWait) -> Callable[[tenacity.RetryCallState], None]:
 
 
 def _worth_another_try(outcome: Outcome | None) -> bool:
-    return isinstance(outcome, Transient | RateLimited)
+    return isinstance(outcome, Transient | RateLimited) and not redirected(outcome)
 
 
 class _Tries:

@@ -2,16 +2,20 @@
 
 The journal already owns the transaction; reconcile GETs it to follow the delivery status
 (``delivered``, ``delivery_failed``, ``delivery_pending``), which ``write_back`` (the facade)
-records with or without ``--apply``. A failure recorded earlier is reported again without a
+records with or without ``--apply``; a transaction that turns out to be another document
+(``another_document``: a cache that answered one send with another's answer) is no
+delivery of this invoice, and a person looks. A failure recorded earlier is reported again without a
 request (``recorded_failure``).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from invoicectl.goroute.outcomes import Outcome
-from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.goroute.transactions import Found, NotFound, Transaction
 from invoicectl.reconcile.failed_lookups import lookup_failed
-from invoicectl.reconcile.matching import api_side
+from invoicectl.reconcile.matching import api_side, compare, content_difference
 from invoicectl.reconcile.verdicts import (
     ApiSide,
     Case,
@@ -36,6 +40,19 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
     txn = outcome.transaction
     api = api_side(txn, txn_id)
+    differences = another_document(invoice_id, side, txn)
+    if differences:
+        return build_case(
+            invoice_id,
+            Verdict.different_document,
+            side,
+            api=api,
+            action=f"investigate: {invoice_id} was accepted as {txn_id}, and GoRoute's "
+            f"{txn_id} is another document: that answer may have been meant for another "
+            "request (a proxy or cache answering from memory), so whether this invoice reached "
+            f"GoRoute is unknown; look for {invoice_id} among GoRoute's transactions",
+            detail="; ".join(differences),
+        )
     if txn.status == "delivered":
         return build_case(
             invoice_id,
@@ -59,6 +76,16 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
         api=api,
         detail=f"transaction {txn_id} is {txn.status or 'without a status'}",
     )
+
+
+def another_document(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
+    """How the transaction an invoice was accepted as differs from it (``compare``, and the
+    content hash sent with it); [] when it is this invoice. A field GoRoute leaves out is no
+    difference here: the id came with the send's own answer."""
+    if not (txn.invoice_number or "").strip():
+        txn = replace(txn, invoice_number=invoice_id)
+    content = content_difference(side, txn)
+    return compare(invoice_id, side, txn) + ([content] if content else [])
 
 
 def recorded_failure(invoice_id: str, side: JournalSide) -> Case:

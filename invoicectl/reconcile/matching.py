@@ -40,7 +40,7 @@ def matched(
     api = api_side(txn, txn_id)
     differences = compare(invoice_id, side, txn)
     notes = _date_notes(side, txn)
-    content = _content_difference(side, txn)
+    content = content_difference(side, txn)
     if differences:
         verdict, detail = Verdict.different_document, differences + ([content] if content else [])
     elif content:
@@ -165,7 +165,7 @@ def compare(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
     return differences
 
 
-def _content_difference(side: JournalSide, txn: Transaction) -> str | None:
+def content_difference(side: JournalSide, txn: Transaction) -> str | None:
     """How the content differs, when GoRoute gives back the hash invoicectl sent with it.
 
     Every send carries ``metadata.sha256``, the hash of the content its key carries; a

@@ -21,7 +21,7 @@ from typing import Protocol
 
 from invoicectl.errors import ConfigError, CredentialsRefused
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint
+from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint, refused_if_redirected
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.goroute.transactions import Found, Transaction, TransactionPage
 from invoicectl.reconcile.delivery_list import DeliveryRows, list_budget, worth_listing
@@ -222,7 +222,7 @@ class Lookups:
     async def _retried(self, call: Callable[[], Awaitable[Outcome]]) -> Outcome | None:
         async def attempt() -> Outcome:
             self.requests += 1
-            outcome = await call()
+            outcome = refused_if_redirected(await call())  # a redirect: the base URL is wrong
             if isinstance(outcome, AuthRefused | WrongEndpoint) and self._refused is None:
                 self._refused = outcome
             self._tell()

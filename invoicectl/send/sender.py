@@ -9,9 +9,8 @@
 4. stops taking work on a stop request (signal, deadline, refused credentials, outage); what
    is in flight finishes, or after a deadline or a signal is abandoned (``send.stopping``).
 
-It never prints: progress goes to an ``on_progress`` callback, every wait about to start
-(pacing, a Retry-After hold, a backoff) to ``on_wait`` (``goroute.limiter.Wait``), the result is a
-``SendSummary``.
+It never prints: progress goes to ``on_progress``, each wait about to start (pacing, a
+Retry-After hold, a backoff) to ``on_wait`` (``goroute.limiter.Wait``); it returns the summary.
 """
 
 from __future__ import annotations
@@ -35,6 +34,7 @@ from invoicectl.goroute.outcomes import (
     Transient,
     WrongEndpoint,
     proves_api,
+    redirected,
 )
 from invoicectl.goroute.retry import call_with_retry
 from invoicectl.journal.interface import JournalBackend
@@ -55,6 +55,7 @@ from invoicectl.lifecycle.sending import (
     withdraw_attempt,
 )
 from invoicectl.lifecycle.transitions import TransitionRefused, current
+from invoicectl.send.answer_check import SeenTransactions
 from invoicectl.send.commits import GroupCommits
 from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
@@ -94,6 +95,7 @@ class Sender:
         self.journal = journal
         self.work = work
         self.commits = GroupCommits(journal)
+        self.seen = SeenTransactions()
         self._bind: Callable[[], None] | None = bind
         self.client = client
         self.rng = rng
@@ -163,8 +165,7 @@ class Sender:
     async def run(self) -> SendSummary:
         self._started = self.monotonic()
         self.journal.savepoints_in_memory()  # the grouped commits' savepoints: no temp files
-        # Requests of a run that ended moments ago still count in the API's window (a shared
-        # budget keeps them itself).
+        # A run just ended still has requests in the API's window (a shared budget counts them).
         if self.work is None:
             self.limiter.prime(self._started - ago for ago in recent_starts(self.journal, 60.0))
         for invoice_id in self.options.new_versions:
@@ -232,8 +233,7 @@ class Sender:
                 self.on_progress(result, self.summary)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
-        # The key and the bytes it carries, checked against their sha256 before anything
-        # is asked or spent; nothing is written until the first request (begin_attempt).
+        # The key and its bytes, checked against their sha256; nothing written before a request.
         item = claim_key(self.journal, invoice_id, replay=replay)
         # The invoice as claimed, then as each write leaves it: under the run's lock nothing
         # else writes it, and every write is conditional on the row's state and key (save).
@@ -289,7 +289,8 @@ class Sender:
             self.stopping.in_flight.add(task)  # from the request leaving to its answer
             try:
                 try:
-                    outcome = await self.client.send_document(item.key, body)
+                    answer = await self.client.send_document(item.key, body)
+                    outcome = self.seen.checked(invoice_id, answer)
                 except asyncio.CancelledError:  # abandoned: the row says so, the rest unknown
                     abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                     self.summary.requests += 1
@@ -344,6 +345,9 @@ class Sender:
             self.request_stop("rate_limit")
         if isinstance(outcome, Transient | RateLimited):
             settle(self.journal, item, outcome)  # final answers were settled already
+        if redirected(outcome):  # every request meets it: the base URL is wrong
+            self.summary.endpoint_message = outcome.reason
+            self.request_stop("wrong_url")
         self._watch_for_outage(outcome)
         invoice = answered or current(self.journal, invoice_id)  # a final answer's own record
         if isinstance(outcome, Accepted):

@@ -16,7 +16,7 @@ import httpx
 
 from invoicectl.errors import Cause, ExitCode, explain, worst
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import AuthRefused, Outcome
+from invoicectl.goroute.outcomes import AuthRefused, Outcome, redirected
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal
 from invoicectl.journal.interface import JournalBackend
@@ -73,6 +73,8 @@ class ValidateSummary:
             causes.append(Cause(ExitCode.INCOMPLETE, f"{unvalidated} not validated"))
         if self.exit_code is ExitCode.AUTH_REFUSED:
             causes.append(Cause(ExitCode.AUTH_REFUSED, "the API refused the credentials"))
+        if self.exit_code is ExitCode.COULD_NOT_RUN:
+            causes.append(Cause(ExitCode.COULD_NOT_RUN, "the base URL answered with a redirect"))
         if report.files == 0:
             causes.append(Cause(report.input_code, "the outbox holds no *.xml file"))
         return explain(self.exit_code, causes)
@@ -105,20 +107,20 @@ async def _validate(
     pending = plan(journal, journal.clock()).pending
     summary = ValidateSummary()
     limiter = RateLimiter(settings.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
-    refused = False
+    refused = wrong_url = False
     async with make_client(settings, transport) as client:
         validations = Validations(
             journal,
             client.validate_document,
             limiter,
             settings.retry_policy(),
-            should_stop=lambda: refused,
+            should_stop=lambda: refused or wrong_url,
             rng=clocks.rng,
         )
         slots = asyncio.Semaphore(max(1, settings.concurrency))
 
         async def one(invoice_id: str) -> Checked:
-            nonlocal refused
+            nonlocal refused, wrong_url
             async with slots:
                 before = validations.asked
                 known = await validations.check(current(journal, invoice_id))
@@ -126,6 +128,7 @@ async def _validate(
             if known is None:
                 outcome = validations.outcomes.get(invoice_id)
                 refused = refused or isinstance(outcome, AuthRefused)
+                wrong_url = wrong_url or redirected(outcome)
                 return Checked(invoice_id, "unvalidated", asked, reason=_failure(outcome))
             why = problem(known)
             if why is None:
@@ -140,6 +143,8 @@ async def _validate(
         codes.append(ExitCode.NEEDS_FIX)
     if refused:
         codes.append(ExitCode.AUTH_REFUSED)
+    if wrong_url:  # a redirect: every request meets it, and waiting fixes nothing
+        codes.append(ExitCode.COULD_NOT_RUN)
     if any(checked.verdict == "unvalidated" for checked in summary.checked):
         codes.append(ExitCode.INCOMPLETE)  # not judged: the next run asks again
     summary.exit_code = worst(*codes)

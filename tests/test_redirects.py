@@ -1,0 +1,144 @@
+"""A base URL that answers with a redirect (plain http to an https site, a host that has
+moved) stops the run with one line and exit 1, instead of reading as an outage (exit 75) at
+every cron run; a document POST that met one is unknown and replayed under its key, so it
+is delivered once even when the redirect came after the API had it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+from hostile import Behaviour, HostileServer, Request, Wire, answer
+from processkit import run_send
+from sendkit import assert_each_delivered_once, emulator, states
+from ublfactory import write_invoice
+
+from invoicectl.goroute.limiter import RateLimiter
+from invoicectl.goroute.outcomes import Transient
+from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.journal import Journal
+from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
+
+pytestmark = pytest.mark.slow
+
+MOVED = "https://api.goroute.example/peppol-api"
+
+
+def moved_permanently() -> Behaviour:
+    return answer(301, headers={"Location": MOVED})
+
+
+def handed_on_then_redirected(target: str) -> Behaviour:
+    """A front that hands every request on to the API at ``target`` and then answers 303 See
+    Other: the API has the document, and the client cannot tell."""
+
+    def behave(request: Request, wire: Wire) -> None:
+        headers = {
+            name: value
+            for name, value in request.headers.items()
+            if name not in ("host", "content-length", "connection")
+        }
+        httpx.request(request.method, target + request.path, content=request.body, headers=headers)
+        answer(303, headers={"Location": target + request.path})(request, wire)
+
+    return behave
+
+
+def posts(server: HostileServer) -> list[Request]:
+    return [request for request in server.requests if request.method == "POST"]
+
+
+def test_a_new_journal_meets_the_redirect_at_its_history_check(
+    outbox: Path, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.db"
+    for number in range(3):
+        write_invoice(outbox, f"H-{number}")
+    with HostileServer(moved_permanently()) as server:
+        code, output = run_send(outbox, journal, server.base_url)
+        assert posts(server) == []
+        assert len(server.requests) == 1  # never retried
+    assert code == 1, output
+    assert f"GoRoute answered 301, a redirect to {MOVED}" in output
+    assert f"the base URL {server.base_url} is wrong or has moved" in output
+    assert set(states(journal).values()) == {"pending"}
+
+
+def test_a_post_that_met_a_redirect_is_replayed_under_its_key_and_delivered_once(
+    outbox: Path, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.db"
+    ids = [f"R-{number}" for number in range(6)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as api:
+        with HostileServer(handed_on_then_redirected(api.base_url)) as front:
+            args = ("--trust-new-journal", "--no-receiver-check", "--concurrency", "1")
+            code, output = run_send(outbox, journal, front.base_url, *args)
+            sent = posts(front)
+        assert code == 1, output
+        assert "GoRoute answered 303, a redirect" in output
+        assert "exit 75" not in output
+        assert len(sent) == 1  # the first redirect stopped the run; no retry
+        after = states(journal)
+        assert sorted(after.values()) == ["pending"] * 5 + ["unknown"]
+        with Journal(journal) as opened:
+            assert opened.bound_base_url() is None  # a redirect is no answer from the API
+            (unknown,) = [row for row in opened.invoices() if row.state == "unknown"]
+        assert unknown.idempotency_key == sent[0].headers["idempotency-key"]
+
+        code, output = run_send(outbox, journal, api.base_url, "--no-receiver-check")
+        assert code == 1  # the invoice's request may have reached GoRoute at the other URL
+        assert "no answer there came from GoRoute's API (a redirect" in output, output
+        code, output = run_send(
+            outbox, journal, api.base_url, "--no-receiver-check", "--allow-environment-change"
+        )
+        assert code == 0, output
+        assert set(states(journal).values()) == {"accepted"}
+        assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_reconcile_at_a_redirect_concludes_nothing(outbox: Path, tmp_path: Path) -> None:
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "C-1")
+    with BackgroundServer(emulator()) as api:
+        assert run_send(outbox, journal, api.base_url)[0] == 0
+    env = {
+        **os.environ,
+        "GOROUTE_API_KEY": DEFAULT_API_KEY,
+        "INVOICECTL_JOURNAL": str(journal),
+    }
+    with HostileServer(moved_permanently()) as server:
+        env["GOROUTE_BASE_URL"] = server.base_url
+        run = subprocess.run(
+            [sys.executable, "-m", "invoicectl", "reconcile", "--allow-environment-change"],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=120,
+        )
+        asked = len(server.requests)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "a redirect to" in run.stderr and "nothing was changed" in run.stderr
+    assert asked == 1
+    with Journal(journal) as opened:
+        assert opened.invoice("C-1").verdict is None
+
+
+@pytest.mark.anyio
+async def test_a_redirect_is_not_retried() -> None:
+    tries = 0
+
+    async def attempt() -> Transient:
+        nonlocal tries
+        tries += 1
+        return Transient(http_status=308, reason="moved")
+
+    policy = RetryPolicy(max_attempts=5, max_wait=1.0, backoff_initial=0.01, backoff_max=0.01)
+    outcome = await call_with_retry(attempt, policy=policy, limiter=RateLimiter(6000))
+    assert isinstance(outcome, Transient) and tries == 1
