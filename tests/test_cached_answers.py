@@ -104,15 +104,20 @@ def test_reconcile_says_an_accepted_invoice_was_answered_for_another(
         code, stdout, stderr = run_cli(
             journal, api.base_url, "reconcile", "--format", "json", "--allow-environment-change"
         )
-    assert code == 4, stdout + stderr
-    cases = {case["invoice_id"]: case for case in json.loads(stdout)["cases"]}
-    assert cases["X-2"]["verdict"] == "different_document"
-    assert cases["X-2"]["needs_person"] is True
-    assert "invoice number: API X-1, journal X-2" in cases["X-2"]["detail"]
-    assert "whether this invoice reached GoRoute is unknown" in cases["X-2"]["action"]
-    assert cases["X-1"]["verdict"] in ("delivered", "delivery_pending")
+        assert code == 4, stdout + stderr
+        cases = {case["invoice_id"]: case for case in json.loads(stdout)["cases"]}
+        assert cases["X-2"]["verdict"] == "different_document"
+        assert cases["X-2"]["needs_person"] is True
+        assert "invoice number: API X-1, journal X-2" in cases["X-2"]["detail"]
+        assert "whether this invoice reached GoRoute is unknown" in cases["X-2"]["action"]
+        assert cases["X-1"]["verdict"] in ("delivered", "delivery_pending")
+        code, stdout, stderr = run_cli(
+            journal, api.base_url, "reconcile", "--apply", "--allow-environment-change"
+        )
+    assert code == 4, stdout + stderr  # nothing adopted or recorded as X-2's
     with Journal(journal) as opened:
         assert opened.invoice("X-2").remote_status is None  # X-1's delivery is not X-2's
+        assert opened.invoice("X-2").state == "accepted"
 
 
 def test_the_check_remembers_a_bounded_number_of_ids() -> None:
