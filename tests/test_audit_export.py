@@ -291,15 +291,18 @@ def test_a_bad_retention_is_refused_before_a_signing_key_is_made(
 @pytest.fixture
 def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
     """D-1 sent on 10 January, D-2 at noon on 31 January, D-3 half an hour into February
-    (UTC): the times its attempts started."""
+    (UTC): the times its attempts started. (An emulator each, seeded apart: one seed gives
+    the same transaction ids, and a 202 naming another invoice's is no acceptance.)"""
     path = tmp_path / "state" / "journal.db"
-    for invoice_id, moment in (
-        ("D-1", datetime(2026, 1, 10, 9, 0, tzinfo=UTC)),
-        ("D-2", datetime(2026, 1, 31, 12, 0, tzinfo=UTC)),
-        ("D-3", datetime(2026, 2, 1, 0, 30, tzinfo=UTC)),
+    for seed, (invoice_id, moment) in enumerate(
+        (
+            ("D-1", datetime(2026, 1, 10, 9, 0, tzinfo=UTC)),
+            ("D-2", datetime(2026, 1, 31, 12, 0, tzinfo=UTC)),
+            ("D-3", datetime(2026, 2, 1, 0, 30, tzinfo=UTC)),
+        )
     ):
         write_invoice(outbox, invoice_id)
-        send(settings_for(path), outbox, emulator().transport(), clocks=at(moment))
+        send(settings_for(path), outbox, emulator(seed=seed).transport(), clocks=at(moment))
     return path
 
 

@@ -87,9 +87,10 @@ def test_a_repeated_transaction_id_in_one_run_is_unknown_and_replayed_once(
         assert_each_delivered_once(sandbox.stats(), ids)
 
 
-def test_reconcile_says_an_accepted_invoice_was_answered_for_another(
+def test_a_transaction_the_journal_holds_for_another_invoice_is_no_acceptance(
     outbox: Path, tmp_path: Path
 ) -> None:
+    """Across runs: the journal knows whose transaction it is (found by a review)."""
     journal = tmp_path / "journal.db"
     sandbox = emulator()
     with BackgroundServer(sandbox) as api:
@@ -97,36 +98,66 @@ def test_reconcile_says_an_accepted_invoice_was_answered_for_another(
             write_invoice(outbox, "X-1")
             assert run_send(outbox, journal, cache.base_url, *QUICK)[0] == 0
             write_invoice(outbox, "X-2")  # the next run: the cache answers with X-1's 202
-            assert run_send(outbox, journal, cache.base_url, *QUICK)[0] == 0
-        assert states(journal) == {"X-1": "accepted", "X-2": "accepted"}
+            run_send(outbox, journal, cache.base_url, *QUICK, "--max-attempts", "1")
+        assert states(journal) == {"X-1": "accepted", "X-2": "unknown"}
+        with Journal(journal) as opened:
+            assert "which is invoice X-1's" in (opened.invoice("X-2").reason or "")
+
+        args = ("--no-receiver-check", "--allow-environment-change")
+        code, output = run_send(outbox, journal, api.base_url, *args)
+        assert code == 0, output
+        assert_each_delivered_once(sandbox.stats(), ["X-1", "X-2"])
+
+
+def test_reconcile_makes_an_acceptance_of_another_documents_transaction_unknown(
+    tmp_path: Path,
+) -> None:
+    """Another journal's answer (two profiles, one account, one caching front): this journal
+    cannot know the id is taken, and reconcile finds the transaction is another document."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir()
+    second.mkdir()
+    write_invoice(first, "X-1")
+    write_invoice(second, "X-2")
+    journal = tmp_path / "second.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as api:
+        with HostileServer(front(api.base_url)) as cache:
+            assert run_send(first, tmp_path / "first.db", cache.base_url, *QUICK)[0] == 0
+            assert run_send(second, journal, cache.base_url, *QUICK)[0] == 0
+        assert states(journal) == {"X-2": "accepted"}  # X-1's 202, X-2 never sent
         assert sandbox.stats()["sends_received"] == 1
+        change = "--allow-environment-change"
 
         code, stdout, stderr = run_cli(
-            journal, api.base_url, "reconcile", "--format", "json", "--allow-environment-change"
+            journal, api.base_url, "reconcile", "--format", "json", change
         )
         assert code == 4, stdout + stderr
-        cases = {case["invoice_id"]: case for case in json.loads(stdout)["cases"]}
-        assert cases["X-2"]["verdict"] == "different_document"
-        assert cases["X-2"]["needs_person"] is True
-        assert "invoice number: API X-1, journal X-2" in cases["X-2"]["detail"]
-        assert "whether this invoice reached GoRoute is unknown" in cases["X-2"]["action"]
-        assert cases["X-1"]["verdict"] in ("delivered", "delivery_pending")
-        code, stdout, stderr = run_cli(
-            journal, api.base_url, "reconcile", "--apply", "--allow-environment-change"
-        )
-    assert code == 4, stdout + stderr  # nothing adopted or recorded as X-2's
-    with Journal(journal) as opened:
-        assert opened.invoice("X-2").remote_status is None  # X-1's delivery is not X-2's
-        assert opened.invoice("X-2").state == "accepted"
+        (case,) = json.loads(stdout)["cases"]
+        assert case["verdict"] == "different_document" and case["needs_person"] is True
+        assert "invoice number: API X-1, journal X-2" in case["detail"]
+        assert "whether this invoice reached GoRoute is unknown" in case["action"]
+        with Journal(journal) as opened:
+            assert opened.invoice("X-2").remote_status is None  # X-1's delivery is not X-2's
+
+        code, stdout, stderr = run_cli(journal, api.base_url, "reconcile", "--apply", change)
+        assert "now unknown under its key" in stdout, stdout + stderr
+        with Journal(journal) as opened:
+            doubted = opened.invoice("X-2")
+        assert (doubted.state, doubted.transaction_id, doubted.verdict) == ("unknown", None, None)
+        code, output = run_send(second, journal, api.base_url, "--no-receiver-check", change)
+        assert code == 0, output  # replayed under its key, inside the window
+        assert states(journal) == {"X-2": "accepted"}
+        assert_each_delivered_once(sandbox.stats(), ["X-1", "X-2"])
 
 
 def test_the_check_remembers_a_bounded_number_of_ids() -> None:
-    seen = SeenTransactions(remembered=2)
+    seen = SeenTransactions(lambda txn, other_than: None, remembered=2)
     assert isinstance(seen.checked("A", Accepted(transaction_id="t1")), Accepted)
     assert isinstance(seen.checked("A", Accepted(transaction_id="t1")), Accepted)  # a replay
     repeated = seen.checked("B", Accepted(transaction_id="t1", http_status=202))
     assert isinstance(repeated, Transient) and repeated.http_status == 202
-    assert "given for invoice A" in repeated.reason
+    assert "which is invoice A's" in repeated.reason
     for number in range(2, 6):
         seen.checked(f"I{number}", Accepted(transaction_id=f"t{number}"))
     assert isinstance(seen.checked("C", Accepted(transaction_id="t1")), Accepted)  # forgotten

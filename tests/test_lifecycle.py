@@ -49,6 +49,7 @@ EXPECTED: dict[Transition, frozenset[InvoiceState]] = {
     Transition.release_key: frozenset({S.pending, S.unknown}),
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
     Transition.adopt: frozenset({S.key_reused, S.unknown, S.pending}),
+    Transition.doubt: frozenset({S.accepted}),
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: ALL,
     Transition.hold: ALL - {S.accepted},

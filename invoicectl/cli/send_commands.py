@@ -226,11 +226,11 @@ def send(
     )
     output.finished(summary)
     say_supplier_filter(report, supplier, quiet=as_json or quiet)
-    if summary.stopped_by == "credentials":
+    if "credentials" in summary.stops:
         say_error(
             f"the API refused the credentials ({summary.auth_message}); nothing changed state"
         )
-    if summary.stopped_by == "wrong_url":
+    if "wrong_url" in summary.stops:
         say_error(str(summary.endpoint_message))
     stopped = stop_line(summary, deadline=deadline, outage_after=outage_after(summary))
     if stopped is not None:

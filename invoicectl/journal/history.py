@@ -35,6 +35,20 @@ class HistoryRecords(JournalBase):
         ).fetchone()
         return row is not None
 
+    def transaction_owner(self, transaction_id: str, other_than: str) -> str | None:
+        """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, if
+        any (by the index of m015)."""
+        row = self.db.execute(
+            "SELECT invoice_id FROM invoices WHERE transaction_id = ? AND invoice_id != ? LIMIT 1",
+            (transaction_id, other_than),
+        ).fetchone()
+        return None if row is None else str(row[0])
+
+    def last_request_at(self) -> str | None:
+        """When the last request recorded here started, by any run to any base URL."""
+        (started,) = self.db.execute("SELECT max(started_at) FROM attempts").fetchone()
+        return None if started is None else str(started)
+
     def sent_elsewhere_than(self, base_url: str) -> str | None:
         """A base URL other than ``base_url`` a run of this journal sent a request to that
         GoRoute may have taken, if any: a request never sent, or answered as by no GoRoute

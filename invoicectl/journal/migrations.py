@@ -234,6 +234,15 @@ def m014_workers_and_claims(db: Database) -> None:
     )
 
 
+def m015_index_transaction_ids(db: Database) -> None:
+    # A 202 naming a transaction the journal holds for another invoice is no acceptance
+    # (send/answer_check.py): its owner found by the id, not by a walk of every invoice.
+    db.execute(
+        "CREATE INDEX invoices_transaction ON invoices(transaction_id)"
+        " WHERE transaction_id IS NOT NULL"
+    )
+
+
 # m014's tables: who works on what right now, no history (``journal copy`` leaves them out:
 # a copied journal starts with no worker, claim or slot).
 WORKER_TABLES = ("workers", "claims", "rate_starts")
@@ -253,6 +262,7 @@ MIGRATIONS = (
     m012_index_delivery_failures,
     m013_indexes_for_monitoring,
     m014_workers_and_claims,
+    m015_index_transaction_ids,
 )
 
 

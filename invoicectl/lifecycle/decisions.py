@@ -5,7 +5,7 @@ Each is refused where it could deliver an invoice twice, and each leaves an even
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import datetime
 
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
@@ -14,7 +14,7 @@ from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_ev
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
-from invoicectl.lifecycle.window import window_open
+from invoicectl.lifecycle.window import moment, window_open
 
 
 def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -> Invoice:
@@ -144,12 +144,7 @@ def _not_shown_undelivered(invoice: Invoice) -> bool:
     if invoice.verdict not in _SHOWN_UNDELIVERED or invoice.verdict_at is None:
         return True
     first_used = invoice.key_first_used_at
-    return first_used is not None and _moment(invoice.verdict_at) < _moment(first_used)
-
-
-def _moment(text: str) -> datetime:
-    moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
+    return first_used is not None and moment(invoice.verdict_at) < moment(first_used)
 
 
 def new_version(journal: JournalBackend, invoice_id: str, run_id: int) -> str:
@@ -227,6 +222,46 @@ def adopt(
         )
         settled = f"; settles the hold ({invoice.hold_reason})" if invoice.hold else ""
         journal.add_event(invoice_id, "adopted", detail + settled, run_id)
+    return True
+
+
+def doubt(
+    journal: JournalBackend,
+    invoice_id: str,
+    *,
+    transaction_id: str,
+    reason: str,
+    run_id: int | None = None,
+) -> bool:
+    """An acceptance that named another document's transaction (an answer meant for another
+    request) proves nothing: the invoice is ``unknown`` under its key, which ``send`` replays
+    inside its window and ``reconcile`` looks up after it, as for any send never answered.
+    Only if it is still accepted as ``transaction_id``; False, and nothing written, if not."""
+    with journal.transaction():
+        invoice = journal.invoice(invoice_id)
+        if (
+            invoice is None
+            or invoice.transaction_id != transaction_id
+            or not allowed(Transition.doubt, invoice.state)
+        ):
+            return False
+        write(
+            journal,
+            Transition.doubt,
+            invoice,
+            state=InvoiceState.unknown,
+            reason=reason,
+            transaction_id=None,
+            accepted_at=None,
+            remote_status=None,
+            remote_checked_at=None,
+            # No verdict yet on what the key's send did: a new key waits for reconcile's.
+            verdict=None,
+            verdict_at=None,
+        )
+        journal.add_event(
+            invoice_id, "doubted", f"was accepted as {transaction_id}: {reason}", run_id
+        )
     return True
 
 

@@ -38,6 +38,7 @@ class Transition(StrEnum):
     # An operator or reconcile...
     new_version = "new_version"  # the current content under the next key
     adopt = "adopt"  # a transaction GoRoute holds is this invoice's send
+    doubt = "doubt"  # the transaction an acceptance named is another document's: unknown
     record_delivery = "record_delivery"  # GoRoute's delivery status of an accepted invoice
     record_verdict = "record_verdict"  # the verdict reconcile reached
     hold = "hold"  # never sent or replayed until released; the state stays as it is
@@ -67,6 +68,7 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.new_version: frozenset({S.amended, S.key_reused, S.unknown, S.rejected, S.accepted}),
     # pending: never sent from this journal, but held with the transaction GoRoute holds.
     Transition.adopt: frozenset({S.key_reused, S.unknown, S.pending}),
+    Transition.doubt: frozenset({S.accepted}),
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: frozenset(InvoiceState),
     Transition.hold: _NOT_ACCEPTED,

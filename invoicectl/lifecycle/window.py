@@ -7,11 +7,17 @@ automatically; reconcile finds out first.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 KEY_WINDOW = timedelta(hours=24)
 # A replay must land inside the window, not merely start there.
 REPLAY_MARGIN = timedelta(minutes=10)
+
+
+def moment(text: str) -> datetime:
+    """A time the journal recorded (ISO 8601, ``Z`` or an offset; naive is UTC)."""
+    when = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    return when if when.tzinfo else when.replace(tzinfo=UTC)
 
 
 def window_open(first_used_at: str | None, now: datetime) -> bool:

@@ -49,7 +49,7 @@ from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.lifecycle.decisions import adopt, record_delivery
+from invoicectl.lifecycle.decisions import adopt, doubt, record_delivery
 from invoicectl.lifecycle.holds import hold, record_verdict
 from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
 from invoicectl.reconcile.journal_only import judge_amended, judge_conflict, judged_beneath
@@ -243,12 +243,29 @@ def _record(
         return case
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id)
     guidance = GUIDANCE[case.verdict]
+    if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
+        return _doubted(journal, case, run_id)
     if apply and guidance.held:
         reason = f"reconcile: {guidance.title}"
         if hold(journal, case.invoice_id, reason, by="reconcile").done:
             held.append(case.invoice_id)
             case = replace(case, action=f"held ({reason}); {case.action}")
     return case
+
+
+def _doubted(journal: JournalBackend, case: Case, run_id: int | None) -> Case:
+    """An accepted invoice whose transaction is another document, made ``unknown``: its
+    key is replayed by ``send`` inside the window, looked up by ``reconcile`` after it."""
+    txn = case.journal.transaction_id or ""
+    reason = f"reconcile: GoRoute's {txn} is another document ({case.detail})"
+    if not doubt(journal, case.invoice_id, transaction_id=txn, reason=reason, run_id=run_id):
+        return case
+    return replace(
+        case,
+        applied=True,
+        action="now unknown under its key: `invoicectl send` replays it while the key's "
+        "window is open, `invoicectl reconcile` looks it up after",
+    )
 
 
 def _fresh_delivery_status(case: Case) -> bool:

@@ -1,14 +1,16 @@
-"""An answer meant for another request: a transaction id this run was given for one invoice
-and then again for another (``SeenTransactions``).
+"""An answer meant for another request: a 202 naming a transaction id that is another
+invoice's, given to it earlier in this run or held for it by the journal (``SeenTransactions``).
 
-GoRoute gives every document a transaction of its own. A second invoice answered with the first
-one's id got an answer from something that answered from memory (a caching proxy, a broken
+GoRoute gives every document a transaction of its own. An invoice answered with another one's
+id got an answer from something that answered from memory (a caching proxy, a broken
 gateway), which says nothing about its own request: counted as accepted, it would never be
 sent, and the journal would call it delivered. It stays unknown instead, and is replayed under
 its key, which GoRoute answers with its own transaction if it has it.
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
 
 from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
 
@@ -18,10 +20,15 @@ _REMEMBERED = 4096
 
 
 class SeenTransactions:
-    """The transaction ids of this run's accepted answers, each with its invoice."""
+    """The transaction ids of this run's accepted answers, each with its invoice, and the
+    journal's (``owner``: the other invoice holding an id, by its index): a run's answers
+    grouped into one commit are not in the journal yet when the next is checked."""
 
-    def __init__(self, remembered: int = _REMEMBERED) -> None:
+    def __init__(
+        self, owner: Callable[[str, str], str | None], remembered: int = _REMEMBERED
+    ) -> None:
         self._owners: dict[str, str] = {}
+        self._owner_in_journal = owner
         self._remembered = remembered
 
     def checked(self, invoice_id: str, outcome: Outcome) -> Outcome:
@@ -29,15 +36,18 @@ class SeenTransactions:
         then a ``Transient`` (the request's fate is unknown)."""
         if not isinstance(outcome, Accepted):
             return outcome
-        owner = self._owners.setdefault(outcome.transaction_id, invoice_id)
+        txn = outcome.transaction_id
+        owner = self._owners.setdefault(txn, invoice_id)
         if owner == invoice_id:
             if len(self._owners) > self._remembered:
                 del self._owners[next(iter(self._owners))]
+            owner = self._owner_in_journal(txn, invoice_id) or invoice_id
+        if owner == invoice_id:
             return outcome
         return Transient(
-            reason=f"GoRoute's answer names transaction {outcome.transaction_id}, which this "
-            f"run was given for invoice {owner}: an answer meant for another request (a proxy "
-            "or cache answering from memory) says nothing of this one",
+            reason=f"GoRoute's answer names transaction {txn}, which is invoice {owner}'s: an "
+            "answer meant for another request (a proxy or cache answering from memory) says "
+            "nothing of this one",
             http_status=outcome.http_status,
             request_id=outcome.request_id,
             raw_body=outcome.raw_body,

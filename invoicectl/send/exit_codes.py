@@ -28,9 +28,9 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
     """What the run itself stopped on first, then what the journal asks of a person, then
     (for an exit 0) what the run did."""
     causes = []
-    if summary.stopped_by == "credentials":
+    if "credentials" in summary.stops:
         causes.append(Cause(ExitCode.AUTH_REFUSED, "the API refused the credentials"))
-    if summary.stopped_by == "wrong_url":
+    if "wrong_url" in summary.stops:
         causes.append(Cause(ExitCode.COULD_NOT_RUN, "the base URL did not answer as GoRoute"))
     if summary.signals:  # also when the deadline or an outage stopped it first
         causes.append(Cause(ExitCode.INTERRUPTED, f"interrupted by {summary.signals[0]}"))

@@ -11,7 +11,10 @@ checks GoRoute's transactions list when either holds:
 - **no history**: the journal records no request by any run against this base URL and no
   earlier history check for it (``Journal.has_sent_to``, ``Journal.history_checked``);
 - **lost history**: the outbox's marker (``send/marker.py``) names another journal, or this
-  journal and a run it no longer holds.
+  journal and a run it no longer holds;
+- **a long silence**: the journal made no request for longer than GoRoute's key window, and
+  one page of GoRoute's newest transactions names an invoice it never sent (a journal rolled
+  back together with its outbox: ``history_loss.silence_lost``).
 
 The check asks for every invoice this journal never sent a request for, held or invalid ones
 too (a release or a fixed file would send them later, unchecked), through the list
@@ -39,10 +42,10 @@ marker later says history was lost. Every finding is one loud line on stderr (``
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Callable, Coroutine
 from dataclasses import replace
-from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.outcomes import (
@@ -51,9 +54,18 @@ from invoicectl.goroute.outcomes import (
     WrongEndpoint,
 )
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
+from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, note_evidence
 from invoicectl.lifecycle.holds import hold
+from invoicectl.send.history_loss import (
+    MAX_PAGES,
+    PAGE_SIZE,
+    RunClocks,
+    history_lost,
+    horizon_of,
+    issued_on,
+    silence_lost,
+)
 from invoicectl.send.history_texts import (
     Finding,
     HistoryUnchecked,
@@ -76,25 +88,12 @@ if TYPE_CHECKING:
 
     from invoicectl.reconcile.search_result import Search, SearchSummary
 
-# The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
-# 100 requests a minute, once in a journal's life.
-MAX_PAGES = 200
-PAGE_SIZE = 100
 CHECK_SECONDS = 180.0
 # Past the time limit, a request already in flight may finish within this much (with a
 # --deadline that binds, the send's own stop grace: the deadline is a hard bound).
 _GRACE_SECONDS = 30.0
 HELD_BY = HISTORY_CHECK
 LOUD = "invoicectl: WARNING:"
-
-
-class RunClocks(Protocol):
-    """What the check reads time from (``runs.Clocks``)."""
-
-    @property
-    def monotonic(self) -> Callable[[], float]: ...
-    @property
-    def sleep(self) -> Callable[[float], Awaitable[None]]: ...
 
 
 def check_history(
@@ -123,6 +122,9 @@ def check_history(
     identity = journal.identity()
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
+    if not (lost or fresh):  # rolled back with its outbox? One page, after a long silence
+        probe = _newest_page(settings, options, transport, clocks, run)
+        lost = silence_lost(journal, lambda: _sendable_now(journal), probe)
     # Read only when it matters: a journal with its history pays two small queries.
     to_check = _never_sent(journal) if lost or fresh else []
     if (lost or fresh) and to_check:
@@ -162,40 +164,6 @@ def check_history(
     return options, keeper
 
 
-def history_lost(
-    journal: JournalBackend,
-    identity: JournalIdentity,
-    marker: Marker | None,
-    base_url: str,
-    options: SendOptions,
-) -> str | None:
-    """Why the outbox's marker says this journal lost history, or None when it does not."""
-    if marker is None:
-        return None
-    outbox = options.outbox
-    if marker.journal_id != identity.journal_id:
-        return (
-            f"the journal {journal.path} (created {identity.created_at}) is not the one "
-            f"{outbox} was last sent from ({marker.describe()}): the history of those sends "
-            "is not in this one"
-        )
-    if journal.run_started_at(marker.run_id) != marker.run_started_at:
-        return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
-            f"run {marker.run_id} ({marker.run_started_at}), which it no longer holds (an "
-            "older backup restored, or its -wal file lost?)"
-        )
-    through = marker.attempts_through
-    if through is not None and (held := journal.last_attempt_of(marker.run_id) or 0) < through:
-        return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
-            f"run {marker.run_id} ({marker.run_started_at}), whose requests it holds only up "
-            f"to attempt {held}, not {through} (a backup taken during that run restored, or "
-            "its -wal file lost?)"
-        )
-    return None
-
-
 def _check(
     journal: JournalBackend,
     settings: Settings,
@@ -231,7 +199,7 @@ def _check(
                 transport,
                 clocks,
                 invoices,
-                _horizon(invoices, journal.clock()),
+                horizon_of(invoices, journal.clock()),
                 out_of_time,
                 limit + grace,
             )
@@ -290,6 +258,7 @@ async def _search(
     horizon: datetime | None,
     out_of_time: Callable[[], bool],
     seconds: float,
+    max_pages: int = MAX_PAGES,
 ) -> Search:
     # Imported here: a send whose journal has history never pays for them.
     import asyncio
@@ -306,33 +275,39 @@ async def _search(
             return await lookups.search_numbers(
                 {invoice.invoice_id for invoice in invoices},
                 limit=PAGE_SIZE,
-                max_pages=MAX_PAGES,
+                max_pages=max_pages,
                 horizon=horizon,
                 out_of_time=out_of_time,
             )
 
 
-def _horizon(invoices: list[Invoice], now: datetime) -> datetime | None:
-    """How far back a send of these invoices can be: the oldest issue date less LOOK_BACK;
-    None (search to the page bound) when one has no date, or one issued after ``now``."""
-    from invoicectl.reconcile.search_result import LOOK_BACK
+def _newest_page(
+    settings: Settings,
+    options: SendOptions,
+    transport: httpx.AsyncBaseTransport | None,
+    clocks: RunClocks,
+    run: Callable[[Coroutine[Any, Any, Search]], Search] | None,
+) -> Callable[[list[Invoice]], set[str] | None]:
+    """The numbers of those invoices that one page of GoRoute's newest transactions carries,
+    for ``silence_lost``; None when the page could not be read in time."""
+    import asyncio
 
-    dates = [_issued(invoice, now) for invoice in invoices]
-    if not dates or any(date is None for date in dates):
-        return None
-    return min(date for date in dates if date is not None) - LOOK_BACK
+    def probe(invoices: list[Invoice]) -> set[str] | None:
+        seconds = min(CHECK_SECONDS, options.deadline or CHECK_SECONDS)
+        search = _search(settings, options, transport, clocks, invoices, None, _never, seconds, 1)
+        try:
+            page = (run or asyncio.run)(search)
+        except TimeoutError:
+            return None
+        if isinstance(page.failure, Rejected) and no_such_route(page.failure):
+            return set()  # an API with no transactions list: nothing to look at
+        return None if page.failure is not None else set(page.by_number)
+
+    return probe
 
 
-def _issued(invoice: Invoice, now: datetime) -> datetime | None:
-    """The issue date, a bound on when the invoice was sent; None when it bounds nothing:
-    undated, or pre-dated (issued after ``now``, so it may have been sent any time before)."""
-    if not invoice.issue_date:
-        return None
-    try:
-        issued = datetime.fromisoformat(invoice.issue_date[:10]).replace(tzinfo=UTC)
-    except ValueError:
-        return None
-    return None if issued > now else issued
+def _never() -> bool:
+    return False
 
 
 # What the check covers: every invoice this journal never sent a request for and may send one
@@ -346,6 +321,12 @@ def _never_sent(journal: JournalBackend) -> list[Invoice]:
         (i for i in invoices if i.key_first_used_at is None and i.hold is not Hold.abandoned),
         key=lambda invoice: invoice.invoice_id,
     )
+
+
+def _sendable_now(journal: JournalBackend) -> list[Invoice]:
+    """The never-sent invoices this run may send: a run that sends none (most cron runs)
+    asks nothing after a silence; the first that has one to send asks."""
+    return [i for i in _never_sent(journal) if i.state is InvoiceState.pending and i.hold is None]
 
 
 def _judge(
@@ -387,5 +368,5 @@ def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
 
     if summary.complete:
         return True
-    issued, reached = _issued(invoice, now), parse_time(summary.reached)
+    issued, reached = issued_on(invoice, now), parse_time(summary.reached)
     return issued is not None and reached is not None and reached <= issued - LOOK_BACK

@@ -161,7 +161,7 @@ class MarkerKeeper:
     A journal rolled back to a point inside a run (a backup taken while it sent and restored,
     its -wal lost after a checkpoint had written part of the run to the main file) still
     holds that run, so the run's id alone does not tell it lost anything: the marker's
-    ``attempts_through`` does (``history.history_lost``). What the journal made durable in
+    ``attempts_through`` does (``history_loss.history_lost``). What the journal made durable in
     the last ``EVERY`` seconds before a kill is not in the marker yet: a rollback to inside
     that stretch is the one it cannot tell."""
 

@@ -95,7 +95,7 @@ class Sender:
         self.journal = journal
         self.work = work
         self.commits = GroupCommits(journal)
-        self.seen = SeenTransactions()
+        self.seen = SeenTransactions(journal.transaction_owner)
         self._bind: Callable[[], None] | None = bind
         self.client = client
         self.rng = rng

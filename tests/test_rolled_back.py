@@ -1,0 +1,86 @@
+"""A journal rolled back together with its outbox (a VM snapshot restored, a whole disk's
+backup): the outbox's marker agrees with the journal, so nothing local tells that invoices it
+now holds as never sent went out after the snapshot. Sent again once GoRoute's 24 hours are
+over, they would be delivered twice. A journal silent for longer than that window first reads
+one page of GoRoute's newest transactions; one naming an invoice it never sent makes it check
+its history in full."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from backends import restore, snapshot
+from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
+from test_history import Counting, assert_held_as_found, day_later, journal_path, outbox_of
+
+from invoicectl.errors import ExitCode
+from invoicectl.locations import Location
+from invoicectl.send.marker import MARKER_NAME
+
+__all__ = ["journal_path"]  # the fixture, shared with test_history
+
+
+def quiet(line: str) -> None:
+    return None
+
+
+def test_a_vm_snapshot_restored_holds_what_was_sent_after_it(outbox: Path, journal_path: Location):
+    first = outbox_of(outbox, "V", 5)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()  # the snapshot holds the outbox too
+    second = outbox_of(outbox, "W", 7)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+
+    restore(journal_path, journal_copy)
+    (outbox / MARKER_NAME).write_bytes(marker)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    _, summary = send(
+        settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later()
+    )
+
+    assert_each_delivered_once(sandbox.stats(), first + second)
+    assert_held_as_found(journal_path, second, sandbox)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    (line,) = warnings
+    assert "has made no request since" in line
+    assert "include 7 invoice(s) it never sent (W-000, W-001, W-002, W-003, W-004, ...)" in line
+    assert "7 already there, held for `invoicectl reconcile`" in line
+
+
+def test_a_long_silence_with_nothing_of_its_own_at_goroute_costs_one_request(
+    outbox: Path, journal_path: Location
+):
+    first = outbox_of(outbox, "Q", 3)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    later = outbox_of(outbox, "R", 2)
+
+    counting = Counting(sandbox.transport())
+    warnings: list[str] = []
+    send(settings, outbox, counting, warn=warnings.append, clocks=day_later())
+
+    assert counting.lists() == 1  # the newest page, nothing in it of this journal's to send
+    assert warnings == []
+    assert set(states(journal_path).values()) == {"accepted"}
+    assert_each_delivered_once(sandbox.stats(), first + later)
+
+
+def test_a_journal_that_sent_within_the_window_asks_nothing(outbox: Path, journal_path: Location):
+    outbox_of(outbox, "S", 2)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    outbox_of(outbox, "T", 2)
+
+    counting = Counting(sandbox.transport())
+    hours_later = at(datetime.now(UTC) + timedelta(hours=23))
+    send(settings, outbox, counting, warn=quiet, clocks=hours_later)
+
+    assert counting.lists() == 0
+    assert set(states(journal_path).values()) == {"accepted"}
