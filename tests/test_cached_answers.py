@@ -151,6 +151,70 @@ def test_reconcile_makes_an_acceptance_of_another_documents_transaction_unknown(
         assert_each_delivered_once(sandbox.stats(), ["X-1", "X-2"])
 
 
+class PeppolReceiverFront:
+    """Passes everything on (found by a review); GET /api/v1/transactions/{id} answers carry
+    the receiver as a Peppol participant identifier (scheme iso6523-actorid-upis, value
+    "0106:..."), the formal Peppol way of writing the very same participant."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.lock = threading.Lock()
+
+    def __call__(self, request: Request, wire: Wire) -> None:
+        headers = {
+            n: v
+            for n, v in request.headers.items()
+            if n not in ("host", "content-length", "connection", "accept-encoding")
+        }
+        answer = httpx.request(
+            request.method, self.target + request.path, content=request.body, headers=headers
+        )
+        content = answer.content
+        if request.method == "GET" and request.path.startswith("/api/v1/transactions/"):
+            data = json.loads(content)
+            rec = data.get("receiver")
+            if isinstance(rec, dict) and rec.get("scheme"):
+                data["receiver"] = {
+                    "scheme": "iso6523-actorid-upis",
+                    "identifier": f"{rec['scheme']}:{rec['identifier']}",
+                    "name": rec.get("name"),
+                }
+            content = json.dumps(data).encode()
+        head = f"HTTP/1.1 {answer.status_code} {answer.reason_phrase}\r\n"
+        head += f"Content-Type: {answer.headers.get('content-type', 'application/json')}\r\n"
+        head += f"Content-Length: {len(content)}\r\nConnection: close\r\n\r\n"
+        wire.write(head.encode() + content)
+
+
+def test_doubt_never_undoes_a_real_acceptance_for_a_receiver_written_the_peppol_way(
+    outbox: Path, tmp_path: Path
+) -> None:
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "P-1")
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as api:
+        assert run_send(outbox, journal, api.base_url, *QUICK)[0] == 0
+        assert states(journal) == {"P-1": "accepted"}
+        with Journal(journal) as opened:
+            before = opened.invoice("P-1")
+        with HostileServer(PeppolReceiverFront(api.base_url)) as front:
+            code, stdout, stderr = run_cli(
+                journal, front.base_url, "reconcile", "--apply", "--allow-environment-change"
+            )
+        with Journal(journal) as opened:
+            after = opened.invoice("P-1")
+        assert sandbox.stats()["sends_received"] == 1
+        # GoRoute holds P-1 as before.transaction_id: nothing here is another document.
+        assert (after.state, after.transaction_id) == ("accepted", before.transaction_id), (
+            after.state,
+            after.transaction_id,
+            after.reason,
+            before.receiver,
+            before.document_type,
+        )
+    assert code == 0, stdout + stderr
+
+
 def test_the_check_remembers_a_bounded_number_of_ids() -> None:
     seen = SeenTransactions(lambda txn, other_than: None, remembered=2)
     assert isinstance(seen.checked("A", Accepted(transaction_id="t1")), Accepted)

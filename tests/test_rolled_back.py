@@ -7,9 +7,12 @@ its history in full."""
 
 from __future__ import annotations
 
+import asyncio
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 from backends import restore, snapshot
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from test_history import Counting, assert_held_as_found, day_later, journal_path, outbox_of
@@ -84,3 +87,65 @@ def test_a_journal_that_sent_within_the_window_asks_nothing(outbox: Path, journa
 
     assert counting.lists() == 0
     assert set(states(journal_path).values()) == {"accepted"}
+
+
+class SlowList(httpx.AsyncBaseTransport):
+    """The emulator, but its transactions list never answers in time."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/api/v1/transactions":
+            await asyncio.sleep(60)
+        return await self.inner.handle_async_request(request)
+
+
+class ListStatus(httpx.AsyncBaseTransport):
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int) -> None:
+        self.inner, self.status = inner, status
+        self.posts = 0
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path == "/api/v1/transactions":
+            return httpx.Response(
+                self.status, json={"error": {"code": "FORBIDDEN", "message": "no permission"}}
+            )
+        if request.method == "POST":
+            self.posts += 1
+        return await self.inner.handle_async_request(request)
+
+
+def test_the_silence_probe_keeps_to_the_deadline(outbox: Path, journal_path: Location):
+    """Found by a review: the probe's time was not taken from the run's --deadline."""
+    outbox_of(outbox, "D", 2)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    outbox_of(outbox, "E", 2)
+    warnings: list[str] = []
+    started = time.monotonic()
+    _, summary = send(
+        settings, outbox, SlowList(sandbox.transport()), warn=warnings.append,
+        clocks=day_later(), deadline=3.0,
+    )  # fmt: skip
+    assert time.monotonic() - started < 3.0 + 2.0
+    assert summary.exit_code == ExitCode.INCOMPLETE  # the deadline, spent on the probe
+    assert any("could not be read" in line for line in warnings), warnings
+
+
+def test_a_list_the_key_may_not_read_does_not_stop_a_journal_with_history(
+    outbox: Path, journal_path: Location
+):
+    """Found by a review: a key allowed to send but not to list (403 on the list alone) had
+    every send after a quiet day stopped, for ever; the probe is a warning there."""
+    outbox_of(outbox, "F", 2)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    outbox_of(outbox, "G", 2)
+    transport = ListStatus(sandbox.transport(), 403)
+    warnings: list[str] = []
+    send(settings, outbox, transport, warn=warnings.append, clocks=day_later())
+    assert transport.posts == 2
+    assert any("could not be read" in line for line in warnings), warnings

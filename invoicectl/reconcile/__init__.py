@@ -262,7 +262,6 @@ def _doubted(journal: JournalBackend, case: Case, run_id: int | None) -> Case:
         return case
     return replace(
         case,
-        applied=True,
         action="now unknown under its key: `invoicectl send` replays it while the key's "
         "window is open, `invoicectl reconcile` looks it up after",
     )

@@ -10,8 +10,6 @@ request (``recorded_failure``).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound, Transaction
 from invoicectl.reconcile.failed_lookups import lookup_failed
@@ -79,13 +77,15 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
 
 
 def another_document(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
-    """How the transaction an invoice was accepted as differs from it (``compare``, and the
-    content hash sent with it); [] when it is this invoice. A field GoRoute leaves out is no
-    difference here: the id came with the send's own answer."""
-    if not (txn.invoice_number or "").strip():
-        txn = replace(txn, invoice_number=invoice_id)
+    """How the transaction an invoice was accepted as is another document: another invoice
+    number, or another content hash than the one sent with it; [] otherwise. Only those two:
+    the id came with the send's own answer, and a receiver or document type GoRoute writes
+    its own way (a Peppol identifier scheme, a document type id) must never undo it."""
+    number = (txn.invoice_number or "").strip()
     content = content_difference(side, txn)
-    return compare(invoice_id, side, txn) + ([content] if content else [])
+    if number and number != invoice_id:
+        return compare(invoice_id, side, txn) + ([content] if content else [])
+    return [content] if content else []
 
 
 def recorded_failure(invoice_id: str, side: JournalSide) -> Case:

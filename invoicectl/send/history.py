@@ -122,9 +122,13 @@ def check_history(
     identity = journal.identity()
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    if not (lost or fresh):  # rolled back with its outbox? One page, after a long silence
+    if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
         probe = _newest_page(settings, options, transport, clocks, run)
-        lost = silence_lost(journal, lambda: _sendable_now(journal), probe)
+        lost = silence_lost(journal, lambda: _sendable_now(journal), probe, warn)
+        if options.deadline is not None:  # the full check has what the probe left
+            left = max(0.0, options.deadline - (clocks.monotonic() - started))
+            options = replace(options, deadline=left)
+            started = clocks.monotonic()
     # Read only when it matters: a journal with its history pays two small queries.
     to_check = _never_sent(journal) if lost or fresh else []
     if (lost or fresh) and to_check:
@@ -293,7 +297,9 @@ def _newest_page(
     import asyncio
 
     def probe(invoices: list[Invoice]) -> set[str] | None:
-        seconds = min(CHECK_SECONDS, options.deadline or CHECK_SECONDS)
+        seconds = (
+            CHECK_SECONDS if options.deadline is None else min(CHECK_SECONDS, options.deadline)
+        )
         search = _search(settings, options, transport, clocks, invoices, None, _never, seconds, 1)
         try:
             page = (run or asyncio.run)(search)

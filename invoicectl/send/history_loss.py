@@ -82,12 +82,15 @@ def silence_lost(
     journal: JournalBackend,
     sendable: Callable[[], list[Invoice]],
     probe: Callable[[list[Invoice]], set[str] | None],
+    warn: Callable[[str], None],
 ) -> str | None:
     """Why a journal silent past ``SILENCE`` may have lost sends; None when it was not silent
     that long, has nothing to send now, or GoRoute's newest page (``probe``: the numbers of
     the invoices asked for that it carries, None when it could not be read) names none of
-    them. A page that could not be read is a reason too: the full check then says what
-    failed, and nothing is sent blind."""
+    them. A page that could not be read is a warning, not a reason: a key that may send but
+    not list, or a list that is down, must not stop every send of a journal with its history.
+    Only the invoices this run may send are asked for: files that come back to the outbox
+    after a later send (a restored outbox, exported again) are not covered."""
     last = journal.last_request_at()
     now = journal.clock()
     if last is None or now - moment(last) < SILENCE:
@@ -97,8 +100,12 @@ def silence_lost(
         return None
     found = probe(invoices)
     silent = f"the journal {journal.path} has made no request since {last}"
-    if found is None:
-        return f"{silent}, and GoRoute's newest transactions could not be read"
+    if found is None:  # a key that may send but not list must not stop every send
+        warn(
+            f"invoicectl: warning: {silent}, and GoRoute's newest transactions could not be "
+            "read: a journal rolled back with its outbox would go unnoticed"
+        )
+        return None
     if not found:
         return None
     named = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
