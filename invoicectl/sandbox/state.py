@@ -36,8 +36,11 @@ class EmulatorState:
     def __init__(self, config: SandboxConfig, clock: EmulatedClock, rng: random.Random) -> None:
         self.config = config
         self.clock = clock
-        # Ids get their own stream so that fault dice stay reproducible whatever ids cost.
-        self._ids = random.Random(rng.random())
+        # Ids get their own stream, from the system's entropy, not the seed: GoRoute never
+        # gives two documents one transaction id, and a seeded emulator restarted must not
+        # either (a client takes a repeated id for an answer meant for another request).
+        # The fault dice stay reproducible whatever ids cost.
+        self._ids = random.Random()
         self.dice = FaultDice(config.faults(), rng)
         self.keys = IdempotencyStore(config.idempotency_ttl)
         self.book = TransactionBook()
