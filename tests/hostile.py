@@ -26,6 +26,8 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
+import httpx
+
 
 @dataclass(frozen=True)
 class Request:
@@ -86,6 +88,29 @@ def answer(
 def answer_json(status: int, data: Any, headers: Mapping[str, str] | None = None) -> Behaviour:
     body = json.dumps(data).encode()
     return answer(status, body, {"Content-Type": "application/json", **(headers or {})})
+
+
+# Headers of one connection, not of the request: a request handed on gets its own.
+_HOP_HEADERS = ("host", "content-length", "connection", "accept-encoding")
+
+
+def handed_on(target: str, request: Request) -> httpx.Response:
+    """``request`` sent on to the server at ``target`` (a front before a real API)."""
+    headers = {name: value for name, value in request.headers.items() if name not in _HOP_HEADERS}
+    return httpx.request(
+        request.method, target + request.path, content=request.body, headers=headers
+    )
+
+
+def as_sent(response: httpx.Response, body: bytes | None = None) -> bytes:
+    """``response`` as a complete answer on the wire, with ``body`` instead of its own."""
+    body = response.content if body is None else body
+    headers = {
+        "Content-Type": response.headers.get("content-type", "application/json"),
+        "Content-Length": str(len(body)),
+        "Connection": "close",
+    }
+    return head(response.status_code, headers, response.reason_phrase) + body
 
 
 def endless(status: int = 202, chunk: bytes = b"x" * 65536) -> Behaviour:

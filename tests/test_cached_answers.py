@@ -10,9 +10,8 @@ import json
 import threading
 from pathlib import Path
 
-import httpx
 import pytest
-from hostile import Behaviour, HostileServer, Request, Wire
+from hostile import Behaviour, HostileServer, Request, Wire, as_sent, handed_on
 from processkit import run_cli, run_send
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
@@ -41,18 +40,7 @@ class AnswersFromMemory:
             if request.method == "POST" and self.remembered is not None:
                 wire.write(self.remembered)
                 return
-            headers = {
-                name: value
-                for name, value in request.headers.items()
-                if name not in ("host", "content-length", "connection", "accept-encoding")
-            }
-            answer = httpx.request(
-                request.method, self.target + request.path, content=request.body, headers=headers
-            )
-            head = f"HTTP/1.1 {answer.status_code} {answer.reason_phrase}\r\n"
-            head += f"Content-Type: {answer.headers.get('content-type', 'application/json')}\r\n"
-            head += f"Content-Length: {len(answer.content)}\r\nConnection: close\r\n\r\n"
-            raw = head.encode() + answer.content
+            raw = as_sent(handed_on(self.target, request))
             if request.method == "POST":
                 self.remembered = raw
             wire.write(raw)
@@ -158,17 +146,9 @@ class PeppolReceiverFront:
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self.lock = threading.Lock()
 
     def __call__(self, request: Request, wire: Wire) -> None:
-        headers = {
-            n: v
-            for n, v in request.headers.items()
-            if n not in ("host", "content-length", "connection", "accept-encoding")
-        }
-        answer = httpx.request(
-            request.method, self.target + request.path, content=request.body, headers=headers
-        )
+        answer = handed_on(self.target, request)
         content = answer.content
         if request.method == "GET" and request.path.startswith("/api/v1/transactions/"):
             data = json.loads(content)
@@ -180,10 +160,7 @@ class PeppolReceiverFront:
                     "name": rec.get("name"),
                 }
             content = json.dumps(data).encode()
-        head = f"HTTP/1.1 {answer.status_code} {answer.reason_phrase}\r\n"
-        head += f"Content-Type: {answer.headers.get('content-type', 'application/json')}\r\n"
-        head += f"Content-Length: {len(content)}\r\nConnection: close\r\n\r\n"
-        wire.write(head.encode() + content)
+        wire.write(as_sent(answer, content))
 
 
 def test_doubt_never_undoes_a_real_acceptance_for_a_receiver_written_the_peppol_way(

@@ -5,15 +5,11 @@ is delivered once even when the redirect came after the API had it."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
-import httpx
 import pytest
-from hostile import Behaviour, HostileServer, Request, Wire, answer
-from processkit import run_send
+from hostile import Behaviour, HostileServer, Request, Wire, answer, handed_on
+from processkit import run_cli, run_send
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
 
@@ -21,7 +17,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import Transient
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
 from invoicectl.journal import Journal
-from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
+from invoicectl.sandbox import BackgroundServer
 
 pytestmark = pytest.mark.slow
 
@@ -37,12 +33,7 @@ def handed_on_then_redirected(target: str) -> Behaviour:
     Other: the API has the document, and the client cannot tell."""
 
     def behave(request: Request, wire: Wire) -> None:
-        headers = {
-            name: value
-            for name, value in request.headers.items()
-            if name not in ("host", "content-length", "connection")
-        }
-        httpx.request(request.method, target + request.path, content=request.body, headers=headers)
+        handed_on(target, request)
         answer(303, headers={"Location": target + request.path})(request, wire)
 
     return behave
@@ -108,23 +99,13 @@ def test_reconcile_at_a_redirect_concludes_nothing(outbox: Path, tmp_path: Path)
     write_invoice(outbox, "C-1")
     with BackgroundServer(emulator()) as api:
         assert run_send(outbox, journal, api.base_url)[0] == 0
-    env = {
-        **os.environ,
-        "GOROUTE_API_KEY": DEFAULT_API_KEY,
-        "INVOICECTL_JOURNAL": str(journal),
-    }
     with HostileServer(moved_permanently()) as server:
-        env["GOROUTE_BASE_URL"] = server.base_url
-        run = subprocess.run(
-            [sys.executable, "-m", "invoicectl", "reconcile", "--allow-environment-change"],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=120,
+        code, stdout, stderr = run_cli(
+            journal, server.base_url, "reconcile", "--allow-environment-change"
         )
         asked = len(server.requests)
-    assert run.returncode == 1, run.stdout + run.stderr
-    assert "a redirect to" in run.stderr and "nothing was changed" in run.stderr
+    assert code == 1, stdout + stderr
+    assert "a redirect to" in stderr and "nothing was changed" in stderr
     assert asked == 1
     with Journal(journal) as opened:
         assert opened.invoice("C-1").verdict is None
