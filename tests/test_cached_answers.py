@@ -137,6 +137,8 @@ def test_reconcile_makes_an_acceptance_of_another_documents_transaction_unknown(
         assert code == 0, output  # replayed under its key, inside the window
         assert states(journal) == {"X-2": "accepted"}
         assert_each_delivered_once(sandbox.stats(), ["X-1", "X-2"])
+    code, stdout, stderr = run_cli(journal, api.base_url, "verify")
+    assert code == 0, stdout + stderr  # the chain holds the doubt and the replay
 
 
 class PeppolReceiverFront:
