@@ -1000,6 +1000,18 @@ def test_transaction_from_the_single_shape() -> None:
         ({"receiver": "0106:123"}, "0106:123", "0106", "123"),
         ({"receiver": {"identifier": "0106:123"}}, "0106:123", "0106", "123"),
         ({"receiver": {"identifier": "123"}}, None, None, "123"),
+        (
+            {"receiver": {"scheme": "iso6523-actorid-upis", "identifier": "0088:579"}},
+            "0088:579",
+            "0088",
+            "579",
+        ),
+        (
+            {"receiver_scheme": "ISO6523-ACTORID-UPIS", "receiver_id": "0088:579"},
+            "0088:579",
+            "0088",
+            "579",
+        ),
         ({"receiver": {"scheme": "0106"}}, None, "0106", None),
         ({"receiver_id": ":123"}, None, None, ":123"),
         ({}, None, None, None),

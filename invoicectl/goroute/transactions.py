@@ -137,6 +137,8 @@ def _flat_participant(scheme_value: Any, id_value: Any) -> tuple[str | None, str
         return scheme, None
     if identifier.lower().startswith(_PARTICIPANT_PREFIX):
         identifier = identifier[len(_PARTICIPANT_PREFIX) :]
+    if scheme is not None and f"{scheme.lower()}::" == _PARTICIPANT_PREFIX:
+        scheme = None  # Peppol's identifier scheme: the address's own is in the id ("0088:579")
     if scheme is not None:
         # With the scheme given, the id is taken verbatim (ids may contain ':'), minus a
         # repeated "scheme:" prefix.
