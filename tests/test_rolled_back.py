@@ -55,6 +55,42 @@ def test_a_vm_snapshot_restored_holds_what_was_sent_after_it(outbox: Path, journ
     assert "7 already there, held for `invoicectl reconcile`" in line
 
 
+def test_a_restored_outbox_whose_files_come_back_after_a_send_holds_them(
+    outbox: Path, journal_path: Location
+):
+    """Found by a review: the snapshot holds the outbox too (that is why its marker agrees), so
+    the files sent after it are gone with it and come back when the ERP exports them again. A
+    new invoice sent first ends the silence, and the probe had only asked about that one."""
+    first = outbox_of(outbox, "V", 3)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()
+    second = outbox_of(outbox, "W", 4)
+    send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
+    saved = {path.name: path.read_bytes() for path in outbox.glob("W-*.xml")}
+
+    restore(journal_path, journal_copy)  # journal, marker and outbox as they were
+    (outbox / MARKER_NAME).write_bytes(marker)
+    for name in saved:
+        (outbox / name).unlink()
+    sandbox.advance_clock(25 * 3600)
+    new = outbox_of(outbox, "Z", 1)
+    send(settings, outbox, sandbox.transport(), warn=quiet, clocks=day_later())
+    for name, data in saved.items():  # exported again: the ERP saw no answer for them
+        (outbox / name).write_bytes(data)
+    sandbox.advance_clock(3600)
+    warnings: list[str] = []
+    a_day_on = at(datetime.now(UTC) + timedelta(hours=26))
+    _, summary = send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=a_day_on)
+
+    assert_each_delivered_once(sandbox.stats(), first + second + new)
+    assert_held_as_found(journal_path, second, sandbox)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert any("4 invoice(s) GoRoute already holds, seen by a send" in line for line in warnings)
+
+
 def test_a_long_silence_with_nothing_of_its_own_at_goroute_costs_one_request(
     outbox: Path, journal_path: Location
 ):

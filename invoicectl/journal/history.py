@@ -69,6 +69,14 @@ class HistoryRecords(JournalBase):
         ).fetchone()
         return row is not None
 
+    def history_check_outcomes(self, why: str, since: str) -> list[dict[str, Any]]:
+        """The outcomes of the checks recorded for ``why`` at ``since`` or later."""
+        rows = self.db.execute(
+            "SELECT outcome FROM history_checks WHERE why = ? AND checked_at >= ? ORDER BY id",
+            (why, since),
+        )
+        return [json.loads(outcome) for (outcome,) in rows]
+
     def record_history_check(
         self, base_url: str, run_id: int | None, why: str, outcome: dict[str, Any]
     ) -> None:

@@ -184,11 +184,14 @@ class Lookups:
         max_pages: int,
         horizon: datetime | None,
         out_of_time: Callable[[], bool] = lambda: False,
+        feed: Callable[[TransactionPage], object] | None = None,
     ) -> Search:
         """The list search on its own, for invoice numbers no journal attempt dates (a send's
         history check): back to ``horizon`` while newest first, at most ``max_pages``, and no
-        further page once ``out_of_time()``. A 401/403 is the search's ``failure``."""
-        await self._search_list(wanted, limit, _Paging(limit, max_pages, horizon, out_of_time))
+        further page once ``out_of_time()``; every page read handed to ``feed``. A 401/403 is
+        the search's ``failure``."""
+        paging = _Paging(limit, max_pages, horizon, out_of_time)
+        await self._search_list(wanted, limit, paging, feed)
         assert self.search is not None
         return self.search
 

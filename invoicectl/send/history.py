@@ -54,16 +54,22 @@ from invoicectl.goroute.outcomes import (
     WrongEndpoint,
 )
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, note_evidence
 from invoicectl.lifecycle.holds import hold
 from invoicectl.send.history_loss import (
     MAX_PAGES,
     PAGE_SIZE,
+    SEEN_WHY,
+    NewestPage,
     RunClocks,
     history_lost,
     horizon_of,
     issued_on,
+    never,
+    never_sent,
+    seen_elsewhere,
+    sendable_now,
     silence_lost,
 )
 from invoicectl.send.history_texts import (
@@ -86,6 +92,7 @@ from invoicectl.settings import Settings
 if TYPE_CHECKING:
     import httpx
 
+    from invoicectl.goroute.transactions import TransactionPage
     from invoicectl.reconcile.search_result import Search, SearchSummary
 
 CHECK_SECONDS = 180.0
@@ -94,6 +101,7 @@ CHECK_SECONDS = 180.0
 _GRACE_SECONDS = 30.0
 HELD_BY = HISTORY_CHECK
 LOUD = "invoicectl: WARNING:"
+SEEN_BY = "seen by a send after the journal had been silent past the key window"
 
 
 def check_history(
@@ -124,13 +132,15 @@ def check_history(
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
         probe = _newest_page(settings, options, transport, clocks, run)
-        lost = silence_lost(journal, lambda: _sendable_now(journal), probe, warn)
+        lost, seen = silence_lost(journal, lambda: sendable_now(journal), probe, warn)
+        if seen:
+            journal.record_history_check(base_url, run_id, SEEN_WHY, {"seen_elsewhere": seen})
         if options.deadline is not None:  # the full check has what the probe left
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
             started = clocks.monotonic()
     # Read only when it matters: a journal with its history pays two small queries.
-    to_check = _never_sent(journal) if lost or fresh else []
+    to_check = never_sent(journal) if lost or fresh else []
     if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
@@ -149,6 +159,7 @@ def check_history(
         # The marker stays as it is: it is the evidence that this journal lost history, and
         # an invoice released later must still meet the check.
         warn(f"{LOUD} {lost}; nothing to send now")
+    _hold_seen_elsewhere(journal, warn)
     keeper = None
     if options.outbox is not None and not (lost and not to_check):
         here = Marker(
@@ -263,6 +274,7 @@ async def _search(
     out_of_time: Callable[[], bool],
     seconds: float,
     max_pages: int = MAX_PAGES,
+    feed: Callable[[TransactionPage], object] | None = None,
 ) -> Search:
     # Imported here: a send whose journal has history never pays for them.
     import asyncio
@@ -282,6 +294,7 @@ async def _search(
                 max_pages=max_pages,
                 horizon=horizon,
                 out_of_time=out_of_time,
+                feed=feed,
             )
 
 
@@ -291,48 +304,52 @@ def _newest_page(
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     run: Callable[[Coroutine[Any, Any, Search]], Search] | None,
-) -> Callable[[list[Invoice]], set[str] | None]:
-    """The numbers of those invoices that one page of GoRoute's newest transactions carries,
-    for ``silence_lost``; None when the page could not be read in time."""
+) -> Callable[[list[Invoice]], NewestPage | None]:
+    """One page of GoRoute's newest transactions, for ``silence_lost``: those carrying the
+    numbers of the invoices asked about, and all of them; None when it could not be read in
+    time."""
     import asyncio
 
-    def probe(invoices: list[Invoice]) -> set[str] | None:
+    def probe(invoices: list[Invoice]) -> NewestPage | None:
         seconds = (
             CHECK_SECONDS if options.deadline is None else min(CHECK_SECONDS, options.deadline)
         )
-        search = _search(settings, options, transport, clocks, invoices, None, _never, seconds, 1)
+        pages: list[TransactionPage] = []
+        search = _search(
+            settings, options, transport, clocks, invoices, None, never, seconds, 1, pages.append
+        )
         try:
             page = (run or asyncio.run)(search)
         except TimeoutError:
             return None
         if isinstance(page.failure, Rejected) and no_such_route(page.failure):
-            return set()  # an API with no transactions list: nothing to look at
-        return None if page.failure is not None else set(page.by_number)
+            return NewestPage(set())  # an API with no transactions list: nothing to look at
+        if page.failure is not None:
+            return None
+        return NewestPage(
+            set(page.by_number), tuple(t for read in pages for t in read.transactions)
+        )
 
     return probe
 
 
-def _never() -> bool:
-    return False
-
-
-# What the check covers: every invoice this journal never sent a request for and may send one
-# day, held or not (a release sends it), invalid or not (a fixed file makes it pending).
-_SENDABLE_SOME_DAY = (InvoiceState.pending, InvoiceState.invalid)
-
-
-def _never_sent(journal: JournalBackend) -> list[Invoice]:
-    invoices = journal.invoices(*_SENDABLE_SOME_DAY)
-    return sorted(
-        (i for i in invoices if i.key_first_used_at is None and i.hold is not Hold.abandoned),
-        key=lambda invoice: invoice.invoice_id,
-    )
-
-
-def _sendable_now(journal: JournalBackend) -> list[Invoice]:
-    """The never-sent invoices this run may send: a run that sends none (most cron runs)
-    asks nothing after a silence; the first that has one to send asks."""
-    return [i for i in _never_sent(journal) if i.state is InvoiceState.pending and i.hold is None]
+def _hold_seen_elsewhere(journal: JournalBackend, warn: Callable[[str], None]) -> None:
+    """Hold each invoice this run may send whose number a silence probe saw GoRoute hold
+    (``history_loss.seen_elsewhere``): a restored outbox's file exported again, say. One
+    small query when there is none, which is nearly always."""
+    seen = seen_elsewhere(journal)
+    if not seen:
+        return
+    held = []
+    for invoice in sendable_now(journal):
+        txns = seen.get(invoice.invoice_id)
+        if txns:
+            reason, existing = found_reason(invoice, txns, by=SEEN_BY)
+            _held_with_evidence(journal, invoice, reason, existing)
+            held.append(invoice.invoice_id)
+    if held:
+        named = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
+        warn(f"{LOUD} {len(held)} invoice(s) GoRoute already holds, {SEEN_BY}: {named}")
 
 
 def _judge(

@@ -10,18 +10,22 @@ happen once every lost send is older than the window, and the journal's own last
 older still: so a send whose journal has made no request for ``SILENCE`` first asks for one
 page of GoRoute's newest transactions (one GET). One of them carrying the number of an invoice
 this journal never sent makes the run check its history in full, as for any journal that lost
-history. One page: a rollback's sends are the account's newest, unless another system has sent
-more than a page since.
+history. The page's transactions created since that last request, under numbers the journal
+does not hold, are kept (``Silence.seen``, a ``history_checks`` row): a restored outbox's files
+come back when the ERP exports them again, after the silence has ended, and each send holds
+the invoices among them (``seen_elsewhere``). One page: a rollback's sends are the account's
+newest, unless another system has sent more than a page since.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
-from typing import Protocol
+from datetime import UTC, datetime, timedelta
+from typing import Any, NamedTuple, Protocol
 
+from invoicectl.goroute.transactions import Transaction
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, JournalIdentity
+from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
 from invoicectl.send.marker import Marker
 from invoicectl.send.options import SendOptions
@@ -78,42 +82,95 @@ def history_lost(
     return None
 
 
+class NewestPage(NamedTuple):
+    """What one page of GoRoute's newest transactions said (``silence_lost``'s probe)."""
+
+    found: set[str]  # the numbers of the invoices asked about that it carries
+    transactions: tuple[Transaction, ...] = ()  # every transaction on it
+
+
+class Silence(NamedTuple):
+    lost: str | None  # why the journal may have lost sends; None when nothing says so
+    # GoRoute's transactions (as answered) created since the journal's last request under a
+    # number it does not hold: held for when that number comes to the outbox (a restored
+    # outbox's files exported again), by ``seen_elsewhere``
+    seen: list[dict[str, Any]]
+
+
+NOT_SILENT = Silence(None, [])
+# history_checks.why of the rows that keep ``Silence.seen``; read back for this long.
+SEEN_WHY = "seen at GoRoute while the journal was silent"
+SEEN_FOR = timedelta(days=30)
+
+
 def silence_lost(
     journal: JournalBackend,
     sendable: Callable[[], list[Invoice]],
-    probe: Callable[[list[Invoice]], set[str] | None],
+    probe: Callable[[list[Invoice]], NewestPage | None],
     warn: Callable[[str], None],
-) -> str | None:
-    """Why a journal silent past ``SILENCE`` may have lost sends; None when it was not silent
-    that long, has nothing to send now, or GoRoute's newest page (``probe``: the numbers of
-    the invoices asked for that it carries, None when it could not be read) names none of
-    them. A page that could not be read is a warning, not a reason: a key that may send but
-    not list, or a list that is down, must not stop every send of a journal with its history.
-    Only the invoices this run may send are asked for: files that come back to the outbox
-    after a later send (a restored outbox, exported again) are not covered."""
+) -> Silence:
+    """What a journal silent past ``SILENCE`` may have lost; ``NOT_SILENT`` when it was not
+    silent that long or has nothing to send now. ``probe`` reads GoRoute's newest page
+    (None: it could not be read). A page that could not be read is a warning, not a reason:
+    a key that may send but not list, or a list that is down, must not stop every send of a
+    journal with its history."""
     last = journal.last_request_at()
     now = journal.clock()
     if last is None or now - moment(last) < SILENCE:
-        return None
+        return NOT_SILENT
     invoices = sendable()
     if not invoices:
-        return None
-    found = probe(invoices)
+        return NOT_SILENT
+    page = probe(invoices)
     silent = f"the journal {journal.path} has made no request since {last}"
-    if found is None:  # a key that may send but not list must not stop every send
+    if page is None:
         warn(
             f"invoicectl: warning: {silent}, and GoRoute's newest transactions could not be "
             "read: a journal rolled back with its outbox would go unnoticed"
         )
-        return None
-    if not found:
-        return None
-    named = ", ".join(sorted(found)[:5]) + (", ..." if len(found) > 5 else "")
-    return (
+        return NOT_SILENT
+    seen = _unknown_since(journal, page.transactions, moment(last))
+    if not page.found:
+        return Silence(None, seen)
+    found = sorted(page.found)
+    named = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
+    return Silence(
         f"{silent}, yet GoRoute's newest transactions include {len(found)} invoice(s) it never "
         f"sent ({named}): was it rolled back with its outbox (a VM snapshot or a disk backup "
-        "restored), or does another system send these invoices?"
+        "restored), or does another system send these invoices?",
+        seen,
     )
+
+
+def _unknown_since(
+    journal: JournalBackend, transactions: tuple[Transaction, ...], since: datetime
+) -> list[dict[str, Any]]:
+    """The transactions created after ``since`` under a number the journal does not hold."""
+    unknown = []
+    for txn in transactions:
+        number = (txn.invoice_number or "").strip()
+        try:
+            created = moment(txn.created_at) if txn.created_at else None
+        except ValueError:
+            created = None
+        if number and created is not None and created > since and not journal.invoice(number):
+            unknown.append(dict(txn.raw))
+    return unknown
+
+
+def seen_elsewhere(journal: JournalBackend) -> dict[str, tuple[Transaction, ...]]:
+    """By invoice number, the transactions silence probes of the last ``SEEN_FOR`` saw at
+    GoRoute under numbers the journal did not hold then."""
+    since = (journal.clock() - SEEN_FOR).isoformat()
+    seen: dict[str, tuple[Transaction, ...]] = {}
+    for outcome in journal.history_check_outcomes(SEEN_WHY, since):
+        for raw in outcome.get("seen_elsewhere", ()):
+            txn = Transaction.from_json(raw)
+            number = (txn.invoice_number or "").strip()
+            known = seen.get(number, ())
+            if all(other.transaction_id != txn.transaction_id for other in known):
+                seen[number] = (*known, txn)
+    return seen
 
 
 def horizon_of(invoices: list[Invoice], now: datetime) -> datetime | None:
@@ -137,3 +194,28 @@ def issued_on(invoice: Invoice, now: datetime) -> datetime | None:
     except ValueError:
         return None
     return None if issued > now else issued
+
+
+def never() -> bool:
+    """An ``out_of_time`` that never is: one page is asked for."""
+    return False
+
+
+# What the check covers: every invoice this journal never sent a request for and may send one
+# day, held or not (a release sends it), invalid or not (a fixed file makes it pending).
+SENDABLE_SOME_DAY = (InvoiceState.pending, InvoiceState.invalid)
+
+
+def never_sent(journal: JournalBackend) -> list[Invoice]:
+    """The invoices this journal never sent a request for and may send one day."""
+    invoices = journal.invoices(*SENDABLE_SOME_DAY)
+    return sorted(
+        (i for i in invoices if i.key_first_used_at is None and i.hold is not Hold.abandoned),
+        key=lambda invoice: invoice.invoice_id,
+    )
+
+
+def sendable_now(journal: JournalBackend) -> list[Invoice]:
+    """The never-sent invoices this run may send: a run that sends none (most cron runs)
+    asks nothing after a silence; the first that has one to send asks."""
+    return [i for i in never_sent(journal) if i.state is InvoiceState.pending and i.hold is None]

@@ -101,7 +101,12 @@ def failure_code(outcome: Outcome) -> ExitCode:
     return ExitCode.COULD_NOT_RUN if isinstance(outcome, Rejected) else ExitCode.INCOMPLETE
 
 
-def found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, str | None]:
+_BY_THE_CHECK = "found by the history check of a journal with no history there"
+
+
+def found_reason(
+    invoice: Invoice, txns: tuple[Transaction, ...], by: str = _BY_THE_CHECK
+) -> tuple[str, str | None]:
     """The hold's reason, and the transaction to keep when exactly one is this invoice."""
     from invoicectl.reconcile.matching import compare
     from invoicectl.reconcile.verdicts import JournalSide
@@ -119,14 +124,13 @@ def found_reason(invoice: Invoice, txns: tuple[Transaction, ...]) -> tuple[str, 
     )
     if len(same) == 1 and len(txns) == 1 and same[0].transaction_id:
         return (
-            f"GoRoute already holds transaction {listed} for this invoice, found by the "
-            "history check of a journal with no history there: `invoicectl reconcile` judges "
-            "it, `invoicectl reconcile --apply` adopts it",
+            f"GoRoute already holds transaction {listed} for this invoice, {by}: "
+            "`invoicectl reconcile` judges it, `invoicectl reconcile --apply` adopts it",
             same[0].transaction_id,
         )
     return (
-        f"GoRoute already holds {len(txns)} transaction(s) with this invoice number, found by "
-        f"the history check of a journal with no history there: {listed}; find out whether "
+        f"GoRoute already holds {len(txns)} transaction(s) with this invoice number, {by}: "
+        f"{listed}; find out whether "
         f"the receiver has it, then `invoicectl release {invoice.invoice_id} --force` sends it "
         f"or `invoicectl abandon {invoice.invoice_id}` records that it was settled",
         None,
