@@ -154,8 +154,18 @@ def _unknown_since(
         except ValueError:
             created = None
         if number and created is not None and created > since and not journal.invoice(number):
-            unknown.append(dict(txn.raw))
+            unknown.append(_kept(txn))
     return unknown
+
+
+def _kept(txn: Transaction) -> dict[str, Any]:
+    """What is kept of a transaction seen: the fields a hold's reason and reconcile's match
+    read, not the whole answer."""
+    return {name: getattr(txn, name) for name in _KEPT_FIELDS}
+
+
+_KEPT_FIELDS: tuple[str, ...] = ("transaction_id", "invoice_number", "document_type")
+_KEPT_FIELDS += ("receiver_scheme", "receiver_id", "status", "created_at")
 
 
 def seen_elsewhere(journal: JournalBackend) -> dict[str, tuple[Transaction, ...]]:
