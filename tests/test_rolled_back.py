@@ -8,6 +8,7 @@ its history in full."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -16,9 +17,13 @@ import httpx
 from backends import restore, snapshot
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from test_history import Counting, assert_held_as_found, day_later, journal_path, outbox_of
+from ublfactory import write_invoice
 
 from invoicectl.errors import ExitCode
+from invoicectl.journal import open_journal
+from invoicectl.lifecycle.holds import hold, release
 from invoicectl.locations import Location
+from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.marker import MARKER_NAME
 
 __all__ = ["journal_path"]  # the fixture, shared with test_history
@@ -185,3 +190,102 @@ def test_a_list_the_key_may_not_read_does_not_stop_a_journal_with_history(
     send(settings, outbox, transport, warn=warnings.append, clocks=day_later())
     assert transport.posts == 2
     assert any("could not be read" in line for line in warnings), warnings
+
+
+def hours(n: float):
+    return at(datetime.now(UTC) + timedelta(hours=n))
+
+
+def _silent_journal_probes(outbox: Path, journal_path: Location, sandbox, transport=None):
+    """Journal A sends V-000, falls silent 25 h; another system on the account sends Q-7
+    meanwhile (to another receiver); A's next send (a new invoice) probes and keeps Q-7."""
+    settings = settings_for(journal_path)
+    write_invoice(outbox, "V-000")
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox.advance_clock(25 * 3600)
+    sandbox.add_transaction("Q-7", receiver="0088:5798000000001", status="delivered")
+    write_invoice(outbox, "N-1")
+    send(settings, outbox, transport or sandbox.transport(), warn=quiet, clocks=hours(25))
+    assert states(journal_path)["N-1"] == "accepted"
+    return settings
+
+
+def test_release_force_of_a_seen_elsewhere_hold_is_honoured(outbox: Path, journal_path: Location):
+    """Found by a review: the operator's word was overruled at every send for 30 days."""
+    sandbox = emulator()
+    settings = _silent_journal_probes(outbox, journal_path, sandbox)
+    # A's own Q-7, another receiver's invoice: held (fair: same number at GoRoute)
+    write_invoice(outbox, "Q-7")
+    _, summary = send(settings, outbox, sandbox.transport(), warn=quiet, clocks=hours(26))
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    # the operator checks: not this invoice's; their word
+    with open_journal(journal_path) as journal:
+        assert release(journal, "Q-7", "clerk", force=True).done
+    warnings: list[str] = []
+    _, summary = send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=hours(27))
+    assert states(journal_path)["Q-7"] == "accepted", warnings
+    assert summary.exit_code == ExitCode.OK
+
+
+class Inbound(httpx.AsyncBaseTransport):
+    """The account also receives: Q-7 in the list is a supplier's invoice TO us."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method != "GET" or request.url.path != "/api/v1/transactions":
+            return response
+        await response.aread()
+        body = json.loads(response.content)
+        for row in body.get("transactions", []):
+            if row.get("invoice_number") == "Q-7":
+                row["direction"] = "inbound"
+                row["sender_id"], row["receiver_id"] = row["receiver_id"], "0088:7300010000001"
+        return httpx.Response(response.status_code, json=body)
+
+
+def test_an_inbound_invoice_with_our_number_holds_no_send(outbox: Path, journal_path: Location):
+    """Found by a review: a supplier's invoice to this account is no send of ours."""
+    sandbox = emulator()
+    settings = _silent_journal_probes(
+        outbox, journal_path, sandbox, transport=Inbound(sandbox.transport())
+    )
+    write_invoice(outbox, "Q-7")
+    warnings: list[str] = []
+    _, summary = send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=hours(26))
+    assert states(journal_path)["Q-7"] == "accepted", warnings
+
+
+def test_a_held_invoice_released_and_sent_after_the_snapshot_is_not_sent_again(
+    outbox: Path, journal_path: Location
+):
+    """Found by a review: at the snapshot W-000 was held by the operator; after it, released
+    and sent. The restore brings the hold back; the probe did not ask about W-000 (held) nor
+    keep it (the journal had its row)."""
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    write_invoice(outbox, "V-000")
+    write_invoice(outbox, "W-000")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        hold(journal, "W-000", "checking with the customer", "clerk")
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()
+    with open_journal(journal_path) as journal:
+        assert release(journal, "W-000", "clerk").done
+    send(settings, outbox, sandbox.transport(), warn=quiet)  # W-000 delivered
+    assert sandbox.stats()["per_invoice"]["W-000"] == 1
+
+    restore(journal_path, journal_copy)  # journal (W-000 held), marker and outbox as they were
+    (outbox / MARKER_NAME).write_bytes(marker)
+    sandbox.advance_clock(25 * 3600)
+    write_invoice(outbox, "Z-000")
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=hours(25))
+    with open_journal(journal_path) as journal:  # the operator releases it, as they did
+        release(journal, "W-000", "clerk")
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=hours(26))
+    assert sandbox.stats()["per_invoice"]["W-000"] == 1, warnings

@@ -55,7 +55,7 @@ from invoicectl.goroute.outcomes import (
 )
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
-from invoicectl.lifecycle.evidence import HISTORY_CHECK, note_evidence
+from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word, note_evidence
 from invoicectl.lifecycle.holds import hold
 from invoicectl.send.history_loss import (
     MAX_PAGES,
@@ -343,7 +343,7 @@ def _hold_seen_elsewhere(journal: JournalBackend, warn: Callable[[str], None]) -
     held = []
     for invoice in sendable_now(journal):
         txns = seen.get(invoice.invoice_id)
-        if txns:
+        if txns and last_word(journal, invoice.invoice_id) is None:  # else it was judged
             reason, existing = found_reason(invoice, txns, by=SEEN_BY)
             _held_with_evidence(journal, invoice, reason, existing)
             held.append(invoice.invoice_id)

@@ -145,7 +145,8 @@ def silence_lost(
 def _unknown_since(
     journal: JournalBackend, transactions: tuple[Transaction, ...], since: datetime
 ) -> list[dict[str, Any]]:
-    """The transactions created after ``since`` under a number the journal does not hold."""
+    """The transactions sent (not received) after ``since`` under a number the journal never
+    sent a request for: it may hold none, or one held, invalid or pending."""
     unknown = []
     for txn in transactions:
         number = (txn.invoice_number or "").strip()
@@ -153,9 +154,18 @@ def _unknown_since(
             created = moment(txn.created_at) if txn.created_at else None
         except ValueError:
             created = None
-        if number and created is not None and created > since and not journal.invoice(number):
+        if not number or created is None or created <= since or _received(txn):
+            continue
+        invoice = journal.invoice(number)
+        if invoice is None or invoice.key_first_used_at is None:
             unknown.append(_kept(txn))
     return unknown
+
+
+def _received(txn: Transaction) -> bool:
+    """An invoice the account received (``direction``; outbound, or none said, is sent)."""
+    direction = str(txn.raw.get("direction") or "").strip().lower()
+    return direction.startswith("in") or direction == "received"
 
 
 def _kept(txn: Transaction) -> dict[str, Any]:
