@@ -289,3 +289,16 @@ def test_a_held_invoice_released_and_sent_after_the_snapshot_is_not_sent_again(
         release(journal, "W-000", "clerk")
     send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=hours(26))
     assert sandbox.stats()["per_invoice"]["W-000"] == 1, warnings
+
+
+def test_a_new_journals_check_holds_nothing_for_an_invoice_the_account_received(
+    outbox: Path, journal_path: Location
+):
+    """The same for the check before a journal's first send: a supplier's invoice to this
+    account, under one of its numbers, is no send of it."""
+    sandbox = emulator()
+    sandbox.add_transaction("Q-7", receiver="0088:5798000000001", status="delivered")
+    write_invoice(outbox, "Q-7")
+    warnings: list[str] = []
+    send(settings_for(journal_path), outbox, Inbound(sandbox.transport()), warn=warnings.append)
+    assert states(journal_path) == {"Q-7": "accepted"}, warnings

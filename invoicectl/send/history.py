@@ -70,6 +70,7 @@ from invoicectl.send.history_loss import (
     never_sent,
     seen_elsewhere,
     sendable_now,
+    sent_only,
     silence_lost,
 )
 from invoicectl.send.history_texts import (
@@ -326,9 +327,8 @@ def _newest_page(
             return NewestPage(set())  # an API with no transactions list: nothing to look at
         if page.failure is not None:
             return None
-        return NewestPage(
-            set(page.by_number), tuple(t for read in pages for t in read.transactions)
-        )
+        found = {number for number, txns in page.by_number.items() if sent_only(txns)}
+        return NewestPage(found, tuple(t for read in pages for t in read.transactions))
 
     return probe
 
@@ -361,7 +361,7 @@ def _judge(
     to_send: list[str] = []
     for invoice in invoices:
         invoice_id = invoice.invoice_id
-        txns = search.by_number.get(invoice_id, ())
+        txns = sent_only(search.by_number.get(invoice_id, ()))
         if txns:
             reason, existing = found_reason(invoice, txns)
             _held_with_evidence(journal, invoice, reason, existing)

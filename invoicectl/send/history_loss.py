@@ -168,6 +168,12 @@ def _received(txn: Transaction) -> bool:
     return direction.startswith("in") or direction == "received"
 
 
+def sent_only(txns: tuple[Transaction, ...]) -> tuple[Transaction, ...]:
+    """Those of ``txns`` the account sent: a supplier's invoice to it under one of this
+    journal's numbers is no send of it."""
+    return tuple(txn for txn in txns if not _received(txn))
+
+
 def _kept(txn: Transaction) -> dict[str, Any]:
     """What is kept of a transaction seen: the fields a hold's reason and reconcile's match
     read, not the whole answer."""
