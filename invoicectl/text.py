@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 # Characters that would break a one-line reason or a one-line invoice number: C0 and C1
 # controls (tab and line breaks among them), the Unicode line and paragraph separators, and
@@ -19,6 +20,11 @@ def one_line(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         return text[: limit - 1] + "\u2026"
     return text
+
+
+def first_few(items: Sequence[str], most: int) -> str:
+    """The first ``most`` of ``items``, comma-separated, with ", ..." when there are more."""
+    return ", ".join(items[:most]) + (", ..." if len(items) > most else "")
 
 
 def folded_line(text: str) -> str:

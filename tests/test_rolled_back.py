@@ -23,8 +23,10 @@ from invoicectl.errors import ExitCode
 from invoicectl.journal import open_journal
 from invoicectl.lifecycle.holds import hold, release
 from invoicectl.locations import Location
+from invoicectl.sandbox import Sandbox
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.marker import MARKER_NAME
+from invoicectl.settings import Settings
 
 __all__ = ["journal_path"]  # the fixture, shared with test_history
 
@@ -33,11 +35,23 @@ def quiet(line: str) -> None:
     return None
 
 
-def test_a_vm_snapshot_restored_holds_what_was_sent_after_it(outbox: Path, journal_path: Location):
-    first = outbox_of(outbox, "V", 5)
+def hours(n: float):
+    return at(datetime.now(UTC) + timedelta(hours=n))
+
+
+def a_journal_that_sent(
+    outbox: Path, journal_path: Location, prefix: str, count: int
+) -> tuple[Sandbox, Settings, list[str]]:
+    """An emulator, the journal's settings, and the ids of the invoices it has sent there."""
+    ids = outbox_of(outbox, prefix, count)
     sandbox = emulator()
     settings = settings_for(journal_path)
     send(settings, outbox, sandbox.transport(), warn=quiet)
+    return sandbox, settings, ids
+
+
+def test_a_vm_snapshot_restored_holds_what_was_sent_after_it(outbox: Path, journal_path: Location):
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 5)
     journal_copy = snapshot(journal_path, "vm")
     marker = (outbox / MARKER_NAME).read_bytes()  # the snapshot holds the outbox too
     second = outbox_of(outbox, "W", 7)
@@ -66,10 +80,7 @@ def test_a_restored_outbox_whose_files_come_back_after_a_send_holds_them(
     """Found by a review: the snapshot holds the outbox too (that is why its marker agrees), so
     the files sent after it are gone with it and come back when the ERP exports them again. A
     new invoice sent first ends the silence, and the probe had only asked about that one."""
-    first = outbox_of(outbox, "V", 3)
-    sandbox = emulator()
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 3)
     journal_copy = snapshot(journal_path, "vm")
     marker = (outbox / MARKER_NAME).read_bytes()
     second = outbox_of(outbox, "W", 4)
@@ -99,10 +110,7 @@ def test_a_restored_outbox_whose_files_come_back_after_a_send_holds_them(
 def test_a_long_silence_with_nothing_of_its_own_at_goroute_costs_one_request(
     outbox: Path, journal_path: Location
 ):
-    first = outbox_of(outbox, "Q", 3)
-    sandbox = emulator()
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "Q", 3)
     later = outbox_of(outbox, "R", 2)
 
     counting = Counting(sandbox.transport())
@@ -116,15 +124,11 @@ def test_a_long_silence_with_nothing_of_its_own_at_goroute_costs_one_request(
 
 
 def test_a_journal_that_sent_within_the_window_asks_nothing(outbox: Path, journal_path: Location):
-    outbox_of(outbox, "S", 2)
-    sandbox = emulator()
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox, settings, _ = a_journal_that_sent(outbox, journal_path, "S", 2)
     outbox_of(outbox, "T", 2)
 
     counting = Counting(sandbox.transport())
-    hours_later = at(datetime.now(UTC) + timedelta(hours=23))
-    send(settings, outbox, counting, warn=quiet, clocks=hours_later)
+    send(settings, outbox, counting, warn=quiet, clocks=hours(23))
 
     assert counting.lists() == 0
     assert set(states(journal_path).values()) == {"accepted"}
@@ -159,10 +163,7 @@ class ListStatus(httpx.AsyncBaseTransport):
 
 def test_the_silence_probe_keeps_to_the_deadline(outbox: Path, journal_path: Location):
     """Found by a review: the probe's time was not taken from the run's --deadline."""
-    outbox_of(outbox, "D", 2)
-    sandbox = emulator()
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox, settings, _ = a_journal_that_sent(outbox, journal_path, "D", 2)
     outbox_of(outbox, "E", 2)
     warnings: list[str] = []
     started = time.monotonic()
@@ -180,20 +181,13 @@ def test_a_list_the_key_may_not_read_does_not_stop_a_journal_with_history(
 ):
     """Found by a review: a key allowed to send but not to list (403 on the list alone) had
     every send after a quiet day stopped, for ever; the probe is a warning there."""
-    outbox_of(outbox, "F", 2)
-    sandbox = emulator()
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=quiet)
+    sandbox, settings, _ = a_journal_that_sent(outbox, journal_path, "F", 2)
     outbox_of(outbox, "G", 2)
     transport = ListStatus(sandbox.transport(), 403)
     warnings: list[str] = []
     send(settings, outbox, transport, warn=warnings.append, clocks=day_later())
     assert transport.posts == 2
     assert any("could not be read" in line for line in warnings), warnings
-
-
-def hours(n: float):
-    return at(datetime.now(UTC) + timedelta(hours=n))
 
 
 def _silent_journal_probes(outbox: Path, journal_path: Location, sandbox, transport=None):

@@ -22,6 +22,7 @@ from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
 from invoicectl.known_keys import hide_keys
 from invoicectl.settings import Settings, resolve
+from invoicectl.text import first_few
 
 # Below this much free space a journal's commits may fail (each send writes its WAL first).
 DISK_FAIL_BYTES = 100 * 1024**2
@@ -124,7 +125,7 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
             **details,
         )
     if health.schema == "damaged":
-        lacking = ", ".join(health.missing[:5]) + (", ..." if len(health.missing) > 5 else "")
+        lacking = first_few(health.missing, 5)
         return fail(
             "journal",
             f"{path} is damaged: its schema lacks {lacking}; restore a backup (see invoicectl "

@@ -17,7 +17,7 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TypeGuard
+from typing import Any, TypeGuard
 
 
 @dataclass(frozen=True)
@@ -26,6 +26,15 @@ class Outcome:
     request_id: str | None = None
     raw_body: str | None = field(default=None, repr=False)
     duration: float = 0.0
+
+    def common(self) -> dict[str, Any]:
+        """The fields every outcome has: for another outcome of the same answer."""
+        return {
+            "http_status": self.http_status,
+            "request_id": self.request_id,
+            "raw_body": self.raw_body,
+            "duration": self.duration,
+        }
 
 
 @dataclass(frozen=True)
@@ -101,10 +110,4 @@ def refused_if_redirected(outcome: Outcome) -> Outcome:
     changed nothing."""
     if not redirected(outcome):
         return outcome
-    return WrongEndpoint(
-        message=f"{outcome.reason}; nothing was changed",
-        http_status=outcome.http_status,
-        request_id=outcome.request_id,
-        raw_body=outcome.raw_body,
-        duration=outcome.duration,
-    )
+    return WrongEndpoint(message=f"{outcome.reason}; nothing was changed", **outcome.common())

@@ -19,6 +19,7 @@ from invoicectl.render.status import print_scan_report
 from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
+from invoicectl.text import first_few
 
 if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: imported there
     from rich.console import Console
@@ -140,7 +141,7 @@ class SendOutput:
             highlight=False,
         )
         if plan.would_send:
-            shown = ", ".join(plan.would_send[:10]) + (", ..." if len(plan.would_send) > 10 else "")
+            shown = first_few(plan.would_send, 10)
             self.console.print(f"  order ({plan.order}): {shown}", highlight=False)
         for invoice_id, due in plan.late:
             self.console.print(

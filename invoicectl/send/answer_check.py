@@ -48,8 +48,5 @@ class SeenTransactions:
             reason=f"GoRoute's answer names transaction {txn}, which is invoice {owner}'s: an "
             "answer meant for another request (a proxy or cache answering from memory) says "
             "nothing of this one",
-            http_status=outcome.http_status,
-            request_id=outcome.request_id,
-            raw_body=outcome.raw_body,
-            duration=outcome.duration,
+            **outcome.common(),
         )

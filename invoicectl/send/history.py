@@ -87,6 +87,7 @@ from invoicectl.send.history_texts import (
 from invoicectl.send.marker import Marker, MarkerKeeper, marker_entry, read_marker, write_marker
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
+from invoicectl.text import first_few
 
 # The search and its judging import the reconcile package, the rate limiter and asyncio
 # where they run: a send from a journal with its history (nearly every one) makes no check.
@@ -348,8 +349,9 @@ def _hold_seen_elsewhere(journal: JournalBackend, warn: Callable[[str], None]) -
             _held_with_evidence(journal, invoice, reason, existing)
             held.append(invoice.invoice_id)
     if held:
-        named = ", ".join(held[:5]) + (", ..." if len(held) > 5 else "")
-        warn(f"{LOUD} {len(held)} invoice(s) GoRoute already holds, {SEEN_BY}: {named}")
+        warn(
+            f"{LOUD} {len(held)} invoice(s) GoRoute already holds, {SEEN_BY}: {first_few(held, 5)}"
+        )
 
 
 def _judge(

@@ -29,6 +29,7 @@ from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdent
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
 from invoicectl.send.marker import Marker
 from invoicectl.send.options import SendOptions
+from invoicectl.text import first_few
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
 # 100 requests a minute, once in a journal's life.
@@ -115,8 +116,7 @@ def silence_lost(
     a key that may send but not list, or a list that is down, must not stop every send of a
     journal with its history."""
     last = journal.last_request_at()
-    now = journal.clock()
-    if last is None or now - moment(last) < SILENCE:
+    if last is None or journal.clock() - moment(last) < SILENCE:
         return NOT_SILENT
     invoices = sendable()
     if not invoices:
@@ -129,15 +129,14 @@ def silence_lost(
             "read: a journal rolled back with its outbox would go unnoticed"
         )
         return NOT_SILENT
-    seen = _unknown_since(journal, page.transactions, moment(last))
+    seen = _unknown_since(journal, page.transactions, since=moment(last))
     if not page.found:
         return Silence(None, seen)
     found = sorted(page.found)
-    named = ", ".join(found[:5]) + (", ..." if len(found) > 5 else "")
     return Silence(
         f"{silent}, yet GoRoute's newest transactions include {len(found)} invoice(s) it never "
-        f"sent ({named}): was it rolled back with its outbox (a VM snapshot or a disk backup "
-        "restored), or does another system send these invoices?",
+        f"sent ({first_few(found, 5)}): was it rolled back with its outbox (a VM snapshot or a "
+        "disk backup restored), or does another system send these invoices?",
         seen,
     )
 
@@ -180,8 +179,15 @@ def _kept(txn: Transaction) -> dict[str, Any]:
     return {name: getattr(txn, name) for name in _KEPT_FIELDS}
 
 
-_KEPT_FIELDS: tuple[str, ...] = ("transaction_id", "invoice_number", "document_type")
-_KEPT_FIELDS += ("receiver_scheme", "receiver_id", "status", "created_at")
+_KEPT_FIELDS = (
+    "transaction_id",
+    "invoice_number",
+    "document_type",
+    "receiver_scheme",
+    "receiver_id",
+    "status",
+    "created_at",
+)
 
 
 def seen_elsewhere(journal: JournalBackend) -> dict[str, tuple[Transaction, ...]]:
