@@ -34,6 +34,8 @@ class Stats:
     transaction_lists: int = 0  # GET /api/v1/transactions (one page each)
 
     def snapshot(self, transactions: int, idempotency_keys: int) -> dict[str, Any]:
+        key_sends, key_transactions = _copy(self.key_sends), _copy(self.key_transactions)
+        invoices = _copy(self.invoice_transactions)
         return {
             "sends_received": self.sends,
             "accepted": self.accepted,
@@ -47,14 +49,25 @@ class Stats:
             "transactions": transactions,
             "idempotency_keys": idempotency_keys,
             "per_key": {
-                key: {"sends": sends, "transactions": self.key_transactions[key]}
-                for key, sends in list(self.key_sends.items())  # read while the server writes
+                key: {"sends": sends, "transactions": key_transactions.get(key, 0)}
+                for key, sends in key_sends.items()
             },
-            "per_invoice": dict(self.invoice_transactions),
-            "duplicates": sorted(k for k, n in list(self.invoice_transactions.items()) if n > 1),
+            "per_invoice": invoices,
+            "duplicates": sorted(k for k, n in invoices.items() if n > 1),
             "participant_lookups": self.participant_lookups,
-            "lookups_per_participant": dict(self.participant_lookup_counts),
+            "lookups_per_participant": _copy(self.participant_lookup_counts),
             "validations": self.validations,
             "transaction_gets": self.transaction_gets,
             "transaction_lists": self.transaction_lists,
         }
+
+
+def _copy(counter: Counter[str]) -> dict[str, int]:
+    """A copy of a counter the server's thread may be writing while a test reads it: a copy
+    can meet a write (a garbage collection in the middle of it lets the other thread run),
+    and is then made again."""
+    while True:
+        try:
+            return dict(counter)
+        except RuntimeError:  # "dictionary changed size during iteration"
+            continue
