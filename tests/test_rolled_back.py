@@ -2,8 +2,8 @@
 backup): the outbox's marker agrees with the journal, so nothing local tells that invoices it
 now holds as never sent went out after the snapshot. Sent again once GoRoute's 24 hours are
 over, they would be delivered twice. A journal silent for longer than that window first reads
-one page of GoRoute's newest transactions; one naming an invoice it never sent makes it check
-its history in full."""
+GoRoute's transactions created since its last request, newest first; one naming an invoice it
+never sent makes it check its history in full."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
+import pytest
 from backends import restore, snapshot
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
 from test_history import Counting, assert_held_as_found, day_later, journal_path, outbox_of
@@ -25,6 +26,7 @@ from invoicectl.lifecycle.holds import hold, release
 from invoicectl.locations import Location
 from invoicectl.sandbox import Sandbox
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.send.history_texts import HistoryUnchecked
 from invoicectl.send.marker import MARKER_NAME
 from invoicectl.settings import Settings
 
@@ -296,3 +298,98 @@ def test_a_new_journals_check_holds_nothing_for_an_invoice_the_account_received(
     warnings: list[str] = []
     send(settings_for(journal_path), outbox, Inbound(sandbox.transport()), warn=warnings.append)
     assert states(journal_path) == {"Q-7": "accepted"}, warnings
+
+
+def _others_send(sandbox: Sandbox, count: int) -> None:
+    """Another system on the account sends ``count`` invoices, a minute after the last send."""
+    sandbox.advance_clock(60)
+    for number in range(count):
+        sandbox.add_transaction(
+            f"O-{number:03d}", receiver="0088:5798000000001", status="delivered"
+        )
+
+
+def test_a_rollback_behind_more_than_a_page_of_other_sends_is_found(
+    outbox: Path, journal_path: Location
+):
+    """The account's newest page holds only another system's sends: the probe reads on, back
+    to the journal's last request, and finds the lost sends on the second page."""
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 3)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()
+    second = outbox_of(outbox, "W", 4)
+    send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
+    _others_send(sandbox, 150)
+
+    restore(journal_path, journal_copy)
+    (outbox / MARKER_NAME).write_bytes(marker)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    _, summary = send(
+        settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later()
+    )
+
+    assert_each_delivered_once(sandbox.stats(), first + second)
+    assert_held_as_found(journal_path, second, sandbox)
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert "include 4 invoice(s) it never sent (W-000, W-001, W-002, W-003)" in warnings[0]
+
+
+def test_a_probe_that_cannot_reach_back_to_the_last_request_says_so(
+    outbox: Path, journal_path: Location
+):
+    """A list that says nothing of paging answers one page, of another system's sends: what
+    lies behind it, since the journal's last request, was not looked at, and the run says so."""
+    sandbox = emulator(list_paging=False)
+    settings = settings_for(journal_path)
+    write_invoice(outbox, "V-000")
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    _others_send(sandbox, 120)
+    sandbox.advance_clock(25 * 3600)
+    write_invoice(outbox, "N-1")
+
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later())
+
+    assert states(journal_path)["N-1"] == "accepted"
+    (line,) = warnings
+    assert "has made no request since" in line
+    assert "100 newest transactions name none of its invoices" in line
+    assert "says nothing of paging" in line
+
+
+class FirstPageOnly(httpx.AsyncBaseTransport):
+    """The emulator, but the transactions list refuses every page after the first."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/transactions" and "cursor" in request.url.params:
+            return httpx.Response(400, json={"error": {"code": "BAD_CURSOR", "message": "no"}})
+        return await self.inner.handle_async_request(request)
+
+
+def test_what_the_pages_read_found_counts_when_a_later_page_fails(
+    outbox: Path, journal_path: Location
+):
+    """The lost sends are on the first page; the second is refused. What was read stands: the
+    run checks its history (which fails on the same page, so nothing is sent)."""
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 2)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()
+    _others_send(sandbox, 150)
+    sandbox.advance_clock(60)
+    second = outbox_of(outbox, "W", 3)
+    send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
+
+    restore(journal_path, journal_copy)
+    (outbox / MARKER_NAME).write_bytes(marker)
+    sandbox.advance_clock(25 * 3600)
+    transport = FirstPageOnly(sandbox.transport())
+    with pytest.raises(HistoryUnchecked) as stopped:
+        send(settings, outbox, transport, warn=quiet, clocks=day_later())
+
+    assert_each_delivered_once(sandbox.stats(), first + second)
+    assert "include 3 invoice(s) it never sent (W-000, W-001, W-002)" in str(stopped.value)
+    assert "refused the transactions list (HTTP 400 BAD_CURSOR)" in str(stopped.value)

@@ -13,8 +13,8 @@ checks GoRoute's transactions list when either holds:
 - **lost history**: the outbox's marker (``send/marker.py``) names another journal, or this
   journal and a run it no longer holds;
 - **a long silence**: the journal made no request for longer than GoRoute's key window, and
-  one page of GoRoute's newest transactions names an invoice it never sent (a journal rolled
-  back together with its outbox: ``history_loss.silence_lost``).
+  GoRoute's transactions created since its last request name an invoice it never sent (a
+  journal rolled back together with its outbox: ``history_loss.silence_lost``).
 
 The check asks for every invoice this journal never sent a request for, held or invalid ones
 too (a release or a fixed file would send them later, unchecked), through the list
@@ -48,11 +48,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from invoicectl.errors import CredentialsRefused, ExitCode
-from invoicectl.goroute.outcomes import (
-    AuthRefused,
-    Rejected,
-    WrongEndpoint,
-)
+from invoicectl.goroute.outcomes import AuthRefused, Rejected, WrongEndpoint
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word, note_evidence
@@ -61,12 +57,12 @@ from invoicectl.send.history_loss import (
     MAX_PAGES,
     PAGE_SIZE,
     SEEN_WHY,
-    NewestPage,
+    SILENCE_PAGES,
+    NewestPages,
     RunClocks,
     history_lost,
     horizon_of,
     issued_on,
-    never,
     never_sent,
     seen_elsewhere,
     sendable_now,
@@ -133,7 +129,7 @@ def check_history(
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
-        probe = _newest_page(settings, options, transport, clocks, run)
+        probe = _newest_pages(settings, options, transport, clocks, run)
         lost, seen = silence_lost(journal, lambda: sendable_now(journal), probe, warn)
         if seen:
             journal.record_history_check(base_url, run_id, SEEN_WHY, {"seen_elsewhere": seen})
@@ -209,18 +205,11 @@ def _check(
 
     grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
     try:
+        horizon = horizon_of(invoices, journal.clock())
         search = (run or asyncio.run)(
-            _search(
-                settings,
-                options,
-                transport,
-                clocks,
-                invoices,
-                horizon_of(invoices, journal.clock()),
-                out_of_time,
-                limit + grace,
-            )
-        )
+            _search(settings, options, transport, clocks, invoices, horizon, out_of_time,
+                    limit + grace)
+        )  # fmt: skip
     except TimeoutError:
         raise unchecked(
             why, f"GoRoute's transactions list did not answer in {limit:.0f} s"
@@ -300,36 +289,46 @@ async def _search(
             )
 
 
-def _newest_page(
+def _newest_pages(
     settings: Settings,
     options: SendOptions,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     run: Callable[[Coroutine[Any, Any, Search]], Search] | None,
-) -> Callable[[list[Invoice]], NewestPage | None]:
-    """One page of GoRoute's newest transactions, for ``silence_lost``: those carrying the
-    numbers of the invoices asked about, and all of them; None when it could not be read in
-    time."""
+) -> Callable[[list[Invoice], datetime], NewestPages | None]:
+    """GoRoute's transactions created since a time, newest first, for ``silence_lost``: the
+    numbers of the invoices asked about that those sent carry, and all of them; None when no
+    page could be read. What pages were read count, whatever stopped the search after them;
+    no page is asked for once half the time is spent."""
     import asyncio
 
-    def probe(invoices: list[Invoice]) -> NewestPage | None:
+    def probe(invoices: list[Invoice], since: datetime) -> NewestPages | None:
         seconds = (
             CHECK_SECONDS if options.deadline is None else min(CHECK_SECONDS, options.deadline)
         )
+        half_spent = clocks.monotonic() + seconds / 2
         pages: list[TransactionPage] = []
         search = _search(
-            settings, options, transport, clocks, invoices, None, never, seconds, 1, pages.append
-        )
+            settings, options, transport, clocks, invoices, since,
+            lambda: clocks.monotonic() >= half_spent, seconds, SILENCE_PAGES, pages.append,
+        )  # fmt: skip
         try:
-            page = (run or asyncio.run)(search)
+            found: Search | None = (run or asyncio.run)(search)
         except TimeoutError:
+            found = None
+        failure = None if found is None else found.failure
+        if isinstance(failure, Rejected) and no_such_route(failure):
+            return NewestPages(set())  # an API with no transactions list: nothing to look at
+        if not pages:
             return None
-        if isinstance(page.failure, Rejected) and no_such_route(page.failure):
-            return NewestPage(set())  # an API with no transactions list: nothing to look at
-        if page.failure is not None:
-            return None
-        found = {number for number, txns in page.by_number.items() if sent_only(txns)}
-        return NewestPage(found, tuple(t for read in pages for t in read.transactions))
+        read = tuple(txn for page in pages for txn in page.transactions)
+        wanted = {invoice.invoice_id for invoice in invoices}
+        numbers = {(txn.invoice_number or "").strip() for txn in sent_only(read)} & wanted
+        if found is None or found.failure is not None:
+            short: str | None = f"the list stopped answering after {len(pages)} page(s)"
+        else:  # why the pages read stop short of ``since``; None when they reach it
+            short = None if found.summary.complete else found.summary.note
+        return NewestPages(numbers, read, short)
 
     return probe
 

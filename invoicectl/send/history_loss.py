@@ -7,14 +7,15 @@ keeps a marker that agrees with it, so ``history_lost`` sees nothing, and the in
 after the snapshot read as never sent. Sent again under their keys within GoRoute's 24 hours,
 they are answered with the first send; after them, a second copy is delivered. That can only
 happen once every lost send is older than the window, and the journal's own last request is
-older still: so a send whose journal has made no request for ``SILENCE`` first asks for one
-page of GoRoute's newest transactions (one GET). One of them carrying the number of an invoice
-this journal never sent makes the run check its history in full, as for any journal that lost
-history. The page's transactions created since that last request, under numbers the journal
-does not hold, are kept (``Silence.seen``, a ``history_checks`` row): a restored outbox's files
-come back when the ERP exports them again, after the silence has ended, and each send holds
-the invoices among them (``seen_elsewhere``). One page: a rollback's sends are the account's
-newest, unless another system has sent more than a page since.
+older still: so a send whose journal has made no request for ``SILENCE`` first reads GoRoute's
+transactions created since that last request, newest first (``NewestPages``: one GET when the
+account sent no more than a page since, at most ``SILENCE_PAGES``). One of them carrying the
+number of an invoice this journal never sent makes the run check its history in full, as for
+any journal that lost history. Those under numbers the journal does not hold are kept
+(``Silence.seen``, a ``history_checks`` row): a restored outbox's files come back when the ERP
+exports them again, after the silence has ended, and each send holds the invoices among them
+(``seen_elsewhere``). Pages that stop short of the last request (the page bound, the time, a
+list that says nothing of paging) are said in a warning: sends in between were not looked at.
 """
 
 from __future__ import annotations
@@ -38,6 +39,11 @@ PAGE_SIZE = 100
 # A journal that made no request for this long may have lost sends GoRoute no longer answers
 # a replay of: the key window, less the margin a replay keeps.
 SILENCE = KEY_WINDOW - REPLAY_MARGIN
+# What a probe after a silence reads at most: the newest 2,000 transactions (20 GETs, 12 s
+# at the standard tier's 100 requests a minute), back to this long before the journal's last
+# request (GoRoute's clock and this machine's may differ by that much).
+SILENCE_PAGES = 20
+CLOCK_MARGIN = timedelta(minutes=15)
 
 
 class RunClocks(Protocol):
@@ -83,11 +89,13 @@ def history_lost(
     return None
 
 
-class NewestPage(NamedTuple):
-    """What one page of GoRoute's newest transactions said (``silence_lost``'s probe)."""
+class NewestPages(NamedTuple):
+    """What GoRoute's newest transactions said (``silence_lost``'s probe)."""
 
-    found: set[str]  # the numbers of the invoices asked about that it carries
-    transactions: tuple[Transaction, ...] = ()  # every transaction on it
+    found: set[str]  # the numbers of the invoices asked about that they carry
+    transactions: tuple[Transaction, ...] = ()  # every transaction read
+    # None when they reach back to the time asked; else why they stop short of it
+    short: str | None = None
 
 
 class Silence(NamedTuple):
@@ -107,30 +115,38 @@ SEEN_FOR = timedelta(days=30)
 def silence_lost(
     journal: JournalBackend,
     sendable: Callable[[], list[Invoice]],
-    probe: Callable[[list[Invoice]], NewestPage | None],
+    probe: Callable[[list[Invoice], datetime], NewestPages | None],
     warn: Callable[[str], None],
 ) -> Silence:
     """What a journal silent past ``SILENCE`` may have lost; ``NOT_SILENT`` when it was not
-    silent that long or has nothing to send now. ``probe`` reads GoRoute's newest page
-    (None: it could not be read). A page that could not be read is a warning, not a reason:
-    a key that may send but not list, or a list that is down, must not stop every send of a
-    journal with its history."""
+    silent that long or has nothing to send now. ``probe`` reads GoRoute's transactions
+    created since the time it is given, newest first (None: they could not be read). Pages
+    that could not be read are a warning, not a reason: a key that may send but not list, or
+    a list that is down, must not stop every send of a journal with its history."""
     last = journal.last_request_at()
     if last is None or journal.clock() - moment(last) < SILENCE:
         return NOT_SILENT
     invoices = sendable()
     if not invoices:
         return NOT_SILENT
-    page = probe(invoices)
+    page = probe(invoices, moment(last) - CLOCK_MARGIN)
     silent = f"the journal {journal.path} has made no request since {last}"
+    unnoticed = "a journal rolled back with its outbox would go unnoticed"
     if page is None:
         warn(
             f"invoicectl: warning: {silent}, and GoRoute's newest transactions could not be "
-            "read: a journal rolled back with its outbox would go unnoticed"
+            f"read: {unnoticed}"
         )
         return NOT_SILENT
     seen = _unknown_since(journal, page.transactions, since=moment(last))
     if not page.found:
+        if page.short is not None:
+            warn(
+                f"invoicectl: warning: {silent}; GoRoute's {len(page.transactions)} newest "
+                "transactions name none of its invoices, but do not reach back that far "
+                f"({page.short}): sends a rollback with its outbox lost could lie behind them, "
+                "unnoticed"
+            )
         return Silence(None, seen)
     found = sorted(page.found)
     return Silence(
@@ -226,11 +242,6 @@ def issued_on(invoice: Invoice, now: datetime) -> datetime | None:
     except ValueError:
         return None
     return None if issued > now else issued
-
-
-def never() -> bool:
-    """An ``out_of_time`` that never is: one page is asked for."""
-    return False
 
 
 # What the check covers: every invoice this journal never sent a request for and may send one
