@@ -14,7 +14,9 @@ start-up included:
   scan        `python -m invoicectl scan` into a fresh journal: the whole first scan
 
 The gap between ``workers`` and ``scan`` is what storing costs (the journal's inserts, the
-hash chain, settling); the gap between ``read`` and ``workers`` is the parse.
+hash chain, settling); the gap between ``read`` and ``workers`` is the parse. Each layer's
+floor is its CPU time (its worker processes included) ÷ (cores × ``sha256sum``): what it would
+take with every core busy from its first instant to its last, which no schedule beats.
 
     python benchmarks/scan_floor.py [--count 20000] [--rounds 5] [--keep DIR]
 """
@@ -22,6 +24,8 @@ hash chain, settling); the gap between ``read`` and ``workers`` is the parse.
 from __future__ import annotations
 
 import argparse
+import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -59,7 +63,14 @@ pool.close()
 """
 
 
-def timed(command: list[str] | str) -> float:
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def timed(command: list[str] | str) -> tuple[float, float]:
+    """Wall seconds and CPU seconds of one command (its own worker processes included)."""
+    cpu = children_cpu()
     start = time.perf_counter()
     subprocess.run(
         command,
@@ -68,7 +79,7 @@ def timed(command: list[str] | str) -> float:
         stderr=subprocess.DEVNULL,
         shell=isinstance(command, str),
     )
-    return time.perf_counter() - start
+    return time.perf_counter() - start, children_cpu() - cpu
 
 
 def main() -> None:
@@ -94,29 +105,40 @@ def main() -> None:
             "scan": [sys.executable, "-m", "invoicectl", "scan", str(outbox), "--journal"],
         }
         timed(commands["sha256sum"])  # warms the page cache
-        print(f"{args.count} files of about 10 KB; {load()}")
+        cores = os.cpu_count() or 1
+        print(f"{args.count} files of about 10 KB; {cores} cores; {load()}")
         ratios: dict[str, list[float]] = {name: [] for name in commands if name != "sha256sum"}
+        bounds: dict[str, list[float]] = {name: [] for name in ratios}
         for round_ in range(args.rounds):
             order = list(commands)
             if round_ % 2:
                 order.reverse()
-            seconds: dict[str, float] = {}
+            seconds: dict[str, tuple[float, float]] = {}
             for name in order:
                 command = commands[name]
                 if name == "scan":
                     command = [*command, str(fresh(journal))]
                 seconds[name] = timed(command)
+            yardstick = seconds["sha256sum"][0]
             for name in ratios:
-                ratios[name].append(seconds[name] / seconds["sha256sum"])
+                wall, cpu = seconds[name]
+                ratios[name].append(wall / yardstick)
+                bounds[name].append(cpu / cores / yardstick)
             print(
                 f"round {round_ + 1}: "
-                + ", ".join(f"{name} {seconds[name]:.2f} s" for name in commands)
+                + ", ".join(
+                    f"{name} {wall:.2f} s ({cpu:.2f} s CPU)"
+                    for name, (wall, cpu) in seconds.items()
+                )
                 + f"; {load()}"
             )
-        print("÷ sha256sum, median [range] of the rounds:")
+        print("÷ sha256sum, median [range] of the rounds; then the layer's CPU ÷ (cores ×")
+        print("sha256sum): what it would take with every core busy from start to end, its floor:")
         for name, values in ratios.items():
+            floor = bounds[name]
             print(
                 f"  {name:8s} {statistics.median(values):.2f} [{min(values):.2f}-{max(values):.2f}]"
+                f"   floor {statistics.median(floor):.2f} [{min(floor):.2f}-{max(floor):.2f}]"
             )
     finally:
         if args.keep is None:
