@@ -393,3 +393,45 @@ def test_what_the_pages_read_found_counts_when_a_later_page_fails(
     assert_each_delivered_once(sandbox.stats(), first + second)
     assert "include 3 invoice(s) it never sent (W-000, W-001, W-002)" in str(stopped.value)
     assert "refused the transactions list (HTTP 400 BAD_CURSOR)" in str(stopped.value)
+
+
+def test_a_daily_cron_after_a_large_run_reads_one_page(outbox: Path, journal_path: Location):
+    """Its last run sent 250 invoices, all within minutes of its last request: the newest page
+    holds sends of its own, so nothing older can be a send it lost (no clock needed)."""
+    sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "D", 250)
+    sandbox.advance_clock(24 * 3600)
+    later = outbox_of(outbox, "E", 2)
+
+    counting = Counting(sandbox.transport())
+    warnings: list[str] = []
+    send(settings, outbox, counting, warn=warnings.append, clocks=day_later())
+
+    assert counting.lists() == 1
+    assert warnings == []
+    assert_each_delivered_once(sandbox.stats(), first + later)
+
+
+def test_an_oldest_first_list_is_read_past_the_journals_own_sends(
+    outbox: Path, journal_path: Location
+):
+    """Oldest first, the journal's own sends come before what it lost: they prove nothing of
+    the pages after them, and the probe reads on."""
+    sandbox = emulator(list_order="oldest_first")
+    settings = settings_for(journal_path)
+    first = outbox_of(outbox, "V", 3)
+    send(settings, outbox, sandbox.transport(), warn=quiet)
+    journal_copy = snapshot(journal_path, "vm")
+    marker = (outbox / MARKER_NAME).read_bytes()
+    _others_send(sandbox, 150)
+    sandbox.advance_clock(60)
+    second = outbox_of(outbox, "W", 2)
+    send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
+
+    restore(journal_path, journal_copy)
+    (outbox / MARKER_NAME).write_bytes(marker)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later())
+
+    assert_each_delivered_once(sandbox.stats(), first + second)
+    assert_held_as_found(journal_path, second, sandbox)

@@ -59,6 +59,7 @@ from invoicectl.send.history_loss import (
     SEEN_WHY,
     SILENCE_PAGES,
     NewestPages,
+    NewestRead,
     RunClocks,
     history_lost,
     horizon_of,
@@ -129,7 +130,7 @@ def check_history(
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
-        probe = _newest_pages(settings, options, transport, clocks, run)
+        probe = _newest_pages(journal, settings, options, transport, clocks, run)
         lost, seen = silence_lost(journal, lambda: sendable_now(journal), probe, warn)
         if seen:
             journal.record_history_check(base_url, run_id, SEEN_WHY, {"seen_elsewhere": seen})
@@ -290,16 +291,16 @@ async def _search(
 
 
 def _newest_pages(
+    journal: JournalBackend,
     settings: Settings,
     options: SendOptions,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
     run: Callable[[Coroutine[Any, Any, Search]], Search] | None,
 ) -> Callable[[list[Invoice], datetime], NewestPages | None]:
-    """GoRoute's transactions created since a time, newest first, for ``silence_lost``: the
-    numbers of the invoices asked about that those sent carry, and all of them; None when no
-    page could be read. What pages were read count, whatever stopped the search after them;
-    no page is asked for once half the time is spent."""
+    """GoRoute's transactions created since a time, newest first (``NewestRead``), for
+    ``silence_lost``; None when no page could be read. The pages read count, whatever stopped
+    the search after them; none is asked for once half the time is spent."""
     import asyncio
 
     def probe(invoices: list[Invoice], since: datetime) -> NewestPages | None:
@@ -307,10 +308,11 @@ def _newest_pages(
             CHECK_SECONDS if options.deadline is None else min(CHECK_SECONDS, options.deadline)
         )
         half_spent = clocks.monotonic() + seconds / 2
-        pages: list[TransactionPage] = []
+        read = NewestRead(journal)
         search = _search(
             settings, options, transport, clocks, invoices, since,
-            lambda: clocks.monotonic() >= half_spent, seconds, SILENCE_PAGES, pages.append,
+            lambda: read.anchored or clocks.monotonic() >= half_spent, seconds, SILENCE_PAGES,
+            read.read,
         )  # fmt: skip
         try:
             found: Search | None = (run or asyncio.run)(search)
@@ -319,16 +321,17 @@ def _newest_pages(
         failure = None if found is None else found.failure
         if isinstance(failure, Rejected) and no_such_route(failure):
             return NewestPages(set())  # an API with no transactions list: nothing to look at
-        if not pages:
+        if not read.pages:
             return None
-        read = tuple(txn for page in pages for txn in page.transactions)
+        txns = read.transactions()
         wanted = {invoice.invoice_id for invoice in invoices}
-        numbers = {(txn.invoice_number or "").strip() for txn in sent_only(read)} & wanted
+        numbers = {(txn.invoice_number or "").strip() for txn in sent_only(txns)} & wanted
+        short: str | None = None  # why the pages read stop short of ``since``
         if found is None or found.failure is not None:
-            short: str | None = f"the list stopped answering after {len(pages)} page(s)"
-        else:  # why the pages read stop short of ``since``; None when they reach it
-            short = None if found.summary.complete else found.summary.note
-        return NewestPages(numbers, read, short)
+            short = f"the list stopped answering after {len(read.pages)} page(s)"
+        elif not (read.anchored or found.summary.complete):
+            short = found.summary.note
+        return NewestPages(numbers, txns, short)
 
     return probe
 
@@ -337,13 +340,9 @@ def _hold_seen_elsewhere(journal: JournalBackend, warn: Callable[[str], None]) -
     """Hold each invoice this run may send whose number a silence probe saw GoRoute hold
     (``history_loss.seen_elsewhere``): a restored outbox's file exported again, say. One
     small query when there is none, which is nearly always."""
-    seen = seen_elsewhere(journal)
-    if not seen:
-        return
     held = []
-    for invoice in sendable_now(journal):
-        txns = seen.get(invoice.invoice_id)
-        if txns and last_word(journal, invoice.invoice_id) is None:  # else it was judged
+    for invoice, txns in seen_elsewhere(journal, lambda: sendable_now(journal)):
+        if last_word(journal, invoice.invoice_id) is None:  # else it was judged
             reason, existing = found_reason(invoice, txns, by=SEEN_BY)
             _held_with_evidence(journal, invoice, reason, existing)
             held.append(invoice.invoice_id)

@@ -8,8 +8,8 @@ after the snapshot read as never sent. Sent again under their keys within GoRout
 they are answered with the first send; after them, a second copy is delivered. That can only
 happen once every lost send is older than the window, and the journal's own last request is
 older still: so a send whose journal has made no request for ``SILENCE`` first reads GoRoute's
-transactions created since that last request, newest first (``NewestPages``: one GET when the
-account sent no more than a page since, at most ``SILENCE_PAGES``). One of them carrying the
+transactions created since that last request, newest first, up to the first page holding one
+of its own (``NewestRead``: one GET for a daily cron, at most ``SILENCE_PAGES``). One carrying the
 number of an invoice this journal never sent makes the run check its history in full, as for
 any journal that lost history. Those under numbers the journal does not hold are kept
 (``Silence.seen``, a ``history_checks`` row): a restored outbox's files come back when the ERP
@@ -24,7 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
-from invoicectl.goroute.transactions import Transaction
+from invoicectl.goroute.transactions import Transaction, TransactionPage
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
@@ -98,6 +98,44 @@ class NewestPages(NamedTuple):
     short: str | None = None
 
 
+class NewestRead:
+    """The pages a silence probe reads, newest first, and whether one of them holds a
+    transaction this journal has as its own (``anchored``): every send a rollback lost was
+    made after the snapshot, so after each transaction the journal holds, and no older page
+    can hold one. Taken only while every creation time read is dated and none is newer than
+    one read before it: a daily cron's probe finds yesterday's sends on its first page, and
+    reads no other however many it sent."""
+
+    def __init__(self, journal: JournalBackend) -> None:
+        self.journal = journal
+        self.pages: list[TransactionPage] = []
+        self.anchored = False
+        self.newest_first = True
+        self.oldest: datetime | None = None
+
+    def read(self, page: TransactionPage) -> None:
+        self.pages.append(page)
+        ours = False
+        for txn in page.transactions:
+            created = _created(txn)
+            if created is None or (self.oldest is not None and created > self.oldest):
+                self.newest_first = False
+            self.oldest = created
+            if not ours and txn.transaction_id:
+                ours = self.journal.transaction_owner(txn.transaction_id, "") is not None
+        self.anchored = self.anchored or (ours and self.newest_first)
+
+    def transactions(self) -> tuple[Transaction, ...]:
+        return tuple(txn for page in self.pages for txn in page.transactions)
+
+
+def _created(txn: Transaction) -> datetime | None:
+    try:
+        return moment(txn.created_at) if txn.created_at else None
+    except ValueError:
+        return None
+
+
 class Silence(NamedTuple):
     lost: str | None  # why the journal may have lost sends; None when nothing says so
     # GoRoute's transactions (as answered) created since the journal's last request under a
@@ -165,10 +203,7 @@ def _unknown_since(
     unknown = []
     for txn in transactions:
         number = (txn.invoice_number or "").strip()
-        try:
-            created = moment(txn.created_at) if txn.created_at else None
-        except ValueError:
-            created = None
+        created = _created(txn)
         if not number or created is None or created <= since or _received(txn):
             continue
         invoice = journal.invoice(number)
@@ -206,19 +241,30 @@ _KEPT_FIELDS = (
 )
 
 
-def seen_elsewhere(journal: JournalBackend) -> dict[str, tuple[Transaction, ...]]:
-    """By invoice number, the transactions silence probes of the last ``SEEN_FOR`` saw at
-    GoRoute under numbers the journal did not hold then."""
-    since = (journal.clock() - SEEN_FOR).isoformat()
-    seen: dict[str, tuple[Transaction, ...]] = {}
-    for outcome in journal.history_check_outcomes(SEEN_WHY, since):
+def seen_elsewhere(
+    journal: JournalBackend, among: Callable[[], list[Invoice]]
+) -> list[tuple[Invoice, tuple[Transaction, ...]]]:
+    """Each invoice of ``among()`` whose number silence probes of the last ``SEEN_FOR`` saw at
+    GoRoute, when the journal did not hold it, with those transactions. ``among`` is asked
+    only when a probe kept something, and only its numbers' transactions are read whole: a
+    probe keeps up to ``SILENCE_PAGES`` pages of another system's sends."""
+    outcomes = journal.history_check_outcomes(SEEN_WHY, (journal.clock() - SEEN_FOR).isoformat())
+    if not outcomes:
+        return []
+    invoices = among()
+    wanted = {invoice.invoice_id for invoice in invoices}
+    seen: dict[str, dict[str | None, Transaction]] = {}
+    for outcome in outcomes:
         for raw in outcome.get("seen_elsewhere", ()):
-            txn = Transaction.from_json(raw)
-            number = (txn.invoice_number or "").strip()
-            known = seen.get(number, ())
-            if all(other.transaction_id != txn.transaction_id for other in known):
-                seen[number] = (*known, txn)
-    return seen
+            number = str(raw.get("invoice_number") or "").strip() if isinstance(raw, dict) else ""
+            if number in wanted:
+                txn = Transaction.from_json(raw)
+                seen.setdefault(number, {}).setdefault(txn.transaction_id, txn)
+    return [
+        (invoice, tuple(seen[invoice.invoice_id].values()))
+        for invoice in invoices
+        if invoice.invoice_id in seen
+    ]
 
 
 def horizon_of(invoices: list[Invoice], now: datetime) -> datetime | None:
