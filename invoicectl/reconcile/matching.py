@@ -6,16 +6,17 @@ sent, and its creation date whether this journal sent it (``CLOCK_SLACK``). ``ma
 one transaction that should be this invoice's, whether named by a 422 or found in the list,
 into its verdict: adopt it, wait for it, resend after its failure, or investigate a different
 document. ``api_side`` is what a transaction shows in a ``Case``. The times compared are read
-here too: ``parse_time`` reads ISO 8601 with ``Z`` or an offset (a naive time is UTC) and gives
-None for anything else; ``first_time`` is when a key first carried a request, the start of its
+with ``goroute.times.parse_time`` (ISO 8601 in its variants, or Unix seconds or milliseconds;
+None for anything else); ``first_time`` is when a key first carried a request, the start of its
 24-hour window and the point "sent by this journal" is measured from. Pure: nothing here asks
 GoRoute or writes the journal.
 """
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
+from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict, Window, build_case
 
@@ -224,32 +225,3 @@ def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
 
 def first_time(side: JournalSide) -> datetime | None:
     return parse_time(side.key_first_used_at or side.first_attempt_at)
-
-
-def parse_time(value: str | None) -> datetime | None:
-    """ISO 8601 / RFC 3339 (either case of ``T`` and ``Z``; a naive time is UTC), or Unix
-    seconds or milliseconds as a number; None for anything else."""
-    if not value:
-        return None
-    text = value.strip().upper()
-    try:
-        moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        return _epoch(text)
-    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
-
-
-# Epoch numbers past this are milliseconds (as seconds, they would be past the year 5138).
-_EPOCH_MILLISECONDS = 1e11
-
-
-def _epoch(text: str) -> datetime | None:
-    try:
-        seconds = float(text)
-    except ValueError:
-        return None
-    if not 0 < seconds < 1e14:  # NaN too
-        return None
-    if seconds > _EPOCH_MILLISECONDS:
-        seconds /= 1000
-    return datetime.fromtimestamp(seconds, UTC)

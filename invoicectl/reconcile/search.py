@@ -6,9 +6,8 @@ id is looked up by that id. Unanswered sends have none, so the transactions list
 through once for all of them (``_Paging``): following the cursor, de-duplicating by id, noticing
 when the API repeats itself or ignores the cursor, and stopping at the horizon (the earliest
 first attempt less ``LOOK_BACK``) only while the list is provably newest first. What it found
-and how far it got are a ``Search`` and its ``SearchSummary`` (``search_result``). The client is
-anything with GoRoute's two transaction lookups (``TransactionReader``), ``GoRouteClient`` in
-production.
+and how far it got are a ``Search`` and its ``SearchSummary`` (``search_result``). The client:
+anything with GoRoute's two lookups (``TransactionReader``), ``GoRouteClient`` in production.
 """
 
 from __future__ import annotations
@@ -23,9 +22,10 @@ from invoicectl.errors import ConfigError, CredentialsRefused
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint, refused_if_redirected
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
+from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Found, Transaction, TransactionPage
 from invoicectl.reconcile.delivery_list import DeliveryRows, list_budget, worth_listing
-from invoicectl.reconcile.matching import compare, first_time, parse_time
+from invoicectl.reconcile.matching import compare, first_time
 from invoicectl.reconcile.progress import LookupProgress, OnLookup
 from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.subjects import Subject

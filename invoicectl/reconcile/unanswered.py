@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from datetime import datetime
 
 from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Found, Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
 from invoicectl.reconcile.failed_lookups import lookup_failed
@@ -23,7 +24,6 @@ from invoicectl.reconcile.matching import (
     compare,
     first_time,
     matched,
-    parse_time,
 )
 from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.verdicts import (

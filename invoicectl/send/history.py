@@ -319,10 +319,9 @@ def _newest_pages(
         except TimeoutError:
             found = None
         failure = None if found is None else found.failure
-        if isinstance(failure, Rejected) and no_such_route(failure):
-            return NewestPages(set())  # an API with no transactions list: nothing to look at
-        if not read.pages:
-            return None
+        if not read.pages:  # a first page refused as no such route: no list to look at
+            no_list = isinstance(failure, Rejected) and no_such_route(failure)
+            return NewestPages(set()) if no_list else None
         txns = read.transactions()
         wanted = {invoice.invoice_id for invoice in invoices}
         numbers = {(txn.invoice_number or "").strip() for txn in sent_only(txns)} & wanted
@@ -386,7 +385,7 @@ def _held_with_evidence(
 
 def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
     """Whether the search saw every transaction that could be a send of ``invoice``."""
-    from invoicectl.reconcile.matching import parse_time
+    from invoicectl.goroute.times import parse_time
     from invoicectl.reconcile.search_result import LOOK_BACK
 
     if summary.complete:

@@ -24,6 +24,7 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
+from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction, TransactionPage
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
@@ -117,7 +118,7 @@ class NewestRead:
         self.pages.append(page)
         ours = False
         for txn in page.transactions:
-            created = _created(txn)
+            created = parse_time(txn.created_at)
             if created is None or (self.oldest is not None and created > self.oldest):
                 self.newest_first = False
             self.oldest = created
@@ -127,13 +128,6 @@ class NewestRead:
 
     def transactions(self) -> tuple[Transaction, ...]:
         return tuple(txn for page in self.pages for txn in page.transactions)
-
-
-def _created(txn: Transaction) -> datetime | None:
-    try:
-        return moment(txn.created_at) if txn.created_at else None
-    except ValueError:
-        return None
 
 
 class Silence(NamedTuple):
@@ -176,7 +170,7 @@ def silence_lost(
             f"read: {unnoticed}"
         )
         return NOT_SILENT
-    seen = _unknown_since(journal, page.transactions, since=moment(last))
+    seen = _unknown_since(journal, page.transactions, since=moment(last) - CLOCK_MARGIN)
     if not page.found:
         if page.short is not None:
             warn(
@@ -198,13 +192,14 @@ def silence_lost(
 def _unknown_since(
     journal: JournalBackend, transactions: tuple[Transaction, ...], since: datetime
 ) -> list[dict[str, Any]]:
-    """The transactions sent (not received) after ``since`` under a number the journal never
-    sent a request for: it may hold none, or one held, invalid or pending."""
+    """The transactions sent (not received) after ``since``, or undated, under a number the
+    journal never sent a request for: it may hold none, or one held, invalid or pending. (An
+    undated one may be as new as any: a hold for ``reconcile`` is the safe side.)"""
     unknown = []
     for txn in transactions:
         number = (txn.invoice_number or "").strip()
-        created = _created(txn)
-        if not number or created is None or created <= since or _received(txn):
+        created = parse_time(txn.created_at)
+        if not number or (created is not None and created <= since) or _received(txn):
             continue
         invoice = journal.invoice(number)
         if invoice is None or invoice.key_first_used_at is None:
