@@ -121,7 +121,10 @@ def test_a_journal_lacking_part_of_its_schema_is_named_damaged(
     sent = invoicectl(journal, "send", str(outbox))
 
     lacking = "chain" if "chain" in damage else "invoices.due_date"
-    assert f"is damaged: its schema lacks {lacking}; restore a backup" in doctor.stdout
+    assert (
+        f"is damaged: its schema lacks {lacking}; restore the journal from a backup"
+        in doctor.stdout
+    )
     assert sent.returncode == 1 and "Traceback" not in sent.stderr
     assert "is damaged: its schema lacks what its migrations made (" in sent.stderr
 
@@ -142,3 +145,36 @@ def test_verify_ends_by_naming_what_it_found_not_could_not_run(tmp_path: Path, o
     assert (
         done.stderr.strip().splitlines()[-1].endswith("exit 1: 1 problem(s) found in the journal")
     )
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", "INV-1"],
+        ["hold", "INV-1", "--reason", "x"],
+        ["release", "INV-1"],
+        ["abandon", "INV-1", "--reason", "x"],
+        ["status", "--since", "2020-01-01"],
+    ],
+    ids=lambda command: command[0] + ("-since" if "--since" in command else ""),
+)
+def test_an_invoice_in_a_state_invoicectl_never_writes_is_one_line(
+    tmp_path: Path, outbox: Path, command: list[str]
+):
+    """A state changed by hand was a ValueError or KeyError traceback."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    with conn:
+        conn.execute("UPDATE invoices SET state = 'bogus'")
+    conn.close()
+    before = digest(journal)
+
+    done = invoicectl(journal, *command)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr
+    assert "holds what invoicectl never writes ('bogus' is not a valid InvoiceState" in done.stderr
+    assert digest(journal) == before

@@ -5,6 +5,7 @@ one. A new, empty journal would report a mistyped or unmounted path as healthy."
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,3 +142,78 @@ def test_a_journal_path_that_is_not_a_regular_file_is_one_line(
         )
     assert "disk I/O" not in done.stdout + done.stderr
     assert not (tmp_path / "j.db.lock").exists()
+
+
+# ---- an empty file, links that loop -------------------------------------------------------
+
+EMPTY_REFUSING = [
+    *REFUSING,
+    ["status", "--since", "2026-01-01"],
+    ["backup", "BACKUP"],
+    ["export", "EXPORT"],
+]
+
+
+@pytest.mark.parametrize("args", EMPTY_REFUSING, ids=lambda args: " ".join(args))
+def test_an_empty_journal_file_is_refused_and_left_as_it_is(
+    tmp_path: Path, args: list[str]
+) -> None:
+    """Set up by a reading command, a 0-byte journal (cut to nothing) became a new one that
+    reported nothing to attend to, and doctor passed it."""
+    journal = tmp_path / "j.db"
+    journal.touch()
+    argv = [_placed(arg, tmp_path) for arg in args]
+
+    result = runner.invoke(app, [*argv, "--journal", str(journal)])
+
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert f"the journal {journal} is empty (0 bytes)" in said, result.output
+    assert "restore it from a backup" in said
+    assert journal.stat().st_size == 0
+    assert not Path(f"{journal}-wal").exists()
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["j.db"]
+
+
+def _placed(arg: str, tmp_path: Path) -> str:
+    """BACKUP, EXPORT: paths under ``tmp_path``."""
+    return {"BACKUP": str(tmp_path / "backup.db"), "EXPORT": str(tmp_path / "export")}.get(arg, arg)
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["status"],
+        ["scan", "OUTBOX"],
+        ["send", "OUTBOX", "--sandbox"],
+        ["doctor", "--sandbox"],
+        ["verify"],
+        ["backup", "BACKUP"],
+    ],
+    ids=lambda args: args[0],
+)
+def test_journal_links_that_loop_are_one_line(
+    tmp_path: Path, outbox: Path, args: list[str]
+) -> None:
+    """``Path.resolve()`` of the lock's path raised RuntimeError: a traceback for send,
+    scan and doctor; verify said there was no journal."""
+    journal = tmp_path / "a.db"
+    journal.symlink_to(tmp_path / "b.db")
+    (tmp_path / "b.db").symlink_to(journal)
+    write_invoice(outbox, "INV-1")
+    argv = [str(outbox) if arg == "OUTBOX" else _placed(arg, tmp_path) for arg in args]
+
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *argv, "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COLUMNS": "1000"},
+        timeout=60,
+    )
+
+    said = done.stdout + done.stderr
+    assert done.returncode == 1, said
+    assert "Traceback" not in said
+    assert "no journal" not in said
+    assert re.search(r"symbolic links|Symlink loop", said), said
+    assert not (tmp_path / "a.db.lock").exists()

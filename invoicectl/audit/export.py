@@ -47,6 +47,7 @@ from invoicectl.audit.manifest import (
 from invoicectl.audit.signing import SigningKey
 from invoicectl.errors import ExportError, UsageError
 from invoicectl.journal.audit import AuditReader
+from invoicectl.journal.sqlite_open import refuse_missing
 
 _ATTEMPT_FIELDS = (
     "id", "run_id", "started_at", "finished_at", "idempotency_key", "revision_sha256",
@@ -89,8 +90,7 @@ def export(
     retention_years: int = 10,
 ) -> Exported:
     """Write the next part of the export at ``dest`` (module docstring)."""
-    if not journal.is_file():
-        raise UsageError(f"no journal file at {journal}")
+    refuse_missing(journal)
     result = Exported(dest, key_id=key.key_id)
     with AuditReader(journal) as reader:
         earlier = parts(dest)

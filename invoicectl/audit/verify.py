@@ -72,8 +72,13 @@ def verify(
     if kind := not_regular(path):
         result.add("journal", f"not a regular file but {kind}")
         return result
-    if not path.is_file():
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
         result.add("journal", f"no journal file at {path}")
+        return result
+    except OSError as error:  # links that loop, no permission to look
+        result.add("journal", f"cannot be looked at: {error.strerror or error}")
         return result
     if not _file_holds_a_database(path, result):
         return result

@@ -122,10 +122,12 @@ def export(
 
     from invoicectl.audit.export import export as write_export
     from invoicectl.audit.signing import load_or_create
+    from invoicectl.journal import refuse_missing
 
     path = sqlite_file(
         journal_path(journal, sandbox), "export", "copy it to SQLite to export from it"
     )
+    refuse_missing(path)  # before a key is made beside a journal that is not there
     start, end = _range(since, until)
     retention_years = _retention_years()  # every setting checked before a key is made
     key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)

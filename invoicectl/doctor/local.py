@@ -17,7 +17,7 @@ from invoicectl.config_file import config_label, config_path
 from invoicectl.doctor.checks import Check, fail, ok, warn
 from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
-from invoicectl.journal.failures import explain_missing
+from invoicectl.journal.failures import RESTORE, explain_empty, explain_missing
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
 from invoicectl.known_keys import hide_keys
@@ -107,12 +107,14 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
         return fail("journal", explain_missing(path) + unwritable, **details)
     if health.error is not None:
         return fail("journal", f"{path} cannot be read as a journal: {health.error}", **details)
+    if health.size == 0 and health.wal_size == 0:
+        return fail("journal", explain_empty(path), **details)
     if health.problems:
         first = health.problems[0][:120]
         return fail(
             "journal",
             f"{path} is damaged: quick_check found {len(health.problems)} problem(s), the "
-            f"first: {first}; restore a backup (see invoicectl backup)",
+            f"first: {first}; {RESTORE}",
             **details,
         )
     if health.schema == "newer":
@@ -128,8 +130,7 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
         lacking = first_few(health.missing, 5)
         return fail(
             "journal",
-            f"{path} is damaged: its schema lacks {lacking}; restore a backup (see invoicectl "
-            "backup)",
+            f"{path} is damaged: its schema lacks {lacking}; {RESTORE}",
             **details,
         )
     if not health.writable:

@@ -26,7 +26,7 @@ from invoicectl.doctor.local import (
 )
 from invoicectl.doctor.remote import PROBE_SECONDS, remote_checks
 from invoicectl.environment import bound_to
-from invoicectl.errors import InvoicectlError
+from invoicectl.errors import InvoicectlError, JournalError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.journal.health import examine
@@ -106,6 +106,8 @@ def _lock(journal: Path) -> Check:
         state = lock_state(journal)
     except OSError as error:
         return fail("lock", f"cannot look at the lock {lock_path_for(journal)}: {error.strerror}")
+    except JournalError as error:  # the journal's links loop: no lock can be named
+        return fail("lock", str(error))
     return lock_check(state, journal)
 
 

@@ -60,6 +60,7 @@ __all__ = [
     "open_journal",
     "opened_journal",
     "peek_stored",
+    "refuse_missing",
     "scan_turn",
     "shared_budget",
     "utc_now",

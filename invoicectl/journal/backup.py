@@ -24,7 +24,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 
 from invoicectl.errors import JournalError
-from invoicectl.journal.sqlite_open import refuse_not_regular
+from invoicectl.journal.sqlite_open import refuse_missing
 
 # How long the copy waits for a writer that holds SQLite's locks (a checkpoint, a migration).
 _BUSY_TIMEOUT_MS = 10_000
@@ -47,9 +47,7 @@ class BackupResult:
 
 def backup(source: Path, destination: Path) -> BackupResult:
     """Copy the journal at ``source`` to ``destination`` atomically; check the copy."""
-    refuse_not_regular(source)
-    if not source.is_file():
-        raise JournalError(f"no journal at {source} to back up")
+    refuse_missing(source)
     destination = destination.absolute()
     if destination.is_dir():
         raise JournalError(f"the backup destination {destination} is a directory; name a file")

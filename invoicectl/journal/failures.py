@@ -17,6 +17,13 @@ from pathlib import Path
 
 _KEPT = "everything committed before is kept"
 
+# `invoicectl backup` makes backups; putting one back is a copy (README, "Backing the journal
+# up while cron runs").
+RESTORE = (
+    "restore the journal from a backup (stop the cron job, copy the backup to the journal's "
+    "path with no -wal or -shm beside it)"
+)
+
 # The first that the error's SQLite name starts with decides.
 _SQLITE_ADVICE: tuple[tuple[str, str], ...] = (
     (
@@ -50,8 +57,8 @@ _SQLITE_ADVICE: tuple[tuple[str, str], ...] = (
     ),
     (
         "SQLITE_CORRUPT",
-        "it is damaged: keep the file for inspection and restore the journal from a backup "
-        "(`invoicectl backup`); the next send then checks GoRoute before sending",
+        f"it is damaged: keep the file for inspection and {RESTORE}; the next send then "
+        "checks GoRoute before sending",
     ),
     (
         "SQLITE_BUSY",
@@ -110,11 +117,31 @@ def explain_lost_row(journal: Path, what: str) -> str:
     )
 
 
+def explain_never_written(invoice_id: str | None, error: ValueError) -> str:
+    """One line for a row holding a state or hold no invoicectl writes: ``error`` is the
+    enum's own (``'x' is not a valid InvoiceState``)."""
+    whose = f"the invoice {invoice_id!r}" if invoice_id is not None else "an invoice"
+    return (
+        f"the journal is damaged: {whose} holds what invoicectl never writes ({error}; the "
+        "journal changed by hand?); nothing was changed. `invoicectl verify` shows what "
+        f"differs from the hash chain; {RESTORE}"
+    )
+
+
 def explain_missing(journal: Path) -> str:
     """One line for a journal that is not there, to a command that does not create one."""
     return (
         f"no journal at {journal}: nothing was ever scanned or sent with it here, or it was "
         "lost or not mounted; `invoicectl scan` or `send` creates one"
+    )
+
+
+def explain_empty(journal: Path) -> str:
+    """One line for a journal file of 0 bytes, to a command that does not create one."""
+    return (
+        f"the journal {journal} is empty (0 bytes): it was cut to nothing, or a scan or send "
+        "stopped before setting it up; nothing was read or changed. If it held invoices, "
+        "restore it from a backup; if not, `invoicectl scan` or `send` sets it up"
     )
 
 

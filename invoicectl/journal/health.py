@@ -42,8 +42,12 @@ class JournalHealth:
 
 def examine(path: Path) -> JournalHealth:
     """What the journal at ``path`` is like; nothing is created, written or migrated."""
-    if not path.exists():
+    try:
+        path.stat()
+    except (FileNotFoundError, NotADirectoryError):
         return JournalHealth(path=path, exists=False, writable=_creatable(path.parent))
+    except OSError as error:  # links that loop, no permission to look
+        return JournalHealth(path=path, exists=True, error=error.strerror or str(error))
     kind = not_regular(path)
     if kind is not None:  # a FIFO would block the read-only open below, forever
         return JournalHealth(path=path, exists=True, error=f"not a regular file but {kind}")

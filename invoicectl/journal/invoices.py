@@ -16,7 +16,7 @@ from typing import Any
 
 from invoicectl.errors import JournalError, StoredCopyDamaged
 from invoicectl.journal.database import JournalBase
-from invoicectl.journal.failures import explain_lost_row
+from invoicectl.journal.failures import explain_lost_row, explain_never_written
 from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
     Attempt,
@@ -68,6 +68,25 @@ def _save_sql(columns: tuple[str, ...]) -> str:
     )
 
 
+def _filtered(states: Sequence[str], verdict: str | None) -> tuple[str, list[Any]]:
+    """The WHERE (and its parameters) of invoices in ``states`` (any, when none) with that
+    last ``verdict`` (any, when None)."""
+    conditions = [f"state IN ({', '.join('?' * len(states))})"] if states else []
+    params: list[Any] = [*states]
+    if verdict is not None:
+        conditions.append("verdict = ?")
+        params.append(verdict)
+    return (f" WHERE {' AND '.join(conditions)}" if conditions else ""), params
+
+
+def _invoice(row: Any) -> Invoice:
+    """``Invoice.from_row``; a state or hold invoicectl never writes is one line."""
+    try:
+        return Invoice.from_row(row)
+    except ValueError as error:  # the journal changed by hand
+        raise JournalError(explain_never_written(row["invoice_id"], error)) from None
+
+
 class InvoiceRecords(JournalBase):
     # ---- reading ------------------------------------------------------------------------
 
@@ -75,20 +94,13 @@ class InvoiceRecords(JournalBase):
         row = self.db.execute(
             "SELECT * FROM invoices WHERE invoice_id = ?", (invoice_id,)
         ).fetchone()
-        return None if row is None else Invoice.from_row(row)
+        return None if row is None else _invoice(row)
 
     def invoices(self, *states: InvoiceState, verdict: str | None = None) -> list[Invoice]:
         """Every invoice, or those in ``states`` (and with that last ``verdict``), by ID."""
-        conditions: list[str] = []
-        params: list[str] = [*states]
-        if states:
-            conditions.append(f"state IN ({', '.join('?' * len(states))})")
-        if verdict is not None:
-            conditions.append("verdict = ?")
-            params.append(verdict)
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        where, params = _filtered(states, verdict)
         rows = self.db.execute(f"SELECT * FROM invoices{where} ORDER BY invoice_id", params)
-        return [Invoice.from_row(row) for row in rows]
+        return [_invoice(row) for row in rows]
 
     def listed(
         self,
@@ -100,15 +112,7 @@ class InvoiceRecords(JournalBase):
         at most ``limit`` (None: all), read as they are written out: memory stays flat for a
         journal of any size, and a page of one state reads only that page (invoices_state_id).
         """
-        conditions: list[str] = []
-        params: list[Any] = []
-        if state is not None:
-            conditions.append("state = ?")
-            params.append(state)
-        if verdict is not None:
-            conditions.append("verdict = ?")
-            params.append(verdict)
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        where, params = _filtered(() if state is None else (state,), verdict)
         if limit is not None:
             where += " ORDER BY invoice_id LIMIT ?"
             params.append(limit)
@@ -159,13 +163,16 @@ class InvoiceRecords(JournalBase):
             " GROUP BY day, state, 3 ORDER BY day",
             (since, before),
         ).fetchall()
-        return [(day, state, bool(failed), count) for day, state, failed, count in rows]
+        try:
+            return [(day, InvoiceState(state), bool(bad), n) for day, state, bad, n in rows]
+        except ValueError as error:
+            raise JournalError(explain_never_written(None, error)) from None
 
     def in_delivery(self) -> list[Invoice]:
         """Accepted invoices whose delivery is not known to be final (not ``delivered``), by
         ID: what reconcile follows. One found delivered needs nothing more, and is not read."""
         rows = self.db.execute(f"SELECT * FROM invoices WHERE {IN_DELIVERY} ORDER BY invoice_id")
-        return [Invoice.from_row(row) for row in rows]
+        return [_invoice(row) for row in rows]
 
     def hold_counts(self) -> dict[Hold, int]:
         """Invoices per kind of hold."""
@@ -341,7 +348,7 @@ class InvoiceRecords(JournalBase):
             "SELECT * FROM invoices WHERE hold = ? AND held_by = ? ORDER BY invoice_id",
             (Hold.held, by),
         )
-        return [Invoice.from_row(row) for row in rows]
+        return [_invoice(row) for row in rows]
 
     # ---- writing (the lifecycle's) --------------------------------------------------------
 

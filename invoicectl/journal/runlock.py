@@ -26,7 +26,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from types import TracebackType
 
-from invoicectl.errors import JournalLocked
+from invoicectl.errors import JournalError, JournalLocked
 
 # The winner writes its description just after taking the lock; a loser reading in between
 # sees an empty file. A short wait covers that window without ever blocking a real run.
@@ -70,9 +70,16 @@ class LockHolder:
 def lock_path_for(journal_path: Path) -> Path:
     """Where the lock of ``journal_path`` lives: beside the real file, ``<journal>.lock``.
 
-    Resolved first, so a journal reached through a symbolic link has the same lock.
+    Resolved first, so a journal reached through a symbolic link has the same lock. Links
+    that loop are one ``JournalError`` line.
     """
-    real = journal_path.resolve()
+    try:
+        real = journal_path.resolve()
+    except (RuntimeError, OSError) as error:  # Python 3.11 says RuntimeError for a loop
+        raise JournalError(
+            f"cannot use the journal {journal_path}: its symbolic links loop or cannot be "
+            f"followed ({error}); name the journal's file with --journal or INVOICECTL_JOURNAL"
+        ) from None
     return real.with_name(real.name + ".lock")
 
 

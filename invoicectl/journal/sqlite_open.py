@@ -13,7 +13,12 @@ from pathlib import Path
 from invoicectl.errors import JournalError
 from invoicectl.journal.chain import head_is_whole
 from invoicectl.journal.database import Database
-from invoicectl.journal.failures import explain_missing, explain_os, explain_sqlite
+from invoicectl.journal.failures import (
+    explain_empty,
+    explain_missing,
+    explain_os,
+    explain_sqlite,
+)
 from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
@@ -81,14 +86,17 @@ def refuse_missing(path: Path) -> None:
     hold, reconcile, doctor, ...): a journal that is not there is one ``JournalError`` line,
     and nothing is created. A new, empty journal would report "nothing needs attention"
     for a path mistyped, unmounted or lost; only a scan or send (which take an outbox)
-    makes one."""
+    makes one. An empty file (0 bytes) is refused the same way: set up, it too would be a new
+    journal that reports nothing, where a journal was cut to nothing or never set up."""
     try:
-        path.stat()
+        size = path.stat().st_size
     except (FileNotFoundError, NotADirectoryError):
         raise JournalError(explain_missing(path)) from None
     except OSError as error:
         raise JournalError(explain_os(error, path)) from None
     refuse_not_regular(path)
+    if size == 0:
+        raise JournalError(explain_empty(path))
 
 
 def open_database(path: Path) -> Database:
