@@ -26,7 +26,7 @@ are clones of those, in transactions of 20,000: each clone's bytes are its templ
 the invoice ID replaced (so every clone has content, a sha256 and a stored copy of its own),
 stored with ``store_found`` and inserted with ``insert_invoice``, its attempt with
 ``begin_attempt``/``finish_attempt``, one run per 100 invoices. Building 1M takes a few
-minutes and about 2 GB of disk.
+minutes and about 8 GB of disk (each invoice keeps a copy of its exact bytes).
 
 Run it with another checkout's invoicectl first on ``PYTHONPATH`` (and from that directory)
 to measure that one: the journal is built and the CLI run with whatever ``invoicectl``
@@ -279,7 +279,8 @@ def measure(size: int, work: Path, rounds: int, base_url: str, key: str) -> dict
     counts_only = ["--limit", "0"] if "--limit" in helped.stdout else []
     for round_number in range(rounds):
         outbox = work / f"new-{size}-{round_number}"
-        write_outbox(outbox, 10, seed=round_number + 7, prefix=f"NEW{round_number}")
+        # One emulator serves every size: each size's new invoices need IDs of their own.
+        write_outbox(outbox, 10, seed=round_number + 7, prefix=f"NEW{size}x{round_number}")
         sent = timed([*cli, "send", str(outbox), *journal, *fast, "--json"], env)
         sent_at = time.monotonic()
         summary = json.loads(sent.stdout)
