@@ -25,7 +25,8 @@ run, its attempt begun and finished, the invoice saved as accepted and delivered
 are clones of those, in transactions of 20,000: each clone's bytes are its template's with
 the invoice ID replaced (so every clone has content, a sha256 and a stored copy of its own),
 stored with ``store_found`` and inserted with ``insert_invoice``, its attempt with
-``begin_attempt``/``finish_attempt``, one run per 100 invoices. Building 1M takes a few
+``begin_attempt``/``finish_attempt`` (with the sha256 of the body a send would make, so that
+``verify`` finds the journal whole), one run per 100 invoices. Building 1M takes a few
 minutes and about 8 GB of disk (each invoice keeps a copy of its exact bytes).
 
 Run it with another checkout's invoicectl first on ``PYTHONPATH`` (and from that directory)
@@ -55,10 +56,13 @@ from typing import Any, NamedTuple
 sys.path.insert(0, str(Path(__file__).parent))
 from outbox import write_outbox  # noqa: E402
 
+from invoicectl.goroute.client import build_send_body  # noqa: E402
 from invoicectl.journal import Journal  # noqa: E402
+from invoicectl.journal.audit import receiver_of  # noqa: E402
 from invoicectl.journal.packing import pack  # noqa: E402
 from invoicectl.journal.records import AttemptAnswer, Invoice, InvoiceState  # noqa: E402
 from invoicectl.scan.ingest import scan_directory  # noqa: E402
+from invoicectl.ubl.encoding import document_text  # noqa: E402
 
 TEMPLATES = 1000
 PER_TRANSACTION = 20_000
@@ -101,13 +105,21 @@ def emulator() -> Iterator[tuple[str, str]]:
         process.wait(timeout=10)
 
 
-def mark_sent(journal: Journal, invoice: Invoice, run_id: int, at: str) -> Invoice:
-    """What a send's 202 leaves: an attempt begun and finished; the invoice accepted and,
-    after a reconcile, delivered."""
+def body_sha256(data: bytes, invoice_id: str, facts: dict[str, Any]) -> str:
+    """The sha256 of the body a send of ``data`` makes: what ``verify`` rebuilds and checks."""
+    receiver = receiver_of(json.dumps(facts))
+    assert receiver is not None, invoice_id
+    metadata = {"invoice_id": invoice_id, "sha256": sha256(data).hexdigest()}
+    return sha256(build_send_body(document_text(data), *receiver, metadata)).hexdigest()
+
+
+def mark_sent(journal: Journal, invoice: Invoice, run_id: int, at: str, body: str) -> Invoice:
+    """What a send's 202 of the body whose sha256 is ``body`` leaves: an attempt begun and
+    finished; the invoice accepted and, after a reconcile, delivered."""
     key = f"invoice-{invoice.invoice_id}"
     txn = "txn-" + sha256(invoice.invoice_id.encode()).hexdigest()[:24]
     attempt = journal.begin_attempt(
-        run_id, invoice.invoice_id, invoice.current_sha256, key, "0" * 64, at
+        run_id, invoice.invoice_id, invoice.current_sha256, key, body, at
     )
     journal.finish_attempt(
         attempt, AttemptAnswer("accepted", http_status=202, transaction_id=txn, duration=0.05)
@@ -143,7 +155,10 @@ def build(path: Path, size: int, work: Path, base_url: str) -> float:
         run_id = journal.begin_run("send", {}, base_url=base_url)
         with journal.bulk_writes(), journal.transaction():
             for template in templates:
-                journal.save(mark_sent(journal, template, run_id, at), was=template)
+                body = body_sha256(
+                    data[template.invoice_id], template.invoice_id, facts[template.invoice_id]
+                )
+                journal.save(mark_sent(journal, template, run_id, at, body), was=template)
         journal.begin_scan()
         made = len(templates)
         while made < size:
@@ -168,7 +183,7 @@ def _clone_batch(
 ) -> int:
     end = min(size, made + PER_TRANSACTION)
     found: list[Clone] = []
-    invoices: list[Invoice] = []
+    invoices: list[tuple[Invoice, str]] = []
     for number in range(made, end):
         template = templates[number % len(templates)]
         invoice_id = f"HIST-{number:07d}"
@@ -196,15 +211,14 @@ def _clone_batch(
                 None,
             )
         )
-        invoices.append(
-            replace(template, invoice_id=invoice_id, current_sha256=content, source_path=source)
-        )
+        clone = replace(template, invoice_id=invoice_id, current_sha256=content, source_path=source)
+        invoices.append((clone, body_sha256(body, invoice_id, record)))
     journal.store_found(found, at)
     run_id = 0
-    for number, invoice in enumerate(invoices, start=made):
+    for number, (invoice, body) in enumerate(invoices, start=made):
         if number % PER_RUN == 0 or not run_id:
             run_id = journal.begin_run("send", {}, base_url=base_url)
-        journal.insert_invoice(mark_sent(journal, invoice, run_id, at))
+        journal.insert_invoice(mark_sent(journal, invoice, run_id, at, body))
     return end
 
 

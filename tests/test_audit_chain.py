@@ -16,10 +16,11 @@ from pathlib import Path
 
 import pytest
 from auditkit import fill, strip_chain
-from backends import chain_findings, witness_rows
+from backends import chain_findings, witness_execute, witness_rows
 from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
 
+from invoicectl.audit import findings
 from invoicectl.audit.export import export
 from invoicectl.audit.signing import load_or_create
 from invoicectl.audit.verify import verify
@@ -69,6 +70,22 @@ def test_a_due_date_read_again_is_chained_with_its_revision(sent: Location):
     assert event["key"] == revision_id
     assert json.loads(event["row"]["facts"])["due_date"] == "2030-01-31"
     assert chain_findings(sent) == []
+
+
+def test_verify_counts_every_problem_and_keeps_the_first_to_list(
+    sent: Location, monkeypatch: pytest.MonkeyPatch
+):
+    """A journal damaged in every row (an UPDATE by hand) was one finding per row, all kept
+    in memory to the end: a million of them for a journal of a million."""
+    monkeypatch.setattr(findings, "LISTED", 2)
+    witness_execute(sent, "UPDATE invoices SET source_path = 'changed by hand'")
+
+    result = verify(sent)
+
+    assert result.problems == len(IDS) and not result.ok
+    assert len(result.findings) == 2 and result.unlisted == len(IDS) - 2
+    assert result.summary().startswith(f"{len(IDS)} problem(s) ({len(IDS) - 2} more not listed)")
+    assert result.as_dict()["problems_not_listed"] == len(IDS) - 2
 
 
 def test_an_upgrade_chains_every_row_a_journal_already_holds(tmp_path: Path, outbox: Path):

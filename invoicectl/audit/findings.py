@@ -18,10 +18,16 @@ class Finding:
         return f"{self.subject}: {self.problem}"
 
 
+# The findings a verification keeps to list: a journal damaged in every row (a hand-made
+# UPDATE of a million) is counted in full, in memory that does not grow with it.
+LISTED = 1000
+
+
 @dataclass
 class Verification:
     journal: str
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)  # the first LISTED problems
+    problems: int = 0  # every problem found, listed or not
     events: int = 0
     head_seq: int = 0
     head_hash: str = ZERO_HASH
@@ -35,15 +41,27 @@ class Verification:
 
     @property
     def ok(self) -> bool:
-        return not self.findings
+        return not self.problems
+
+    @property
+    def unlisted(self) -> int:
+        return self.problems - len(self.findings)
 
     def add(self, subject: str, problem: str) -> None:
-        # What a damaged row holds (a line break, bytes that are not UTF-8) stays on its line.
-        self.findings.append(Finding(one_line(subject), one_line(problem)))
+        self.problems += 1
+        if len(self.findings) < LISTED:
+            # What a damaged row holds (a line break, bytes not UTF-8) stays on its line.
+            self.findings.append(Finding(one_line(subject), one_line(problem)))
+
+    def rewind(self, problems: int) -> None:
+        """Forget the problems found after the first ``problems`` (a check run again)."""
+        self.problems = problems
+        del self.findings[problems:]
 
     def summary(self) -> str:
+        unlisted = f" ({self.unlisted} more not listed)" if self.unlisted else ""
         return (
-            f"{'ok' if self.ok else f'{len(self.findings)} problem(s)'}: {self.events} chain"
+            f"{'ok' if self.ok else f'{self.problems} problem(s)'}{unlisted}: {self.events} chain"
             f" events, head {self.head_seq}:{self.head_hash[:16]}; {self.blobs_checked} of"
             f" {self.blobs} blobs read; {self.attempts_checked} attempt bodies rebuilt;"
             f" {self.rows_checked} rows against their events"
@@ -61,4 +79,5 @@ class Verification:
             "attempts_checked": self.attempts_checked,
             "rows_checked": self.rows_checked,
             "problems": [{"subject": f.subject, "problem": f.problem} for f in self.findings],
+            "problems_not_listed": self.unlisted,  # found beyond the first LISTED
         }

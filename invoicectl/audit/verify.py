@@ -15,7 +15,8 @@ next (a damaged file stops only the check that meets the damage; nothing stops `
 4. every row the chain covers (invoices, attempts, the audit trail, revisions, runs,
    history checks, the environment binding) against its last event (``chain_check``).
 
-Everything streams: memory stays flat whatever the journal's size (tests/test_audit_chain.py).
+Everything streams: memory stays flat whatever the journal's size (tests/test_audit_chain.py),
+and whatever it finds (the first ``findings.LISTED`` problems are kept to list, the rest counted).
 """
 
 from __future__ import annotations
@@ -134,13 +135,13 @@ def _check_rows(reader: AuditReader, result: Verification, table: str) -> None:
     is checked again with its odd bytes kept as they are, so that every row is still
     compared with its event and the damaged ones are named, instead of the check stopping
     at the first of them."""
-    found, rows = len(result.findings), result.rows_checked
+    found, rows = result.problems, result.rows_checked
     try:
         check_rows(reader, result, table)
     except sqlite3.OperationalError as error:
         if "decode to UTF-8" not in str(error):
             raise
-        del result.findings[found:]
+        result.rewind(found)
         result.rows_checked = rows
         reader.conn.text_factory = _keeping_odd_bytes
         try:

@@ -63,7 +63,7 @@ def verify(
         if not quiet:
             print(result.summary())
     if not result.ok:
-        explain_exit(1, f"{len(result.findings)} problem(s) found in the journal")
+        explain_exit(1, f"{result.problems} problem(s) found in the journal")
     raise typer.Exit(0 if result.ok else 1)
 
 
