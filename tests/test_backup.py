@@ -96,3 +96,23 @@ def test_backup_refuses_what_it_cannot_do_in_one_line_and_leaves_dest_as_it_was(
     assert not (tmp_path / "c.db").exists() and not (tmp_path / "d.db").exists()
     with sqlite3.connect(journal) as conn:
         assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+
+
+def test_a_journal_lacking_part_of_its_schema_does_not_replace_the_last_good_backup(
+    outbox: Path, tmp_path: Path
+):
+    """It passed SQLite's integrity check and was renamed over the backup, exit 0."""
+    journal = sent_journal(outbox, tmp_path)
+    copy = tmp_path / "copy.db"
+    assert invoke("backup", str(copy), "--journal", str(journal)).exit_code == 0
+    good = copy.read_bytes()
+    with sqlite3.connect(journal) as conn:
+        conn.execute("DROP TABLE events")
+
+    result = invoke("backup", str(copy), "--journal", str(journal))
+
+    assert result.exit_code == 1, result.output
+    (line,) = without_exit_line(result.stderr, 1).splitlines()
+    assert "the journal is damaged: its schema lacks events; the backup there was left" in line
+    assert copy.read_bytes() == good
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []

@@ -24,6 +24,7 @@ from glob import escape as glob_escape
 from pathlib import Path
 
 from invoicectl.errors import JournalError
+from invoicectl.journal.health import lacking
 from invoicectl.journal.sqlite_open import refuse_missing
 
 # How long the copy waits for a writer that holds SQLite's locks (a checkpoint, a migration).
@@ -118,12 +119,19 @@ def _copy(source: Path, temporary: Path) -> None:
 
 
 def _check(path: Path) -> tuple[int, int]:
-    """(invoices, runs) in the copy, after ``PRAGMA integrity_check`` says ok."""
+    """(invoices, runs) in the copy, after ``PRAGMA integrity_check`` says ok and it holds
+    every table and column of this version's schema."""
     conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
     try:
         problems = [row[0] for row in conn.execute("PRAGMA integrity_check")]
         if problems != ["ok"]:
             raise sqlite3.DatabaseError(f"the copy fails its integrity check: {problems[0]}")
+        # Renamed over last night's good copy, a copy no invoicectl could use would be a loss.
+        if missing := lacking(conn):
+            raise sqlite3.DatabaseError(
+                f"the journal is damaged: its schema lacks {', '.join(missing)}; the backup "
+                "there was left as it was; `invoicectl verify` shows what else differs"
+            )
         invoices = conn.execute("SELECT count(*) FROM invoices").fetchone()[0]
         runs = conn.execute("SELECT count(*) FROM runs").fetchone()[0]
         return int(invoices), int(runs)

@@ -105,6 +105,12 @@ def _schema(conn: sqlite3.Connection) -> str:
     return "current"
 
 
+def lacking(conn: sqlite3.Connection) -> list[str]:
+    """``missing_schema`` of a journal migrated by this version (an older one lacks what its
+    next open adds; a newer one is not this version's to judge)."""
+    return missing_schema(conn) if _schema(conn) == "current" else []
+
+
 def missing_schema(conn: sqlite3.Connection) -> list[str]:
     """The tables and columns of this version's schema that the journal on ``conn`` (fully
     migrated, by its own record) lacks: ``table`` or ``table.column``."""
