@@ -160,10 +160,13 @@ def test_a_source_that_is_not_a_journal_is_refused(tmp_path, pg_url):
     other = tmp_path / "other.db"
     with sqlite3.connect(other) as conn:
         conn.execute("CREATE TABLE things (id INTEGER PRIMARY KEY)")
+    looping = tmp_path / "loop.db"
+    looping.symlink_to(looping)  # was "no SQLite journal at"
     for source, said in (
         (not_sqlite, "not a SQLite database"),
         (other, "holds no invoicectl journal"),
         (tmp_path / "missing.db", "no SQLite journal at"),
+        (looping, "cannot be looked at: Too many levels of symbolic links"),
     ):
         result = invoke("journal", "copy", "--journal", str(source), "--to", pg_url)
         assert result.exit_code == ExitCode.USAGE, result.output

@@ -4,6 +4,7 @@ migrated; refused, with nothing written, when it is not a journal at this schema
 from __future__ import annotations
 
 import sqlite3
+import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
@@ -22,7 +23,16 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def check_source_file(source: Path) -> None:
-    if not source.is_file():
+    try:
+        regular = stat.S_ISREG(source.stat().st_mode)
+    except (FileNotFoundError, NotADirectoryError):
+        regular = False
+    except OSError as error:  # links that loop, no permission to look
+        raise CopyRefused(
+            f"the journal {source} cannot be looked at: {error.strerror or error};"
+            f" {NOTHING_WRITTEN}"
+        ) from None
+    if not regular:
         raise CopyRefused(
             f"no SQLite journal at {source}: name the journal to copy with --journal or"
             f" INVOICECTL_JOURNAL; {NOTHING_WRITTEN}"
