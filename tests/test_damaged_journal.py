@@ -159,17 +159,19 @@ def test_verify_ends_by_naming_what_it_found_not_could_not_run(tmp_path: Path, o
     ],
     ids=" ".join,
 )
+@pytest.mark.parametrize("column, kind", [("state", "InvoiceState"), ("hold", "Hold")])
 def test_an_invoice_in_a_state_invoicectl_never_writes_is_one_line(
-    tmp_path: Path, outbox: Path, command: list[str]
+    tmp_path: Path, outbox: Path, command: list[str], column: str, kind: str
 ):
-    """A state changed by hand was a ValueError or KeyError traceback."""
+    """A state changed by hand was a ValueError or KeyError traceback; a hold, a ValueError
+    traceback in every ``status``."""
     journal = tmp_path / "journal.db"
     write_invoice(outbox, "INV-1")
     with open_journal(journal) as opened:
         scan_directory(opened, outbox)
     conn = sqlite3.connect(journal)
     with conn:
-        conn.execute("UPDATE invoices SET state = 'bogus'")
+        conn.execute(f"UPDATE invoices SET {column} = 'bogus'")
     conn.close()
     before = digest(journal)
 
@@ -177,5 +179,5 @@ def test_an_invoice_in_a_state_invoicectl_never_writes_is_one_line(
 
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr
-    assert "holds what invoicectl never writes ('bogus' is not a valid InvoiceState" in done.stderr
+    assert f"holds what invoicectl never writes ('bogus' is not a valid {kind}" in done.stderr
     assert digest(journal) == before

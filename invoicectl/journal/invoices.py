@@ -17,6 +17,7 @@ from typing import Any
 from invoicectl.errors import JournalError, StoredCopyDamaged
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.failures import explain_lost_row, explain_never_written
+from invoicectl.journal.monitoring_schema import DELIVERY_FAILED
 from invoicectl.journal.packing import unpack
 from invoicectl.journal.records import (
     Attempt,
@@ -39,17 +40,9 @@ _ORDER_BY = {
     SendOrder.issue: "issue_date IS NULL, issue_date, ",
     SendOrder.scan: "",
 }
-# Accepted is nearly every invoice of an old journal: it is counted as the rest (the total, a
-# count SQLite keeps cheap, less the others), so the counts cost the two index ranges beside
-# accepted (a UNION ALL: an OR of them reads the whole index), not the journal's years. A state
-# written by hand lies in those ranges too: it is found, not counted as accepted.
-_BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {} 'accepted'{} GROUP BY state"
 # What reconcile follows of the accepted: delivery not known to be final. Exactly the WHERE of
 # the partial index invoices_in_delivery (m010), so that SQLite uses it.
 IN_DELIVERY = "state = 'accepted' AND remote_status IS NOT 'delivered'"
-# Accepted, and GoRoute says the delivery failed: a person must decide (m012's index repeats
-# this WHERE exactly, so a count or a page of them reads only them in a journal of millions).
-DELIVERY_FAILED = "state = 'accepted' AND remote_status = 'failed'"
 assert InvoiceState.accepted == "accepted"
 _LISTED = ", ".join(Listed._fields)
 _WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
@@ -142,72 +135,11 @@ class InvoiceRecords(JournalBase):
         finally:
             cursor.close()
 
-    def delivery_failure_count(self, *, on_hold: bool = True) -> int:
-        """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
-        which ask for their hold's decision instead), counted from their own index."""
-        unheld = "" if on_hold else " AND hold IS NULL"
-        (count,) = self.db.execute(
-            f"SELECT count(*) FROM invoices WHERE {DELIVERY_FAILED}{unheld}"
-        ).fetchone()
-        return int(count)
-
-    def day_counts(self, since: str, before: str) -> list[tuple[str, str, bool, int]]:
-        """(day, state, delivery failed, count) of the invoices first recorded on each UTC day
-        from ``since`` up to, not including, ``before`` (ISO dates), by day: a period report.
-        By invoices_created (m012): a month of a journal of years reads only that month."""
-        rows = self.db.execute(
-            f"SELECT substr(created_at, 1, 10) AS day, state, {DELIVERY_FAILED}, count(*)"
-            " FROM invoices WHERE created_at >= ? AND created_at < ?"
-            " GROUP BY day, state, 3 ORDER BY day",
-            (since, before),
-        ).fetchall()
-        try:
-            return [(day, InvoiceState(state), bool(bad), n) for day, state, bad, n in rows]
-        except ValueError as error:
-            raise JournalError(explain_never_written(None, error)) from None
-
     def in_delivery(self) -> list[Invoice]:
         """Accepted invoices whose delivery is not known to be final (not ``delivered``), by
         ID: what reconcile follows. One found delivered needs nothing more, and is not read."""
         rows = self.db.execute(f"SELECT * FROM invoices WHERE {IN_DELIVERY} ORDER BY invoice_id")
         return [_invoice(row) for row in rows]
-
-    def hold_counts(self) -> dict[Hold, int]:
-        """Invoices per kind of hold."""
-        counts = dict.fromkeys(Hold, 0)
-        for hold, count in self.db.execute(
-            "SELECT hold, count(*) FROM invoices WHERE hold IS NOT NULL GROUP BY hold"
-        ):
-            counts[Hold(hold)] = count
-        return counts
-
-    def invoice_total(self) -> int:
-        """How many invoices the journal holds (SQLite counts them from the table's pages;
-        the PostgreSQL journal keeps the number: ``pg_journal``)."""
-        (total,) = self.db.execute("SELECT count(*) FROM invoices").fetchone()
-        return int(total)
-
-    def state_counts(self, *, on_hold: bool = True) -> dict[InvoiceState, int]:
-        """Invoices per state (``on_hold=False``: but those on hold); a file that yields no
-        invoice ID counts as invalid."""
-        counts = dict.fromkeys(InvoiceState, 0)
-        unheld = "" if on_hold else " AND hold IS NULL"
-        beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in "<>")
-        rows = self.db.execute(beside).fetchall()
-        try:
-            counts.update((InvoiceState(state), count) for state, count in rows)
-        except ValueError as error:
-            raise JournalError(explain_never_written(None, error)) from None
-        rest = self.invoice_total()
-        if not on_hold:  # invoices_held
-            (held,) = self.db.execute(
-                "SELECT count(*) FROM invoices WHERE hold IS NOT NULL"
-            ).fetchone()
-            rest -= held
-        counts[InvoiceState.accepted] = rest - sum(counts.values())
-        (unidentified,) = self.db.execute("SELECT count(*) FROM unidentified_files").fetchone()
-        counts[InvoiceState.invalid] += unidentified
-        return counts
 
     def sent_without_answer(self) -> list[tuple[str, str | None]]:
         """(invoice ID, key first used at) of every ``unknown`` invoice and every ``pending``

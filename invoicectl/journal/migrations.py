@@ -191,7 +191,7 @@ def m011_chain_covers_revisions_and_runs(db: Database) -> None:
 
 
 def m012_index_delivery_failures(db: Database) -> None:
-    # invoices.DELIVERY_FAILED's WHERE, on invoices_state_id's columns as m010's in_delivery.
+    # DELIVERY_FAILED's WHERE (monitoring_schema), on invoices_state_id's columns as m010's.
     where = "WHERE state = 'accepted' AND remote_status = 'failed'"
     db.execute(f"CREATE INDEX invoices_delivery_failed ON invoices(state, invoice_id) {where}")
     db.execute("CREATE INDEX invoices_created ON invoices(created_at)")
