@@ -316,6 +316,7 @@ def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
         (None, "2026-01-10T09:00", []),  # a time without an offset is UTC
         ("2026-02-01", "2026-02-01", ["D-3"]),
         ("20260101", "20260131", ["D-1", "D-2"]),  # a basic ISO date is a whole day too
+        ("2026-01-31", "9999-12-31", ["D-2", "D-3"]),  # a script's "no end": was OverflowError
     ],
 )
 def test_since_and_until_choose_by_when_the_requests_were_sent(
@@ -343,6 +344,18 @@ def test_a_range_that_ends_before_it_starts_is_refused(sent_over_days: Path, tmp
         " no request can be in that range"
     )
     assert not (tmp_path / "a").exists()
+
+
+def test_a_time_past_the_last_utc_moment_is_refused_in_one_line(sent: Path, tmp_path: Path):
+    """It was an OverflowError traceback."""
+    code, output = run(
+        "export", str(tmp_path / "a"), "--journal", str(sent), "--until", "9999-12-31T23:00-05:00"
+    )
+    assert code == 2, output
+    assert output.strip() == (
+        "invoicectl: error: --until '9999-12-31T23:00-05:00' falls outside the years 1 to 9999"
+        " in UTC"
+    )
 
 
 def test_a_destination_that_is_a_file_is_refused_in_one_line(sent: Path, tmp_path: Path):

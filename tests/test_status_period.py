@@ -80,6 +80,13 @@ def test_the_table_and_json_say_the_same(journal: Journal) -> None:
     ]
 
 
+def test_the_last_day_there_is_stands_for_no_end(journal: Journal) -> None:
+    """``--until 9999-12-31`` was an OverflowError traceback, and no JSON at all."""
+    march(journal)
+    records = json.loads(invoke("--until", "9999-12-31", "--format", "json").stdout)
+    assert records[-1]["day"] == "total" and records[-1]["total"] == 5
+
+
 def test_a_bad_date_is_a_usage_error(journal: Journal) -> None:
     result = invoke("--since", "March")
     assert result.exit_code == 2

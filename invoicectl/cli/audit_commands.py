@@ -250,14 +250,23 @@ def _moment(text: str | None, option: str, *, day_end: bool) -> datetime | None:
 
     try:
         if len(text) in (8, 10) and "T" not in text:  # a date, YYYY-MM-DD or YYYYMMDD: the
-            # day, from its first moment (to its last)
+            # day, from its first moment (to its last; 9999-12-31, many a script's "no end",
+            # to the last moment there is)
             day = datetime.combine(date.fromisoformat(text), datetime.min.time(), UTC)
-            return day + timedelta(days=1) if day_end else day
+            if not day_end:
+                return day
+            return (
+                day + timedelta(days=1)
+                if day.date() < date.max
+                else datetime.max.replace(tzinfo=UTC)
+            )
         moment = datetime.fromisoformat(text)
+        if moment.tzinfo is None:
+            moment = moment.replace(tzinfo=UTC)
+        return moment.astimezone(UTC)
     except ValueError:
         raise UsageError(
             f"{option} {text!r}: give a date like 2026-01-31 or a time like 2026-01-31T18:00"
         ) from None
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC)
+    except OverflowError:
+        raise UsageError(f"{option} {text!r} falls outside the years 1 to 9999 in UTC") from None

@@ -24,8 +24,9 @@ FIELDS = ("day", *COLUMNS, "total")
 
 
 def period_bounds(since: date, until: date) -> tuple[str, str]:
-    """The journal's bounds for ``since`` to ``until``, both days included."""
-    return since.isoformat(), (until + timedelta(days=1)).isoformat()
+    """The journal's bounds for ``since`` to ``until``, both days included (but 9999-12-31,
+    many a script's "no end": there is no day after it to bound it, nor anything on it)."""
+    return since.isoformat(), (until + timedelta(days=1) if until < date.max else until).isoformat()
 
 
 def period_rows(counts: Iterable[tuple[str, str, bool, int]]) -> list[dict[str, Any]]:
