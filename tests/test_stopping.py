@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
+from historykit import add_history
 from hostile import Behaviour, HostileServer, answer_json, hang, in_turn, routes, trickle
 from logkit import said, unstamped
 from processkit import cli_process, journal_states, open_attempts, run_cli, wait_for
@@ -281,3 +282,30 @@ def test_the_lock_is_free_right_after_a_deadline(outbox: Path, journal: Path):
     assert first.returncode == 75
     assert code == 75, stdout + stderr  # it started (not 6): the lock was free
     assert "another invoicectl" not in stderr
+
+
+@pytest.mark.parametrize("output", [[], ["--format", "jsonl"]], ids=["table", "jsonl"])
+def test_a_listing_stopped_by_a_signal_says_so_in_one_line_and_nothing_more(
+    journal: Path, output: list[str]
+):
+    """The listing's cursor was let go after its journal had closed: "Exception ignored in:
+    <generator object InvoiceRecords.listed>" and a ProgrammingError traceback. JSON Lines
+    ended in an error document over four lines, the first glued to a record the signal cut:
+    no reader of lines could parse it."""
+    with Journal(journal) as opened:
+        add_history(opened, 3000)  # some 300 KB listed: more than the pipe holds
+    process = cli_process(journal, "http://127.0.0.1:9", "status", "--all", *output)
+    assert process.stdout is not None
+    process.stdout.readline()  # listing, and soon waiting on the pipe no one reads
+    process.send_signal(signal.SIGTERM)
+    stdout, stderr = process.communicate(timeout=60)
+
+    assert process.returncode == 130, stderr
+    stopped = "interrupted by SIGTERM; state saved"
+    if output:  # the records, the last one out perhaps cut by the signal, then the error
+        lines = stdout.splitlines()  # (the first: the rest of what readline's buffer took)
+        assert json.loads(lines[-1]) == {"error": stopped, "exit_code": 130}
+        assert all(json.loads(line) for line in lines[1:-2])
+        assert stderr == ""  # JSON asked for: the error is the document, and only there
+    else:
+        assert said(stderr, 130).strip().splitlines() == [f"invoicectl: {stopped}"]

@@ -235,12 +235,18 @@ def _journal_of(args: list[str]) -> Location | None:
 
 
 def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
-    """Print the error as the command's JSON document, if JSON was asked for."""
+    """Print the error as the command's JSON document, if JSON was asked for: with JSON
+    Lines, one line more after the records written before it (a listing stopped)."""
     if not ctx.meta.get("json"):
         return False
     from invoicectl.render.formats import to_json
 
-    print(to_json({"error": message, "exit_code": int(exit_code)}))
+    document = {"error": message, "exit_code": int(exit_code)}
+    options = options_of(ctx.meta["args"])
+    if ("--format", "jsonl") in pairwise(options) or "--format=jsonl" in options:
+        print(to_json(document, indent=None))
+    else:
+        print(to_json(document))
     return True
 
 

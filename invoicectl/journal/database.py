@@ -116,8 +116,10 @@ class JournalBase:
         self.path = path
         self.clock = clock
         self.db = db
+        self.closed = False
 
     def close(self) -> None:
+        self.closed = True
         self.db.close()
 
     def __enter__(self) -> JournalBase:

@@ -104,36 +104,33 @@ class InvoiceRecords(JournalBase):
         journal of any size, and a page of one state reads only that page (invoices_state_id).
         """
         where, params = _filtered(() if state is None else (state,), verdict)
+        where += " ORDER BY invoice_id"
         if limit is not None:
-            where += " ORDER BY invoice_id LIMIT ?"
+            where += " LIMIT ?"
             params.append(limit)
-        else:
-            where += " ORDER BY invoice_id"
-        # A cursor of its own: the caller may read other things between two rows.
-        cursor = self.db.conn.cursor()
-        cursor.row_factory = None
-        cursor.execute(f"SELECT {_LISTED} FROM invoices{where}", params)
-        try:
-            for row in cursor:
-                yield Listed._make(row)
-        finally:  # a reader that stopped early: the cursor let go (PostgreSQL's is the server's)
-            cursor.close()
+        return self._listing(f"SELECT {_LISTED} FROM invoices{where}", params)
 
     def delivery_failures(self, limit: int | None = None) -> Iterator[Listed]:
         """Accepted invoices whose delivery failed, by ID, at most ``limit``, read by their own
         index (invoices_delivery_failed): what ``status`` lists first among the accepted."""
+        sql = f"SELECT {_LISTED} FROM invoices WHERE {DELIVERY_FAILED} ORDER BY invoice_id"
+        return self._listing(*((sql, ()) if limit is None else (sql + " LIMIT ?", (limit,))))
+
+    def _listing(self, sql: str, params: Sequence[Any]) -> Iterator[Listed]:
+        """The rows of ``sql`` as ``Listed``, read as they are written out, on a cursor of its
+        own: the caller may read other things between two rows."""
         cursor = self.db.conn.cursor()
         cursor.row_factory = None
-        sql = f"SELECT {_LISTED} FROM invoices WHERE {DELIVERY_FAILED} ORDER BY invoice_id"
-        if limit is not None:
-            cursor.execute(sql + " LIMIT ?", (limit,))
-        else:
-            cursor.execute(sql)
+        cursor.execute(sql, params)
         try:
             for row in cursor:
                 yield Listed._make(row)
         finally:
-            cursor.close()
+            # A reader that stopped early: the cursor let go (PostgreSQL's is the server's). A
+            # listing stopped by a signal is finalised after its journal closed, and the
+            # connection let go of it then.
+            if not self.closed:
+                cursor.close()
 
     def in_delivery(self) -> list[Invoice]:
         """Accepted invoices whose delivery is not known to be final (not ``delivered``), by

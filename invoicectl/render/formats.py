@@ -11,9 +11,9 @@ from itertools import islice
 from typing import IO, Any
 
 
-def to_json(data: Any) -> str:
-    """What invoicectl prints for ``--json``."""
-    return json.dumps(data, indent=2, ensure_ascii=False, sort_keys=False)
+def to_json(data: Any, indent: int | None = 2) -> str:
+    """What invoicectl prints for ``--json`` (``indent=None``: on one line)."""
+    return json.dumps(data, indent=indent, ensure_ascii=False, sort_keys=False)
 
 
 def to_csv(records: Sequence[dict[str, Any]], fields: Sequence[str]) -> str:
@@ -50,7 +50,12 @@ def write_json_lines(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
     encode = json.JSONEncoder(ensure_ascii=False).encode
     count = 0
     for batch in _batches(records):
-        stream.write("".join(encode(record) + "\n" for record in batch))
+        lines = "".join(encode(record) + "\n" for record in batch)
+        try:
+            stream.write(lines)
+        except KeyboardInterrupt:  # a signal while the pipe was full: the last line out may
+            stream.write("\n")  # be cut; what follows (the error's line) starts its own
+            raise
         count += len(batch)
     return count
 
