@@ -279,6 +279,33 @@ class InvoiceRecords(JournalBase):
         )
         return [_invoice(row) for row in rows]
 
+    def invoice_ids(
+        self, states: Sequence[InvoiceState], verdict: str | None, holds: Sequence[Hold | None]
+    ) -> list[str]:
+        """IDs, in order, of the invoices in ``states`` (any, when none) with that last
+        ``verdict`` whose hold is one of ``holds`` (None: not on hold): what a bulk action
+        acts on, never a whole row. Invoices on hold are found by invoices_held (a state's
+        index would read a million accepted to find the few held); the others by
+        invoices_state_id, for the states asked for."""
+        named = [hold for hold in holds if hold is not None]
+        marks = ", ".join("?" * len(named))
+        if None not in holds:
+            rows = self.db.execute(
+                "SELECT invoice_id, state, verdict FROM invoices"
+                f" WHERE hold IN ({marks}) ORDER BY invoice_id",
+                named,
+            )
+            return [
+                invoice_id
+                for invoice_id, state, last in rows
+                if (not states or state in states) and (verdict is None or last == verdict)
+            ]
+        where, params = _filtered(states, verdict)
+        chosen = " OR ".join([f"hold IN ({marks})"] * bool(named) + ["hold IS NULL"])
+        sql = f"SELECT invoice_id FROM invoices{where}{' AND' if where else ' WHERE'} ({chosen})"
+        rows = self.db.execute(f"{sql} ORDER BY invoice_id", [*params, *named])
+        return [invoice_id for (invoice_id,) in rows]
+
     # ---- writing (the lifecycle's) --------------------------------------------------------
 
     def save(self, invoice: Invoice, *, was: Invoice, touch: bool = True) -> bool:

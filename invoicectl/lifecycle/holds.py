@@ -213,16 +213,16 @@ def candidates(
     verdict: str | None = None,
 ) -> list[str]:
     """The invoices a bulk ``hold``, ``release`` or ``abandon`` acts on: those matching the
-    filters that the action can change (a release, only those held)."""
-    matching = journal.invoices(*states, verdict=verdict)
+    filters that the action can change. A release, only those held; a hold or an abandon,
+    never an accepted invoice (GoRoute has it), nor one already so or abandoned. Read from
+    the indexes: a journal of a million accepted costs what the others hold."""
     if action == "release":
-        return [invoice.invoice_id for invoice in matching if invoice.hold is Hold.held]
-    kept = Hold.held if action == "hold" else Hold.abandoned
-    return [
-        invoice.invoice_id
-        for invoice in matching
-        if invoice.state is not InvoiceState.accepted and invoice.hold not in (kept, Hold.abandoned)
-    ]
+        return journal.invoice_ids(states, verdict, (Hold.held,))
+    unaccepted = [state for state in states or InvoiceState if state is not InvoiceState.accepted]
+    if not unaccepted:
+        return []
+    holds: tuple[Hold | None, ...] = (None,) if action == "hold" else (None, Hold.held)
+    return journal.invoice_ids(unaccepted, verdict, holds)
 
 
 # ---- a damaged stored copy ----------------------------------------------------------------
