@@ -8,6 +8,7 @@ tracemalloc, which the machine's load does not move.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import json
@@ -323,6 +324,33 @@ def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(journal_at: L
     )
     both = runner.invoke(app, ["status", "--journal", path, "--all", "--limit", "3"])
     assert both.exit_code == 2 and "give it or --limit, not both" in both.output
+
+
+def test_a_limit_beyond_a_screenful_on_a_terminal_is_paged_not_drawn(tmp_path: Path):
+    """``--limit 1000000000`` on a terminal drew one table of every invoice, built whole in
+    memory first: 253 s and 1.75 GB for a journal of 300,000, and no pager."""
+    import pty
+
+    path = tmp_path / "journal.db"
+    with Journal(path) as opened:
+        add_history(opened, 40)
+    paged = tmp_path / "paged.tsv"
+    pid, terminal = pty.fork()
+    if pid == 0:  # the CLI on a terminal of 80 x 24, its pager writing what it gets to a file
+        os.environ.update(PAGER=f"sh -c 'cat > {paged}'", LINES="24", COLUMNS="80")
+        command = ["status", "--limit", "30", "--journal", str(path)]
+        os.execv(sys.executable, [sys.executable, "-m", "invoicectl", *command])
+    shown = b""
+    with contextlib.suppress(OSError):  # EIO: the terminal's other end closed
+        while chunk := os.read(terminal, 65536):
+            shown += chunk
+    _, status = os.waitpid(pid, 0)
+
+    assert os.waitstatus_to_exitcode(status) == 0, shown
+    assert [line.split("\t")[0] for line in paged.read_text().splitlines()] == [
+        f"OLD-{number:07d}" for number in range(30)
+    ]
+    assert b"OLD-0000000" not in shown  # the counts and the chain head alone on the screen
 
 
 def test_counting_steps_sees_a_full_read(journal: Journal):

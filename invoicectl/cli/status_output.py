@@ -2,8 +2,9 @@
 
 JSON (one array), JSON Lines and CSV: every invoice, row by row as the journal reads them. A
 pipe: the counts, then one plain line per invoice. A terminal: the counts, then a page of the
-invoices that need a person first (``--limit``, default a screenful), or with ``--all`` every
-one, through the pager (``$PAGER``, else ``less``). A rich table of a million rows took 70 s
+invoices that need a person first (``--limit``, default a screenful; more than a screenful
+goes through the pager too, in that order), or with ``--all`` every one, through the pager
+(``$PAGER``, else ``less``). A rich table of a million rows took 70 s
 for 100,000; a page is one query per state that reads no more rows than it shows.
 """
 
@@ -66,13 +67,18 @@ def write_status(
         write_tsv(out, status_records(journal, state, verdict, limit))
         return
     console = stdout_console()
-    if every:
+    screenful = max(_SHORTEST_PAGE, console.size.height - _FRAME_LINES)
+    if every or (limit is not None and limit > screenful):  # more than a screen: paged
+        from invoicectl.render.listing import attention_first
+
         out.flush()
         with pager() as stream:
-            write_tsv(stream, status_records(journal, state, verdict))
+            if limit is None:  # --all (given with --limit, a usage error)
+                write_tsv(stream, status_records(journal, state, verdict))
+            else:  # as a page orders them, but streamed: a table is drawn whole, in memory
+                write_tsv(stream, attention_first(journal, limit, state, verdict))
         return
-    page = limit if limit is not None else max(_SHORTEST_PAGE, console.size.height - _FRAME_LINES)
-    _print_page(console, journal, page, state, verdict)
+    _print_page(console, journal, screenful if limit is None else limit, state, verdict)
 
 
 def write_period(
