@@ -15,8 +15,10 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backends import cli_journal
@@ -40,7 +42,7 @@ from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.locations import Location
 from invoicectl.reconcile.subjects import find_subjects
 from invoicectl.render.formats import to_csv, write_csv, write_json_array, write_json_lines
-from invoicectl.render.listing import STATUS_FIELDS, attention_first, status_records
+from invoicectl.render.listing import STATUS_FIELDS, attention_first, status_records, write_tsv
 from invoicectl.render.status import invoice_record
 from invoicectl.scan.ingest import scan_directory
 
@@ -351,6 +353,29 @@ def test_a_limit_beyond_a_screenful_on_a_terminal_is_paged_not_drawn(tmp_path: P
         f"OLD-{number:07d}" for number in range(30)
     ]
     assert b"OLD-0000000" not in shown  # the counts and the chain head alone on the screen
+
+
+@pytest.mark.parametrize("write", [write_tsv, write_json_lines, write_json_array])
+def test_a_listing_stops_reading_once_its_reader_has_gone(write: Any):
+    """``status | head -1`` read the whole journal (3 s at 300,000 invoices) after ``head``
+    had gone, every line dropped by stdout's guard."""
+    from invoicectl.cli.consoles import ClosedPipeGuard
+
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader, gone
+    pulled = 0
+
+    def records() -> Iterator[dict[str, Any]]:
+        nonlocal pulled
+        for number in range(100_000):
+            pulled += 1
+            yield {"invoice_id": f"INV-{number}", "path": "/outbox/x.xml", "state": "accepted",
+                   "receiver": "0088:1", "transaction_id": "t", "existing_transaction_id": None,
+                   "remote_status": "delivered", "reason": None}  # fmt: skip
+
+    with os.fdopen(write_end, "w") as pipe:
+        write(ClosedPipeGuard(pipe), records())
+    assert pulled <= 3000  # a batch or two: what the pipe's first refusal takes to be seen
 
 
 def test_counting_steps_sees_a_full_read(journal: Journal):

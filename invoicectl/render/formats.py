@@ -8,7 +8,9 @@ import io
 import json
 from collections.abc import Iterable, Iterator, Sequence
 from itertools import islice
-from typing import IO, Any
+from typing import IO, Any, TypeVar
+
+_Record = TypeVar("_Record")
 
 
 def to_json(data: Any, indent: int | None = 2) -> str:
@@ -37,7 +39,7 @@ def write_json_array(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
     encode = json.JSONEncoder(ensure_ascii=False).encode
     count = 0
     stream.write("[")
-    for batch in _batches(records):
+    for batch in _batches(stream, records):
         separator = "\n" if count == 0 else ",\n"
         stream.write(separator + ",\n".join(map(encode, batch)))
         count += len(batch)
@@ -49,7 +51,7 @@ def write_json_lines(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
     """``records`` as JSON Lines: one JSON object a line, nothing around them."""
     encode = json.JSONEncoder(ensure_ascii=False).encode
     count = 0
-    for batch in _batches(records):
+    for batch in _batches(stream, records):
         lines = "".join(encode(record) + "\n" for record in batch)
         try:
             stream.write(lines)
@@ -65,7 +67,7 @@ def write_csv(stream: IO[str], records: Iterable[dict[str, Any]], fields: Sequen
     writer = csv.writer(stream)
     writer.writerow(fields)
     count = 0
-    for batch in _batches(records):
+    for batch in _batches(stream, records):
         writer.writerows(
             ["" if (value := record.get(key)) is None else value for key in fields]
             for record in batch
@@ -74,7 +76,17 @@ def write_csv(stream: IO[str], records: Iterable[dict[str, Any]], fields: Sequen
     return count
 
 
-def _batches(records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
-    iterator = iter(records)
+def _batches(stream: IO[str], records: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    iterator = iter(while_read(stream, records))
     while batch := list(islice(iterator, _BATCH)):
         yield batch
+
+
+def while_read(stream: IO[str], records: Iterable[_Record]) -> Iterator[_Record]:
+    """``records`` while someone reads ``stream``: once its reader has gone (``status |
+    head``: stdout's ``ClosedPipeGuard`` drops what follows), the rest of the journal is not
+    read only to be dropped."""
+    for number, record in enumerate(records):
+        if number % _BATCH == 0 and getattr(stream, "reader_gone", False):
+            return
+        yield record

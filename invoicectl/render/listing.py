@@ -16,6 +16,7 @@ from typing import IO, TYPE_CHECKING, Any
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
+from invoicectl.render.formats import while_read
 from invoicectl.text import one_line
 
 if TYPE_CHECKING:
@@ -158,7 +159,7 @@ def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
     """One plain line per invoice, for a pipe or a log: id, state, receiver, transaction,
     reason (or the path of a file without an ID), written as they come."""
     count = 0
-    for record in records:
+    for record in while_read(stream, records):
         fields = (
             record["invoice_id"] or record["path"],
             record["state"],
