@@ -23,6 +23,7 @@ from typer.testing import CliRunner
 from ublfactory import write_invoice
 
 from invoicectl.audit.manifest import safe_name
+from invoicectl.audit.signing import load_or_create
 from invoicectl.cli import app
 
 IDS = ["E-001", "E-002", "E/3 ü"]
@@ -248,6 +249,23 @@ def test_a_loose_signing_key_is_refused(sent: Path, tmp_path: Path, mode: int):
     assert not (tmp_path / "b").exists()
 
 
+def test_a_signing_key_named_and_not_there_is_made_with_a_warning(sent: Path, tmp_path: Path):
+    """A mistyped --signing-key signed, unnoticed, with a new key no one had pinned."""
+    key = tmp_path / "keys" / "typo.pem"
+    code, output = run(
+        "export", str(tmp_path / "a"), "--journal", str(sent), "--signing-key", str(key)
+    )
+    assert code == 0, output
+    key_id = load_or_create(key)[0].key_id
+    assert (
+        f"invoicectl: warning: made a new signing key {key_id} at {key} (there was none)" in output
+    )
+    code, output = run(
+        "export", str(tmp_path / "b"), "--journal", str(sent), "--signing-key", str(key)
+    )
+    assert code == 0 and "warning" not in output, output  # the key there now: no warning
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into a read-only directory")
 def test_an_unwritable_destination_leaves_nothing(sent: Path, tmp_path: Path):
     dest = tmp_path / "ro"
@@ -439,8 +457,6 @@ def test_a_read_only_destination_leaves_nothing_and_says_so_in_one_line(sent: Pa
 def test_verify_export_names_a_signed_manifest_with_bad_entries(sent: Path, tmp_path: Path):
     """A manifest signed by the key it carries can still list nonsense: a path outside the
     part, an entry that is no entry. Named, never followed, never a crash."""
-    from invoicectl.audit.signing import load_or_create
-
     dest = tmp_path / "archive"
     assert run("export", str(dest), "--journal", str(sent))[0] == 0
     part = dest / "0001"

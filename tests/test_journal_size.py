@@ -328,31 +328,51 @@ def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(journal_at: L
     assert both.exit_code == 2 and "give it or --limit, not both" in both.output
 
 
-def test_a_limit_beyond_a_screenful_on_a_terminal_is_paged_not_drawn(tmp_path: Path):
-    """``--limit 1000000000`` on a terminal drew one table of every invoice, built whole in
-    memory first: 253 s and 1.75 GB for a journal of 300,000, and no pager."""
+def on_a_terminal(path: Path, pager: str, *args: str) -> bytes:
+    """``invoicectl status ARGS`` on a terminal of 80 x 24 with ``$PAGER``: what it showed."""
     import pty
 
-    path = tmp_path / "journal.db"
-    with Journal(path) as opened:
-        add_history(opened, 40)
-    paged = tmp_path / "paged.tsv"
     pid, terminal = pty.fork()
-    if pid == 0:  # the CLI on a terminal of 80 x 24, its pager writing what it gets to a file
-        os.environ.update(PAGER=f"sh -c 'cat > {paged}'", LINES="24", COLUMNS="80")
-        command = ["status", "--limit", "30", "--journal", str(path)]
+    if pid == 0:
+        os.environ.update(PAGER=pager, LINES="24", COLUMNS="80")
+        command = ["status", *args, "--journal", str(path)]
         os.execv(sys.executable, [sys.executable, "-m", "invoicectl", *command])
     shown = b""
     with contextlib.suppress(OSError):  # EIO: the terminal's other end closed
         while chunk := os.read(terminal, 65536):
             shown += chunk
     _, status = os.waitpid(pid, 0)
-
     assert os.waitstatus_to_exitcode(status) == 0, shown
+    return shown
+
+
+def test_a_limit_beyond_a_screenful_on_a_terminal_is_paged_not_drawn(tmp_path: Path):
+    """``--limit 1000000000`` on a terminal drew one table of every invoice, built whole in
+    memory first: 253 s and 1.75 GB for a journal of 300,000, and no pager."""
+    path = tmp_path / "journal.db"
+    with Journal(path) as opened:
+        add_history(opened, 40)
+    paged = tmp_path / "paged.tsv"  # what the pager got
+
+    shown = on_a_terminal(path, f"sh -c 'cat > {paged}'", "--limit", "30")
+
     assert [line.split("\t")[0] for line in paged.read_text().splitlines()] == [
         f"OLD-{number:07d}" for number in range(30)
     ]
     assert b"OLD-0000000" not in shown  # the counts and the chain head alone on the screen
+
+
+@pytest.mark.parametrize("pager", ["no-such-pager", "less 'unclosed"])
+def test_a_pager_that_cannot_start_is_named_and_the_listing_shown(tmp_path: Path, pager: str):
+    """It listed every row unpaged, saying nothing; a quote left open was a traceback."""
+    path = tmp_path / "journal.db"
+    with Journal(path) as opened:
+        add_history(opened, 3)
+
+    shown = on_a_terminal(path, pager, "--all").decode()
+
+    assert f"invoicectl: warning: no pager: {pager!r} ($PAGER): " in shown
+    assert "OLD-0000002" in shown and "Traceback" not in shown
 
 
 @pytest.mark.parametrize("write", [write_tsv, write_json_lines, write_json_array])

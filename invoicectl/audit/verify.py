@@ -58,7 +58,7 @@ def parse_subset(text: str | None) -> float:
         share = math.nan
     if not 0 < share <= 1:
         raise UsageError(
-            f"--read-data-subset {text!r}: give a percentage from 0% to 100%, e.g. 10%"
+            f"--read-data-subset {text!r}: give a percentage above 0% and at most 100%, e.g. 10%"
         )
     return share
 

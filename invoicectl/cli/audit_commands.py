@@ -10,6 +10,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
+from invoicectl.cli.consoles import say
 from invoicectl.cli.options import (
     JournalOption,
     JsonOption,
@@ -130,9 +131,18 @@ def export(
     refuse_missing(path)  # before a key is made beside a journal that is not there
     start, end = _range(since, until)
     retention_years = _retention_years()  # every setting checked before a key is made
-    key, retired = load_or_create(_key_path(signing_key, path), rotate=rotate_key)
+    key_path = _key_path(signing_key, path)
+    made = not key_path.exists()
+    key, retired = load_or_create(key_path, rotate=rotate_key)
     if retired and not (as_json or quiet):
         print(f"retired signing key {retired}; now signing with {key.key_id}")
+    elif made and key_path != _default_key_path(path):  # a path named, and mistyped, would sign
+        # unnoticed with a key no one trusts (the default, beside the journal, is made so)
+        say(
+            f"invoicectl: warning: made a new signing key {key.key_id} at {key_path} (there was "
+            "none); pin it where parts are checked: verify-export --trusted-key"
+            f" {key.key_id}"
+        )
     done = write_export(
         path,
         destination,
@@ -208,6 +218,10 @@ def _key_path(option: Path | None, journal: Path) -> Path:
     configured = load_config(os.environ).get("signing_key")
     if isinstance(configured, str):
         return Path(configured).expanduser()
+    return _default_key_path(journal)
+
+
+def _default_key_path(journal: Path) -> Path:
     return journal.parent / "signing-key.pem"
 
 

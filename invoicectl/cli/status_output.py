@@ -18,7 +18,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from typing import IO, TYPE_CHECKING
 
-from invoicectl.cli.consoles import stdout_console, stdout_lines
+from invoicectl.cli.consoles import say, stdout_console, stdout_lines
 from invoicectl.cli.options import StatusFormat
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, InvoiceState
@@ -140,11 +140,13 @@ def pager() -> Iterator[IO[str]]:
     """A stream into ``$PAGER`` (else ``less``, which quits at once when all fits, keeps
     colours and leaves the screen as it was: LESS=FRX unless set); stdout when there is
     none. A person who quits the pager early ends the listing, not with an error."""
-    command = shlex.split(os.environ.get("PAGER") or "less")
+    given = os.environ.get("PAGER") or "less"
     env = {**os.environ, "LESS": os.environ.get("LESS", "FRX")}
     try:
-        process = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, env=env)
-    except (OSError, ValueError):
+        process = subprocess.Popen(shlex.split(given), stdin=subprocess.PIPE, text=True, env=env)
+    except (OSError, ValueError, IndexError) as error:  # not there; quotes unclosed; empty
+        reason = getattr(error, "strerror", None) or "it cannot be read as a command"
+        say(f"invoicectl: warning: no pager: {given!r} ($PAGER): {reason}; listing unpaged")
         yield sys.stdout
         return
     assert process.stdin is not None
