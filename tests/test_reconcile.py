@@ -21,10 +21,11 @@ from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
 from ublfactory import invoice_xml
 
-from invoicectl.errors import CredentialsRefused, ExitCode
+from invoicectl.errors import CredentialsRefused, ExitCode, UsageError
 from invoicectl.goroute.client import Transaction, build_send_body
 from invoicectl.journal import Journal, open_journal
-from invoicectl.lifecycle.decisions import adopt
+from invoicectl.lifecycle.decisions import adopt, check_new_version
+from invoicectl.lifecycle.holds import release
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.locations import Location
@@ -259,7 +260,25 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
         verdict_columns = {"verdict", "verdict_at"} if judged else set()
         assert {k for k in was if was[k] != now[k]} == verdict_columns, invoice_id
         events = [e.kind for e in staged.events(invoice_id)]
-        assert events == (["verdict"] if judged else []), invoice_id
+        # A key GoRoute refused as used, its transaction unseen: evidence a send got through.
+        unseen = ["delivery_evidence"] if EXPECTED[invoice_id] is Verdict.not_found else []
+        assert events == (["verdict", *unseen] if judged else []), invoice_id
+
+
+def test_a_used_key_whose_transaction_goroute_does_not_know_gets_no_new_key_on_its_own(
+    staged: Journal, sandbox: Sandbox
+) -> None:
+    """GoRoute refused INV-NF's key as used (422), naming a transaction it then answers 404
+    for: ``not_found`` let ``send --new-version`` through, and a review's hostile server
+    had the invoice delivered twice. It is evidence now: a new key needs the operator's
+    ``release --force`` first."""
+    run_reconcile(staged, transport(sandbox))
+    later = NOW + timedelta(days=2)  # the key's window long closed
+
+    with pytest.raises(UsageError, match="answered 404 for it: a send under that key may"):
+        check_new_version(staged, "INV-NF", later)
+    assert release(staged, "INV-NF", "clerk", force=True).done
+    assert check_new_version(staged, "INV-NF", later).invoice_id == "INV-NF"
 
 
 def test_second_run_is_idempotent(staged: Journal, sandbox: Sandbox) -> None:

@@ -3,7 +3,8 @@
 Found by a send's history check (transactions with the invoice's number before this journal's
 first send of it, or a search that could not reach back far enough to vouch for it) or by
 reconcile (``unknown_sent_earlier``, ``unknown_ambiguous``: a match this journal's own send
-cannot account for; ``content_unconfirmed``: this invoice, in content GoRoute does not show).
+cannot account for; ``content_unconfirmed``: this invoice, in content GoRoute does not show;
+``not_found`` for a ``key_reused`` invoice: its key is used, the transaction named unseen).
 It is an event of the audit trail (``delivery_evidence``) and stands whoever holds the invoice,
 whatever verdict reconcile reaches next, until reconcile shows the transaction is no delivery
 of this invoice (``different_document``, ``sent_then_failed``: ``evidence_cleared``), or an
@@ -81,14 +82,34 @@ def note_verdict(
     it was."""
     last = last_word(journal, invoice.invoice_id)  # read once for both questions
     standing = _standing(invoice, last)
-    if verdict in FOUND_BEFORE:
+    if verdict in FOUND_BEFORE or _key_held_unseen(invoice, verdict):
         if last is not None and last.kind == DISMISSED and invoice.verdict == verdict:
             return  # the operator's word on this finding stands until the finding changes
         if standing is None:
-            why = f"reconcile found it at GoRoute already ({verdict})"
-            journal.add_event(invoice.invoice_id, EVIDENCE, why, run_id)
+            journal.add_event(invoice.invoice_id, EVIDENCE, _found(invoice, verdict), run_id)
     elif verdict in NO_DELIVERY and standing is not None:
         journal.add_event(invoice.invoice_id, CLEARED, f"reconcile: {verdict}", run_id)
+
+
+def _key_held_unseen(invoice: Invoice, verdict: str) -> bool:
+    """A key GoRoute refused as used (422) naming a transaction it then says it does not
+    know: something under the key reached it, and nothing shows it was no delivery."""
+    return verdict == "not_found" and invoice.state is InvoiceState.key_reused
+
+
+def _found(invoice: Invoice, verdict: str) -> str:
+    if verdict in FOUND_BEFORE:
+        return f"reconcile found it at GoRoute already ({verdict})"
+    named = invoice.existing_transaction_id
+    unseen = (
+        f"naming transaction {named}, then answered 404 for it"
+        if named
+        else ("naming no transaction, and a search of its list did not find it")
+    )
+    return (
+        f"GoRoute refused its key {invoice.idempotency_key} as used (422), {unseen}: a send "
+        "under that key may have been delivered (not_found)"
+    )
 
 
 def dismiss_evidence(journal: JournalBackend, invoice: Invoice, why: str) -> None:
