@@ -172,7 +172,33 @@ def test_a_retry_after_longer_than_max_wait_is_capped_then_tried_once_more() -> 
     outcome, server, _, limiter = retry([limited, limited], policy=RetryPolicy(max_wait=300.0))
     assert outcome is limited
     assert server.tried_at == [0.0, 300.0]
-    assert limiter.held_until == 600.0  # the give-up still holds the run for the others
+    # The give-up holds the run no further: --max-wait from the run's first 429 is spent.
+    assert limiter.held_until == 300.0
+
+
+def test_requests_meeting_429s_in_turn_wait_max_wait_in_all_not_each() -> None:
+    """Each request's first 429 held the whole run --max-wait again: 13 invoices in flight
+    against a server asking for a wait past 2100 held the run 13 times --max-wait (a review
+    measured 102 s for --max-wait 10, 900 s for three at the default 300)."""
+    limited = RateLimited(http_status=429, retry_after=3600.0)
+
+    async def main() -> tuple[list[Outcome | None], float]:
+        limiter = fast_limiter()
+        clock = limiter.clock
+
+        async def one_invoice() -> Outcome | None:
+            server = Server([limited] * 10, clock)
+            policy = RetryPolicy(max_wait=10.0)
+            return await call_with_retry(
+                server, policy=policy, limiter=limiter, rng=random.Random(1)
+            )
+
+        outcomes = await asyncio.gather(*(one_invoice() for _ in range(13)))
+        return list(outcomes), clock()
+
+    outcomes, ended = run_virtual(main)
+    assert outcomes == [limited] * 13
+    assert ended < 10.0 + 1.0  # --max-wait once, and the slots of one more try each
 
 
 def test_429s_give_up_when_the_wait_would_pass_max_wait() -> None:

@@ -121,6 +121,9 @@ class RateLimiter:
         self._starts: deque[float] = deque(maxlen=rate_per_minute)
         self._next_paced = -math.inf
         self._hold = -math.inf
+        # When the run's unbroken streak of 429s began (clock time), None outside one: every
+        # request's --max-wait counts from it, so that requests in turn cannot each wait it.
+        self.rate_limited_since: float | None = None
         self._gate = asyncio.Lock()
         self._permits = permits
 

@@ -33,8 +33,11 @@ goroute-api.md section C), always capped at ``max_wait``. The request is then tr
 as soon as the limiter lets it. It gives up, returning the 429, when the run's hold would
 end more than ``max_wait`` seconds after this request's first 429, or at its
 ``max_rate_limited``-th 429 (a server saying ``Retry-After: 0`` forever must not make a
-loop). So a single Retry-After longer than ``max_wait`` is honoured up to ``max_wait``, then
-tried once more, as design.md asks ("capped by --max-wait; then carry on").
+loop); and no hold reaches past ``max_wait`` after the first 429 of the run's unbroken
+streak of them (``limiter.rate_limited_since``, cleared by any answer). So a single
+Retry-After longer than ``max_wait`` is honoured up to ``max_wait``, then tried once more, as
+design.md asks ("capped by --max-wait; then carry on"), and a run whose every request meets
+429s waits ``max_wait`` in all, not once a request.
 
 Waits: the limiter accounts the run's pacing and Retry-After waits (wall time); the
 transient backoff sleeps happen here, per request, through the injected ``sleep``.
@@ -186,6 +189,8 @@ class _Tries:
             self.transient += 1
         elif isinstance(outcome, RateLimited):
             self._hold_run(outcome)
+        else:  # an answer: the run's streak of 429s, if any, is over
+            self._limiter.rate_limited_since = None
         return outcome
 
     async def replay_first(self) -> Outcome | None:
@@ -207,8 +212,14 @@ class _Tries:
             wait = self._backoff(self.rate_limited)
         # Even when this request gives up, the hold stands: the server asked the whole
         # client (one API key) to slow down, and the other requests of the run must listen.
-        self._limiter.hold_until(now + min(max(0.0, wait), self._policy.max_wait))
-        self.resume_at = max(now, self._limiter.held_until)
+        # But no hold reaches past --max-wait from the first 429 of the run's streak: each
+        # request in turn extending it by --max-wait held a run of 13 for 13 times as long.
+        wish = now + min(max(0.0, wait), self._policy.max_wait)
+        limiter = self._limiter
+        if limiter.rate_limited_since is None:
+            limiter.rate_limited_since = now
+        limiter.hold_until(min(wish, limiter.rate_limited_since + self._policy.max_wait))
+        self.resume_at = max(now, wish, limiter.held_until)
 
     def give_up(self, state: tenacity.RetryCallState) -> bool:
         if self._should_stop():
