@@ -17,7 +17,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from reconcile_staging import NOW, add_invoice, run_reconcile, sent, snapshot
+from reconcile_staging import FAST_RETRIES, NOW, add_invoice, run_reconcile, sent, snapshot
 from rich.console import Console
 from ublfactory import invoice_xml
 
@@ -396,6 +396,26 @@ def test_list_that_never_answers_leaves_unknowns_as_lookup_failed(
     assert report.exit_code == ExitCode.INCOMPLETE
     assert report.cases[0].window_open is False
     assert snapshot(journal) == before
+
+
+def test_lookups_stop_once_three_in_a_row_get_no_answer(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    """Each lookup waited out its own retries: against a server answering a byte a second,
+    13 took 629 s (a review), where a send stops after three invoices in a row."""
+    ids = [f"INV-{number}" for number in range(10)]
+    for invoice_id in ids:
+        add_invoice(journal, outbox, invoice_id)
+        sent(journal, invoice_id, "key_reused", http_status=422, outcome="key_reused",
+             existing_transaction_id=f"txn_{invoice_id}")  # fmt: skip
+    down = transport(sandbox, {f"/api/v1/transactions/txn_{i}": [503] * 9 for i in ids})
+
+    report = run_reconcile(journal, down, concurrency=1)
+
+    assert verdicts(report) == dict.fromkeys(ids, Verdict.lookup_failed)
+    assert sum(down.seen.values()) == 3 * FAST_RETRIES.max_attempts  # three, then no more
+    not_asked = [c.invoice_id for c in report.cases if "not asked: 3 lookups in a row" in c.detail]
+    assert len(not_asked) == 7 and report.exit_code == ExitCode.INCOMPLETE
 
 
 @pytest.mark.parametrize("api_key", ["sk_test_forbidden_key", "sk_test_not_a_known_key"])

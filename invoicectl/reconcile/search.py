@@ -3,7 +3,7 @@
 ``Lookups`` runs them all with bounded concurrency, paced by the rate limiter and retried like
 ``send``, and stops everything at the first 401/403 (``CredentialsRefused``). A send with an
 id is looked up by that id. Unanswered sends have none, so the transactions list is paged
-through once for all of them (``_Paging``): following the cursor, de-duplicating by id, noticing
+through once for all of them (``Paging``): following the cursor, de-duplicating by id, noticing
 when the API repeats itself or ignores the cursor, and stopping at the horizon (the earliest
 first attempt less ``LOOK_BACK``) only while the list is provably newest first. What it found
 and how far it got are a ``Search`` and its ``SearchSummary`` (``search_result``). The client:
@@ -20,15 +20,25 @@ from typing import Protocol
 
 from invoicectl.errors import ConfigError, CredentialsRefused
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import AuthRefused, Outcome, WrongEndpoint, refused_if_redirected
+from invoicectl.goroute.outcomes import (
+    AuthRefused,
+    Outcome,
+    Transient,
+    WrongEndpoint,
+    refused_if_redirected,
+)
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
-from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Found, Transaction, TransactionPage
 from invoicectl.reconcile.delivery_list import DeliveryRows, list_budget, worth_listing
 from invoicectl.reconcile.matching import compare, first_time
+from invoicectl.reconcile.paging import Paging, identity
 from invoicectl.reconcile.progress import LookupProgress, OnLookup
 from invoicectl.reconcile.search_result import LOOK_BACK, Search, SearchSummary
 from invoicectl.reconcile.subjects import Subject
+
+# Lookups in a row with no answer before a reconcile asks no more, as a send stops.
+OUTAGE_AFTER = 3
+NOT_ASKED = f"not asked: {OUTAGE_AFTER} lookups in a row got no answer in this run"
 
 
 class TransactionReader(Protocol):
@@ -74,6 +84,7 @@ class Lookups:
         self.delivery_pages = 0  # list pages read for accepted invoices' delivery status
         self.answered_by_list = 0  # accepted invoices those pages answered (no GET)
         self._refused: AuthRefused | WrongEndpoint | None = None
+        self._unanswered = 0  # lookups in a row that ended with no answer (an outage: stop)
 
     @property
     def search_summary(self) -> SearchSummary:
@@ -190,7 +201,7 @@ class Lookups:
         history check): back to ``horizon`` while newest first, at most ``max_pages``, and no
         further page once ``out_of_time()``; every page read handed to ``feed``. A 401/403 is
         the search's ``failure``."""
-        paging = _Paging(limit, max_pages, horizon, out_of_time)
+        paging = Paging(limit, max_pages, horizon, out_of_time)
         await self._search_list(wanted, limit, paging, feed)
         assert self.search is not None
         return self.search
@@ -213,11 +224,20 @@ class Lookups:
                 raise group_error.exceptions[0] from None
             raise
 
+    @property
+    def outage(self) -> bool:
+        """``OUTAGE_AFTER`` lookups in a row got no answer, after their retries: the rest
+        are not asked (each would wait out its own retries: 629 s for 13 against a server
+        answering a byte a second), and are ``lookup_failed`` for the next run."""
+        return self._unanswered >= OUTAGE_AFTER
+
     def _get_job(self, txn_id: str) -> Callable[[], Awaitable[None]]:
         async def job() -> None:
-            self.transactions[txn_id] = await self._retried(
-                lambda: self._client.get_transaction(txn_id)
-            )
+            if self.outage:
+                self.transactions[txn_id] = Transient(reason=NOT_ASKED)
+            else:
+                call = self._client.get_transaction
+                self.transactions[txn_id] = await self._retried(lambda: call(txn_id))
             self._checked((txn_id,))
 
         return job
@@ -231,13 +251,15 @@ class Lookups:
             self._tell()
             return outcome
 
-        return await call_with_retry(
+        outcome = await call_with_retry(
             attempt,
             policy=self._policy,
             limiter=self._limiter,
-            should_stop=lambda: self._refused is not None,
+            should_stop=lambda: self._refused is not None or self.outage,
             on_wait=self._limiter.on_wait,
         )
+        self._unanswered = self._unanswered + 1 if isinstance(outcome, Transient) else 0
+        return outcome
 
     def _page_call(self, limit: int, cursor: str | None) -> Callable[[], Awaitable[Outcome]]:
         async def call() -> Outcome:
@@ -254,7 +276,7 @@ class Lookups:
         feed: Callable[[TransactionPage], object] | None = None,
     ) -> None:
         wanted = {s.invoice_id for s in subjects}
-        paging = _Paging(limit, max_pages, _search_horizon(subjects))
+        paging = Paging(limit, max_pages, _search_horizon(subjects))
         await self._search_list(wanted, limit, paging, feed)
         self.checked += len(subjects)  # the search answers them all at once, at its end
         self._tell()
@@ -263,7 +285,7 @@ class Lookups:
         self,
         wanted: set[str],
         limit: int,
-        paging: _Paging,
+        paging: Paging,
         feed: Callable[[TransactionPage], object] | None = None,
     ) -> None:
         """Page through the transactions list, keeping the wanted numbers, each id once (and
@@ -273,7 +295,7 @@ class Lookups:
         while True:
             outcome = await self._retried(self._page_call(limit, cursor))
             if not isinstance(outcome, _Page):
-                summary = paging.summary(False, "the transactions list did not answer")
+                summary = _summary(paging, False, "the transactions list did not answer")
                 self.search = Search(_frozen(found), summary, failure=outcome)
                 return
             page = outcome.page
@@ -282,109 +304,17 @@ class Lookups:
             for txn in paging.take(page):
                 number = (txn.invoice_number or "").strip()
                 if number in wanted:
-                    found.setdefault(number, {})[_identity(txn)] = txn
+                    found.setdefault(number, {})[identity(txn)] = txn
             stop = paging.why_stop(page)
             if stop is not None:
-                self.search = Search(_frozen(found), paging.summary(*stop))
+                self.search = Search(_frozen(found), _summary(paging, *stop))
                 return
             cursor = page.next_cursor
             assert cursor is not None  # why_stop stops when there is none
 
 
-class _Paging:
-    """Where the list search stands: pages, the ids seen, the cursors given, the order seen.
-
-    The stop at the horizon assumes newest first, which nothing documents: it is taken only
-    while every ``created_at`` seen so far (within and across pages) is dated and
-    non-increasing. Otherwise the search pages on to the end or to its page bound.
-    """
-
-    def __init__(
-        self,
-        limit: int,
-        max_pages: int,
-        horizon: datetime | None,
-        out_of_time: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self.limit = limit
-        self.max_pages = max_pages
-        self.horizon = horizon
-        self.out_of_time = out_of_time
-        self.pages = 0
-        self.fresh = 0  # new transactions on the last page
-        self.ids: set[str] = set()
-        self.cursors: set[str] = set()
-        self.newest_first = True
-        self.oldest: datetime | None = None  # the last created_at seen, while newest first
-        self.pages_told = False  # the API has said something of paging on some page
-
-    def take(self, page: TransactionPage) -> list[Transaction]:
-        """The page's transactions not seen before; notes the page and its order."""
-        self.pages += 1
-        self.pages_told = self.pages_told or page.pages_told
-        fresh: list[Transaction] = []
-        for txn in page.transactions:
-            identity = _identity(txn)
-            if identity not in self.ids:
-                self.ids.add(identity)
-                fresh.append(txn)
-            created = parse_time(txn.created_at)
-            if created is None or (self.oldest is not None and created > self.oldest):
-                self.newest_first = False
-            self.oldest = created
-        self.fresh = len(fresh)
-        return fresh
-
-    def why_stop(self, page: TransactionPage) -> tuple[bool, str] | None:
-        """(complete, note) when the search should stop after this page, else None."""
-        if not page.transactions:
-            if not page.has_more:
-                return True, "searched every transaction"
-            # An empty page that says more follows is followed as any page (a server may
-            # filter a page down to nothing): it proves nothing about the pages after it.
-        elif not self.fresh:
-            return False, (
-                "the API answered with transactions already seen (it may ignore the cursor); "
-                "stopped paging"
-            )
-        horizon = self.horizon
-        if horizon is not None and self.newest_first and self.oldest and self.oldest < horizon:
-            return True, f"searched back to {horizon.isoformat()}, newest first"
-        if not page.has_more:
-            if not self.pages_told:
-                # No has_more, no cursor, on any page: a list that says nothing of paging may
-                # stop at a page size of its own, below the limit asked, as well as at its end.
-                return False, (
-                    "the API's list says nothing of paging (no has_more, no cursor): older "
-                    "transactions may lie beyond the ones it returned"
-                )
-            return True, "searched every transaction"
-        if page.next_cursor is None:
-            return False, "the API says there are more transactions but gives no cursor to them"
-        if page.next_cursor in self.cursors:
-            return False, "the API returned a cursor it had already given; stopped paging"
-        if self.pages >= self.max_pages:
-            return False, f"stopped after {self.pages} pages; older transactions were not searched"
-        if self.out_of_time():
-            return False, (
-                f"stopped at the time limit after {self.pages} pages; older transactions were "
-                "not searched"
-            )
-        self.cursors.add(page.next_cursor)
-        return None
-
-    def summary(self, complete: bool, note: str) -> SearchSummary:
-        reached = self.oldest.isoformat() if self.newest_first and self.oldest else None
-        return SearchSummary(self.pages, len(self.ids), complete, note, reached)
-
-
 def _this_invoice(subject: Subject) -> Callable[[Transaction], bool]:
     return lambda txn: not compare(subject.invoice_id, subject.side, txn)
-
-
-def _identity(txn: Transaction) -> str:
-    """A transaction's id; a row without one is known by its whole content."""
-    return txn.transaction_id or repr(sorted(txn.raw.items()))
 
 
 def _search_horizon(subjects: list[Subject]) -> datetime | None:
@@ -393,6 +323,10 @@ def _search_horizon(subjects: list[Subject]) -> datetime | None:
     if not times or any(t is None for t in times):
         return None
     return min(t for t in times if t is not None) - LOOK_BACK
+
+
+def _summary(paging: Paging, complete: bool, note: str) -> SearchSummary:
+    return SearchSummary(paging.pages, len(paging.ids), complete, note, paging.reached)
 
 
 def _frozen(found: dict[str, dict[str, Transaction]]) -> dict[str, tuple[Transaction, ...]]:
