@@ -398,6 +398,28 @@ def test_list_that_never_answers_leaves_unknowns_as_lookup_failed(
     assert snapshot(journal) == before
 
 
+def test_a_transaction_another_invoice_holds_is_never_adopted(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    """The send path refuses a 202 naming another invoice's transaction; reconcile --apply
+    adopted a found one all the same (a review's lying list and detail): two invoices of the
+    journal on one transaction, one of them never delivered."""
+    add_invoice(journal, outbox, "INV-1")
+    add_invoice(journal, outbox, "INV-2")
+    theirs = sandbox.add_transaction("INV-2", receiver=RECEIVER, status="delivered").id
+    sent(journal, "INV-1", "accepted", http_status=202, outcome="accepted",
+         transaction_id=theirs, remote_status="delivered")  # fmt: skip
+    sent(journal, "INV-2", "unknown", hours_ago=30, http_status=503, outcome="transient")
+
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    (case,) = [c for c in report.cases if c.invoice_id == "INV-2"]
+    assert report.applied == () and not case.applied
+    assert case.action.startswith(f"not adopted: {theirs} is invoice INV-1's in this journal")
+    assert journal.invoice("INV-2").state == "unknown"
+    assert journal.invoice("INV-1").transaction_id == theirs
+
+
 def test_lookups_stop_once_three_in_a_row_get_no_answer(
     journal: Journal, outbox: Path, sandbox: Sandbox
 ) -> None:

@@ -223,9 +223,18 @@ def _write_case(
     ):
         recorded.append(case.invoice_id)
     guidance = GUIDANCE[case.verdict]
-    if apply and guidance.adoptable and _adopt(journal, case, checked_at, run_id):
+    if not (apply and guidance.adoptable):
+        return case
+    txn = case.api.transaction_id if case.api else None
+    if txn and (owner := journal.transaction_owner(txn, case.invoice_id)):
+        return replace(
+            case,
+            action=f"not adopted: {txn} is invoice {owner}'s in this journal (an answer meant "
+            "for another lookup); investigate",
+        )
+    if _adopt(journal, case, checked_at, run_id):
         applied.append(case.invoice_id)
-        adopted = f"adopted {case.api.transaction_id if case.api else ''}; state now accepted"
+        adopted = f"adopted {txn or ''}; state now accepted"
         case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
     return case
 
