@@ -114,7 +114,9 @@ class InvoiceRecords(JournalBase):
         """Accepted invoices whose delivery failed, by ID, at most ``limit``, read by their own
         index (invoices_delivery_failed): what ``status`` lists first among the accepted."""
         sql = f"SELECT {_LISTED} FROM invoices WHERE {DELIVERY_FAILED} ORDER BY invoice_id"
-        return self._listing(*((sql, ()) if limit is None else (sql + " LIMIT ?", (limit,))))
+        if limit is None:
+            return self._listing(sql, ())
+        return self._listing(f"{sql} LIMIT ?", (limit,))
 
     def _listing(self, sql: str, params: Sequence[Any]) -> Iterator[Listed]:
         """The rows of ``sql`` as ``Listed``, read as they are written out, on a cursor of its
