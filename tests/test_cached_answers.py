@@ -204,3 +204,15 @@ def test_the_check_remembers_a_bounded_number_of_ids() -> None:
     for number in range(2, 6):
         seen.checked(f"I{number}", Accepted(transaction_id=f"t{number}"))
     assert isinstance(seen.checked("C", Accepted(transaction_id="t1")), Accepted)  # forgotten
+
+
+def test_a_refused_answer_leaves_the_journal_holder_named_for_the_next() -> None:
+    """The second invoice answered with a transaction the journal holds for INV-1 was told
+    it was the first refused one's (a review's hostile server): the wrong invoice named."""
+    seen = SeenTransactions(lambda txn, other_than: "INV-1" if txn == "t1" else None)
+    first = seen.checked("INV-2", Accepted(transaction_id="t1"))
+    second = seen.checked("INV-3", Accepted(transaction_id="t1"))
+    assert isinstance(first, Transient) and isinstance(second, Transient)
+    assert (
+        "which is invoice INV-1's" in first.reason and "which is invoice INV-1's" in second.reason
+    )

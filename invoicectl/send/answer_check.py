@@ -42,6 +42,7 @@ class SeenTransactions:
             if len(self._owners) > self._remembered:
                 del self._owners[next(iter(self._owners))]
             owner = self._owner_in_journal(txn, invoice_id) or invoice_id
+            self._owners[txn] = owner  # the journal's holder, not an answer refused for it
         if owner == invoice_id:
             return outcome
         return Transient(
