@@ -167,9 +167,15 @@ def answers_in_json(args: list[str]) -> bool:
     ``--format=json`` (``jsonl`` too: its reader parses JSON). Past ``--`` these are
     arguments, not options."""
     options = options_of(args)
+    return "--json" in options or any(value in ("json", "jsonl") for value in _formats(options))
+
+
+def _formats(options: list[str]) -> list[str]:
+    """The values given to ``--format`` (``--format X`` or ``--format=X``)."""
     given = [value for option, value in pairwise(options) if option == "--format"]
-    given += [option.partition("=")[2] for option in options if option.startswith("--format=")]
-    return "--json" in options or any(value in ("json", "jsonl") for value in given)
+    return given + [
+        option.partition("=")[2] for option in options if option.startswith("--format=")
+    ]
 
 
 def _unkeyed(message: str, args: list[str]) -> str:
@@ -241,12 +247,8 @@ def _json_error(ctx: Any, message: str, exit_code: ExitCode) -> bool:
         return False
     from invoicectl.render.formats import to_json
 
-    document = {"error": message, "exit_code": int(exit_code)}
-    options = options_of(ctx.meta["args"])
-    if ("--format", "jsonl") in pairwise(options) or "--format=jsonl" in options:
-        print(to_json(document, indent=None))
-    else:
-        print(to_json(document))
+    lines = "jsonl" in _formats(options_of(ctx.meta["args"]))
+    print(to_json({"error": message, "exit_code": int(exit_code)}, indent=None if lines else 2))
     return True
 
 

@@ -219,7 +219,7 @@ class _Tries:
         if limiter.rate_limited_since is None:
             limiter.rate_limited_since = now
         limiter.hold_until(min(wish, limiter.rate_limited_since + self._policy.max_wait))
-        self.resume_at = max(now, wish, limiter.held_until)
+        self.resume_at = max(wish, limiter.held_until)
 
     def give_up(self, state: tenacity.RetryCallState) -> bool:
         if self._should_stop():

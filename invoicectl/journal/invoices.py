@@ -303,8 +303,9 @@ class InvoiceRecords(JournalBase):
                 if (not states or state in states) and (verdict is None or last == verdict)
             ]
         where, params = _filtered(states, verdict)
-        chosen = " OR ".join([f"hold IN ({marks})"] * bool(named) + ["hold IS NULL"])
-        sql = f"SELECT invoice_id FROM invoices{where}{' AND' if where else ' WHERE'} ({chosen})"
+        chosen = ["hold IS NULL", *([f"hold IN ({marks})"] if named else [])]
+        joined = " AND" if where else " WHERE"
+        sql = f"SELECT invoice_id FROM invoices{where}{joined} ({' OR '.join(chosen)})"
         rows = self.db.execute(f"{sql} ORDER BY invoice_id", [*params, *named])
         return [invoice_id for (invoice_id,) in rows]
 

@@ -10,7 +10,7 @@ here reads an index range of the unsettled invoices (m010's ``invoices_state_id`
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import TypeVar
 
 from invoicectl.errors import JournalError
@@ -29,11 +29,12 @@ _Read = TypeVar("_Read")
 _BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {} 'accepted'{} GROUP BY state"
 
 
-def _read(kind: Callable[[str], _Read], rows: Iterable[tuple[str, int]]) -> list[tuple[_Read, int]]:
-    """(value, count) rows, each value read as ``kind``: one no invoicectl writes is one line."""
+def _known(kind: Callable[[str], _Read], value: str) -> _Read:
+    """``value`` read as ``kind``: one no invoicectl writes (the journal changed by hand) is
+    one line."""
     try:
-        return [(kind(value), count) for value, count in rows]
-    except ValueError as error:  # the journal changed by hand
+        return kind(value)
+    except ValueError as error:
         raise JournalError(explain_never_written(None, error)) from None
 
 
@@ -57,10 +58,7 @@ class MonitoringRecords(JournalBase):
             " GROUP BY day, state, 3 ORDER BY day",
             (since, before),
         ).fetchall()
-        try:
-            return [(day, InvoiceState(state), bool(bad), n) for day, state, bad, n in rows]
-        except ValueError as error:
-            raise JournalError(explain_never_written(None, error)) from None
+        return [(day, _known(InvoiceState, state), bool(bad), n) for day, state, bad, n in rows]
 
     def hold_counts(self) -> dict[Hold, int]:
         """Invoices per kind of hold."""
@@ -68,7 +66,7 @@ class MonitoringRecords(JournalBase):
         rows = self.db.execute(
             "SELECT hold, count(*) FROM invoices WHERE hold IS NOT NULL GROUP BY hold"
         )
-        counts.update(_read(Hold, rows))
+        counts.update((_known(Hold, hold), count) for hold, count in rows)
         return counts
 
     def invoice_total(self) -> int:
@@ -83,7 +81,7 @@ class MonitoringRecords(JournalBase):
         counts = dict.fromkeys(InvoiceState, 0)
         unheld = "" if on_hold else " AND hold IS NULL"
         beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in "<>")
-        counts.update(_read(InvoiceState, self.db.execute(beside)))
+        counts.update((_known(InvoiceState, state), n) for state, n in self.db.execute(beside))
         rest = self.invoice_total()
         if not on_hold:  # invoices_held
             (held,) = self.db.execute(

@@ -101,11 +101,9 @@ def _found(invoice: Invoice, verdict: str) -> str:
     if verdict in FOUND_BEFORE:
         return f"reconcile found it at GoRoute already ({verdict})"
     named = invoice.existing_transaction_id
-    unseen = (
-        f"naming transaction {named}, then answered 404 for it"
-        if named
-        else ("naming no transaction, and a search of its list did not find it")
-    )
+    unseen = "naming no transaction, and a search of its list did not find it"
+    if named:
+        unseen = f"naming transaction {named}, then answered 404 for it"
     return (
         f"GoRoute refused its key {invoice.idempotency_key} as used (422), {unseen}: a send "
         "under that key may have been delivered (not_found)"
