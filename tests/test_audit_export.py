@@ -595,3 +595,106 @@ def test_an_export_leaves_a_live_export_s_work_alone(sent: Path, tmp_path: Path)
     finally:
         other.kill()
         other.wait()
+
+
+def test_a_top_up_holds_what_changed_and_no_stored_bytes_twice(
+    sent: Path, outbox: Path, tmp_path: Path
+):
+    """E-001 has an audit-trail entry after the first part (its bytes did not change) and
+    E-004 is sent: the top-up holds both, E-001's evidence anew but its bytes only in the part
+    before."""
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    note(sent, "E-001")
+    write_invoice(outbox, "E-004")
+    send(settings_for(sent), outbox, emulator().transport())
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 0, output
+    manifest = json.loads((dest / "0002" / "manifest.json").read_text())
+    assert sorted(manifest["invoices"]) == ["E-001", "E-004"]
+    assert [path.name for path in (dest / "0002" / "E-001").iterdir()] == ["evidence.json"]
+    assert len(list((dest / "0001" / "E-001").glob("*.xml"))) == 1
+    assert len(list((dest / "0002" / "E-004").glob("*.xml"))) == 1
+    evidence = json.loads((dest / "0002" / "E-001" / "evidence.json").read_text())
+    assert evidence["decisions"][-1]["detail"] == "by clerk: asked again"
+    code, output = run("verify-export", str(dest))
+    assert code == 0, output
+
+
+def test_a_top_up_of_a_range_holds_only_the_invoices_sent_in_it(
+    sent_over_days: Path, tmp_path: Path
+):
+    """D-1 (sent before the range) changes after the first part: a top-up of the same range
+    leaves it out, as the first part did; one with no range after it refuses, D-1 being in
+    no part."""
+    dest = tmp_path / "archive"
+    journal = ["--journal", str(sent_over_days)]
+    assert run("export", str(dest), *journal, "--since", "2026-01-31")[0] == 0
+    for invoice_id in ("D-1", "D-3"):
+        note(sent_over_days, invoice_id)
+
+    code, output = run("export", str(dest), *journal, "--since", "2026-01-31")
+
+    assert code == 0, output
+    manifest = json.loads((dest / "0002" / "manifest.json").read_text())
+    assert list(manifest["invoices"].values()) == ["D-3"]
+    code, output = run("export", str(dest), *journal)
+    assert code == 2, output
+    assert "1 invoice(s) asked for (the first: D-1) are in no part of this export" in output
+    assert sorted(part.name for part in dest.iterdir()) == ["0001", "0002"]
+
+
+def test_a_top_up_after_a_range_that_covers_it_needs_no_list_of_what_the_parts_hold(
+    sent_over_days: Path, tmp_path: Path
+):
+    """Parts made with no range hold every invoice sent: a top-up reads their ranges, not
+    their invoice lists (shown here by lists no one could read)."""
+    dest = tmp_path / "archive"
+    journal = ["--journal", str(sent_over_days)]
+    assert run("export", str(dest), *journal)[0] == 0
+    manifest = dest / "0001" / "manifest.json"
+    text = manifest.read_text()
+    opening = text.index('\n, "invoices": {') + len('\n, "invoices": {')
+    padding = " " * 20_000  # long enough to be read at its ends
+    manifest.write_text(text[:opening] + "\n  <damaged>," + padding + text[opening:])
+    note(sent_over_days, "D-2")
+
+    code, output = run("export", str(dest), *journal)
+
+    assert code == 0, output
+    assert list(json.loads((dest / "0002" / "manifest.json").read_text())["invoices"]) == ["D-2"]
+    code, output = run("export", str(dest), *journal, "--invoice", "D-1")
+    assert code == 1, output  # an invoice asked for, unchanged: the list is read, and is bad
+    assert output.strip() == (
+        f"invoicectl: error: {dest / '0001'}/manifest.json cannot be read; run invoicectl"
+        f" verify-export {dest}"
+    )
+
+
+def note(journal: Path, invoice_id: str) -> None:
+    """An audit-trail entry for the invoice, chained as invoicectl writes one."""
+    from invoicectl.journal import Journal
+
+    with Journal(journal) as opened:
+        opened.add_event(invoice_id, "note", "by clerk: asked again")
+
+
+@pytest.mark.parametrize("padding", [0, 20_000], ids=["read whole", "read at its ends"])
+def test_a_top_up_over_a_manifest_no_one_can_read_says_so_in_one_line(
+    sent: Path, tmp_path: Path, padding: int
+):
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    manifest = dest / "0001" / "manifest.json"
+    text = manifest.read_text().replace('"head_seq"', '"head_', 1)
+    manifest.write_text(text.replace('"files": [', '"files": [' + " " * padding, 1))
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    assert output.strip() == (
+        f"invoicectl: error: {dest / '0001'}/manifest.json cannot be read; run invoicectl"
+        f" verify-export {dest}"
+    )

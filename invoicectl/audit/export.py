@@ -35,17 +35,10 @@ from invoicectl.audit.files import (
     undo_part,
     write_new,
 )
-from invoicectl.audit.manifest import (
-    FORMAT,
-    file_sha256,
-    held_before,
-    last_head,
-    listed_in,
-    parts,
-    safe_name,
-)
+from invoicectl.audit.manifest import FORMAT, file_sha256, held, parts, safe_name
 from invoicectl.audit.signing import SigningKey
-from invoicectl.errors import ExportError, UsageError
+from invoicectl.audit.top_up import anchored, choose
+from invoicectl.errors import ExportError
 from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.sqlite_open import refuse_missing
 
@@ -95,9 +88,8 @@ def export(
     with AuditReader(journal) as reader:
         earlier = parts(dest)
         result.head = reader.head()
-        last = _anchored(reader, earlier[-1], result.head[0]) if earlier else 0
-        listed = listed_in(earlier)
-        chosen = _choose(reader, since, until, invoice_ids, last if earlier else None, listed)
+        last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0
+        chosen = choose(reader, earlier, since, until, invoice_ids, last)
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)
@@ -110,9 +102,8 @@ def export(
             work.mkdir(parents=True)
             with tempfile.TemporaryFile(dir=work) as spool, _Listing(work, spool) as listing:
                 _write_events(reader, work, first, result)
-                held = held_before(earlier, chosen)
                 for invoice_id in chosen:
-                    _write_invoice(reader, listing, invoice_id, (first, result.head[0]), held)
+                    _write_invoice(reader, listing, invoice_id, (first, result.head[0]), earlier)
                 listing.add("events.jsonl")
                 listing.close_sums()
                 manifest = {
@@ -224,54 +215,6 @@ def _write_lines(out: IO[bytes], opening: bytes, lines: Iterator[bytes], closing
     out.write(b"\n " + closing)
 
 
-def _anchored(reader: AuditReader, part: Path, head: int) -> int:
-    """The last part's head, where the next begins, once this journal is shown to hold its
-    chain to there unchanged: parts handed out are a record a rewrite cannot reach."""
-    seq, digest, journal_id = last_head(part)
-    if journal_id != reader.journal_id():
-        raise ExportError(
-            f"{part} came from journal {journal_id}, not this one: use a DEST of its own"
-        )
-    if (lost := head < seq) or reader.chain_hash(seq) != digest:
-        raise ExportError(
-            f"this journal's hash chain {'ends before' if lost else 'differs at'} event {seq}, "
-            f"where {part.name} ended: it {'lost events' if lost else 'was rewritten'} since "
-            "that part was made (a backup restored, or changed outside invoicectl); nothing was "
-            "exported. `invoicectl verify` and `invoicectl verify-export` tell more"
-        )
-    return seq
-
-
-def _choose(
-    reader: AuditReader,
-    since: str | None,
-    until: str | None,
-    invoice_ids: list[str] | None,
-    after: int | None,
-    listed_before: set[str],
-) -> list[str]:
-    if invoice_ids:
-        known = reader.known_invoices(invoice_ids)
-        if missing := [invoice_id for invoice_id in invoice_ids if invoice_id not in known]:
-            raise UsageError(f"no invoice {missing[0]!r} in the journal {reader.path}")
-        chosen = sorted(set(invoice_ids))
-    else:
-        chosen = reader.sent_invoice_ids(since, until)
-    if after is not None:
-        changed = reader.changed_after(after)
-        chosen, unchanged = (
-            [invoice_id for invoice_id in chosen if invoice_id in changed],
-            [invoice_id for invoice_id in chosen if invoice_id not in changed],
-        )
-        if missing := sorted(set(unchanged) - listed_before):
-            raise UsageError(
-                f"{len(missing)} invoice(s) asked for (the first: {missing[0]}) are in no part "
-                "of this export and have not changed since its last part; a part holds the hash "
-                "chain from where the one before it ended, so export them to a new DEST"
-            )
-    return chosen
-
-
 def _write_events(reader: AuditReader, work: Path, first: int, result: Exported) -> None:
     """``events.jsonl``: the hash before the segment, then its events, one a line."""
     with (work / "events.jsonl").open("xb") as out:
@@ -288,7 +231,7 @@ def _write_invoice(
     listing: _Listing,
     invoice_id: str,
     segment: tuple[int, int],
-    held: set[str],
+    earlier: list[Path],
 ) -> None:
     safe = safe_name(invoice_id)
     (listing.work / safe).mkdir()
@@ -303,10 +246,10 @@ def _write_invoice(
             "(written outside invoicectl?); nothing was exported. `invoicectl verify` names "
             "every such row"
         )
+    held_before = held(earlier, invoice_id)
     for sha256 in sorted(sent):
         relative = f"{safe}/{sha256}.xml"
-        stored = reader.blob(sha256)
-        if relative in held or stored is None:
+        if held_before(relative) or (stored := reader.blob(sha256)) is None:
             continue
         if hashlib.sha256(stored[1]).hexdigest() != sha256:
             raise ExportError(

@@ -17,10 +17,14 @@ A part holds:
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
 import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 from invoicectl.errors import ExportError
 
@@ -29,6 +33,7 @@ PART_NAME = re.compile(r"^[0-9]{4,}$")
 SIGNED = ("manifest.json", "manifest.sig", "signing-key.pub")  # not listed in the manifest
 _PLAIN = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-")
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_WINDOW = 8192  # what small_fields reads at each end of a manifest
 
 
 # The files at the top of every part (casefolded: one file system may not tell case apart).
@@ -77,35 +82,79 @@ def parts(dest: Path) -> list[Path]:
 
 def last_head(part: Path) -> tuple[int, str, str | None]:
     """(head seq, head hash, journal id) a part's manifest recorded: where the next begins."""
+    with _unreadable(part):
+        fields = small_fields(part)
+        chain = fields["chain"]
+        return int(chain["head_seq"]), str(chain["head_hash"]), fields.get("journal_id")
+
+
+def part_range(part: Path) -> Any:
+    """The range a part was made for (``since``, ``until``, ``invoices``), as recorded."""
+    with _unreadable(part):
+        return small_fields(part).get("range")
+
+
+@contextlib.contextmanager
+def _unreadable(part: Path) -> Iterator[None]:
     try:
-        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        chain = manifest["chain"]
-        return int(chain["head_seq"]), str(chain["head_hash"]), manifest.get("journal_id")
-    except (OSError, ValueError, KeyError, TypeError):
+        yield
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
         raise ExportError(
             f"{part}/manifest.json cannot be read; run invoicectl verify-export {part.parent}"
         ) from None
 
 
-def listed_in(earlier: list[Path]) -> set[str]:
-    """The invoice IDs the parts before hold (each manifest read in turn)."""
-    listed: set[str] = set()
-    for part in earlier:
-        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        listed.update(manifest.get("invoices", {}).values())
-    return listed
+def small_fields(part: Path) -> dict[str, Any]:
+    """A part's manifest without its two long lists when it is laid out as ``export`` writes
+    it (``chain`` and ``created_at`` before ``files``; ``journal_id`` to ``retention_years``
+    after ``invoices``; one entry a line): read from its first and last 8 KB, so that what a
+    top-up reads of the parts before does not grow with them. Read whole otherwise."""
+    path = part / "manifest.json"
+    with path.open("rb") as file:
+        size = os.fstat(file.fileno()).st_size
+        if size > 2 * _WINDOW:
+            opening = file.read(_WINDOW)
+            file.seek(size - _WINDOW)
+            closing = file.read(_WINDOW)
+            start, end = opening.find(b'\n, "files": ['), closing.rfind(b'\n, "journal_id": ')
+            if start > 0 and end >= 0:
+                with contextlib.suppress(ValueError):
+                    fields = json.loads(opening[:start] + b"}")
+                    return {**fields, **json.loads(b"{" + closing[end + 2 :])}
+            file.seek(0)
+        return dict(json.load(file))
 
 
-def held_before(earlier: list[Path], chosen: list[str]) -> set[str]:
-    """``<safe-id>/<sha256>.xml`` of the revisions of ``chosen`` an earlier part holds (each
-    manifest read in turn: memory for one part, not for all of DEST)."""
-    held: set[str] = set()
-    folders = {safe_name(invoice_id) for invoice_id in chosen} if earlier else set()
+def unlisted(earlier: list[Path], invoice_ids: set[str]) -> set[str]:
+    """The ``invoice_ids`` no part of ``earlier`` holds, each manifest's invoice list read a
+    line at a time (flat memory; its time follows the parts' size: only a top-up asked for
+    invoices that did not change since the last part reads it)."""
+    missing = set(invoice_ids)
     for part in earlier:
-        manifest = json.loads((part / "manifest.json").read_text(encoding="utf-8"))
-        held.update(
-            entry["path"]
-            for entry in manifest["files"]
-            if entry["path"].endswith(".xml") and entry["path"].split("/", 1)[0] in folders
-        )
-    return held
+        if not missing:
+            break
+        with _unreadable(part):
+            missing.difference_update(_listed(part / "manifest.json"))
+    return missing
+
+
+def _listed(path: Path) -> Iterator[str]:
+    with path.open("rb") as file:
+        for line in file:
+            if line == b', "invoices": {\n':
+                break
+        else:  # not laid out as export writes it: read whole
+            file.seek(0)
+            yield from json.load(file).get("invoices", {}).values()
+            return
+        for line in file:
+            if line.startswith(b" }"):
+                return
+            yield from json.loads(b"{" + line.rstrip(b",\n") + b"}").values()
+
+
+def held(earlier: list[Path], invoice_id: str) -> Callable[[str], bool]:
+    """Whether a part of ``earlier`` holds a file of ``invoice_id`` (``<safe-id>/...``): a
+    look at the parts that have its folder, not a read of their manifests."""
+    holding = [part for part in earlier if (part / safe_name(invoice_id)).is_dir()]
+    return lambda relative: any((part / relative).is_file() for part in holding)

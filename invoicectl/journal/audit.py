@@ -238,6 +238,19 @@ class AuditReader:
         rows = self.conn.execute(f"SELECT invoice_id FROM attempts WHERE {where}", bounds)
         return sorted({invoice_id for (invoice_id,) in rows})
 
+    def sent_among(self, invoice_ids: list[str], since: str | None, until: str | None) -> list[str]:
+        """Those of ``invoice_ids`` with an attempt that started in [since, until), in order:
+        a look at each one's attempts (a top-up's new invoices, not every one sent)."""
+        where, bounds = "invoice_id = ? AND started_at >= ?", [since or ""]
+        if until is not None:
+            where, bounds = where + " AND started_at < ?", [*bounds, until]
+        query = f"SELECT 1 FROM attempts WHERE {where} LIMIT 1"
+        return [
+            invoice_id
+            for invoice_id in invoice_ids
+            if self.conn.execute(query, [invoice_id, *bounds]).fetchone() is not None
+        ]
+
     def changed_after(self, seq: int) -> set[str]:
         """The invoices with a chain event after ``seq``."""
         # No DISTINCT: with it SQLite walked the whole chain_invoice index, not the range of

@@ -1,0 +1,85 @@
+"""Which invoices a part of an export holds, and where it begins, read so that a top-up's
+cost follows what is new since the last part, not what DEST already holds.
+
+A top-up (a second export to DEST) begins where the last part's chain ended, once the journal
+is shown to hold that chain unchanged, and holds the invoices asked for that changed since:
+the chain's events after the last head name them. An invoice asked for that did not change
+must be in an earlier part, or the top-up would leave it out without a word. When every part
+before was made for a range that covers this one (the nightly ``export DEST``: no range at
+all), that holds by itself: such an invoice's last event lies in some part's segment, and
+that part chose every invoice of its range with an event in its segment. Otherwise the
+earlier parts' invoice lists are read.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from invoicectl.audit.manifest import last_head, part_range, unlisted
+from invoicectl.errors import ExportError, UsageError
+from invoicectl.journal.audit import AuditReader
+
+
+def anchored(reader: AuditReader, part: Path, head: int) -> int:
+    """The last part's head, where the next begins, once this journal is shown to hold its
+    chain to there unchanged: parts handed out are a record a rewrite cannot reach."""
+    seq, digest, journal_id = last_head(part)
+    if journal_id != reader.journal_id():
+        raise ExportError(
+            f"{part} came from journal {journal_id}, not this one: use a DEST of its own"
+        )
+    if (lost := head < seq) or reader.chain_hash(seq) != digest:
+        raise ExportError(
+            f"this journal's hash chain {'ends before' if lost else 'differs at'} event {seq}, "
+            f"where {part.name} ended: it {'lost events' if lost else 'was rewritten'} since "
+            "that part was made (a backup restored, or changed outside invoicectl); nothing was "
+            "exported. `invoicectl verify` and `invoicectl verify-export` tell more"
+        )
+    return seq
+
+
+def choose(
+    reader: AuditReader,
+    earlier: list[Path],
+    since: str | None,
+    until: str | None,
+    invoice_ids: list[str] | None,
+    last: int,
+) -> list[str]:
+    """The invoices of the next part, by ID: those asked for (``invoice_ids``, else those
+    sent in [since, until)), and on a top-up only those with chain events after ``last``."""
+    if invoice_ids:
+        known = reader.known_invoices(invoice_ids)
+        if missing := [invoice_id for invoice_id in invoice_ids if invoice_id not in known]:
+            raise UsageError(f"no invoice {missing[0]!r} in the journal {reader.path}")
+    asked = sorted(set(invoice_ids or ()))
+    if not earlier:
+        return asked or reader.sent_invoice_ids(since, until)
+    changed = reader.changed_after(last)
+    if invoice_ids:
+        chosen = [invoice_id for invoice_id in asked if invoice_id in changed]
+        unchanged = {invoice_id for invoice_id in asked if invoice_id not in changed}
+    else:
+        chosen = reader.sent_among(sorted(changed), since, until)
+        unchanged = set()
+        if not all(_covers(part_range(part), since, until) for part in earlier):
+            unchanged = set(reader.sent_invoice_ids(since, until)).difference(changed)
+    if missing := sorted(unlisted(earlier, unchanged)):
+        raise UsageError(
+            f"{len(missing)} invoice(s) asked for (the first: {missing[0]}) are in no part "
+            "of this export and have not changed since its last part; a part holds the hash "
+            "chain from where the one before it ended, so export them to a new DEST"
+        )
+    return chosen
+
+
+def _covers(earlier: Any, since: str | None, until: str | None) -> bool:
+    """Whether a part made for the range ``earlier`` chose every invoice sent in [since,
+    until) that had an event in its segment."""
+    if not isinstance(earlier, dict) or earlier.get("invoices"):
+        return False
+    start, end = earlier.get("since"), earlier.get("until")
+    return (start is None or (since is not None and start <= since)) and (
+        end is None or (until is not None and until <= end)
+    )
