@@ -698,3 +698,41 @@ def test_a_top_up_over_a_manifest_no_one_can_read_says_so_in_one_line(
         f"invoicectl: error: {dest / '0001'}/manifest.json cannot be read; run invoicectl"
         f" verify-export {dest}"
     )
+
+
+def test_a_top_up_after_a_part_removed_by_hand_still_refuses_to_leave_its_invoice_out(
+    sent: Path, outbox: Path, tmp_path: Path
+):
+    """Parts 0001 and 0003 left, 0002 (E-004 alone) removed: the ranges of the parts there
+    cover the top-up, but E-004 is in none of them (found by review)."""
+    dest = tmp_path / "archive"
+    for invoice_id in ("E-004", "E-005", None):
+        assert run("export", str(dest), "--journal", str(sent))[0] == 0
+        if invoice_id:
+            write_invoice(outbox, invoice_id)
+            send(settings_for(sent), outbox, emulator(seed=len(invoice_id)).transport())
+    shutil.rmtree(dest / "0002")
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 2, output
+    assert "1 invoice(s) asked for (the first: E-004) are in no part of this export" in output
+
+
+def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
+    sent_over_days: Path, tmp_path: Path
+):
+    """A range bound that is not text was a TypeError traceback (found by review): the
+    invoice lists are read instead."""
+    dest = tmp_path / "archive"
+    journal = ["--journal", str(sent_over_days)]
+    assert run("export", str(dest), *journal, "--since", "2026-01-31")[0] == 0
+    manifest = dest / "0001" / "manifest.json"
+    manifest.write_text(manifest.read_text().replace('"since": "2026-01-31T00:00:00+00:00"',
+                                                     '"since": 5'))  # fmt: skip
+    note(sent_over_days, "D-3")
+
+    code, output = run("export", str(dest), *journal, "--since", "2026-02-01")
+
+    assert code == 0, output
+    assert list(json.loads((dest / "0002" / "manifest.json").read_text())["invoices"]) == ["D-3"]

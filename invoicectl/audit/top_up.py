@@ -63,7 +63,7 @@ def choose(
     else:
         chosen = reader.sent_among(sorted(changed), since, until)
         unchanged = set()
-        if not all(_covers(part_range(part), since, until) for part in earlier):
+        if not _every_part_covers(earlier, since, until):
             unchanged = set(reader.sent_invoice_ids(since, until)).difference(changed)
     if missing := sorted(unlisted(earlier, unchanged)):
         raise UsageError(
@@ -74,12 +74,20 @@ def choose(
     return chosen
 
 
+def _every_part_covers(earlier: list[Path], since: str | None, until: str | None) -> bool:
+    """Whether the parts are all there (numbered 1 to N: one removed by hand held invoices
+    no other does) and each chose every invoice sent in [since, until) that had an event in
+    its segment."""
+    numbered = all(int(part.name) == number for number, part in enumerate(earlier, 1))
+    return numbered and all(_covers(part_range(part), since, until) for part in earlier)
+
+
 def _covers(earlier: Any, since: str | None, until: str | None) -> bool:
-    """Whether a part made for the range ``earlier`` chose every invoice sent in [since,
-    until) that had an event in its segment."""
     if not isinstance(earlier, dict) or earlier.get("invoices"):
         return False
     start, end = earlier.get("since"), earlier.get("until")
+    if not all(bound is None or isinstance(bound, str) for bound in (start, end)):
+        return False  # not what export records: the parts' invoice lists are read instead
     return (start is None or (since is not None and start <= since)) and (
         end is None or (until is not None and until <= end)
     )
