@@ -13,8 +13,10 @@ import csv
 import io
 import json
 import os
+import re
 import subprocess
 import sys
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -328,13 +330,16 @@ def test_status_limit_bounds_the_listing_and_zero_gives_the_counts(journal_at: L
     assert both.exit_code == 2 and "give it or --limit, not both" in both.output
 
 
-def on_a_terminal(path: Path, pager: str, *args: str) -> bytes:
-    """``invoicectl status ARGS`` on a terminal of 80 x 24 with ``$PAGER``: what it showed."""
+def on_a_terminal(
+    path: Path, pager: str, *args: str, size: tuple[int, int] = (80, 24), exit_code: int = 0
+) -> bytes:
+    """``invoicectl status ARGS`` on a terminal of 80 x 24 (``size``) with ``$PAGER``: what
+    it showed."""
     import pty
 
     pid, terminal = pty.fork()
     if pid == 0:
-        os.environ.update(PAGER=pager, LINES="24", COLUMNS="80")
+        os.environ.update(PAGER=pager, COLUMNS=str(size[0]), LINES=str(size[1]))
         command = ["status", *args, "--journal", str(path)]
         os.execv(sys.executable, [sys.executable, "-m", "invoicectl", *command])
     shown = b""
@@ -342,7 +347,7 @@ def on_a_terminal(path: Path, pager: str, *args: str) -> bytes:
         while chunk := os.read(terminal, 65536):
             shown += chunk
     _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, shown
+    assert os.waitstatus_to_exitcode(status) == exit_code, shown
     return shown
 
 
@@ -360,6 +365,42 @@ def test_a_limit_beyond_a_screenful_on_a_terminal_is_paged_not_drawn(tmp_path: P
         f"OLD-{number:07d}" for number in range(30)
     ]
     assert b"OLD-0000000" not in shown  # the counts and the chain head alone on the screen
+
+
+@pytest.mark.parametrize(("size", "left_out"), [
+    ((80, 24), "receiver, transaction left out for the width"),
+    ((60, 30), "type, receiver, amount, transaction left out for the width"),
+    ((220, 40), None),
+])  # fmt: skip
+def test_the_default_page_on_a_terminal_fits_the_screen(
+    tmp_path: Path, size: tuple[int, int], left_out: str | None
+):
+    """25 invoices to decide, with long reasons and transaction ids, on 80 x 24: the page of
+    16 wrapped to 133 lines. Now one line an invoice, as many as fit, the prompt included."""
+    path = tmp_path / "journal.db"
+    reason = "422 IDEMPOTENCY_KEY_REUSED: the key was used with other content; reconcile"
+    with Journal(path) as opened:
+        add_history(opened, 30)
+        for number in range(25):
+            opened.insert_invoice(history_invoice(
+                f"NEED-{number:04d}", f"{number:064x}", state=InvoiceState.key_reused,
+                reason=reason, transaction_id=None, existing_transaction_id=str(uuid.uuid4()),
+            ))  # fmt: skip
+
+    shown = re.sub(
+        r"\x1b\[[0-9;]*m", "", on_a_terminal(path, "cat", size=size, exit_code=4).decode()
+    )
+
+    lines = shown.replace("\r\n", "\n").splitlines()
+    width, height = size
+    assert len(lines) < height and max(map(len, lines)) <= width, shown  # the prompt's line
+    rows = [line for line in lines if "NEED-" in line]
+    assert rows and rows[0].startswith("│ NEED-0000 "), shown
+    assert all(line.count("│") == rows[0].count("│") for line in rows)  # one line each
+    if left_out:
+        assert left_out in " ".join(line.strip() for line in lines) and "the first " in shown, shown
+    else:
+        assert "transaction" in shown and "left out" not in shown, shown
 
 
 @pytest.mark.parametrize("pager", ["no-such-pager", "less 'unclosed"])

@@ -19,7 +19,8 @@ from invoicectl.journal import Journal, open_journal
 from invoicectl.lifecycle.plan import attention
 from invoicectl.locations import Location
 from invoicectl.reconcile import Verdict
-from invoicectl.render.listing import attention_first, print_status_table
+from invoicectl.render.listing import attention_first
+from invoicectl.render.page import print_page
 from invoicectl.sandbox import Sandbox, SandboxConfig
 
 RECEIVER = "9915:phase4-test-receiver"
@@ -64,7 +65,7 @@ def test_a_delivery_failure_is_counted_listed_first_and_exits_4(
     assert [r["invoice_id"] for r in attention_first(journal, 1)] == ["INV-Z9"]
     assert [r["invoice_id"] for r in attention_first(journal, 2)] == ["INV-Z9", "INV-A1"]
     console = Console(width=200, record=True, no_color=True)
-    print_status_table(console, attention_first(journal, 10))
+    print_page(console, list(attention_first(journal, 10)), lines=50)
     assert "accepted, delivery failed" in console.export_text()
 
     result = CliRunner().invoke(app, ["status"])

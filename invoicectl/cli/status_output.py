@@ -58,16 +58,18 @@ def write_status(
         write_csv(out, status_records(journal, state, verdict, limit), STATUS_FIELDS)
         return
     lines = stdout_lines()
-    print_state_counts(lines, *counts)
+    counts_line = print_state_counts(lines, *counts)
     head_seq, head_hash = journal.chain_head()
-    lines.print(f"chain head {head_seq}:{head_hash}", highlight=False)
+    head_line = f"chain head {head_seq}:{head_hash}"
+    lines.print(head_line, highlight=False)
     if limit == 0:
         return
     if not out.isatty():  # every invoice, by ID, as before (unless --limit)
         write_tsv(out, status_records(journal, state, verdict, limit))
         return
     console = stdout_console()
-    screenful = max(_SHORTEST_PAGE, console.size.height - _FRAME_LINES)
+    height = console.size.height
+    screenful = max(_SHORTEST_PAGE, height - _FRAME_LINES)
     if every or (limit is not None and limit > screenful):  # more than a screen: paged
         from invoicectl.render.listing import attention_first
 
@@ -78,7 +80,8 @@ def write_status(
             else:  # as a page orders them, but streamed: a table is drawn whole, in memory
                 write_tsv(stream, attention_first(journal, limit, state, verdict))
         return
-    _print_page(console, journal, screenful if limit is None else limit, state, verdict)
+    room = height - _screen_lines(console, counts_line, head_line)
+    _print_page(console, journal, screenful if limit is None else limit, room, state, verdict)
 
 
 def write_period(
@@ -121,18 +124,45 @@ def write_period(
 
 
 def _print_page(
-    console: Console, journal: JournalBackend, page: int, state: str | None, verdict: str | None
+    console: Console,
+    journal: JournalBackend,
+    page: int,
+    room: int,
+    state: str | None,
+    verdict: str | None,
 ) -> None:
-    from invoicectl.render.listing import attention_first, print_status_table
+    """At most ``page`` invoices, those that need a person first, in the ``room`` lines left
+    on the screen (less two: the exit line and the shell's prompt), and a line saying what is
+    not shown."""
+    from invoicectl.render.listing import attention_first
+    from invoicectl.render.page import LEFT_OUT_FIRST, print_page
 
     records = list(attention_first(journal, page + 1, state, verdict))
-    shown = print_status_table(console, records[:page])
-    if len(records) > page:
-        console.print(
-            f"the first {shown}, those that need a person first; --all lists every one "
-            "(paged), --limit N more, --state STATE one state",
-            highlight=False,
+    longest_note = _note(page, list(LEFT_OUT_FIRST))
+    shown, left_out = print_page(
+        console, records[:page], room - _screen_lines(console, longest_note) - 2
+    )
+    if len(records) > shown or left_out:
+        console.print(_note(shown if len(records) > shown else None, left_out), highlight=False)
+
+
+def _note(first: int | None, left_out: list[str]) -> str:
+    said = []
+    if first is not None:
+        said.append(
+            f"the first {first}, those that need a person first; --all lists every one "
+            "(paged), --limit N more, --state STATE one state"
         )
+    if left_out:
+        said.append(f"{', '.join(left_out)} left out for the width: `invoicectl show ID` has them")
+    return "; ".join(said)
+
+
+def _screen_lines(console: Console, *texts: str) -> int:
+    """The lines ``texts`` take on the screen, wrapped as the console wraps them."""
+    from rich.text import Text
+
+    return sum(len(console.render_lines(Text(text), pad=False)) for text in texts)
 
 
 @contextmanager

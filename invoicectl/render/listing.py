@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from itertools import islice
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import InvoiceState, Listed, UnidentifiedFile, peppol_id
 from invoicectl.render.formats import while_read
 from invoicectl.text import one_line
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 STATUS_FIELDS = (
     "invoice_id",
@@ -85,7 +82,8 @@ def attention_first(
         if each is InvoiceState.accepted and state is None:
             # Listed already (all of them, or the page ended before here): read past them.
             listed = journal.listed(each, verdict, left + failed)
-            records = islice((r for r in map(status_record, listed) if not _failed(r)), left)
+            kept = (record for record in map(status_record, listed) if not failed_delivery(record))
+            records = islice(kept, left)
         if each is InvoiceState.unknown and state is None:
             failures = map(status_record, journal.delivery_failures(left))
             records = _chain(records, (r for r in failures if _chosen(r, verdict)))
@@ -94,18 +92,18 @@ def attention_first(
             records = islice(_chain(records, files), left)
         for record in records:
             left -= 1
-            failed += _failed(record)
+            failed += failed_delivery(record)
             yield record
 
 
-def _failed(record: dict[str, Any]) -> bool:
+def failed_delivery(record: dict[str, Any]) -> bool:
     return bool(record["state"] == InvoiceState.accepted and record["remote_status"] == "failed")
 
 
-def _reason(record: dict[str, Any]) -> str:
+def shown_reason(record: dict[str, Any]) -> str:
     """The reason shown; an accepted invoice whose delivery failed says so (its state stays
     ``accepted``: GoRoute took it, the receiver did not)."""
-    if _failed(record):
+    if failed_delivery(record):
         return "delivery failed: run `invoicectl reconcile` for what to do"
     return record["reason"] or ""
 
@@ -165,37 +163,9 @@ def write_tsv(stream: IO[str], records: Iterable[dict[str, Any]]) -> int:
             record["state"],
             record["receiver"] or "-",
             record["transaction_id"] or record["existing_transaction_id"] or "-",
-            _reason(record),
+            shown_reason(record),
         )
         # A path or a server's text may hold a tab, a line break or an escape sequence.
         stream.write("\t".join(map(one_line, fields)) + "\n")
         count += 1
-    return count
-
-
-def print_status_table(console: Console, records: Iterable[dict[str, Any]]) -> int:
-    """A terminal's table of ``records`` (a bounded page of them); returns how many."""
-    from rich.table import Table  # here: a pipe's listing and the exports never draw one
-
-    table = Table(show_lines=False)
-    for column in ("invoice", "type", "state", "receiver", "amount", "transaction", "reason"):
-        table.add_column(column, overflow="fold")
-    count = 0
-    for record in records:
-        amount = " ".join(
-            value for value in (record["payable_amount"], record["currency"]) if value
-        )
-        cells = (
-            record["invoice_id"] or f"(file) {record['path']}",
-            record["document_type"] or "",
-            "accepted, delivery failed" if _failed(record) else record["state"],
-            record["receiver"] or "",
-            amount,
-            record["transaction_id"] or record["existing_transaction_id"] or "",
-            _reason(record),
-        )
-        table.add_row(*map(one_line, cells))
-        count += 1
-    if count:
-        console.print(table)
     return count

@@ -56,10 +56,11 @@ def print_state_counts(
     holds: Mapping[Hold, int],
     unanswered: int = 0,
     delivery_failed: int = 0,
-) -> None:
-    """The counts per state; ``unanswered``: sends that went out without a final answer and
-    that the next send replays (inside their key's window), said as such; ``delivery_failed``:
-    accepted invoices whose delivery GoRoute reports failed, said beside ``accepted``."""
+) -> str:
+    """The counts per state (the line printed is returned); ``unanswered``: sends that went
+    out without a final answer and that the next send replays (inside their key's window),
+    said as such; ``delivery_failed``: accepted invoices whose delivery GoRoute reports
+    failed, said beside ``accepted``."""
 
     def count(state: InvoiceState) -> str:
         shown = f"{state} {counts.get(state, 0)}"
@@ -72,7 +73,9 @@ def print_state_counts(
         shown += "; " + ", ".join(f"{hold} {holds.get(hold, 0)}" for hold in Hold)
     if unanswered:
         shown += f"; {unanswered} unanswered, will be replayed by the next send"
-    console.print(f"{sum(counts.values())} invoices: {shown}", highlight=False)
+    line = f"{sum(counts.values())} invoices: {shown}"
+    console.print(line, highlight=False)
+    return line
 
 
 def print_scan_report(console: Console, report: ScanReport) -> None:
