@@ -22,6 +22,7 @@ from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
 from invoicectl.journal.failures import explain_os, explain_sqlite
+from invoicectl.locations import Location
 
 ROOT = os.geteuid() == 0
 
@@ -215,3 +216,80 @@ def test_a_system_error_naming_no_file_names_the_journal(tmp_path: Path):
         f"cannot use the journal {journal} (or a file beside it): No space left on device: "
         "free space on its file system and run again; everything committed before is kept"
     )
+
+
+@pytest.mark.parametrize(
+    "table", ["events", "receivers", "claims", "invoices.verdict_at", "attempts.request_id"]
+)
+@pytest.mark.parametrize("command", ["send", "status"])
+def test_a_journal_with_a_table_or_column_dropped_is_refused_in_one_line(
+    outbox: Path, tmp_path: Path, table: str, command: str
+):
+    """A journal whose ``events`` table was dropped by hand sent as if whole, until the first
+    hold or decision it had to record failed half way through the run."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    Journal(journal).close()
+    with sqlite3.connect(journal) as conn:
+        name, _, column = table.partition(".")
+        conn.execute(f"ALTER TABLE {name} DROP COLUMN {column}" if column else f"DROP TABLE {name}")
+    conn.close()
+    before = journal.read_bytes()
+    args = ["send", str(outbox), "--sandbox"] if command == "send" else ["status"]
+
+    line = one_line(cli(*args, "--journal", str(journal)))
+
+    assert line == (
+        f"invoicectl: error: the journal {journal} is damaged: its schema lacks {table} "
+        "(dropped outside invoicectl?); nothing was changed. `invoicectl doctor` names all it "
+        "lacks; restore the journal from a backup"
+    )
+    assert journal.read_bytes() == before
+
+
+def test_the_tables_a_journal_must_have_are_those_the_migrations_make(tmp_path: Path):
+    from invoicectl.journal.migrations import user_tables
+    from invoicectl.journal.shape import TABLES
+
+    Journal(tmp_path / "journal.db").close()
+    with sqlite3.connect(tmp_path / "journal.db") as conn:
+        made = set(user_tables(conn)) - {"_sqlite_migrations"}
+    conn.close()
+    assert made == TABLES
+
+
+def test_either_backend_refuses_a_journal_with_a_table_dropped(journal_at: Location):
+    from backends import witness_execute
+
+    from invoicectl.errors import JournalError
+    from invoicectl.journal import open_journal
+
+    open_journal(journal_at).close()
+    witness_execute(journal_at, "DROP TABLE events")
+
+    with pytest.raises(JournalError) as refused:
+        open_journal(journal_at).close()
+
+    assert "is damaged: its schema lacks events (dropped outside invoicectl?)" in str(refused.value)
+
+
+def test_the_shape_a_journal_is_checked_against_is_the_one_the_migrations_make():
+    """``SHAPE_DIGEST`` follows the schema: a migration that adds a table or a column must
+    change it (to what this test prints), or every journal it migrates would be compared
+    column by column at every open."""
+    from invoicectl.journal.shape import SHAPE_DIGEST, shape_digest
+    from invoicectl.journal.sqlite_open import reference_schema
+
+    assert shape_digest(reference_schema()) == SHAPE_DIGEST
+
+
+def test_a_journal_with_a_table_of_its_own_added_is_opened(tmp_path: Path):
+    """Only what the journal lacks is refused: a table or column someone added is theirs."""
+    journal = tmp_path / "journal.db"
+    Journal(journal).close()
+    with sqlite3.connect(journal) as conn:
+        conn.execute("CREATE TABLE notes (text TEXT)")
+        conn.execute("ALTER TABLE invoices ADD COLUMN note TEXT")
+    conn.close()
+
+    Journal(journal).close()

@@ -10,15 +10,15 @@ and its size with its WAL. A file SQLite cannot read at all is a ``JournalHealth
 
 from __future__ import annotations
 
-import functools
 import os
 import sqlite3
 import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from invoicectl.journal.migrations import MIGRATIONS, _applied, bring_up_to_date, user_tables
-from invoicectl.journal.sqlite_open import not_regular
+from invoicectl.journal.migrations import MIGRATIONS, _applied, user_tables
+from invoicectl.journal.shape import missing_schema
+from invoicectl.journal.sqlite_open import not_regular, reference_schema
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -66,7 +66,7 @@ def examine(path: Path) -> JournalHealth:
     try:
         said = [str(line) for (line,) in conn.execute(f"PRAGMA quick_check({_MAX_PROBLEMS})")]
         schema = _schema(conn)
-        missing = missing_schema(conn) if schema == "current" else []
+        missing = missing_schema(conn, reference_schema()) if schema == "current" else []
         return replace(
             found,
             problems=[] if said == ["ok"] else _problems(said),
@@ -108,40 +108,7 @@ def _schema(conn: sqlite3.Connection) -> str:
 def lacking(conn: sqlite3.Connection) -> list[str]:
     """``missing_schema`` of a journal migrated by this version (an older one lacks what its
     next open adds; a newer one is not this version's to judge)."""
-    return missing_schema(conn) if _schema(conn) == "current" else []
-
-
-def missing_schema(conn: sqlite3.Connection) -> list[str]:
-    """The tables and columns of this version's schema that the journal on ``conn`` (fully
-    migrated, by its own record) lacks: ``table`` or ``table.column``."""
-    expected = _shape(_reference_schema())
-    found = _shape(conn)
-    missing: list[str] = []
-    for table, columns in expected.items():
-        if table not in found:
-            missing.append(table)
-        else:
-            missing += [f"{table}.{column}" for column in columns if column not in found[table]]
-    return missing
-
-
-@functools.cache
-def _reference_schema() -> sqlite3.Connection:
-    """A journal of this version's schema, in memory: made once, by the migrations."""
-    reference = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
-    bring_up_to_date(reference)
-    return reference
-
-
-def _shape(conn: sqlite3.Connection) -> dict[str, list[str]]:
-    return {
-        table: [str(row[1]) for row in conn.execute(f"PRAGMA table_info({_quoted(table)})")]
-        for table in user_tables(conn)
-    }
-
-
-def _quoted(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
+    return missing_schema(conn, reference_schema()) if _schema(conn) == "current" else []
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

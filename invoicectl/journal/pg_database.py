@@ -20,6 +20,7 @@ from invoicectl.journal.database import Database
 from invoicectl.journal.migrations import MIGRATIONS, all_applied
 from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection
 from invoicectl.journal.pg_dialect import translate_schema
+from invoicectl.journal.shape import TABLES, refuse_lacking
 from invoicectl.locations import JournalURL
 
 # How long a statement may wait for a lock another journal user holds (a migration, a
@@ -76,6 +77,11 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
         conn.execute(f"SET idle_in_transaction_session_timeout = '{_IDLE_IN_TRANSACTION}'")
         conn.execute("SET TIME ZONE 'UTC'")
         _bring_up_to_date(conn)
+        tables = conn.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+        found = {name for (name,) in tables}
+        refuse_lacking(sorted({*TABLES, *PG_ONLY_TABLES}.difference(found)), location)
     except psycopg.Error as error:
         conn.close()
         raise JournalError(explain_pg(error, location)) from None

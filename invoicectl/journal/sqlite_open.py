@@ -4,6 +4,7 @@ every open."""
 
 from __future__ import annotations
 
+import functools
 import os
 import sqlite3
 import stat
@@ -20,6 +21,7 @@ from invoicectl.journal.failures import (
     explain_sqlite,
 )
 from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
+from invoicectl.journal.shape import SHAPE_DIGEST, missing_schema, refuse_lacking, shape_digest
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
 # the log, then to the database at each checkpoint), one page per system call: with 16 KB
@@ -123,6 +125,8 @@ def open_database(path: Path) -> Database:
         _set_wal_mode(conn)
         conn.execute("PRAGMA synchronous = FULL")
         bring_up_to_date(conn)
+        if shape_digest(conn) != SHAPE_DIGEST:  # a table or column dropped, or added
+            refuse_lacking(missing_schema(conn, reference_schema()), path)
         if not head_is_whole(conn):
             raise JournalError(
                 f"the journal {path} is damaged: the last event of its hash chain is "
@@ -140,3 +144,11 @@ def open_database(path: Path) -> Database:
         if sidecar.exists():
             sidecar.chmod(0o600)
     return Database(conn)
+
+
+@functools.cache
+def reference_schema() -> sqlite3.Connection:
+    """A journal of this version's schema, in memory: made once, by the migrations."""
+    reference = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
+    bring_up_to_date(reference)
+    return reference
