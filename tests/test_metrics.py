@@ -133,6 +133,8 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
             f"invoicectl: cannot write the metrics file {nowhere}: No such file or directory"
         ]
         assert "Traceback" not in result.output
+        # The exit line stays the run's last (it came before the metrics file's line).
+        assert result.stderr.splitlines()[-1].startswith("exit 0: "), result.stderr
 
 
 def test_the_config_key_metrics_file_is_used_by_status(

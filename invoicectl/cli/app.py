@@ -124,13 +124,15 @@ class _Commands(typer.core.TyperGroup):
             # replace it with 130 and say nothing, so it is ignored until the process exits.
             with stop_signals_ignored():
                 try:
-                    line = last_line(ctx.meta.get("args", []), exit_code)
-                    if line is not None:
-                        say(line)  # the run's last line: the exit code's cause
-                finally:
                     run_endings(exit_code)  # the metrics file, with the exit code
-                    finish_pings(exit_code)  # a run that started pings ends them, however
-                    give_option(None)  # this command's --profile, not the next one's
+                finally:
+                    try:
+                        line = last_line(ctx.meta.get("args", []), exit_code)
+                        if line is not None:
+                            say(line)  # the run's last line: the exit code's cause
+                    finally:
+                        finish_pings(exit_code)  # a run that started pings ends them, however
+                        give_option(None)  # this command's --profile, not the next one's
 
     def _invoke(self, ctx: Any) -> Any:
         args = ctx.meta.get("args", [])
