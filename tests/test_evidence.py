@@ -432,3 +432,59 @@ def test_the_operators_force_release_of_another_accounts_invoice_stands(
 
     assert summary.exit_code == ExitCode.OK, summary
     assert states(tmp_path / "b.db") == {"S-1": "accepted"}
+
+
+def test_an_edit_of_an_accepted_invoice_is_no_way_to_send_it_again(
+    journal_path: Location, outbox: Path
+):
+    """Accepted and delivered, then its file edited: amended over accepted, and a new version
+    stays refused until GoRoute says the delivery failed; the edit is no way round it."""
+    write_invoice(outbox, "H-1")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    write_invoice(outbox, "H-1", note="corrected by hand")
+
+    send(settings, outbox, sandbox.transport())
+    assert states(journal_path) == {"H-1": "amended"}
+    with pytest.raises(UsageError, match="accepted"):
+        send(settings, outbox, sandbox.transport(), new_versions=("H-1",))
+    (case,) = reconcile(settings, transport=sandbox.transport()).cases
+    assert "credit note" in case.action and "only once its delivery failed" in case.action
+    with open_journal(journal_path) as journal:
+        force(journal, "H-1", remote_status="in_transit")
+        with pytest.raises(UsageError, match="in_transit, not failed"):
+            check_new_version(journal, "H-1", datetime.now(UTC))
+        force(journal, "H-1", remote_status="failed")
+        assert check_new_version(journal, "H-1", datetime.now(UTC)).state == "amended"
+    assert sandbox.stats()["per_invoice"] == {"H-1": 1}
+
+
+def test_another_version_at_goroute_is_a_delivery_whichever_journal_asks(tmp_path: Path):
+    """Sent and accepted from one journal, its file edited, then a new journal: its history
+    check holds the invoice, and reconcile finds GoRoute's transaction is this invoice in
+    other content. That is a delivery of it: the evidence stands, a plain release and a new
+    version are refused, and nothing is sent twice."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "E-1")
+    sandbox = emulator()
+    send(settings_for(tmp_path / "first.db"), outbox, sandbox.transport())
+    write_invoice(outbox, "E-1", note="edited after it was sent")
+    second = settings_for(tmp_path / "second.db")
+    send(second, outbox, sandbox.transport(), warn=lambda line: None)
+
+    report = reconcile(second, apply=True, transport=sandbox.transport())
+
+    (case,) = report.cases
+    assert case.verdict.value == "other_version" and case.needs_person
+    assert "would deliver E-1 twice" in case.action
+    with open_journal(tmp_path / "second.db") as journal:
+        refused = release(journal, "E-1", by="test")
+        assert not refused.done and "`release --force` only once" in refused.message
+        with pytest.raises(UsageError, match="is held"):
+            check_new_version(journal, "E-1", datetime.now(UTC) + timedelta(days=2))
+        invoice = journal.invoice("E-1")
+        assert invoice is not None and invoice.hold == "held"
+    send(second, outbox, sandbox.transport(), warn=lambda line: None)
+    assert sandbox.stats()["per_invoice"] == {"E-1": 1}

@@ -510,9 +510,10 @@ def test_reconcile_judges_what_the_check_found_and_names_the_release_as_the_next
     report = reconcile(settings, apply=True, transport=sandbox.transport())
 
     cases = {case.invoice_id: case for case in report.cases}
-    assert str(cases["X-1"].verdict) == "different_document"
+    assert str(cases["X-1"].verdict) == "other_version"  # another version: a delivery of X-1
     assert "this journal would send sha256" in cases["X-1"].detail
-    assert "`invoicectl release X-1` sends this content too" in cases["X-1"].action
+    assert "`invoicectl abandon X-1` records it as settled" in cases["X-1"].action
+    assert "would deliver X-1 twice" in cases["X-1"].action
     assert str(cases["X-2"].verdict) == "sent_then_failed"
     assert (
         cases["X-2"].action

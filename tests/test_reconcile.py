@@ -48,6 +48,7 @@ EXPECTED = {
     "INV-AS": Verdict.already_sent,
     "INV-SF": Verdict.sent_then_failed,
     "INV-DD": Verdict.different_document,
+    "INV-OV": Verdict.other_version,
     "INV-CU": Verdict.content_unconfirmed,
     "INV-NF": Verdict.not_found,
     "INV-IP": Verdict.in_progress,
@@ -119,6 +120,7 @@ def stage_every_verdict(journal: Journal, outbox: Path, sandbox: Sandbox) -> Non
     key_reused("INV-AS", txn("INV-AS", status="delivered", metadata=sent_content))
     key_reused("INV-SF", txn("INV-SF", status="failed"))
     key_reused("INV-DD", txn("OTHER-77", status="delivered"))
+    key_reused("INV-OV", txn("INV-OV", status="delivered", metadata={"sha256": "0" * 64}))
     key_reused("INV-CU", txn("INV-CU", status="delivered"))  # no sha256 given back
     key_reused("INV-NF", "txn_000000000000000000000000")
     key_reused("INV-IP", txn("INV-IP", status="processing"))
@@ -185,12 +187,13 @@ def test_every_verdict_is_reached(staged: Journal, sandbox: Sandbox) -> None:
     assert by_id["INV-UC"].window_open is False
     assert "a resend could deliver a duplicate" in by_id["INV-UC"].detail
     assert by_id["INV-UF"].window_open is False  # found: adopting is safe whatever the window
-    # Amended: both hashes, when the old content was sent, both ways forward.
+    # Amended over a delivered send: both hashes, and no new version (a second delivery).
     amended = by_id["INV-AM"]
     row = staged.invoice("INV-AM")
     assert amended.journal.sent_sha256 == row.key_sha256 != row.current_sha256
     assert row.key_sha256 in amended.action and row.current_sha256 in amended.action
-    assert "invoicectl send DIR --new-version INV-AM" in amended.action
+    assert "credit note" in amended.action
+    assert "`--new-version INV-AM` only once its delivery failed" in amended.action
     assert "revision 1" in amended.detail and "revision 2" in amended.detail
     assert by_id["INV-SF"].action.endswith("`invoicectl send DIR --new-version INV-SF`")
     assert "SERVICE_UNAVAILABLE" in by_id["INV-LF"].detail or "503" in by_id["INV-LF"].detail
@@ -241,7 +244,7 @@ def test_apply_changes_exactly_the_unambiguous_ones(staged: Journal, sandbox: Sa
         assert case.exit_code == ExitCode.OK
         assert case.action == f"adopted {case.api.transaction_id}; state now accepted"
     # What must not go out on its own is held, its state, key and window as they were.
-    assert sorted(report.held) == ["INV-CU", "INV-DD", "INV-SE", "INV-UA"]
+    assert sorted(report.held) == ["INV-CU", "INV-DD", "INV-OV", "INV-SE", "INV-UA"]
     for invoice_id in report.held:
         was, now = vars(before[invoice_id]), vars(after[invoice_id])
         assert {k for k in was if was[k] != now[k]} == {
@@ -355,7 +358,8 @@ def test_table_on_a_console_at_fixed_width(staged: Journal, sandbox: Sandbox) ->
 
     summary, *rest = text.splitlines()
     assert summary.startswith(
-        "17 invoices to reconcile, 10 need a person (different_document 1, content_unconfirmed 1,"
+        "18 invoices to reconcile, 11 need a person (different_document 1, other_version 1, "
+        "content_unconfirmed 1,"
     )
     assert max(len(line) for line in rest) <= 100
     assert "already sent (1, no person needed) — next: `invoicectl reconcile --apply`" in text
@@ -514,7 +518,7 @@ def test_key_reused_found_in_the_list_is_judged_by_its_own_get(
     journal: Journal, outbox: Path, sandbox: Sandbox
 ) -> None:
     """The list's rows carry no ``metadata``; the transaction's own GET does, and its
-    content hash decides: this content is adopted, another is a different document."""
+    content hash decides: this content is adopted, another is another version (a delivery)."""
     for invoice_id in ("INV-SAME", "INV-OTHER"):
         add_invoice(journal, outbox, invoice_id)
         sent(journal, invoice_id, "key_reused", http_status=422)
@@ -529,7 +533,7 @@ def test_key_reused_found_in_the_list_is_judged_by_its_own_get(
 
     assert verdicts(report) == {
         "INV-SAME": Verdict.already_sent,
-        "INV-OTHER": Verdict.different_document,
+        "INV-OTHER": Verdict.other_version,
     }
     assert report.applied == ("INV-SAME",) and report.held == ("INV-OTHER",)
     assert report.requests == 3  # the list page, then the two transactions' GETs
@@ -672,7 +676,7 @@ def test_an_earlier_send_beside_this_one_is_ambiguous(
 @pytest.mark.parametrize("detail_shape", ["nested", "flat"])
 @pytest.mark.parametrize(
     ("amount_now", "verdict"),
-    [("1250.00", Verdict.already_sent), ("990.00", Verdict.different_document)],
+    [("1250.00", Verdict.already_sent), ("990.00", Verdict.other_version)],
     ids=["same-content", "other-content"],
 )
 def test_key_reused_is_adopted_only_when_the_content_hash_agrees(
@@ -694,11 +698,11 @@ def test_key_reused_is_adopted_only_when_the_content_hash_agrees(
 
     (case,) = report.cases
     assert case.verdict is verdict
-    if verdict is Verdict.different_document:
+    if verdict is Verdict.other_version:  # revision 1 is a delivery of INV-1 all the same
         assert case.needs_person and report.applied == ()
         assert "same invoice number, different content" in case.detail
         assert metadata["sha256"] in case.detail
-        assert "`invoicectl send DIR --new-version INV-1`" in case.action
+        assert "`--new-version INV-1` would deliver INV-1 twice" in case.action
         assert journal.invoice("INV-1").state == "key_reused"
     else:
         assert report.applied == ("INV-1",)

@@ -55,7 +55,8 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "reconcile` and follow its verdict (where it found a send, `invoicectl release "
             f"{invoice_id} --force` once you know it is no delivery of this invoice)"
         )
-    if state is InvoiceState.accepted and invoice.remote_status != "failed":
+    if _beneath(invoice) is InvoiceState.accepted and invoice.remote_status != "failed":
+        # An edit of an accepted invoice's file settles nothing about its delivery.
         raise UsageError(_not_failed(invoice))
     if not allowed(Transition.new_version, state):
         raise UsageError(
@@ -68,12 +69,26 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
 
 def _not_failed(invoice: Invoice) -> str:
     """Why an accepted invoice gets no new key: delivered, on its way, or its delivery status
-    not read since it was accepted (a replay's answer names the transaction, not its fate)."""
+    not read since it was accepted (a replay's answer names the transaction, not its fate).
+    An edited one is told that reconcile reads the status of the sent content only."""
     accepted = f"invoice {invoice.invoice_id} is accepted"
+    if invoice.state is not InvoiceState.accepted:
+        accepted = f"invoice {invoice.invoice_id} is {invoice.state} over accepted"
     if invoice.transaction_id:
         accepted += f" (transaction {invoice.transaction_id})"
     if invoice.remote_status == "delivered":
-        return f"{accepted} and delivered: a new version would deliver it twice"
+        return (
+            f"{accepted} and delivered: a new version would deliver it twice; a delivered "
+            "invoice is corrected by a credit note and a new invoice number"
+        )
+    if invoice.state is not InvoiceState.accepted:
+        fate = f"{invoice.remote_status}, not failed" if invoice.remote_status else "not known"
+        return (
+            f"{accepted} and its delivery is {fate}: a new version could deliver it twice. "
+            "Restore the file to the content "
+            f"sent (`invoicectl show {invoice.invoice_id}` names it) for `invoicectl "
+            "reconcile` to read its delivery status; --new-version only once it failed"
+        )
     if invoice.remote_status:
         return (
             f"{accepted} and its delivery is {invoice.remote_status}, not failed: "

@@ -4,6 +4,7 @@ Found by a send's history check (transactions with the invoice's number before t
 first send of it, or a search that could not reach back far enough to vouch for it) or by
 reconcile (``unknown_sent_earlier``, ``unknown_ambiguous``: a match this journal's own send
 cannot account for; ``content_unconfirmed``: this invoice, in content GoRoute does not show;
+``other_version``: this invoice's number, for its receiver, in other content;
 ``not_found`` for a ``key_reused`` invoice: its key is used, the transaction named unseen).
 It is an event of the audit trail (``delivery_evidence``) and stands whoever holds the invoice,
 whatever verdict reconcile reaches next, until reconcile shows the transaction is no delivery
@@ -29,7 +30,7 @@ DISMISSED = "evidence_dismissed"  # the operator's word: release --force
 KINDS = (EVIDENCE, CLEARED, DISMISSED)
 # Reconcile's verdicts that found the invoice at GoRoute from a send it cannot account for;
 # and those that showed a transaction found is no delivery of it.
-FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier", "content_unconfirmed")
+FOUND_BEFORE = ("unknown_ambiguous", "unknown_sent_earlier", "content_unconfirmed", "other_version")
 NO_DELIVERY = ("different_document", "sent_then_failed")
 # Who holds an invoice GoRoute already holds a transaction for, found before its first send
 # (``send.history``).

@@ -25,13 +25,23 @@ def judge_amended(invoice_id: str, side: JournalSide) -> Case:
         f"; before the change it was {side.state_before_amend}" if side.state_before_amend else ""
     )
     where = f" (transaction {side.transaction_id})" if side.transaction_id else ""
+    action = (
+        f"restore the file to the content sent (sha256 {sent}), then `invoicectl scan "
+        f"DIR`; or `invoicectl send DIR --new-version {invoice_id}` to send the new content "
+        f"(sha256 {current}) under a new key"
+    )
+    if side.state_before_amend == "accepted" and side.remote_status != "failed":
+        action = (
+            f"GoRoute accepted the content sent{where}: restore the file to it (sha256 "
+            f"{sent}), or send the change (sha256 {current}) as a credit note or an invoice of "
+            "its own; "
+            f"`--new-version {invoice_id}` only once its delivery failed, or it is delivered twice"
+        )
     return build_case(
         invoice_id,
         Verdict.amended,
         side,
-        action=f"restore the file to the content sent (sha256 {sent}), then `invoicectl scan "
-        f"DIR`; or `invoicectl send DIR --new-version {invoice_id}` to send the new content "
-        f"(sha256 {current}) under a new key",
+        action=action,
         detail=f"key {side.idempotency_key} carried revision {side.sent_revision} "
         f"(sha256 {sent}) first on {side.first_attempt_at or side.key_first_used_at}{where}; "
         f"the file is now revision {side.current_revision} (sha256 {current}){before}",
@@ -55,6 +65,8 @@ def judged_beneath(side: JournalSide, case: Case) -> Case:
             "change as a credit note or an invoice of its own; `invoicectl release "
             f"{invoice_id} --force` and `--new-version` would deliver {invoice_id} twice",
         )
+    if case.verdict is Verdict.other_version:  # its action stands: no new version
+        return replace(case, journal=side)
     amended = judge_amended(invoice_id, side).action
     if case.verdict is Verdict.unknown_not_found_window_open:  # send replays no amended one
         return replace(case, journal=side, action=amended)

@@ -53,14 +53,17 @@ def _never_sent_here(case: Case) -> Case:
             case,
             action=f"delivery failed: `invoicectl release {invoice_id}` sends it from this journal",
         )
+    detail = case.detail.replace("the journal sent sha256", "this journal would send sha256")
+    detail = detail.replace(" under this key", "")
+    if case.verdict is Verdict.other_version:  # its action stands: a release sends it twice
+        return replace(case, detail=detail)
     if case.verdict is Verdict.different_document:
         txn = case.api.transaction_id if case.api and case.api.transaction_id else "it"
-        detail = case.detail.replace("the journal sent sha256", "this journal would send sha256")
         return replace(
             case,
-            action=f"investigate: GoRoute's {txn} is not this content of {invoice_id}; "
-            f"`invoicectl release {invoice_id}` sends this content too, `invoicectl abandon "
+            action=f"investigate: GoRoute's {txn} is another document than {invoice_id}; "
+            f"`invoicectl release {invoice_id}` sends {invoice_id}, `invoicectl abandon "
             f"{invoice_id}` records it as settled",
-            detail=detail.replace(" under this key", ""),
+            detail=detail,
         )
     return case

@@ -44,22 +44,21 @@ def matched(
     content = content_difference(side, txn)
     if differences:
         verdict, detail = Verdict.different_document, differences + ([content] if content else [])
+    elif txn.status == "failed":
+        failed = f"transaction {api.transaction_id} failed"
+        verdict, detail = Verdict.sent_then_failed, [failed] + ([content] if content else [])
     elif content:
+        # Its number, for its receiver, in other content: a delivery of this invoice all the
+        # same, whatever the key carried. Sending this content too would deliver it twice.
         return build_case(
             invoice_id,
-            Verdict.different_document,
+            Verdict.other_version,
             side,
             api=api,
-            action=f"investigate: GoRoute's {api.transaction_id} is another version of "
-            f"{invoice_id}, not the content this journal sent under key {side.idempotency_key}; "
-            "if GoRoute's version is the right one, restore the file to it and run `invoicectl "
-            f"scan DIR`; to send this content as well: `invoicectl send DIR --new-version "
-            f"{invoice_id}`",
+            action=other_version_action(invoice_id, api.transaction_id),
             detail="; ".join([content, *notes]),
             window=window,
         )
-    elif txn.status == "failed":
-        verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
     elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
         verdict, detail = Verdict.in_progress, [f"transaction {api.transaction_id} is {txn.status}"]
     elif adopt is Verdict.already_sent and not _content_hash(txn):
@@ -113,6 +112,18 @@ def matched(
         action=_replay_first(invoice_id, verdict, side, window),
         detail="; ".join(detail + notes),
         window=window,
+    )
+
+
+def other_version_action(invoice_id: str, transaction_id: str | None) -> str:
+    """What to do when GoRoute holds another version of the invoice: keep that one, or
+    correct it as a delivered invoice is corrected, never send this one beside it."""
+    return (
+        f"investigate: GoRoute's {transaction_id or 'transaction'} is another version of "
+        f"{invoice_id}, a delivery of it; if that version is right, restore the file to it, or "
+        f"`invoicectl abandon {invoice_id}` records it as settled; send the change as a credit "
+        f"note or an invoice of its own. `invoicectl release {invoice_id} --force` or "
+        f"`--new-version {invoice_id}` would deliver {invoice_id} twice"
     )
 
 

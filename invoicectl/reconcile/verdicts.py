@@ -18,6 +18,10 @@ verdict                            when                               person  --
 =================================  =================================  ======  ============  ====
 different_document                 key_reused; the transaction        yes     hold it       4
                                    carries another invoice/receiver
+other_version                      key_reused, unknown or held by a   yes     hold it       4
+                                   history check: this invoice (number
+                                   and receiver) in other content,
+                                   not failed: a delivery of it
 content_unconfirmed                key_reused, or held by a history   yes     hold it       4
                                    check: this invoice, but GoRoute
                                    gives no content hash to compare
@@ -110,6 +114,18 @@ class Verdict(StrEnum):
             True,
             "investigate: the key carried another document (key collision); nothing was sent "
             "for this invoice under it",
+            ExitCode.NEEDS_RECONCILE,
+            held=True,
+        ),
+    )
+    other_version = (
+        "other_version",
+        Guidance(
+            "another version",
+            True,
+            "investigate: GoRoute holds another version of this invoice (its number, for its "
+            "receiver, in other content): a delivery of it, so sending this content too "
+            "delivers the invoice twice",
             ExitCode.NEEDS_RECONCILE,
             held=True,
         ),
