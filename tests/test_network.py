@@ -468,3 +468,35 @@ async def test_a_connection_closed_while_the_loop_was_busy_is_not_reused() -> No
             time.sleep(0.3)  # the loop blocked, as a commit blocks it; the server closes
             assert (await client.get("/second")).text == "ok"
     assert [request.path for request in hostile.requests] == ["/first", "/second"]
+
+
+@pytest.mark.anyio
+async def test_an_answer_nobody_asked_for_never_passes_as_the_next_requests() -> None:
+    """A server (or a broken proxy) sends a second answer right behind the first, in the
+    same packet: the client has read both, and the second waits in the parser's buffer, not
+    on the socket. That connection is given up, so the next request gets its own answer, not
+    the stale one (an invoice recorded as refused, or as another's transaction, when GoRoute
+    accepted it)."""
+    stale = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 5\r\n\r\nstale"
+    connections: list[asyncio.StreamWriter] = []
+
+    async def answers_ahead(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        connections.append(writer)
+        while True:
+            request = await reader.readuntil(b"\r\n\r\n")
+            path = request.split(b" ", 2)[1]
+            body = b"ok " + path
+            writer.write(b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body))
+            if path == b"/first":
+                writer.write(stale)
+            await writer.drain()
+
+    async with server(answers_ahead) as port:
+        client = httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}")
+        run_on_asyncio(client)
+        async with client:
+            assert (await client.get("/first")).text == "ok /first"
+            second = await client.get("/second")
+            assert (second.status_code, second.text) == (200, "ok /second")
+            assert (await client.get("/third")).text == "ok /third"
+    assert len(connections) == 2  # the one that answered ahead, then one kept

@@ -22,7 +22,9 @@ What httpcore asks of a stream, and what it gets:
 - ``aclose``: the connection aborted at once, whatever it holds unsent.
 - ``get_extra_info``: ``ssl_object``, ``client_addr``, ``server_addr``, ``socket``, and
   ``is_readable``, which the pool asks of an idle connection before it reuses it: has the
-  server closed it, or sent something nobody asked for?
+  server closed it, or sent something nobody asked for? What it sent in the same packet as
+  an answer is read already and waits in the HTTP parser: each pool's connections count as
+  expired then (``_given_up_when_answered_ahead``).
 
 Every error is raised from the OS's or TLS's own (``__cause__``), which is where the answer's
 reason looks for why (``answers.transport_reason``). Reading pauses while more than
@@ -34,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import select
 import ssl
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import httpcore
@@ -58,6 +60,37 @@ def run_on_asyncio(client: httpx.AsyncClient) -> None:
     for pool in _pools(client):
         if hasattr(pool, "_network_backend"):
             pool._network_backend = backend
+            pool.create_connection = _given_up_when_answered_ahead(pool.create_connection)
+
+
+def _given_up_when_answered_ahead(create: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``create_connection`` of a pool whose idle connections count as expired (closed, not
+    reused) while answers nobody asked for wait in their HTTP parser's buffer. A server that
+    sends a second answer right behind the first, in the same packet, leaves it there, where
+    ``is_readable`` cannot see it, and httpcore would read it as the next request's answer."""
+
+    def create_connection(origin: Any) -> Any:
+        connection = create(origin)
+        expired = connection.has_expired
+
+        def has_expired() -> bool:
+            return expired() or (connection.is_idle() and _read_ahead(connection))
+
+        connection.has_expired = has_expired  # the pool asks it of each connection it holds
+        return connection
+
+    return create_connection
+
+
+def _read_ahead(connection: Any) -> bool:
+    """Whether the HTTP/1.1 parser under ``connection`` (through a proxy's layers) holds
+    bytes no request has asked for yet."""
+    for _ in range(4):
+        parser = getattr(connection, "_h11_state", None)
+        if parser is not None:
+            return bool(parser.trailing_data[0])
+        connection = getattr(connection, "_connection", None)
+    return False
 
 
 def _pools(client: httpx.AsyncClient) -> Iterable[Any]:
