@@ -736,3 +736,67 @@ def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
 
     assert code == 0, output
     assert list(json.loads((dest / "0002" / "manifest.json").read_text())["invoices"]) == ["D-3"]
+
+
+@pytest.mark.parametrize(
+    ("edit", "named"),
+    [
+        ("UPDATE chain SET payload = payload || ' ' WHERE seq = 3", "chain is broken at event 3"),
+        ("UPDATE chain SET hash = printf('%064d', 0) WHERE seq = 5", "chain is broken at event"),
+        ("DELETE FROM chain WHERE seq = 7", "chain is broken at event 7"),
+        ("DELETE FROM attempts WHERE invoice_id = 'E-001'", "attempt "),
+        ("DELETE FROM runs", "run "),
+        ("DELETE FROM environment", "environment"),
+        ("DELETE FROM identity", "identity"),
+        (
+            "UPDATE blobs SET data = X'00112233445566778899', codec = 'lz4' "
+            "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
+            "cannot be unpacked",
+        ),
+    ],
+    ids=[
+        "chain payload edited",
+        "chain hash edited",
+        "chain event deleted",
+        "attempts deleted",
+        "runs deleted",
+        "environment deleted",
+        "identity deleted",
+        "packed bytes damaged",
+    ],  # fmt: skip
+)
+def test_an_export_never_signs_a_journal_that_lost_or_broke_what_its_chain_holds(
+    sent: Path, tmp_path: Path, edit: str, named: str
+):
+    """A broken hash chain was signed (exit 0), an invoice whose attempts were deleted was
+    left out without a word, deleted runs, environment or identity went unremarked, and a
+    damaged packed copy ended in a traceback (found by a probing review)."""
+    import sqlite3
+
+    conn = sqlite3.connect(sent)
+    with conn:
+        for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'"):
+            conn.execute(f'DROP TRIGGER "{name}"')  # as someone editing the file would
+        conn.execute(edit)
+    conn.close()
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    assert named in output and "nothing was exported" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1, output
+    assert not dest.exists() or list(dest.iterdir()) == []
+
+
+def test_an_export_of_a_journal_cut_short_is_refused_in_one_line(sent: Path, tmp_path: Path):
+    """A journal whose last byte is gone (a copy cut short): its last event's hash is read
+    torn, and the export refuses it rather than signing a chain that does not follow."""
+    os.truncate(sent, sent.stat().st_size - 1)
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1 and "nothing was exported" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1, output
+    assert not dest.exists() or list(dest.iterdir()) == []

@@ -40,6 +40,7 @@ from invoicectl.audit.signing import SigningKey
 from invoicectl.audit.top_up import anchored, choose
 from invoicectl.errors import ExportError
 from invoicectl.journal.audit import AuditReader
+from invoicectl.journal.chain import link
 from invoicectl.journal.sqlite_open import refuse_missing
 
 _ATTEMPT_FIELDS = (
@@ -90,6 +91,7 @@ def export(
         result.head = reader.head()
         last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0
         chosen = choose(reader, earlier, since, until, invoice_ids, last)
+        _refuse_rows_gone(reader, last)
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)
@@ -216,14 +218,53 @@ def _write_lines(out: IO[bytes], opening: bytes, lines: Iterator[bytes], closing
 
 
 def _write_events(reader: AuditReader, work: Path, first: int, result: Exported) -> None:
-    """``events.jsonl``: the hash before the segment, then its events, one a line."""
+    """``events.jsonl``: the hash before the segment, then its events, one a line; each must
+    follow from the one before it (its number and its hash), or nothing is exported: a
+    signature over a broken chain would vouch for what the chain cannot."""
     with (work / "events.jsonl").open("xb") as out:
         previous = reader.chain_hash(first - 1)
         out.write(json.dumps({"previous_hash": previous}).encode() + b"\n")
+        expected = first
         for event in reader.chain(after=first - 1, upto=result.head[0]):
+            if event.seq != expected or not _follows(previous, event.payload, event.hash):
+                broken = "missing" if event.seq != expected else "not what its hash says"
+                raise ExportError(
+                    f"the journal's hash chain is broken at event {expected}: it is {broken} "
+                    "(changed outside invoicectl); nothing was exported. `invoicectl verify` "
+                    "tells what was changed; a backup restores it"
+                )
             line = {"seq": event.seq, "payload": event.payload, "hash": event.hash}
             out.write(json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n")
             result.events += 1
+            previous, expected = event.hash, event.seq + 1
+
+
+def _follows(previous: Any, payload: Any, digest: Any) -> bool:
+    """Whether an event's ``digest`` is sha256(``previous`` hash || its ``payload``)."""
+    if not all(isinstance(value, str) for value in (previous, payload, digest)):
+        return False
+    try:
+        return bool(link(previous, payload.encode()) == digest)
+    except ValueError:  # a previous hash that is not hex
+        return False
+
+
+def _refuse_rows_gone(reader: AuditReader, after: int) -> None:
+    """Refuse a journal whose identity, or a row the chain records after ``after``, is gone:
+    an invoice with its attempts deleted would be left out of the export without a word."""
+    if reader.journal_id() is None:
+        raise ExportError(
+            "the journal's identity row is gone (changed outside invoicectl); nothing was "
+            "exported. `invoicectl verify` tells more; a backup restores it"
+        )
+    if (gone := reader.first_row_gone(after)) is not None:
+        seq, kind, key, invoice_id = gone
+        of = f"invoice {invoice_id}: " if invoice_id and kind != "invoice" else ""
+        raise ExportError(
+            f"{of}{kind} {key} (its row is gone) is in the hash chain (event {seq}) but not in "
+            "the journal: deleted outside invoicectl; nothing was exported. `invoicectl "
+            "verify` names every such row; a backup restores them"
+        )
 
 
 def _write_invoice(
@@ -249,13 +290,19 @@ def _write_invoice(
     held_before = held(earlier, invoice_id)
     for sha256 in sorted(sent):
         relative = f"{safe}/{sha256}.xml"
-        if held_before(relative) or (stored := reader.blob(sha256)) is None:
+        if held_before(relative):
+            continue
+        try:
+            stored = reader.blob(sha256)
+        except (ValueError, RuntimeError):  # packed bytes that cannot be unpacked
+            stored = (0, b"")
+        if stored is None:
             continue
         if hashlib.sha256(stored[1]).hexdigest() != sha256:
             raise ExportError(
                 f"invoice {invoice_id}: the stored bytes of content {sha256[:12]} no longer "
-                "match their sha256; nothing was exported. `invoicectl verify` names every "
-                "damaged copy; a rescan of the file, or a backup, repairs it"
+                "match their sha256, or cannot be unpacked; nothing was exported. `invoicectl "
+                "verify` names every damaged copy; a rescan of the file, or a backup, repairs it"
             )
         write_new(listing.work / relative, stored[1])
         listing.add(relative)

@@ -166,6 +166,24 @@ class AuditReader:
 
     # ---- the rows the chain covers --------------------------------------------------------
 
+    def first_row_gone(self, after: int) -> tuple[int, str, Any, str | None] | None:
+        """(seq, kind, key, invoice) of the first row event after ``after`` whose row is not in
+        its table (rows are never deleted by invoicectl), or None: one pass over those events,
+        each looked up by its table's key."""
+        gone = " OR ".join(
+            f"(c.kind = '{kind}' AND NOT EXISTS (SELECT 1 FROM main.{table} t"
+            f" WHERE t.{key_column} = json_extract(c.payload, '$.key')))"
+            for table, (kind, key_column) in COVERED.items()
+            if self.has_table(table)
+        )
+        row = self.conn.execute(
+            "SELECT c.seq, c.kind, json_extract(c.payload, '$.key'), c.invoice_id FROM chain c"
+            f" WHERE c.seq > ? AND CASE WHEN json_valid(c.payload) THEN ({gone}) ELSE 0 END"
+            " ORDER BY c.seq LIMIT 1",
+            (after,),
+        ).fetchone()
+        return None if row is None else (int(row[0]), str(row[1]), row[2], row[3])
+
     def row_as_last_chained(self, invoice_id: str) -> bool:
         """Whether the invoice's row is, column for column, what its last chain event says."""
         last = self.conn.execute(
