@@ -8,6 +8,7 @@ import os
 import random
 import sqlite3
 import stat
+from datetime import timedelta
 from pathlib import Path
 
 import lz4.frame
@@ -19,10 +20,11 @@ from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
 from ublfactory import invoice_xml, write_invoice
 
-from invoicectl.errors import JournalError, JournalLocked
+from invoicectl.errors import JournalError, JournalLocked, UsageError
 from invoicectl.journal import Journal, locked_journal, open_journal, peek_stored
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock
+from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.locations import Location
 from invoicectl.scan.ingest import OpenScan, scan_directory
 
@@ -219,33 +221,60 @@ def test_correction_of_a_rejected_invoice_gets_a_new_key_version(journal: Journa
     assert (row.state, row.key_version, row.idempotency_key) == ("pending", 2, None)
 
 
-def test_a_sent_invoice_caught_in_a_duplicate_is_held_then_restored(journal: Journal, outbox: Path):
-    write_invoice(outbox, "INV-1", name="a.xml")
-    scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1").current_sha256
-    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
-    write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
-
-    scan_directory(journal, outbox)
-    assert journal.invoice("INV-1").state == "invalid"
-
-    (outbox / "b.xml").unlink()
-    scan_directory(journal, outbox)
-    assert journal.invoice("INV-1").state == "accepted"
-
-
-def test_a_held_duplicate_that_changes_again_keeps_the_state_it_was_sent_in(
+def test_a_sent_invoice_caught_in_a_duplicate_keeps_its_state_and_is_reported(
     journal: Journal, outbox: Path
 ):
-    """An accepted invoice held by a duplicate, whose own file then changes too: amended, and
-    what it returns to is accepted, not the hold (the hold's state once took its place)."""
+    """An accepted invoice was once made invalid by a second file with its number: what
+    GoRoute holds does not change with the outbox, so it stays accepted, and the clash is
+    reported by every scan until one file is left."""
+    write_invoice(outbox, "INV-1", name="a.xml")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
+
+    for _ in range(2):
+        report = scan_directory(journal, outbox)
+        assert [problem.subject for problem in report.invalid] == ["INV-1"]
+        assert journal.invoice("INV-1").state == "accepted"
+
+    (outbox / "b.xml").unlink()
+    assert scan_directory(journal, outbox).invalid == []
+    row = journal.invoice("INV-1")
+    assert (row.state, row.current_sha256) == ("accepted", sent)
+
+
+def test_a_duplicate_over_an_edit_keeps_the_state_it_was_sent_in(journal: Journal, outbox: Path):
+    """An accepted invoice whose file changed (amended over accepted), then a second file
+    with its number: the hold once replaced ``accepted`` beneath the edit with ``amended``,
+    and a new version then delivered it twice. Beneath stays accepted, whatever comes."""
+    write_invoice(outbox, "INV-1", name="a.xml")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    write_invoice(outbox, "INV-1", name="a.xml", amount="7.00")
+    scan_directory(journal, outbox)
+    write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
+    scan_directory(journal, outbox)
+    (outbox / "b.xml").unlink()
+    scan_directory(journal, outbox)
+
+    row = journal.invoice("INV-1")
+    assert (row.state, row.state_before_amend) == ("amended", "accepted")
+    with pytest.raises(UsageError, match="amended over accepted"):
+        check_new_version(journal, "INV-1", journal.clock() + timedelta(days=2))
+
+
+def test_a_duplicate_then_an_edit_keeps_the_state_it_was_sent_in(journal: Journal, outbox: Path):
+    """An accepted invoice caught in a duplicate, whose own file then changes too: amended
+    over accepted, and back to accepted when the file holds what was sent again."""
     write_invoice(outbox, "INV-1", name="a.xml")
     scan_directory(journal, outbox)
     sent = journal.invoice("INV-1").current_sha256
     force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
     scan_directory(journal, outbox)
-    assert journal.invoice("INV-1").state == "invalid"
+    assert journal.invoice("INV-1").state == "accepted"
 
     (outbox / "b.xml").unlink()
     write_invoice(outbox, "INV-1", name="a.xml", amount="7.00")

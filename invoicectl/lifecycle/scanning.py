@@ -33,7 +33,7 @@ class Seen(NamedTuple):
     unchanged: bool = False
     changed: bool = False
     amended: bool = False
-    problem: str | None = None  # the invoice is invalid for this reason (reported)
+    problem: str | None = None  # reported for the ID (a never-sent one is invalid for it)
 
 
 def admit_fresh(journal: JournalBackend) -> tuple[list[str], list[tuple[str, str]]]:
@@ -68,8 +68,11 @@ def was_sent(invoice: Invoice) -> bool:
 
 
 def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: str) -> Seen:
-    """One ID in several files with different content: invalid for ``reason`` until one
-    file is left; a sent invoice keeps the state to return to."""
+    """One ID in several files with different content, reported each scan until one file
+    is left: a never-sent invoice is ``invalid`` for ``reason`` meanwhile (neither content is
+    sent). A sent one keeps its state and content: its key's send is settled by its own
+    rules (a replay sends the stored bytes), and a hold here once took the place of the
+    state beneath an edit (amended over accepted), so that a new version got past it."""
     first = min(copies, key=lambda copy: copy.name)
     invoice = journal.invoice(first.invoice_id)
     if invoice is None:
@@ -84,16 +87,6 @@ def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: s
             reason=reason,
             **_NO_KEY,
         )
-    elif invoice.state is not S.invalid:
-        # Already sent: held until the clash is resolved, then restored.
-        write(
-            journal,
-            Transition.hold_duplicate,
-            invoice,
-            state=S.invalid,
-            reason=reason,
-            state_before_amend=invoice.state,
-        )
     return Seen(problem=reason)
 
 
@@ -101,7 +94,7 @@ def _recheck(journal: JournalBackend, invoice: Invoice) -> str | None:
     """An unchanged file may stop being invalid: the duplicate it clashed with is gone."""
     if invoice.state is not S.invalid:
         return None
-    if was_sent(invoice):
+    if was_sent(invoice):  # held by a duplicate in a journal of an older invoicectl
         _restore(journal, invoice, invoice.state_before_amend or S.pending)
         return None
     state, reason = _verdict(journal.facts(invoice.invoice_id, invoice.current_sha256))
