@@ -488,3 +488,53 @@ def test_another_version_at_goroute_is_a_delivery_whichever_journal_asks(tmp_pat
         assert invoice is not None and invoice.hold == "held"
     send(second, outbox, sandbox.transport(), warn=lambda line: None)
     assert sandbox.stats()["per_invoice"] == {"E-1": 1}
+
+
+def test_another_version_found_in_the_list_is_looked_at_in_full_before_anything_is_adopted(
+    journal_path: Location, outbox: Path
+):
+    """An unanswered send that never reached GoRoute, which holds another version of the
+    invoice: the list's row carries no content hash, so it was adopted as this send; the next
+    reconcile found the content differ, made it unknown again, and send replayed it, a second
+    delivery. Its own GET is read first now: another version, held, never sent."""
+    write_invoice(outbox, "U-1")
+    settings = settings_for(journal_path)
+    send(settings, outbox, emulator(drop_rate=1.0).transport(), policy=ONE_TRY)
+    assert states(journal_path) == {"U-1": "unknown"}
+    goroute = emulator()
+    goroute.add_transaction("U-1", metadata={"sha256": "c" * 64})
+
+    for _ in range(2):
+        report = reconcile(settings, apply=True, transport=goroute.transport())
+        (case,) = report.cases
+        assert case.verdict.value == "other_version" and report.applied == ()
+    send(settings, outbox, goroute.transport())
+
+    assert states(journal_path) == {"U-1": "unknown"}
+    assert goroute.stats()["per_invoice"] == {"U-1": 1}
+
+
+def test_an_accepted_invoice_whose_transaction_is_another_version_is_never_replayed(
+    journal_path: Location, outbox: Path
+):
+    """Accepted as a transaction that holds another version of it (an answer meant for an
+    earlier send): that is a delivery of the invoice. `--apply` makes it unknown, so that its
+    row claims nothing, and holds it, its evidence standing: no send replays it."""
+    write_invoice(outbox, "V-1")
+    goroute = emulator()
+    other = goroute.add_transaction("V-1", metadata={"sha256": "d" * 64}, status="delivered").id
+    settings = settings_for(journal_path)
+    send(settings, outbox, emulator().transport(), trust_new_journal=True)
+    with open_journal(journal_path) as journal:
+        force(journal, "V-1", transaction_id=other)
+
+    report = reconcile(settings, apply=True, transport=goroute.transport())
+
+    (case,) = report.cases
+    assert case.verdict.value == "other_version" and "credit note" in case.action
+    with open_journal(journal_path) as journal:
+        row = journal.invoice("V-1")
+        assert row is not None and (row.state, row.hold) == ("unknown", "held")
+        assert not release(journal, "V-1", by="test").done
+    send(settings, outbox, goroute.transport())
+    assert goroute.stats()["per_invoice"] == {"V-1": 1}

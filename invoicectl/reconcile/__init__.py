@@ -165,13 +165,20 @@ def judge(subject: Subject, lookups: Lookups, now: datetime) -> Case:
     return judge_searched(subject.invoice_id, side, lookups.search, now, lookups.transactions)
 
 
+# Verdicts on a transaction that may have come from the list, whose rows carry no content
+# hash: its own GET (with ``metadata``) may show it is another version of the invoice.
+_TO_SEE_IN_FULL = (Verdict.content_unconfirmed, Verdict.unknown_found, Verdict.sent_then_failed)
+
+
 def _without_content_hash(cases: list[Case]) -> list[str]:
     """The transactions found in the list that need their own GET: the list gives no
-    ``metadata``, and without its content hash a ``key_reused`` invoice's cannot be adopted."""
+    ``metadata``, and without its content hash a ``key_reused`` invoice's cannot be adopted,
+    nor an ``unknown`` one's told from another version of it (a delivery all the same).
+    ``Lookups.fetch`` leaves out those already fetched."""
     return [
         case.api.transaction_id
         for case in cases
-        if case.verdict is Verdict.content_unconfirmed and case.api and case.api.transaction_id
+        if case.verdict in _TO_SEE_IN_FULL and case.api and case.api.transaction_id
     ]
 
 
@@ -254,6 +261,10 @@ def _record(
     guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
         return _doubted(journal, case, run_id)
+    if apply and case.journal.state == "accepted" and case.verdict is Verdict.other_version:
+        # Unknown, so its row no longer claims the transaction; held, and the evidence its
+        # verdict recorded keeps every send from replaying it.
+        case = replace(_doubted(journal, case, run_id), action=case.action)
     if apply and guidance.held:
         reason = f"reconcile: {guidance.title}"
         if hold(journal, case.invoice_id, reason, by="reconcile").done:

@@ -4,8 +4,9 @@ The journal already owns the transaction; reconcile GETs it to follow the delive
 (``delivered``, ``delivery_failed``, ``delivery_pending``), which ``write_back`` (the facade)
 records with or without ``--apply``; a transaction that turns out to be another document
 (``another_document``: a cache that answered one send with another's answer) is no
-delivery of this invoice, and a person looks. A failure recorded earlier is reported again without a
-request (``recorded_failure``).
+delivery of this invoice, and a person looks; one with its number in other content, not
+failed, is another version of it (``other_version``): a delivery all the same. A failure
+recorded earlier is reported again without a request (``recorded_failure``).
 """
 
 from __future__ import annotations
@@ -39,6 +40,19 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
     txn = outcome.transaction
     api = api_side(txn, txn_id)
     differences = another_document(invoice_id, side, txn)
+    if differences and _another_version(invoice_id, txn):
+        return build_case(
+            invoice_id,
+            Verdict.other_version,
+            side,
+            api=api,
+            action=f"investigate: {invoice_id} was accepted as {txn_id}, and GoRoute's {txn_id} "
+            f"is another version of {invoice_id} (its number, in other content): a delivery of "
+            f"it, whatever became of this content. `invoicectl reconcile --apply` makes it "
+            "unknown and holds it, so that nothing sends it again; send a change as a credit "
+            "note or an invoice of its own",
+            detail="; ".join(differences),
+        )
     if differences:
         return build_case(
             invoice_id,
@@ -86,6 +100,12 @@ def another_document(invoice_id: str, side: JournalSide, txn: Transaction) -> li
     if number and number != invoice_id:
         return compare(invoice_id, side, txn) + ([content] if content else [])
     return [content] if content else []
+
+
+def _another_version(invoice_id: str, txn: Transaction) -> bool:
+    """Whether ``txn``, in other content, carries this invoice's number and is no failure:
+    another version of it, delivered or on its way."""
+    return (txn.invoice_number or "").strip() == invoice_id and txn.status != "failed"
 
 
 def recorded_failure(invoice_id: str, side: JournalSide) -> Case:

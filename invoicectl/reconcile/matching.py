@@ -44,9 +44,24 @@ def matched(
     content = content_difference(side, txn)
     if differences:
         verdict, detail = Verdict.different_document, differences + ([content] if content else [])
+    elif txn.status == "failed" and content:
+        # Another version of the invoice, failed: no delivery, and not this key's send.
+        replay = side.state in _UNANSWERED and window[0]
+        return build_case(
+            invoice_id,
+            Verdict.sent_then_failed,
+            side,
+            api=api,
+            action=f"GoRoute's {api.transaction_id} is another version of {invoice_id}, and it "
+            "failed: not this key's send. `invoicectl send DIR` replays this content under its "
+            "key (its 24-hour window is open)"
+            if replay
+            else None,
+            detail="; ".join([f"transaction {api.transaction_id} failed", content, *notes]),
+            window=window,
+        )
     elif txn.status == "failed":
-        failed = f"transaction {api.transaction_id} failed"
-        verdict, detail = Verdict.sent_then_failed, [failed] + ([content] if content else [])
+        verdict, detail = Verdict.sent_then_failed, [f"transaction {api.transaction_id} failed"]
     elif content:
         # Its number, for its receiver, in other content: a delivery of this invoice all the
         # same, whatever the key carried. Sending this content too would deliver it twice.
