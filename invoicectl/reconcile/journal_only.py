@@ -35,7 +35,8 @@ def judge_amended(invoice_id: str, side: JournalSide) -> Case:
             f"GoRoute accepted the content sent{where}: restore the file to it (sha256 "
             f"{sent}), or send the change (sha256 {current}) as a credit note or an invoice of "
             "its own; "
-            f"`--new-version {invoice_id}` only once its delivery failed, or it is delivered twice"
+            f"`--new-version {invoice_id}` only once its delivery failed (restored, `invoicectl "
+            "reconcile` reads its delivery status), or it is delivered twice"
         )
     return build_case(
         invoice_id,
