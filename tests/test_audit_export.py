@@ -800,3 +800,21 @@ def test_an_export_of_a_journal_cut_short_is_refused_in_one_line(sent: Path, tmp
     assert code == 1 and "nothing was exported" in output, output
     assert "Traceback" not in output and len(output.strip().splitlines()) == 1, output
     assert not dest.exists() or list(dest.iterdir()) == []
+
+
+def test_a_journal_of_an_older_invoicectl_is_upgraded_not_called_damaged(tmp_path: Path):
+    """A healthy journal from before the hash chain: export said it was damaged and to
+    restore a backup. It says to open it once, which upgrades it, and then exports."""
+    from auditkit import fill
+
+    journal = tmp_path / "old.db"
+    fill(journal, 3)  # as at m008, before the chain
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(journal))
+
+    assert code == 1 and "older invoicectl" in output and "damaged" not in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1, output
+    assert run("status", "--journal", str(journal))[0] == 0
+    code, output = run("export", str(dest), "--journal", str(journal))
+    assert code == 0 and "exported 3 invoice(s)" in output, output

@@ -87,6 +87,12 @@ def export(
     refuse_missing(journal)
     result = Exported(dest, key_id=key.key_id)
     with AuditReader(journal) as reader:
+        if not reader.up_to_date():  # read-only: an export never upgrades a journal
+            raise ExportError(
+                f"the journal {journal} was written by an older invoicectl and is not yet in "
+                "this one's form (its hash chain among it); nothing was exported. Open it "
+                f"once to upgrade it (`invoicectl status --journal {journal}`), then export"
+            )
         earlier = parts(dest)
         result.head = reader.head()
         last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from invoicectl.journal.chain import COVERED
 from invoicectl.journal.chain import head as chain_head
+from invoicectl.journal.migrations import up_to_date
 from invoicectl.journal.packing import unpack
 
 
@@ -114,6 +115,11 @@ class AuditReader:
         )
         for row in rows:
             yield RunHead(*row)
+
+    def up_to_date(self) -> bool:
+        """Whether every migration of this invoicectl is applied (False: an older one wrote
+        the journal, and the next command that opens it to write upgrades it)."""
+        return up_to_date(self.conn)
 
     def has_table(self, name: str) -> bool:
         row = self.conn.execute(

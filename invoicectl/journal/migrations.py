@@ -272,13 +272,13 @@ def bring_up_to_date(conn: sqlite3.Connection) -> None:
     JournalError when it holds migrations this version does not know: a newer invoicectl
     wrote it, and this one must not guess at its schema.
     """
-    if _up_to_date(conn):
+    if up_to_date(conn):
         return
     # Under the write lock, and checked again: processes that open a new journal at once (a
     # cron run and a person, say) wait for the first to migrate it, then find nothing to do.
     conn.execute("BEGIN IMMEDIATE")
     try:
-        if not _up_to_date(conn):
+        if not up_to_date(conn):
             _apply(conn)
         conn.execute("COMMIT")
     except BaseException:
@@ -309,7 +309,7 @@ def user_tables(conn: sqlite3.Connection) -> list[str]:
     return [str(name) for (name,) in rows]
 
 
-def _up_to_date(conn: sqlite3.Connection) -> bool:
+def up_to_date(conn: sqlite3.Connection) -> bool:
     return all_applied(_applied(conn), MIGRATIONS)
 
 
