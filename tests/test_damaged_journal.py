@@ -181,3 +181,39 @@ def test_an_invoice_in_a_state_invoicectl_never_writes_is_one_line(
     assert "Traceback" not in done.stderr
     assert f"holds what invoicectl never writes ('bogus' is not a valid {kind}" in done.stderr
     assert digest(journal) == before
+
+
+@pytest.mark.parametrize(
+    "command", [["status"], ["status", "--json"], ["show", "INV-2"]], ids=" ".join
+)
+def test_an_invoice_with_no_state_at_all_is_one_line_not_counted_accepted(
+    tmp_path: Path, outbox: Path, command: list[str]
+):
+    """A state set to NULL by hand (its NOT NULL taken out of the schema first) was counted
+    as accepted by ``status``'s counts, and its listing ended in an AttributeError."""
+    journal = tmp_path / "journal.db"
+    for invoice_id in ("INV-1", "INV-2"):
+        write_invoice(outbox, invoice_id)
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    with conn:
+        (schema,) = conn.execute("SELECT sql FROM sqlite_master WHERE name = 'invoices'").fetchone()
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute(
+            "UPDATE sqlite_master SET sql = ? WHERE name = 'invoices'",
+            (schema.replace("state TEXT NOT NULL", "state TEXT"),),
+        )
+    conn.close()
+    conn = sqlite3.connect(journal)
+    with conn:
+        conn.execute("UPDATE invoices SET state = NULL WHERE invoice_id = 'INV-2'")
+    conn.close()
+
+    done = invoicectl(journal, *command)
+
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stderr and "accepted" not in done.stdout
+    assert "holds what invoicectl never writes (None is not a valid InvoiceState" in (
+        done.stderr + done.stdout
+    )

@@ -26,7 +26,10 @@ _Read = TypeVar("_Read")
 # count SQLite keeps cheap, less the others), so the counts cost the two index ranges beside
 # accepted (a UNION ALL: an OR of them reads the whole index), not the journal's years. A state
 # written by hand lies in those ranges too: it is found, not counted as accepted.
-_BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {} 'accepted'{} GROUP BY state"
+_BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {}{} GROUP BY state"
+# Every state but accepted, each side of it by the state index; NULL (written by hand) too,
+# so that it is refused rather than counted as accepted.
+_SIDES = ("< 'accepted'", "> 'accepted'", "IS NULL")
 
 
 def _known(kind: Callable[[str], _Read], value: str) -> _Read:
@@ -80,7 +83,7 @@ class MonitoringRecords(JournalBase):
         invoice ID counts as invalid."""
         counts = dict.fromkeys(InvoiceState, 0)
         unheld = "" if on_hold else " AND hold IS NULL"
-        beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in "<>")
+        beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in _SIDES)
         counts.update((_known(InvoiceState, state), n) for state, n in self.db.execute(beside))
         rest = self.invoice_total()
         if not on_hold:  # invoices_held
