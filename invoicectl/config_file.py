@@ -9,6 +9,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from invoicectl.errors import ConfigError
+from invoicectl.locations import expand_user
 
 # A config file is a few hundred bytes; one of a megabyte is something else named by mistake.
 _MAX_CONFIG_BYTES = 1024 * 1024
@@ -36,7 +37,7 @@ def config_text(path: Path) -> str:
 def config_path(environ: Mapping[str, str]) -> Path | None:
     """The config file's path; None when nothing names one and there is no home to look in."""
     if explicit := environ.get("INVOICECTL_CONFIG"):
-        return Path(explicit).expanduser()
+        return expand_user(explicit, "INVOICECTL_CONFIG", ConfigError)
     if configs := environ.get("XDG_CONFIG_HOME"):
         return Path(configs) / "invoicectl" / "config.toml"
     try:

@@ -44,7 +44,7 @@ def _found_keys(environ: Mapping[str, str], api_key_file: str | None) -> Iterato
 
     yield from _usable(ApiKey.from_env, environ, ENV_VAR)
     if api_key_file:
-        yield from _usable(ApiKey.from_file, Path(api_key_file).expanduser())
+        yield from _usable(_from_file, api_key_file)
     config = _config_as_written(environ)
     tables = config.get("profiles")
     profiles = list(tables.values()) if isinstance(tables, Mapping) else []
@@ -55,7 +55,14 @@ def _found_keys(environ: Mapping[str, str], api_key_file: str | None) -> Iterato
         if isinstance(name, str):
             yield from _usable(ApiKey.from_env, environ, name)
         if isinstance(path, str):
-            yield from _usable(ApiKey.from_file, Path(path).expanduser())
+            yield from _usable(_from_file, path)
+
+
+def _from_file(path: str) -> ApiKey:
+    """The key in the file at ``path`` (``~`` expanded); an error when there is none."""
+    from invoicectl.goroute.apikey import ApiKey
+
+    return ApiKey.from_file(Path(path).expanduser())
 
 
 def _usable(load: Callable[..., ApiKey], *where: Any) -> Iterator[ApiKey]:

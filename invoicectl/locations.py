@@ -14,6 +14,8 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from invoicectl.errors import InvoicectlError, UsageError
+
 _SCHEMES = ("postgresql://", "postgres://")
 _PASSWORD_PARAMETER = re.compile(r"(?i)(password=)[^&]*")
 
@@ -64,7 +66,29 @@ def journal_location(text: str | Location) -> Location:
         return text
     if is_database_url(text):
         return JournalURL(text.strip())
-    return Path(text).expanduser()
+    return expand_user(text, "the journal")
+
+
+def expand_user(
+    path: str | Path,
+    named: str,
+    error: type[InvoicectlError] = UsageError,
+    *,
+    shown: bool = True,
+) -> Path:
+    """``path`` with a leading ``~`` or ``~user`` expanded; ``error``, one line saying what
+    ``named`` it, when no user here has that name or a home directory (``expanduser``
+    raises). ``shown=False``: the line names the setting alone, never the path (an API key
+    file's setting may hold the key itself, typed in the wrong place)."""
+    try:
+        return Path(path).expanduser()
+    except RuntimeError:
+        user = str(path).split("/", 1)[0]
+        what = f"{named} {str(path)!r} begins with {user}" if shown else f"{named} begins with ~"
+        raise error(
+            f"{what}, and no user here has that name or a home directory to expand it to: "
+            "give the path in full"
+        ) from None
 
 
 def _secrets(url: str) -> set[str]:

@@ -37,7 +37,7 @@ from invoicectl.defaults import (
     TIERS,
 )
 from invoicectl.errors import ConfigError, UsageError
-from invoicectl.locations import JournalURL, Location, journal_location
+from invoicectl.locations import JournalURL, Location, expand_user, journal_location
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -60,7 +60,7 @@ def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
     """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
     environ = os.environ if environ is None else environ
     if explicit := environ.get("INVOICECTL_JOURNAL"):
-        return Path(explicit).expanduser()
+        return expand_user(explicit, "INVOICECTL_JOURNAL", ConfigError)
     state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
     return Path(state_home) / "invoicectl" / "journal.db"
 
@@ -283,7 +283,9 @@ def resolve(
             "request_timeout",
             *pick("request_timeout", None, "INVOICECTL_REQUEST_TIMEOUT", DEFAULT_REQUEST_TIMEOUT),
         ),
-        metrics_file=None if chosen_metrics is None else Path(chosen_metrics).expanduser(),
+        metrics_file=None
+        if chosen_metrics is None
+        else expand_user(chosen_metrics, "the metrics file"),
         ping_url=chosen_ping,
         profile=profile_name,
         sender=table.get("sender"),
@@ -369,11 +371,13 @@ def _api_key(places: _KeyPlaces, environ: Mapping[str, str], sources: dict[str, 
     if "api_key_file" in table:
         sources["api_key"] = in_profile.partition(" (")[0]
         path = config_values.text("api_key_file", table["api_key_file"], in_profile)
-        return ApiKey.from_file(Path(path).expanduser(), named_by=f"api_key_file ({in_profile})")
+        named = f"api_key_file ({in_profile})"
+        return ApiKey.from_file(expand_user(path, named, ConfigError, shown=False), named_by=named)
     if "api_key_file" in places.config:
         sources["api_key"] = "config file"
         path = config_values.text("api_key_file", places.config["api_key_file"], in_config)
-        return ApiKey.from_file(Path(path).expanduser(), named_by=f"api_key_file ({in_config})")
+        named = f"api_key_file ({in_config})"
+        return ApiKey.from_file(expand_user(path, named, ConfigError, shown=False), named_by=named)
     raise ConfigError(
         "no API key: set GOROUTE_API_KEY or pass --api-key-file PATH (a file only you can "
         "read, chmod 600); to try invoicectl without an account, add --sandbox"

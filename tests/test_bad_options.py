@@ -104,3 +104,54 @@ def test_an_empty_directory_argument_is_a_usage_error(tmp_path: Path, command: s
     assert code == 2, stderr
     assert "Invalid value for 'directory': empty" in stderr
     assert not journal.exists()
+
+
+NO_SUCH_HOME = "~no-such-user-invoicectl/x"
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "named"),
+    [
+        (["status", "--journal", NO_SUCH_HOME], {}, "the journal"),
+        (["status"], {"INVOICECTL_JOURNAL": NO_SUCH_HOME}, "the journal"),
+        (["status", "--journal", "j.db"], {"INVOICECTL_CONFIG": NO_SUCH_HOME}, "INVOICECTL_CONFIG"),
+        (["scan", NO_SUCH_HOME, "--journal", "j.db"], {}, "the outbox"),
+        (["send", NO_SUCH_HOME, "--journal", "j.db"], {}, "the outbox"),
+        (
+            ["export", "arch", "--journal", "j.db", "--signing-key", NO_SUCH_HOME],
+            {},
+            "--signing-key",
+        ),
+    ],
+    ids=["--journal", "INVOICECTL_JOURNAL", "INVOICECTL_CONFIG", "scan", "send", "--signing-key"],
+)
+def test_a_path_of_a_user_with_no_home_here_is_one_line(
+    tmp_path: Path, args: list[str], env: dict[str, str], named: str
+):
+    """``~name/...`` of a user this machine does not know: ``Path.expanduser`` raised, and
+    every command ended in a RuntimeError traceback."""
+    (tmp_path / "home").mkdir()
+    from invoicectl.journal import Journal
+
+    Journal(tmp_path / "j.db").close()  # a journal to export, for --signing-key
+    code, stderr = run(tmp_path, *args, GOROUTE_API_KEY="sk_test_" + "a" * 24, **env)
+    assert code in (1, 2), stderr
+    assert f"{named} '{NO_SUCH_HOME}' begins with ~no-such-user-invoicectl" in stderr
+    assert "give the path in full" in stderr.strip().splitlines()[-1]
+
+
+def test_an_api_key_file_under_a_user_with_no_home_is_named_not_shown(tmp_path: Path):
+    """The config's ``api_key_file`` as ``~name/...``: one line naming the setting, never its
+    value (it may be the key itself, typed in the wrong place)."""
+    (tmp_path / "home").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'api_key_file = "{NO_SUCH_HOME}"\n', encoding="utf-8")
+    env = {k: v for k, v in os.environ.items() if k != "GOROUTE_API_KEY"}
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "send", str(tmp_path), "--journal", "j.db"],
+        env={**env, "HOME": str(tmp_path / "home"), "INVOICECTL_CONFIG": str(config)},
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
+    assert "api_key_file (config file" in done.stderr and "begins with ~" in done.stderr
+    assert NO_SUCH_HOME not in done.stderr

@@ -18,8 +18,8 @@ from invoicectl.cli.options import (
     SandboxOption,
     journal_path,
 )
-from invoicectl.errors import UsageError
-from invoicectl.locations import sqlite_file
+from invoicectl.errors import ConfigError, UsageError
+from invoicectl.locations import expand_user, sqlite_file
 from invoicectl.loglines import explain_exit
 
 
@@ -210,14 +210,14 @@ def verify_export(
 
 def _key_path(option: Path | None, journal: Path) -> Path:
     if option is not None:
-        return option.expanduser()
+        return expand_user(option, "--signing-key")
     import os
 
     from invoicectl.settings import load_config
 
     configured = load_config(os.environ).get("signing_key")
     if isinstance(configured, str):
-        return Path(configured).expanduser()
+        return expand_user(configured, "signing_key (config file)", ConfigError)
     return _default_key_path(journal)
 
 

@@ -20,6 +20,7 @@ from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, 
 from invoicectl.lifecycle.holds import damaged_content, hold, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.lifecycle.sending import close_unanswered
+from invoicectl.locations import expand_user
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
@@ -106,7 +107,7 @@ class OpenScan:
         skip: Collection[str] = (),
         names: Collection[str] | None = None,
     ) -> None:
-        self.root = directory.expanduser().absolute()
+        self.root = expand_user(directory, "the outbox").absolute()
         self.supplier = supplier
         self.skip = frozenset(skip)
         if not self.root.is_dir():

@@ -22,6 +22,7 @@ from typing import Any
 
 from invoicectl.errors import ExitCode
 from invoicectl.journal.records import peppol_id
+from invoicectl.locations import expand_user
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.scanned import ScannedFile, as_text
 from invoicectl.ubl.errors import InvalidDocument
@@ -66,7 +67,7 @@ def route(
 ) -> Routing:
     """Each file's profile by its supplier. ``senders``: every profile's sender -> name;
     ``chosen``: the profiles this run sends through."""
-    root = directory.expanduser().absolute()
+    root = expand_user(directory, "the outbox").absolute()
     unlisted: list[ScannedFile] = []
     names = find_candidates(root, recursive, unlisted)
     routing = Routing(files=dict.fromkeys(chosen, 0))
