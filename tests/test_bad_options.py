@@ -155,3 +155,16 @@ def test_an_api_key_file_under_a_user_with_no_home_is_named_not_shown(tmp_path: 
     assert done.returncode == 1 and "Traceback" not in done.stderr, done.stderr
     assert "api_key_file (config file" in done.stderr and "begins with ~" in done.stderr
     assert NO_SUCH_HOME not in done.stderr
+
+
+@pytest.mark.parametrize("command", ["send", "scan"])
+def test_a_missing_outbox_makes_no_journal(tmp_path: Path, command: str):
+    """``send`` of an outbox that is not there made an empty journal before it said so."""
+    (tmp_path / "home").mkdir()
+    journal = tmp_path / "j.db"
+    code, stderr = run(
+        tmp_path, command, str(tmp_path / "nope"), "--journal", str(journal),
+        GOROUTE_API_KEY="sk_test_" + "a" * 24,
+    )  # fmt: skip
+    assert code == 1 and "is not a directory" in stderr, stderr
+    assert not journal.exists()

@@ -57,6 +57,14 @@ def scan_directory(
         return scan.into(journal)
 
 
+def outbox_root(directory: Path) -> Path:
+    """The outbox as an absolute path (``~`` expanded); ConfigError when it is no directory."""
+    root = expand_user(directory, "the outbox").absolute()
+    if not root.is_dir():
+        raise ConfigError(f"the outbox {directory} is not a directory")
+    return root
+
+
 def scanning(
     directory: Path,
     *,
@@ -68,7 +76,9 @@ def scanning(
     """A scan of ``directory``, for a run to make once it holds the journal. ``names``: a
     file of the names (as found, NUL-separated) to take, the others left unread: what
     ``send --all-profiles`` routed to this profile, so that no profile reads, parses or
-    hashes the files of another's supplier, on a first scan or any other."""
+    hashes the files of another's supplier, on a first scan or any other. The outbox is
+    checked now, before any journal is opened (or made) for the run."""
+    outbox_root(directory)
 
     def scan(journal: JournalBackend) -> ScanReport:
         only = (
@@ -107,11 +117,9 @@ class OpenScan:
         skip: Collection[str] = (),
         names: Collection[str] | None = None,
     ) -> None:
-        self.root = expand_user(directory, "the outbox").absolute()
+        self.root = outbox_root(directory)
         self.supplier = supplier
         self.skip = frozenset(skip)
-        if not self.root.is_dir():
-            raise ConfigError(f"the outbox {directory} is not a directory")
         self.workers = workers
         self.unlisted: list[ScannedFile] = []
         self.names = find_candidates(self.root, recursive, self.unlisted)
