@@ -86,3 +86,25 @@ def test_a_stop_signal_stops_the_history_check_at_once(
         invoice = opened.invoice("SIG-1")
         assert invoice is not None and invoice.state is InvoiceState.pending
         assert not opened.history_checked(f"{server.base_url}")
+
+
+def test_a_list_that_never_answers_is_given_up_after_the_time_it_names(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """With no --deadline the check waits its limit and then the grace for the request in
+    flight, and its line said only the limit (180 s, where it had waited 210)."""
+    from invoicectl.send import history
+
+    monkeypatch.setattr(history, "CHECK_SECONDS", 0.5)
+    monkeypatch.setattr(history, "_GRACE_SECONDS", 0.5)
+    write_invoice(outbox, "TL-1")
+    with a_list_that_never_answers() as server:
+        settings = settings_for(tmp_path / "journal.db", base_url=server.base_url)
+        started = time.monotonic()
+        with pytest.raises(HistoryUnchecked) as refused:
+            send(settings, outbox, None, check_receivers=False)
+        took = time.monotonic() - started
+    assert "did not answer in 1 s (the check's 0.5 s, then 0.5 s for the request" in str(
+        refused.value
+    )
+    assert 0.9 < took < 20, f"took {took:.1f} s"

@@ -213,7 +213,9 @@ def _check(
         )  # fmt: skip
     except TimeoutError:
         raise unchecked(
-            why, f"GoRoute's transactions list did not answer in {limit:.0f} s"
+            why,
+            f"GoRoute's transactions list did not answer in {limit + grace:g} s (the check's "
+            f"{limit:g} s, then {grace:g} s for the request in flight)",
         ) from None
     if isinstance(search.failure, AuthRefused):
         refused = search.failure
