@@ -221,16 +221,22 @@ def test_correction_of_a_rejected_invoice_gets_a_new_key_version(journal: Journa
     assert (row.state, row.key_version, row.idempotency_key) == ("pending", 2, None)
 
 
+def accepted_from_a_xml(journal: Journal, outbox: Path) -> str:
+    """INV-1 scanned from ``a.xml`` and accepted under its first key: the sha256 sent."""
+    write_invoice(outbox, "INV-1", name="a.xml")
+    scan_directory(journal, outbox)
+    sent = journal.invoice("INV-1").current_sha256
+    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    return sent
+
+
 def test_a_sent_invoice_caught_in_a_duplicate_keeps_its_state_and_is_reported(
     journal: Journal, outbox: Path
 ):
     """An accepted invoice was once made invalid by a second file with its number: what
     GoRoute holds does not change with the outbox, so it stays accepted, and the clash is
     reported by every scan until one file is left."""
-    write_invoice(outbox, "INV-1", name="a.xml")
-    scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1").current_sha256
-    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    sent = accepted_from_a_xml(journal, outbox)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
 
     for _ in range(2):
@@ -248,10 +254,7 @@ def test_a_duplicate_over_an_edit_keeps_the_state_it_was_sent_in(journal: Journa
     """An accepted invoice whose file changed (amended over accepted), then a second file
     with its number: the hold once replaced ``accepted`` beneath the edit with ``amended``,
     and a new version then delivered it twice. Beneath stays accepted, whatever comes."""
-    write_invoice(outbox, "INV-1", name="a.xml")
-    scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1").current_sha256
-    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    accepted_from_a_xml(journal, outbox)
     write_invoice(outbox, "INV-1", name="a.xml", amount="7.00")
     scan_directory(journal, outbox)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
@@ -268,10 +271,7 @@ def test_a_duplicate_over_an_edit_keeps_the_state_it_was_sent_in(journal: Journa
 def test_a_duplicate_then_an_edit_keeps_the_state_it_was_sent_in(journal: Journal, outbox: Path):
     """An accepted invoice caught in a duplicate, whose own file then changes too: amended
     over accepted, and back to accepted when the file holds what was sent again."""
-    write_invoice(outbox, "INV-1", name="a.xml")
-    scan_directory(journal, outbox)
-    sent = journal.invoice("INV-1").current_sha256
-    force(journal, "INV-1", state="accepted", idempotency_key="invoice-INV-1", key_sha256=sent)
+    accepted_from_a_xml(journal, outbox)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
     scan_directory(journal, outbox)
     assert journal.invoice("INV-1").state == "accepted"
