@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 from backends import witness_execute
+from journalkit import force
 from sendkit import (
     FAST_RETRY,
     assert_each_delivered_once,
@@ -221,6 +222,11 @@ def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
     assert states(journal_path) == {"INV-1": "amended"}
     assert sandbox.stats()["sends_received"] == 1
+    # Amended over accepted: a new version only once GoRoute says that delivery failed.
+    with pytest.raises(UsageError, match="amended over accepted"):
+        send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
+    with open_journal(journal_path) as journal:
+        force(journal, "INV-1", remote_status="failed")
 
     _, summary = send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
 
