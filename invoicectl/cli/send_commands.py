@@ -146,7 +146,7 @@ def send(
     from invoicectl.profiles import supplier_of_send
     from invoicectl.render.formats import to_json
     from invoicectl.render.send import SendOutput, stop_line
-    from invoicectl.scan.ingest import scanning
+    from invoicectl.scan.ingest import outbox_root, scanning
     from invoicectl.send import runner
     from invoicectl.settings import resolve
 
@@ -189,6 +189,7 @@ def send(
         raise typer.Exit(plan.exit_code)
     new_versions = tuple(new_version or ())
     start_pings(settings)
+    outbox_root(directory)  # before any journal is opened (or made) for the run
 
     def scanned(found: ScanReport) -> None:
         output.scanned(found)

@@ -76,9 +76,7 @@ def scanning(
     """A scan of ``directory``, for a run to make once it holds the journal. ``names``: a
     file of the names (as found, NUL-separated) to take, the others left unread: what
     ``send --all-profiles`` routed to this profile, so that no profile reads, parses or
-    hashes the files of another's supplier, on a first scan or any other. The outbox is
-    checked now, before any journal is opened (or made) for the run."""
-    outbox_root(directory)
+    hashes the files of another's supplier, on a first scan or any other."""
 
     def scan(journal: JournalBackend) -> ScanReport:
         only = (
