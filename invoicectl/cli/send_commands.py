@@ -187,7 +187,6 @@ def send(
             output.dry_run(report, plan)
         explain_exit(plan.exit_code, plan.exit_cause)
         raise typer.Exit(plan.exit_code)
-    new_versions = tuple(new_version or ())
     start_pings(settings)
     outbox_root(directory)  # before any journal is opened (or made) for the run
 
@@ -201,7 +200,7 @@ def send(
             scan,
             settings.send_options(
                 deadline=deadline,
-                new_versions=new_versions,
+                new_versions=tuple(new_version or ()),
                 order=order.value,
                 check_receivers=not no_receiver_check,
                 refresh_receivers=refresh_receivers,
@@ -212,7 +211,7 @@ def send(
             ),
             allow_environment_change=allow_environment_change,
             run_options=settings.send_run_options(
-                directory, deadline=deadline, new_versions=new_versions
+                directory, deadline=deadline, new_versions=tuple(new_version or ())
             ),
             on_scanned=scanned,
             on_start=output.started,
