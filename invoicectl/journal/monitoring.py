@@ -24,11 +24,9 @@ _Read = TypeVar("_Read")
 
 # Accepted is nearly every invoice of an old journal: it is counted as the rest (the total, a
 # count SQLite keeps cheap, less the others), so the counts cost the two index ranges beside
-# accepted (a UNION ALL: an OR of them reads the whole index), not the journal's years. A state
-# written by hand lies in those ranges too: it is found, not counted as accepted.
+# accepted and the NULLs (a UNION ALL: an OR of them reads the whole index), not the journal's
+# years. A state written by hand, none at all too, lies in those: found, not counted as accepted.
 _BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {}{} GROUP BY state"
-# Every state but accepted, each side of it by the state index; NULL (written by hand) too,
-# so that it is refused rather than counted as accepted.
 _SIDES = ("< 'accepted'", "> 'accepted'", "IS NULL")
 
 

@@ -70,7 +70,7 @@ def matched(
             Verdict.other_version,
             side,
             api=api,
-            action=other_version_action(invoice_id, api.transaction_id),
+            action=_other_version_action(invoice_id, api.transaction_id),
             detail="; ".join([content, *notes]),
             window=window,
         )
@@ -130,7 +130,7 @@ def matched(
     )
 
 
-def other_version_action(invoice_id: str, transaction_id: str | None) -> str:
+def _other_version_action(invoice_id: str, transaction_id: str | None) -> str:
     """What to do when GoRoute holds another version of the invoice: keep that one, or
     correct it as a delivered invoice is corrected, never send this one beside it."""
     return (
