@@ -23,6 +23,8 @@ from ublfactory import write_invoice
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
 from invoicectl.journal import open_journal
 from invoicectl.locations import Location
+from invoicectl.scan.ingest import scanning
+from invoicectl.send import runner
 
 
 @pytest.fixture
@@ -235,6 +237,35 @@ def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
         row = journal.invoice("INV-1")
         assert (row.state, row.idempotency_key) == ("accepted", "invoice-INV-1-v2")
         assert any(event.kind == "new_version" for event in journal.events("INV-1"))
+    assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
+
+
+def test_no_new_version_while_two_files_disagree_on_its_number(outbox: Path, journal_path: Path):
+    """An accepted invoice whose delivery failed, a second file with its number: the journal's
+    content may be neither file's, so --new-version waits until one file is left, and the
+    send says exit 3 meanwhile, as the scan does."""
+    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
+
+    _, summary = send(settings, outbox, sandbox.transport())
+    assert summary.exit_code == ExitCode.NEEDS_FIX
+    assert summary.exit_cause == "1 sent, in several files with different content"
+    _, planned = runner.dry_run(settings, scanning(outbox))
+    assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_FIX, ())
+    with open_journal(journal_path) as journal:
+        force(journal, "INV-1", remote_status="failed")
+    with pytest.raises(UsageError, match="in 2 files with different content"):
+        send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
+    assert sandbox.stats()["sends_received"] == 1
+    (outbox / "b.xml").unlink()
+
+    _, summary = send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
+
+    assert summary.exit_code == ExitCode.OK
+    assert states(journal_path) == {"INV-1": "accepted"}
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
 
 

@@ -34,6 +34,7 @@ class Seen(NamedTuple):
     changed: bool = False
     amended: bool = False
     problem: str | None = None  # reported for the ID (a never-sent one is invalid for it)
+    clash: bool = False  # a sent one in several files with different content: kept as it is
 
 
 def admit_fresh(journal: JournalBackend) -> tuple[list[str], list[tuple[str, str]]]:
@@ -87,7 +88,8 @@ def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: s
             reason=reason,
             **_NO_KEY,
         )
-    return Seen(problem=reason)
+        return Seen(problem=reason)
+    return Seen(problem=reason, clash=True)
 
 
 def _recheck(journal: JournalBackend, invoice: Invoice) -> str | None:

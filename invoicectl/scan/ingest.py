@@ -300,6 +300,8 @@ class Ingest:
             self.report.changed.append(invoice_id)
         if seen.problem is not None:
             self.report.invalid.append(Problem(invoice_id, seen.problem))
+        if seen.clash and seen.problem is not None:
+            self.report.clashing.append(Problem(invoice_id, seen.problem))
         if seen.amended:
             self.report.amended.append(invoice_id)
 

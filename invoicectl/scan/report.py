@@ -41,10 +41,13 @@ class ScanReport:
     busy: list[str] = field(default_factory=list)
     # Pending invoices held because their file now holds another invoice ID (``Ingest``).
     replaced: list[Problem] = field(default_factory=list)
+    # Sent invoices in several files with different content (also in ``invalid``): they keep
+    # their state, GoRoute holding what was sent, so only the scan can say they need a fix.
+    clashing: list[Problem] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
-        del document["left_for_others"], document["held_for_others"]
+        del document["left_for_others"], document["held_for_others"], document["clashing"]
         for rare in ("busy", "replaced"):
             if not document[rare]:
                 del document[rare]
@@ -73,6 +76,17 @@ class ScanReport:
             )
         if self.input_code is not ExitCode.OK:
             causes.append(Cause(self.input_code, "no *.xml file in the outbox"))
+        return causes
+
+    def send_causes(self) -> list[Cause]:
+        """What a send's exit code takes from its scan besides the journal's states: sent
+        invoices whose files disagree (3), no ``*.xml`` (66)."""
+        causes = []
+        if self.clashing:
+            clashing = f"{len(self.clashing)} sent, in several files with different content"
+            causes.append(Cause(ExitCode.NEEDS_FIX, clashing))
+        if self.input_code is not ExitCode.OK:
+            causes.append(Cause(self.input_code, "the outbox holds no *.xml file"))
         return causes
 
     def count_files(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, binding_of, check_environment
-from invoicectl.errors import Cause, ExitCode, worst
+from invoicectl.errors import ExitCode, UsageError, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, opened_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
@@ -99,6 +99,7 @@ def send(
         binding = binding_of(settings)
         check_environment(journal, allow_change=allow_environment_change, **binding)
         for invoice_id in options.new_versions:
+            refuse_while_files_disagree(report, invoice_id)
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
             report.held_for_others = hold_other_suppliers(
@@ -156,7 +157,8 @@ def send(
                 )
                 summary = _run_loop(signals, stopping, _keeping(keeper, run))
             summary.heard_late(signals.received)
-            summary.add_cause(Cause(report.input_code, "the outbox holds no *.xml file"))
+            for cause in report.send_causes():
+                summary.add_cause(cause)
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
             if keeper is not None:  # every attempt of the run is durable now
                 keeper.durable(journal.last_attempt_of(run_id) or 0)
@@ -258,8 +260,8 @@ def dry_run(
         skipped=skipped,
         estimated_seconds=requests * _PACE / settings.rate_per_minute,
         rate_per_minute=settings.rate_per_minute,
-        exit_code=worst(*(cause.code for cause in causes), report.input_code),
-        exit_causes=(*causes, *_no_input(report)),
+        exit_code=worst(*(cause.code for cause in (*causes, *report.send_causes()))),
+        exit_causes=(*causes, *report.send_causes()),
         order=order,
         late=late,
         on_hold=on_hold,
@@ -285,6 +287,12 @@ def _late(
     return tuple(late)
 
 
-def _no_input(report: ScanReport) -> list[Cause]:
-    no_input = report.input_code is not ExitCode.OK
-    return [Cause(report.input_code, "the outbox holds no *.xml file")] if no_input else []
+def refuse_while_files_disagree(report: ScanReport, invoice_id: str) -> None:
+    """No new version of a sent invoice while several files hold its number in different
+    content: the journal's content, which it would send, may be neither file's."""
+    for problem in report.clashing:
+        if problem.subject == invoice_id:
+            raise UsageError(
+                f"{problem.reason}; --new-version sends the content the journal holds, which "
+                "may be neither file's: keep the one file to send, then ask again"
+            )
