@@ -10,6 +10,7 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from backends import lose
 from journalkit import force
@@ -512,6 +513,39 @@ def test_another_version_found_in_the_list_is_looked_at_in_full_before_anything_
 
     assert states(journal_path) == {"U-1": "unknown"}
     assert goroute.stats()["per_invoice"] == {"U-1": 1}
+
+
+class DetailsFail(httpx.AsyncBaseTransport):
+    """The emulator, except that every transaction's own GET answers ``status``."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, status: int) -> None:
+        self.inner, self.status = inner, status
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.method == "GET" and request.url.path.startswith("/api/v1/transactions/"):
+            return httpx.Response(self.status, json={"error": {"message": "not now"}})
+        return await self.inner.handle_async_request(request)
+
+
+@pytest.mark.parametrize("status", [503, 404])
+def test_a_match_in_the_list_whose_own_get_fails_is_not_adopted(
+    journal_path: Location, outbox: Path, status: int
+):
+    """The list row of a match carries no content hash; when its own GET gives no answer
+    (a 5xx, or a 404 against the list), what it holds is unknown: the lookup failed, and
+    `--apply` adopts nothing. It once fell back to the list row and adopted another version."""
+    write_invoice(outbox, "U-1")
+    settings = settings_for(journal_path)
+    send(settings, outbox, emulator(drop_rate=1.0).transport(), policy=ONE_TRY)
+    goroute = emulator()
+    goroute.add_transaction("U-1", metadata={"sha256": "c" * 64})
+
+    once = settings_for(journal_path, max_attempts=1)
+    report = reconcile(once, apply=True, transport=DetailsFail(goroute.transport(), status))
+
+    (case,) = report.cases
+    assert (case.verdict.value, report.applied) == ("lookup_failed", ())
+    assert states(journal_path) == {"U-1": "unknown"}
 
 
 def test_an_accepted_invoice_whose_transaction_is_another_version_is_never_replayed(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
+from invoicectl.goroute.transactions import NotFound
 from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict, Window, build_case
 
 
@@ -29,6 +30,8 @@ def lookup_failed(
 def _failure_text(outcome: Outcome | None) -> str:
     if isinstance(outcome, Transient):
         return f"no usable answer after retries: {outcome.reason}"
+    if isinstance(outcome, NotFound):  # a transaction the list shows
+        return "the transactions list shows it, but its own GET answered 404"
     if isinstance(outcome, RateLimited):
         return "still rate limited (429) after waiting as long as --max-wait allows"
     if isinstance(outcome, Rejected) and outcome.http_status is None:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.outcomes import Outcome, Transient
 from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Found, Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, window_open
@@ -60,8 +60,14 @@ def judge_searched(
     if len(ours) == 1:
         # A key_reused invoice whose 422 named no transaction is adopted like any other.
         adopt = Verdict.already_sent if side.state == "key_reused" else Verdict.unknown_found
-        txn = _in_full(ours[0], fetched or {})
-        return matched(invoice_id, side, txn, ours[0].transaction_id, adopt=adopt, window=window)
+        row = ours[0]
+        fetch = (fetched or {}).get(row.transaction_id or "", _NOT_FETCHED)
+        if fetch is _NOT_FETCHED:  # the first judgment, which asks for the GET
+            return matched(invoice_id, side, row, row.transaction_id, adopt=adopt, window=window)
+        if not isinstance(fetch, Found):  # what the match holds is not known: nothing adopted
+            return lookup_failed(invoice_id, side, fetch, api_side(row), window)
+        txn = fetch.transaction
+        return matched(invoice_id, side, txn, row.transaction_id, adopt=adopt, window=window)
     if ours:
         return build_case(
             invoice_id,
@@ -73,10 +79,8 @@ def judge_searched(
     return _not_found_in_list(invoice_id, side, search.summary, window)
 
 
-def _in_full(row: Transaction, fetched: Mapping[str, Outcome | None]) -> Transaction:
-    """The transaction as its own GET gave it (with ``metadata``), else the list's row."""
-    outcome = fetched.get(row.transaction_id) if row.transaction_id else None
-    return outcome.transaction if isinstance(outcome, Found) else row
+# A list match whose own GET was not asked for (yet): judged on its row, which asks for it.
+_NOT_FETCHED = Transient(reason="not fetched")
 
 
 def key_window(side: JournalSide, now: datetime) -> Window:
