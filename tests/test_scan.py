@@ -25,6 +25,7 @@ from invoicectl.journal import Journal, locked_journal, open_journal, peek_store
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock
 from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.holds import release
 from invoicectl.locations import Location
 from invoicectl.scan.ingest import OpenScan, scan_directory
 
@@ -234,20 +235,26 @@ def test_a_sent_invoice_caught_in_a_duplicate_keeps_its_state_and_is_reported(
     journal: Journal, outbox: Path
 ):
     """An accepted invoice was once made invalid by a second file with its number: what
-    GoRoute holds does not change with the outbox, so it stays accepted, and the clash is
-    reported by every scan until one file is left."""
+    GoRoute holds does not change with the outbox, so it stays accepted, held while the clash
+    is reported by every scan (an operator's release included), until one file is left."""
     sent = accepted_from_a_xml(journal, outbox)
     write_invoice(outbox, "INV-1", name="b.xml", amount="5.00")
 
     for _ in range(2):
         report = scan_directory(journal, outbox)
         assert [problem.subject for problem in report.invalid] == ["INV-1"]
-        assert journal.invoice("INV-1").state == "accepted"
+        assert [problem.subject for problem in report.clashing] == ["INV-1"]
+        row = journal.invoice("INV-1")
+        assert (row.state, row.hold, row.held_by) == ("accepted", "held", "duplicate check")
+        assert release(journal, "INV-1", by="operator").done
+    assert journal.invoice("INV-1").hold is None  # released: a scan elsewhere leaves it so
 
+    scan_directory(journal, outbox)
     (outbox / "b.xml").unlink()
     assert scan_directory(journal, outbox).invalid == []
     row = journal.invoice("INV-1")
-    assert (row.state, row.current_sha256) == ("accepted", sent)
+    assert (row.state, row.current_sha256, row.hold) == ("accepted", sent, None)
+    assert journal.events("INV-1")[-1].detail.startswith("by duplicate check: one file left")
 
 
 def test_a_duplicate_over_an_edit_keeps_the_state_it_was_sent_in(journal: Journal, outbox: Path):

@@ -240,10 +240,12 @@ def test_amended_invoice_is_not_resent_until_a_new_version_is_chosen(
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
 
 
-def test_no_new_version_while_two_files_disagree_on_its_number(outbox: Path, journal_path: Path):
+def test_no_new_version_while_two_files_disagree_on_its_number(
+    outbox: Path, journal_path: Path, tmp_path: Path
+):
     """An accepted invoice whose delivery failed, a second file with its number: the journal's
-    content may be neither file's, so --new-version waits until one file is left, and the
-    send says exit 3 meanwhile, as the scan does."""
+    content may be neither file's, so the invoice is held until one file is left, whichever
+    outbox a later send scans, and --new-version is refused meanwhile."""
     write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
     sandbox = emulator()
     settings = settings_for(journal_path)
@@ -251,22 +253,56 @@ def test_no_new_version_while_two_files_disagree_on_its_number(outbox: Path, jou
     write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
 
     _, summary = send(settings, outbox, sandbox.transport())
-    assert summary.exit_code == ExitCode.NEEDS_FIX
-    assert summary.exit_cause == "1 sent, in several files with different content"
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert "1 sent, in several files with different content" in [
+        cause.text for cause in summary.exit_causes
+    ]
     _, planned = runner.dry_run(settings, scanning(outbox))
-    assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_FIX, ())
+    assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_RECONCILE, ())
     with open_journal(journal_path) as journal:
         force(journal, "INV-1", remote_status="failed")
+        assert (journal.invoice("INV-1").state, journal.invoice("INV-1").hold) == (
+            "accepted",
+            "held",
+        )
     with pytest.raises(UsageError, match="in 2 files with different content"):
         send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
-    assert sandbox.stats()["sends_received"] == 1
+    other = tmp_path / "other"
+    other.mkdir()
+    write_invoice(other, "OTHER-1")
+    with pytest.raises(UsageError, match="in 2 files with different content"):
+        send(settings, other, sandbox.transport(), new_versions=("INV-1",))
+    assert sandbox.stats()["per_invoice"]["INV-1"] == 1
     (outbox / "b.xml").unlink()
 
     _, summary = send(settings, outbox, sandbox.transport(), new_versions=("INV-1",))
 
     assert summary.exit_code == ExitCode.OK
-    assert states(journal_path) == {"INV-1": "accepted"}
+    assert states(journal_path) == {"INV-1": "accepted", "OTHER-1": "accepted"}
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
+
+
+def test_an_unanswered_invoice_is_not_replayed_while_two_files_disagree_on_its_number(
+    outbox: Path, journal_path: Path
+):
+    """Its send got a 5xx (unknown), then two files hold its number in other content: the
+    stored bytes are neither file's, so nothing is replayed until one file is left."""
+    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
+    sandbox = emulator(error_rate=1.0)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    assert states(journal_path) == {"INV-1": "unknown"}
+    write_invoice(outbox, "INV-1", amount="130.00", name="a.xml")
+    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
+    sandbox.set_faults(error_rate=0.0)
+
+    send(settings, outbox, sandbox.transport())
+
+    assert "INV-1" not in sandbox.stats()["per_invoice"]
+    (outbox / "b.xml").unlink()  # a.xml's 130.00 is left: amended, as for one edited file
+    send(settings, outbox, sandbox.transport())
+    assert states(journal_path) == {"INV-1": "amended"}
+    assert "INV-1" not in sandbox.stats()["per_invoice"]
 
 
 def test_new_version_of_a_pending_invoice_is_refused(outbox: Path, journal_path: Path):

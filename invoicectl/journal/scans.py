@@ -313,6 +313,14 @@ class ScanRecords(JournalBase):
         )
         return [ScannedCopy(*row) for row in rows]
 
+    def found_in_one_content(self, invoice_id: str) -> bool:
+        """Whether this scan found ``invoice_id``, in one content only (in one file, or in
+        several that are byte for byte the same)."""
+        row = self.db.execute(
+            "SELECT one_content FROM temp.ids WHERE invoice_id = ?", (invoice_id,)
+        ).fetchone()
+        return row is not None and bool(row[0])
+
     def files_of_shared_ids(self) -> dict[str, int]:
         """The IDs this scan found in more than one file, with how many files each: {}, from
         two counts, when every ID was in one file, as nearly always."""

@@ -13,7 +13,7 @@ from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_evidence
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
-from invoicectl.lifecycle.transitions import Transition, allowed, write
+from invoicectl.lifecycle.transitions import DUPLICATE_CHECK, Transition, allowed, write
 from invoicectl.lifecycle.window import moment, window_open
 
 
@@ -23,6 +23,12 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     if invoice is None:
         raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
     state = invoice.state
+    if invoice.held_by == DUPLICATE_CHECK:
+        raise UsageError(
+            f"invoice {invoice_id} is held: {invoice.hold_reason}. --new-version sends the "
+            "content the journal holds, which may be neither file's; the scan that finds one "
+            "file left lifts the hold"
+        )
     if invoice.hold is not None:
         raise UsageError(
             f"invoice {invoice_id} is {invoice.hold} ({invoice.hold_reason}); "

@@ -28,7 +28,7 @@ from invoicectl.lifecycle.evidence import (
     note_verdict,
     standing_evidence,
 )
-from invoicectl.lifecycle.transitions import Transition, allowed, write
+from invoicectl.lifecycle.transitions import DUPLICATE_CHECK, Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 
 
@@ -223,6 +223,36 @@ def candidates(
         return []
     holds: tuple[Hold | None, ...] = (None,) if action == "hold" else (None, Hold.held)
     return journal.invoice_ids(unaccepted, verdict, holds)
+
+
+# ---- files that disagree on a sent invoice's number --------------------------------------
+
+
+def hold_clash(journal: JournalBackend, invoice: Invoice, reason: str) -> None:
+    """Keep a sent invoice whose number several files hold in different content from any
+    send, replay or new version until one file is left (``lift_clash``): the journal's
+    content may be neither file's. Its state stays as it is; a hold already there stands."""
+    if invoice.hold is None:
+        _set_hold(journal, invoice, Transition.hold_duplicate, Hold.held, reason, DUPLICATE_CHECK)
+
+
+def lift_clash(journal: JournalBackend, invoice: Invoice) -> None:
+    """One file is left for a sent invoice ``hold_clash`` held: its state's rules apply again."""
+    with journal.transaction():
+        write(
+            journal,
+            Transition.release,
+            invoice,
+            hold=None,
+            hold_reason=None,
+            held_at=None,
+            held_by=None,
+        )
+        journal.add_event(
+            invoice.invoice_id,
+            "release",
+            f"by {DUPLICATE_CHECK}: one file left (was held: {invoice.hold_reason})",
+        )
 
 
 # ---- a damaged stored copy ----------------------------------------------------------------

@@ -19,6 +19,7 @@ from invoicectl.journal.records import (
     ScannedCopy,
     fact_columns,
 )
+from invoicectl.lifecycle.holds import hold_clash
 from invoicectl.lifecycle.keys import next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, write
@@ -71,9 +72,10 @@ def was_sent(invoice: Invoice) -> bool:
 def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: str) -> Seen:
     """One ID in several files with different content, reported each scan until one file
     is left: a never-sent invoice is ``invalid`` for ``reason`` meanwhile (neither content is
-    sent). A sent one keeps its state and content: its key's send is settled by its own
-    rules (a replay sends the stored bytes), and a hold here once took the place of the
-    state beneath an edit (amended over accepted), so that a new version got past it."""
+    sent). A sent one keeps its state and content (a state here once took the place of the
+    state beneath an edit, amended over accepted, so that a new version got past it), and is
+    held (``holds.hold_clash``): no replay, new version or correction sends the journal's
+    content, which may be neither file's, until a scan finds one file left."""
     first = min(copies, key=lambda copy: copy.name)
     invoice = journal.invoice(first.invoice_id)
     if invoice is None:
@@ -89,6 +91,7 @@ def hold_duplicate(journal: JournalBackend, copies: list[ScannedCopy], reason: s
             **_NO_KEY,
         )
         return Seen(problem=reason)
+    hold_clash(journal, invoice, reason)
     return Seen(problem=reason, clash=True)
 
 

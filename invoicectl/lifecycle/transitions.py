@@ -72,9 +72,15 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: frozenset(InvoiceState),
     Transition.hold: _NOT_ACCEPTED,
-    Transition.release: _NOT_ACCEPTED,
+    # accepted: held while several files disagree on its number (``holds.hold_clash``).
+    Transition.release: frozenset(InvoiceState),
     Transition.abandon: _NOT_ACCEPTED,
 }
+
+
+# Who holds a sent invoice found in several files with different content (its ``held_by``,
+# ``holds.hold_clash``): a hold the scan that finds one file left lifts.
+DUPLICATE_CHECK = "duplicate check"
 
 
 class TransitionRefused(JournalError):

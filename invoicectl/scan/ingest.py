@@ -17,9 +17,10 @@ from invoicectl.errors import ConfigError, InvoiceBusy, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
-from invoicectl.lifecycle.holds import damaged_content, hold, lift_repaired
+from invoicectl.lifecycle.holds import damaged_content, hold, lift_clash, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.lifecycle.sending import close_unanswered
+from invoicectl.lifecycle.transitions import DUPLICATE_CHECK
 from invoicectl.locations import expand_user
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
@@ -222,6 +223,7 @@ class Ingest:
             self._settle_new()
             self.report.unchanged += journal.count_unchanged(unless=InvoiceState.invalid)
             self._settle_the_rest()
+            self._lift_settled_clashes()
             invalid_ids = [problem.subject for problem in self.report.invalid]
             unidentified = self._record_unidentified()
             self.report.count_files(invalid_ids, journal.files_of_shared_ids(), unidentified)
@@ -290,6 +292,13 @@ class Ingest:
                 self.report.busy.append(invoice_id)
                 continue
             self._count(invoice_id, seen)
+
+    def _lift_settled_clashes(self) -> None:
+        """Sent invoices held while files disagreed on their number, now found in one
+        content: the hold is lifted. A scan that did not find the ID leaves it."""
+        for invoice in self.journal.held_by(DUPLICATE_CHECK):
+            if self.journal.found_in_one_content(invoice.invoice_id):
+                lift_clash(self.journal, invoice)
 
     def _count(self, invoice_id: str, seen: Seen) -> None:
         if seen.new:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, binding_of, check_environment
-from invoicectl.errors import ExitCode, UsageError, worst
+from invoicectl.errors import ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, opened_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
@@ -99,7 +99,6 @@ def send(
         binding = binding_of(settings)
         check_environment(journal, allow_change=allow_environment_change, **binding)
         for invoice_id in options.new_versions:
-            refuse_while_files_disagree(report, invoice_id)
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
             report.held_for_others = hold_other_suppliers(
@@ -285,14 +284,3 @@ def _late(
         if due is not None and goes_out.date().isoformat() > due:
             late.append((invoice_id, due))
     return tuple(late)
-
-
-def refuse_while_files_disagree(report: ScanReport, invoice_id: str) -> None:
-    """No new version of a sent invoice while several files hold its number in different
-    content: the journal's content, which it would send, may be neither file's."""
-    for problem in report.clashing:
-        if problem.subject == invoice_id:
-            raise UsageError(
-                f"{problem.reason}; --new-version sends the content the journal holds, which "
-                "may be neither file's: keep the one file to send, then ask again"
-            )
