@@ -343,6 +343,27 @@ def test_an_unknown_send_older_than_24_hours_is_not_replayed(outbox: Path, journ
     assert states(journal_path) == {invoice_id: "unknown"}
 
 
+@pytest.mark.parametrize("first_use", ["NULL", "'2099-01-01T00:00:00+00:00'", "'yesterday'"])
+def test_an_unanswered_send_whose_first_use_cannot_be_dated_is_not_replayed(
+    outbox: Path, journal_path: Path, first_use: str
+):
+    """Its key's first use lost, later than now (the clock went back since), or no time:
+    how long ago the key left cannot be told, so its window counts as closed: held for
+    reconcile, never replayed (GoRoute's own window may be over), no new key either."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=25)
+    witness_execute(journal_path, f"UPDATE invoices SET key_first_used_at = {first_use}")
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert summary.held == (invoice_id,) and summary.replays == 0
+    assert sandbox.stats()["sends_received"] == 1
+    with pytest.raises(UsageError, match="could deliver it twice"):
+        send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
+
+
 def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago):
     """A run that sent the request and died before recording the answer, hours ago."""
     sandbox.set_faults(drop_rate=1.0)

@@ -14,7 +14,7 @@ from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_ev
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import DUPLICATE_CHECK, Transition, allowed, write
-from invoicectl.lifecycle.window import moment, window_open
+from invoicectl.lifecycle.window import moment, window_closed
 
 
 def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -> Invoice:
@@ -34,9 +34,10 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             f"invoice {invoice_id} is {invoice.hold} ({invoice.hold_reason}); "
             + ("`invoicectl release` it first" if invoice.hold is Hold.held else "it is final")
         )
-    if _may_be_delivered(invoice) and window_open(invoice.key_first_used_at, now):
+    window_closed_now = window_closed(invoice.key_first_used_at, now)
+    if _may_be_delivered(invoice) and not window_closed_now:
         raise UsageError(_replay_first(invoice))
-    if refusal_may_hide_delivery(journal, invoice) and window_open(invoice.key_first_used_at, now):
+    if refusal_may_hide_delivery(journal, invoice) and not window_closed_now:
         raise UsageError(
             f"invoice {invoice_id} was refused under key {invoice.idempotency_key}, but may have "
             "been delivered under it all the same (a 409, or a request before the refusal got "

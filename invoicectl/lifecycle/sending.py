@@ -82,6 +82,8 @@ def key_window_open(
     """Checked again just before each request: a replay may have waited a long time.
     ``invoice``: the record as this send last read or wrote it (else it is read)."""
     record = invoice or current(journal, item.invoice_id)
+    if record.key_first_used_at is None:  # no request under the key yet: a first send
+        return record.state is InvoiceState.pending
     return window_open(record.key_first_used_at, journal.clock())
 
 

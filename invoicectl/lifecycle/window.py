@@ -14,6 +14,11 @@ KEY_WINDOW = timedelta(hours=24)
 REPLAY_MARGIN = timedelta(minutes=10)
 
 
+# A first use later than now by more than this: the clock went back since it was written
+# (or the row was changed by hand), so how long ago the key left cannot be told.
+CLOCK_TOLERANCE = timedelta(minutes=1)
+
+
 def moment(text: str) -> datetime:
     """A time the journal recorded (ISO 8601, ``Z`` or an offset; naive is UTC)."""
     when = datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -21,7 +26,27 @@ def moment(text: str) -> datetime:
 
 
 def window_open(first_used_at: str | None, now: datetime) -> bool:
-    """Whether a replay under the key would still be protected by its 24-hour window."""
+    """Whether a replay under the key would surely still be protected by its 24-hour
+    window. A first use that is no time, or in the future, shows nothing: not open, so that
+    reconcile looks first."""
+    elapsed = _since(first_used_at, now)
+    return elapsed is not None and elapsed < KEY_WINDOW - REPLAY_MARGIN
+
+
+def window_closed(first_used_at: str | None, now: datetime) -> bool:
+    """Whether the key's window has surely closed, so that a new key meets no replay of its
+    send. A first use that is no time, or in the future, shows nothing: not closed."""
+    elapsed = _since(first_used_at, now)
+    return elapsed is not None and elapsed >= KEY_WINDOW - REPLAY_MARGIN
+
+
+def _since(first_used_at: str | None, now: datetime) -> timedelta | None:
+    """How long ago the key was first used; None when the journal cannot tell (no time, not
+    a time, or later than now: the clock went back since, or the row changed by hand)."""
     if first_used_at is None:
-        return True  # the key never left: nothing to protect against
-    return now - datetime.fromisoformat(first_used_at) < KEY_WINDOW - REPLAY_MARGIN
+        return None
+    try:
+        elapsed = now - moment(first_used_at)
+    except (ValueError, TypeError):
+        return None
+    return elapsed if elapsed >= -CLOCK_TOLERANCE else None
