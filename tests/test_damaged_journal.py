@@ -15,8 +15,11 @@ import sys
 from pathlib import Path
 
 import pytest
+from backends import witness_execute
+from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
 
+from invoicectl.errors import JournalError
 from invoicectl.journal import open_journal
 from invoicectl.scan.ingest import scan_directory
 
@@ -217,3 +220,24 @@ def test_an_invoice_with_no_state_at_all_is_one_line_not_counted_accepted(
     assert "holds what invoicectl never writes (None is not a valid InvoiceState" in (
         done.stderr + done.stdout
     )
+
+
+@pytest.mark.parametrize("column", ["state", "hold"])
+def test_a_send_refuses_a_state_never_written_before_it_sends_anything(
+    tmp_path: Path, outbox: Path, column: str
+):
+    """One accepted invoice's state changed by hand: the send sent the new invoices, then
+    said the journal was damaged, that nothing was changed, and to restore a backup, which
+    would lose the acceptances it had just recorded. It refuses before any request now."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    sandbox = emulator()
+    settings = settings_for(journal)
+    send(settings, outbox, sandbox.transport())
+    witness_execute(journal, f"UPDATE invoices SET {column} = 'bogus' WHERE invoice_id = 'INV-1'")
+    write_invoice(outbox, "INV-2")
+
+    with pytest.raises(JournalError, match="holds what invoicectl never writes"):
+        send(settings, outbox, sandbox.transport())
+
+    assert sandbox.stats()["sends_received"] == 1
