@@ -9,6 +9,7 @@ no document at all.
 from __future__ import annotations
 
 import hashlib
+import re
 import sqlite3
 import subprocess
 import sys
@@ -241,3 +242,40 @@ def test_a_send_refuses_a_state_never_written_before_it_sends_anything(
         send(settings, outbox, sandbox.transport())
 
     assert sandbox.stats()["sends_received"] == 1
+
+
+@pytest.mark.parametrize(
+    ("edit", "refused"),
+    [
+        ("UPDATE invoices SET ingested_at = 'yesterday' WHERE invoice_id = 'INV-2'", None),
+        ("UPDATE attempts SET started_at = 'yesterday'", "a request's start time is no time"),
+        (
+            "UPDATE invoices SET key_version = 'abc' WHERE invoice_id = 'INV-2'",
+            "holds what invoicectl never writes ('abc' is not a key version",
+        ),
+    ],
+    ids=["ingested_at", "started_at", "key_version"],
+)
+def test_a_time_or_key_version_changed_by_hand_is_one_line_or_nothing(
+    tmp_path: Path, outbox: Path, edit: str, refused: str | None
+):
+    """Each was a traceback from `send` (a ValueError or TypeError). A time that only
+    measures (how long an invoice waited) is left out; one the send reckons from, or a key
+    version, refuses the journal before any request."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    sandbox = emulator()
+    settings = settings_for(journal)
+    send(settings, outbox, sandbox.transport())
+    write_invoice(outbox, "INV-2")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    witness_execute(journal, edit)
+
+    if refused is None:
+        _, summary = send(settings, outbox, sandbox.transport())
+        assert summary.counts() == {"accepted": 1}
+    else:
+        with pytest.raises(JournalError, match=re.escape(refused)):
+            send(settings, outbox, sandbox.transport())
+        assert sandbox.stats()["sends_received"] == 1

@@ -93,6 +93,9 @@ class Invoice:
             values["state_before_amend"] = InvoiceState(values["state_before_amend"])
         if values["hold"] is not None:
             values["hold"] = Hold(values["hold"])
+        version = values["key_version"]
+        if type(version) is not int or version < 1:  # every key's name is built from it
+            raise ValueError(f"{version!r} is not a key version")
         return cls(**values)
 
 

@@ -24,14 +24,16 @@ from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any, NamedTuple, Protocol
 
+from invoicectl.errors import JournalError
 from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction, TransactionPage
+from invoicectl.journal.failures import RESTORE
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
 from invoicectl.send.marker import Marker
 from invoicectl.send.options import SendOptions
-from invoicectl.text import first_few
+from invoicectl.text import first_few, one_line
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
 # 100 requests a minute, once in a journal's life.
@@ -144,6 +146,19 @@ SEEN_WHY = "seen at GoRoute while the journal was silent"
 SEEN_FOR = timedelta(days=30)
 
 
+def _request_time(journal: JournalBackend, started: str) -> datetime:
+    """The last request's start, which the silence is reckoned from; one that is no time
+    (the journal changed by hand) is refused before any request."""
+    try:
+        return moment(started)
+    except ValueError:
+        raise JournalError(
+            f"the journal {journal.path} is damaged: a request's start time is no time "
+            f"({one_line(started, 40)!r}; the journal changed by hand?); nothing was sent. "
+            f"`invoicectl verify` shows what differs from the hash chain; {RESTORE}"
+        ) from None
+
+
 def silence_lost(
     journal: JournalBackend,
     sendable: Callable[[], list[Invoice]],
@@ -156,12 +171,15 @@ def silence_lost(
     that could not be read are a warning, not a reason: a key that may send but not list, or
     a list that is down, must not stop every send of a journal with its history."""
     last = journal.last_request_at()
-    if last is None or journal.clock() - moment(last) < SILENCE:
+    if last is None:
+        return NOT_SILENT
+    last_at = _request_time(journal, last)
+    if journal.clock() - last_at < SILENCE:
         return NOT_SILENT
     invoices = sendable()
     if not invoices:
         return NOT_SILENT
-    page = probe(invoices, moment(last) - CLOCK_MARGIN)
+    page = probe(invoices, last_at - CLOCK_MARGIN)
     silent = f"the journal {journal.path} has made no request since {last}"
     unnoticed = "a journal rolled back with its outbox would go unnoticed"
     if page is None:
@@ -170,7 +188,7 @@ def silence_lost(
             f"read: {unnoticed}"
         )
         return NOT_SILENT
-    seen = _unknown_since(journal, page.transactions, since=moment(last) - CLOCK_MARGIN)
+    seen = _unknown_since(journal, page.transactions, since=last_at - CLOCK_MARGIN)
     if not page.found:
         if page.short is not None:
             warn(

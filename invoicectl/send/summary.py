@@ -7,12 +7,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import Cause, ExitCode, explain, worst
 from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.lifecycle.window import moment
 from invoicectl.send.stopping import SIGNAL_NAMES
 
 # Stops the next run gets past on its own: it continues where this one ended.
@@ -127,8 +129,10 @@ class SendSummary:
             self.rate_limited_answers += 1
 
     def accepted_after(self, ingested_at: str, now: datetime) -> None:
-        """An invoice accepted ``now``: how long after its scan took it in."""
-        self.ingest_to_accept.append((now - datetime.fromisoformat(ingested_at)).total_seconds())
+        """An invoice accepted ``now``: how long after its scan took it in (nothing, when
+        the journal holds no time for that: changed by hand)."""
+        with suppress(ValueError, TypeError):
+            self.ingest_to_accept.append((now - moment(ingested_at)).total_seconds())
 
     def add_cause(self, cause: Cause) -> None:
         """One more reason for the exit code (none when it is OK and says nothing)."""
