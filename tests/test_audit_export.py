@@ -753,6 +753,8 @@ def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
             "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
             "cannot be unpacked",
         ),
+        ("DROP TABLE runs", "its schema lacks runs"),
+        ("DROP TABLE environment", "its schema lacks environment"),
     ],
     ids=[
         "chain payload edited",
@@ -763,6 +765,8 @@ def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
         "environment deleted",
         "identity deleted",
         "packed bytes damaged",
+        "runs dropped",
+        "environment dropped",
     ],  # fmt: skip
 )
 def test_an_export_never_signs_a_journal_that_lost_or_broke_what_its_chain_holds(

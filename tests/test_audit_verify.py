@@ -494,3 +494,11 @@ def test_damage_in_a_table_that_is_not_evidence_blinds_no_check(journal_path: Pa
 
     assert any("integrity check" in line for line in found), found
     assert any(line.startswith("invoice A-005: state is 'pending'") for line in found), found
+
+
+@pytest.mark.parametrize("table", ["receivers", "claims", "validations", "unfinished"])
+def test_a_table_dropped_by_hand_is_named(journal_path: Path, table: str):
+    """Every other command refuses such a journal; verify said nothing needed attention."""
+    sql(journal_path, f"DROP TABLE {table}")
+    found = lines(journal_path)
+    assert any(f"its schema lacks {table}" in line for line in found), found

@@ -87,6 +87,17 @@ def test_rows_changed_behind_the_journal_are_named(tmp_path, pg_url):
     assert any("chain event" in line and "changed after" in line for line in lines), lines
 
 
+def test_a_table_dropped_by_hand_is_named(tmp_path, pg_url):
+    copied(tmp_path, pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE receivers")
+
+    code, document, _text = verify(pg_url)
+
+    assert code == 1
+    assert any("its schema lacks receivers" in p["problem"] for p in document["problems"])
+
+
 def test_an_unreachable_journal_is_exit_75_without_its_password():
     url = f"postgresql://ops:hunter2-pw@127.0.0.1:{free_port()}/journal"
 

@@ -93,6 +93,12 @@ def export(
                 "this one's form (its hash chain among it); nothing was exported. Open it "
                 f"once to upgrade it (`invoicectl status --journal {journal}`), then export"
             )
+        if lacking := reader.lacking():
+            raise ExportError(
+                f"the journal {journal} is damaged: its schema lacks {', '.join(lacking)} "
+                "(dropped outside invoicectl?), and their rows with it; nothing was exported. "
+                "`invoicectl doctor` names all it lacks; restore the journal from a backup"
+            )
         earlier = parts(dest)
         result.head = reader.head()
         last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0

@@ -218,6 +218,8 @@ def _is_journal(reader: AuditReader, result: Verification) -> bool:
                 "journal", "has no chain yet: open it once with this invoicectl (invoicectl status)"
             )
             return False
+        if lacking := reader.lacking():
+            result.add("journal", f"its schema lacks {', '.join(lacking)} (dropped by hand?)")
     except sqlite3.DatabaseError as error:
         result.add("journal", f"cannot be read ({error})")
         return False

@@ -19,6 +19,7 @@ from invoicectl.journal.chain import COVERED
 from invoicectl.journal.chain import head as chain_head
 from invoicectl.journal.migrations import up_to_date
 from invoicectl.journal.packing import unpack
+from invoicectl.journal.shape import SHAPE_DIGEST, missing_schema, shape_digest
 
 
 class ChainRow(NamedTuple):
@@ -120,6 +121,15 @@ class AuditReader:
         """Whether every migration of this invoicectl is applied (False: an older one wrote
         the journal, and the next command that opens it to write upgrades it)."""
         return up_to_date(self.conn)
+
+    def lacking(self) -> list[str]:
+        """What of this version's schema (``table`` or ``table.column``) a journal brought
+        up to date lacks: dropped by hand, its rows and their record went with it."""
+        if not self.up_to_date() or shape_digest(self.conn) == SHAPE_DIGEST:
+            return []
+        from invoicectl.journal.sqlite_open import reference_schema  # a journal that differs
+
+        return missing_schema(self.conn, reference_schema())
 
     def has_table(self, name: str) -> bool:
         row = self.conn.execute(

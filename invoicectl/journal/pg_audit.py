@@ -18,6 +18,7 @@ from typing import Any
 from invoicectl.journal.audit import AuditReader, ChainRow
 from invoicectl.journal.chain import COVERED
 from invoicectl.journal.pg_connection import PgConnection
+from invoicectl.journal.shape import TABLES
 from invoicectl.locations import JournalURL
 
 _BATCH = 1000
@@ -50,6 +51,14 @@ class PgAuditReader(AuditReader):
             " PRIMARY KEY (tbl, key))"
         )
         raw.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+
+    def lacking(self) -> list[str]:
+        from invoicectl.journal.pg_database import PG_ONLY_TABLES
+
+        tables = self._raw.execute(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
+        ).fetchall()
+        return sorted({*TABLES, *PG_ONLY_TABLES}.difference(name for (name,) in tables))
 
     @property
     def _raw(self) -> Any:
