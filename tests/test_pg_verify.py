@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import psycopg
+import pytest
 from pgserver import free_port
 from sendkit import emulator, send, settings_for
 from test_journal_copy import made_journal
@@ -105,3 +106,22 @@ def test_an_unreachable_journal_is_exit_75_without_its_password():
 
     assert result.exit_code == ExitCode.INCOMPLETE
     assert "cannot be reached" in result.stderr and "hunter2-pw" not in result.output
+
+
+@pytest.mark.parametrize("command", ["verify", "status"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "postgresql://ops:hunter2-pw@127.0.0.1:{port}/journal?sslmode=bogus",
+        "postgresql://ops:hunter2-pw@127.0.0.1:{port}/journal?port=abc",
+        "postgresql://ops:hunter2-pw@[::1/journal",
+    ],
+    ids=["sslmode", "port", "unparsable"],
+)
+def test_a_url_libpq_refuses_is_exit_1_not_a_retry(command: str, url: str):
+    """An option libpq will not take was exit 75 (run again later), which a monitor waits on
+    for ever; and verify gave 75 for a URL it cannot parse, where status gave 1."""
+    result = runner.invoke(app, [command, "--journal", url.format(port=free_port())])
+
+    assert result.exit_code == ExitCode.COULD_NOT_RUN, result.output
+    assert "cannot be reached" not in result.stderr and "hunter2-pw" not in result.output

@@ -31,7 +31,7 @@ class PgAuditReader(AuditReader):
     def __init__(self, location: JournalURL) -> None:  # noqa: PLW0231 (not SQLite's opening)
         import psycopg
 
-        from invoicectl.journal.pg_database import JournalUnreachable, explain_pg
+        from invoicectl.journal.pg_database import not_connected
 
         self.path = location  # type: ignore[assignment]
         try:
@@ -42,7 +42,7 @@ class PgAuditReader(AuditReader):
                 application_name="invoicectl verify",
             )
         except psycopg.Error as error:
-            raise JournalUnreachable(explain_pg(error, location)) from None
+            raise not_connected(error, location) from None
         self.conn = PgConnection(raw)  # type: ignore[assignment]
         self._cursors = 0
         raw.execute(

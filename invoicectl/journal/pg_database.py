@@ -63,10 +63,8 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
             connect_timeout=_CONNECT_TIMEOUT_SECONDS,
             application_name="invoicectl",
         )
-    except psycopg.OperationalError as error:
-        raise JournalUnreachable(explain_pg(error, location)) from None
-    except psycopg.Error as error:  # a URL libpq cannot read: no later run will do better
-        raise JournalError(explain_pg(error, location)) from None
+    except psycopg.Error as error:
+        raise not_connected(error, location) from None
     conn = PgConnection(raw)
     try:
         conn.execute(f"SET lock_timeout = '{_LOCK_TIMEOUT}'")
@@ -102,7 +100,7 @@ def explain_pg(error: Exception, location: JournalURL, *, opening: bool = True) 
     )
     import psycopg
 
-    if isinstance(error, psycopg.OperationalError):
+    if isinstance(error, psycopg.OperationalError) and not _refused_option(error):
         advice = (
             "check that the server is running and reachable, and the URL's host, port, user "
             "and database (libpq reads PGPASSWORD, ~/.pgpass and PGSSL* for what the URL "
@@ -110,6 +108,25 @@ def explain_pg(error: Exception, location: JournalURL, *, opening: bool = True) 
         )
         return f"the journal {location} cannot be reached: {said}; {advice}"
     return f"the journal {location}: {said}"
+
+
+def not_connected(error: Exception, location: JournalURL) -> JournalError:
+    """Why no connection was made, as the journal's one line: a server that could not be
+    reached is exit 75 (a later run may do better); a URL libpq cannot read, or an option it
+    refuses (``sslmode=bogus``, which it reports as a bad connection), exit 1: no later run
+    will do better until the URL is fixed."""
+    import psycopg
+
+    if isinstance(error, psycopg.OperationalError) and not _refused_option(error):
+        return JournalUnreachable(explain_pg(error, location))
+    return JournalError(explain_pg(error, location))
+
+
+def _refused_option(error: Exception) -> bool:
+    """libpq's words for an option of the URL it will not take (``invalid sslmode value``,
+    ``invalid integer value "x" for connection option "port"``, ``invalid connection
+    option``), which psycopg raises as a connection that went bad."""
+    return re.search(r"\binvalid (?:\w+ value|connection option)", str(error)) is not None
 
 
 def pg_failure(error: Exception, location: object) -> JournalError:
