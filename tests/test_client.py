@@ -210,6 +210,19 @@ async def test_redirects_are_not_followed(api: respx.MockRouter, client: GoRoute
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("charset", ["idna", "punycode", "undefined"])
+async def test_a_charset_that_is_no_text_encoding_reads_as_utf8(
+    api: respx.MockRouter, client: GoRouteClient, charset: str
+) -> None:
+    """Python knows these names, but decoding with them raises UnicodeError whatever the
+    error handling: it was a traceback that stopped the run mid-batch (a probing review)."""
+    body = '{"transaction_id": "txn_1", "status": "pending", "note": "Bjørn"}'.encode()
+    headers = {"Content-Type": f"application/json; charset={charset}"}
+    outcome = await send_answered(api, client, httpx.Response(202, content=body, headers=headers))
+    assert isinstance(outcome, Accepted) and outcome.transaction_id == "txn_1"
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize(
     ("status", "body", "expected_id"),
     [

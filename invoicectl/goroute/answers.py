@@ -370,9 +370,11 @@ def _request_id_of(data: Any) -> str | None:
 
 def _decoded(body: bytes, response: httpx.Response) -> str:
     # As httpx decodes ``response.text``: the declared charset, else UTF-8, never raising.
+    # A charset Python knows but that is no text encoding (``idna``, ``punycode``,
+    # ``undefined``) raises UnicodeError whatever ``errors`` says: UTF-8 then.
     try:
         return body.decode(response.encoding or "utf-8", errors="replace")
-    except LookupError:
+    except (LookupError, UnicodeError):
         return body.decode("utf-8", errors="replace")
 
 
