@@ -26,6 +26,8 @@ from hypothesis import strategies as st
 
 from invoicectl import DEFAULT_BASE_URL, __version__
 from invoicectl.errors import ConfigError
+from invoicectl.goroute import redaction
+from invoicectl.goroute.answers import Answer
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import (
     MAX_RAW_BODY,
@@ -1355,6 +1357,46 @@ async def test_an_echoed_key_is_redacted_from_raw_body(
 ) -> None:
     outcome = await send_answered(api, client, answer(400, ECHO))
     assert outcome.raw_body == ECHO.replace(SECRET, "[redacted]")
+
+
+@pytest.mark.anyio
+async def test_a_large_json_answer_shows_a_redacted_start_and_keeps_the_key_out_of_all(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """Its raw text is redacted only as far as it can be shown (twice ``MAX_RAW_BODY``):
+    the key echoed across the cut, and far past it, is in no field either way."""
+    pad = "x" * (MAX_RAW_BODY - 20)
+    body = {"a": pad, "b": f"{SECRET} {SECRET}", "c": pad * 3, "d": SECRET, "id": "tx_9"}
+    outcome = await send_answered(api, client, answer(400, body))
+    assert SECRET not in rendered(outcome)
+    assert outcome.raw_body.endswith("…[truncated]")
+
+
+def test_an_answer_whose_strings_take_too_long_to_check_is_withheld(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Each string is checked for the key on its own; a server can make that take many
+    seconds of CPU (2 MB of short strings that decode several ways: 16 s), outside the
+    request's time limit. Past ``REDACTION_SECONDS`` the answer is unusable, as one over its
+    cap; below it, as it was."""
+    monkeypatch.setattr(redaction, "REDACTION_SECONDS", 0.0)
+    many = json.dumps(["%25&amp;" + str(n) for n in range(600)]).encode()
+    few = json.dumps(["%25&amp;" + str(n) for n in range(200)]).encode()
+
+    costly = Answer.read(httpx.Response(200, content=many), many, 0.1, KEY.redact)
+    cheap = Answer.read(httpx.Response(200, content=few), few, 0.1, KEY.redact)
+
+    assert costly.data is None and costly.text.startswith("[withheld: checking its strings")
+    assert cheap.data == json.loads(few)
+
+
+def test_the_redaction_budget_is_counted_on_its_clock() -> None:
+    ticks = iter(range(1_000_000))
+    strings = ["word" * 3] * 1000
+
+    with pytest.raises(redaction.TooCostly):
+        redaction.redact_data(strings, str.upper, clock=lambda: float(next(ticks)))
+    assert redaction.redact_data(strings, str.upper, clock=lambda: 0.0) == ["WORDWORDWORD"] * 1000
 
 
 @pytest.mark.anyio

@@ -23,6 +23,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+import time
 from collections.abc import Callable, Iterator
 from typing import Any
 from urllib.parse import unquote
@@ -74,9 +75,14 @@ def _encoded_forms(secret: str) -> list[str]:
     return sorted(found, key=len, reverse=True)
 
 
+# No echo of a key, in any form ``redact`` finds, is shorter than this (a base64 core of
+# its bytes; a fragment is 12 characters): a shorter text is taken as it is.
+_SHORTEST_ECHO = 8
+
+
 def redact(text: str, secret: str, pattern: re.Pattern[str]) -> str:
     """``text`` with every echo of the key replaced by ``MARKER``; ``WITHHELD`` if one hides."""
-    if not text:
+    if len(text) < min(_SHORTEST_ECHO, len(secret)):
         return text
     cleaned = pattern.sub(MARKER, text)
     if any(_shows(view, secret) for view in (cleaned, *_decodings(cleaned))):
@@ -121,15 +127,47 @@ def _shows(view: str, secret: str) -> bool:
     return len(raw) >= _BARE_BYTES and raw.hex() in _BETWEEN_HEX_BYTES.sub("", folded)
 
 
-def redact_data(data: Any, redact_text: Callable[[str], str]) -> Any:
-    """Parsed JSON with ``redact_text`` applied to every string in it, keys included."""
-    if isinstance(data, str):
-        return redact_text(data)
-    if isinstance(data, list):
-        return [redact_data(item, redact_text) for item in data]
-    if isinstance(data, dict):
-        return {redact_text(key): redact_data(value, redact_text) for key, value in data.items()}
-    return data
+# The CPU time an answer's strings may take to be checked one by one. A GoRoute answer
+# takes milliseconds; a server can make one of its size cap (2 MB) take far longer (many
+# strings, each decoding several ways), outside the request's time limit and blocking the
+# run's event loop, so past this the answer is withheld: unusable, as one over its cap.
+REDACTION_SECONDS = 2.0
+
+
+class TooCostly(ValueError):
+    """An answer whose strings took longer than ``REDACTION_SECONDS`` to check."""
+
+
+def redact_data(
+    data: Any, redact_text: Callable[[str], str], clock: Callable[[], float] = time.process_time
+) -> Any:
+    """Parsed JSON with ``redact_text`` applied to every string in it, keys included;
+    ``TooCostly`` past ``REDACTION_SECONDS`` of ``clock``."""
+    return _Redacting(redact_text, clock).data(data)
+
+
+class _Redacting:
+    def __init__(self, redact_text: Callable[[str], str], clock: Callable[[], float]) -> None:
+        self.redact_text, self.clock = redact_text, clock
+        self.until = clock() + REDACTION_SECONDS
+        self.strings = 0
+
+    def text(self, text: str) -> str:
+        self.strings += 1
+        if self.strings % 256 == 0 and self.clock() > self.until:
+            raise TooCostly(
+                f"checking its strings for the API key took over {REDACTION_SECONDS:g} s"
+            )
+        return self.redact_text(text)
+
+    def data(self, data: Any) -> Any:
+        if isinstance(data, str):
+            return self.text(data)
+        if isinstance(data, list):
+            return [self.data(item) for item in data]
+        if isinstance(data, dict):
+            return {self.text(key): self.data(value) for key, value in data.items()}
+        return data
 
 
 def _char_forms(char: str) -> str:
@@ -162,6 +200,8 @@ def _decodings(text: str, depth: int = 2) -> Iterator[str]:
     for trigger, decode in _DECODERS:
         if trigger in text:
             view = decode(text)
+            if view == text:  # nothing it decodes: no new view, nor any below it
+                continue
             yield view
             if depth > 1:
                 yield from _decodings(view, depth - 1)
