@@ -349,6 +349,22 @@ NOT_A_LOOKUP = "GoRoute answered 200 but the body is not a participant lookup an
             answer(200, with_(FOUND_A, capabilities=[{"document_type": 7}])),
             f'{FAILED} 200, but "capabilities" is not a list of document types',
         ),
+        # Kept in the journal and shown by `receivers`: a lone surrogate ended its JSON in a
+        # UnicodeEncodeError, and a terminal acts on an escape sequence.
+        (
+            httpx.Response(  # as the server wrote it: JSON's \ud800 escape
+                200, content=json.dumps(with_(FOUND_A, capabilities=["bad\ud800"])).encode()
+            ),
+            f'{FAILED} 200, but "capabilities" is not a list of document types',
+        ),
+        (
+            answer(200, with_(FOUND_A, capabilities=[{"document_type": "x\u001b[2J"}])),
+            f'{FAILED} 200, but "capabilities" is not a list of document types',
+        ),
+        (
+            answer(200, with_(FOUND_A, capabilities=["urn:" + "x" * 2000])),
+            f'{FAILED} 200, but "capabilities" is not a list of document types',
+        ),
     ],
     ids=[
         "empty_object",
@@ -367,6 +383,9 @@ NOT_A_LOOKUP = "GoRoute answered 200 but the body is not a participant lookup an
         "capabilities_object",
         "document_type_missing",
         "document_type_number",
+        "document_type_surrogate",
+        "document_type_escape",
+        "document_type_huge",
     ],
 )
 async def test_an_answer_that_cannot_be_trusted_is_a_failed_lookup(

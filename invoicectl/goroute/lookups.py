@@ -118,10 +118,21 @@ def _document_types(value: Any, type_name: str) -> tuple[str, ...] | None:
     found = []
     for item in value:
         identifier = item.get(type_name) if isinstance(item, dict) else item
-        if not isinstance(identifier, str) or not identifier.strip():
+        if not isinstance(identifier, str) or not _printable(identifier.strip()):
             return None
         found.append(identifier.strip())
     return tuple(found)
+
+
+# A document type identifier is a URN of a few hundred characters at most.
+_MAX_DOCUMENT_TYPE = 1024
+
+
+def _printable(identifier: str) -> bool:
+    """Whether ``identifier`` can be one: not empty, not huge, and printable text (no
+    control character, which a terminal or a log would act on, and no lone surrogate, which
+    no UTF-8 output can hold): the journal keeps it, and ``receivers`` shows it."""
+    return 0 < len(identifier) <= _MAX_DOCUMENT_TYPE and identifier.isprintable()
 
 
 def _failed(answer: Answer, why: str) -> Transient:
