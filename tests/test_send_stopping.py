@@ -151,3 +151,28 @@ def test_a_run_that_was_not_interrupted_names_no_command():
     assert stop_line(summary, deadline=None, outage_after=3) is None
     assert "continue with" not in summary_line(summary)
     assert summary.to_dict()["continue_with"] is None
+
+
+def test_a_send_refused_401_after_an_unanswered_try_is_counted_unanswered(
+    outbox: Path, journal_path: Path
+):
+    """A 503 (it may have been processed), then a 401 on the retry: the invoice is unknown,
+    to be replayed; the run's results said nothing had left (`send --json`: no invoice, 0
+    unanswered, all not started), and a cron script reading it believed so."""
+    (first, *rest) = outbox_of(outbox, 3)
+    answers = iter([503, 401])
+
+    async def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(next(answers, 401), json={"error": {"message": "no"}})
+
+    _, summary = send(
+        settings_for(journal_path), outbox, httpx.MockTransport(handler),
+        concurrency=1, check_receivers=False, order="scan", trust_new_journal=True,
+    )  # fmt: skip
+
+    assert summary.exit_code == ExitCode.AUTH_REFUSED
+    assert [(result.invoice_id, result.state) for result in summary.results] == [
+        (first, "unknown")
+    ]
+    assert (summary.unanswered, summary.unsent) == (1, 2)
+    assert states(journal_path) == {first: "unknown"} | dict.fromkeys(rest, "pending")

@@ -330,16 +330,17 @@ class Sender:
         if outcome is None:  # stopped before any request: the invoice is as it was
             settle(self.journal, item, None)
             return None
-        if isinstance(outcome, AuthRefused):
-            self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
-            self.request_stop("credentials")
-            settle(self.journal, item, outcome)
-            return None
-        if isinstance(outcome, WrongEndpoint):
-            self.summary.endpoint_message = outcome.message
-            self.request_stop("wrong_url")
-            settle(self.journal, item, outcome)  # the key is given back: no API saw it
-            return None
+        if isinstance(outcome, AuthRefused | WrongEndpoint):
+            if isinstance(outcome, AuthRefused):
+                self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
+                self.request_stop("credentials")
+            else:
+                self.summary.endpoint_message = outcome.message
+                self.request_stop("wrong_url")
+            # The key goes back, unless an earlier try went unanswered: then it is unknown.
+            if settle(self.journal, item, outcome) is not InvoiceState.unknown:
+                return None
+            return InvoiceResult.of(current(self.journal, invoice_id), item.key, replay, requests)
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
             self.request_stop("rate_limit")
@@ -355,8 +356,7 @@ class Sender:
         return InvoiceResult.of(invoice, item.key, replay, requests)
 
     def _hold(self, invoice_id: str, reason: str, by: str, held: list[str]) -> None:
-        """Keep ``invoice_id`` from being sent (``holds.hold``), noted in ``held`` when this
-        run held it."""
+        """Keep ``invoice_id`` from being sent (``holds.hold``), in ``held`` if this run did."""
         if hold(self.journal, invoice_id, reason, by=by).done:
             held.append(invoice_id)
 
