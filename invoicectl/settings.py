@@ -33,6 +33,7 @@ from invoicectl.defaults import (
     DEFAULT_MAX_ATTEMPTS,
     DEFAULT_MAX_WAIT,
     DEFAULT_REQUEST_TIMEOUT,
+    DEFAULT_RETENTION_YEARS,
     DEFAULT_TIER,
     TIERS,
 )
@@ -146,6 +147,16 @@ class Settings:
             "new_version": list(new_versions),
             "deadline": deadline,
         }
+
+
+def retention_years(environ: Mapping[str, str]) -> int:
+    """``retention_years`` from the config file, checked (``export`` needs it; ``doctor``
+    checks it); else the default."""
+    config = load_config(environ)
+    if "retention_years" not in config:
+        return DEFAULT_RETENTION_YEARS
+    source = f"config file {config_label(environ)}"
+    return config_values.whole("retention_years", config["retention_years"], source)
 
 
 def load_config(environ: Mapping[str, str]) -> dict[str, Any]:

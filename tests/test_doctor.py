@@ -347,18 +347,23 @@ def test_a_server_echoing_the_key_everywhere_never_gets_it_shown(
     assert_stable(json.loads(as_json.stdout))
 
 
+@pytest.mark.parametrize(
+    "setting",
+    ['rate = "fast"', "retention_years = 0"],  # export's alone: doctor said all was well
+)
 def test_a_bad_setting_fails_the_config_check_and_skips_the_rest(
-    monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path
+    monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path, setting: str
 ) -> None:
     config = tmp_path / "config.toml"
-    config.write_text('rate = "fast"\n')
+    config.write_text(setting + "\n")
     monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
 
     result = doctor(monkeypatch, emulator)
 
     assert result.exit_code == 1, result.output
     lines = by_name(result)
-    assert lines["config"].startswith("fail") and "rate (config file" in lines["config"]
+    name = setting.split()[0]
+    assert lines["config"].startswith("fail") and f"{name} (config file" in lines["config"]
     assert {statuses(result)[name] for name in NAMES[1:]} == {"skipped"}
     assert_stable(json.loads(doctor(monkeypatch, emulator, "--json").stdout))
 

@@ -171,8 +171,6 @@ def test_a_send_refused_401_after_an_unanswered_try_is_counted_unanswered(
     )  # fmt: skip
 
     assert summary.exit_code == ExitCode.AUTH_REFUSED
-    assert [(result.invoice_id, result.state) for result in summary.results] == [
-        (first, "unknown")
-    ]
+    assert [(result.invoice_id, result.state) for result in summary.results] == [(first, "unknown")]
     assert (summary.unanswered, summary.unsent) == (1, 2)
     assert states(journal_path) == {first: "unknown"} | dict.fromkeys(rest, "pending")

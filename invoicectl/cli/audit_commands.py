@@ -229,16 +229,9 @@ def _retention_years() -> int:
     """``retention_years`` from the config file, checked; else the default (10)."""
     import os
 
-    from invoicectl import config_values
-    from invoicectl.config_file import config_label
-    from invoicectl.defaults import DEFAULT_RETENTION_YEARS
-    from invoicectl.settings import load_config
+    from invoicectl.settings import retention_years
 
-    config = load_config(os.environ)
-    if "retention_years" not in config:
-        return DEFAULT_RETENTION_YEARS
-    source = f"config file {config_label(os.environ)}"
-    return config_values.whole("retention_years", config["retention_years"], source)
+    return retention_years(os.environ)
 
 
 def _range(since: str | None, until: str | None) -> tuple[str | None, str | None]:

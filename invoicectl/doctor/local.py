@@ -21,7 +21,7 @@ from invoicectl.journal.failures import RESTORE, explain_empty, explain_missing
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
 from invoicectl.known_keys import hide_keys
-from invoicectl.settings import Settings, resolve
+from invoicectl.settings import Settings, resolve, retention_years
 from invoicectl.text import first_few
 
 # Below this much free space a journal's commits may fail (each send writes its WAL first).
@@ -40,6 +40,7 @@ def settings_check(
     config_file, config_name = config_path(environ), config_label(environ)
     try:
         settings = resolve(journal=journal, sandbox=sandbox, need_key=False, environ=environ)
+        retention_years(environ)  # export's alone: a bad one would surface only there
     except InvoicectlError as error:  # a bad value: its own line names it and its source
         said = hide_keys(str(error), environ)  # the key, pasted into the wrong setting
         return fail("config", said, config_file=config_name), None
