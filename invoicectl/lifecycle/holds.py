@@ -111,16 +111,7 @@ def release(
         )
     if not dry_run:
         with journal.transaction():
-            write(
-                journal,
-                Transition.release,
-                invoice,
-                hold=None,
-                hold_reason=None,
-                held_at=None,
-                held_by=None,
-            )
-            journal.add_event(invoice_id, "release", f"by {by} (was held: {invoice.hold_reason})")
+            _lift(journal, invoice, f"by {by} (was held: {invoice.hold_reason})")
             if evidence is not None:
                 dismiss_evidence(journal, invoice, f"released with --force by {by}: {evidence}")
     was = f"held by {invoice.held_by}: {invoice.hold_reason}"
@@ -187,6 +178,20 @@ def _set_hold(
         journal.add_event(invoice.invoice_id, str(transition), f"by {by}: {reason}")
 
 
+def _lift(journal: JournalBackend, invoice: Invoice, detail: str) -> None:
+    """The hold taken off, and a ``release`` event saying by whom."""
+    write(
+        journal,
+        Transition.release,
+        invoice,
+        hold=None,
+        hold_reason=None,
+        held_at=None,
+        held_by=None,
+    )
+    journal.add_event(invoice.invoice_id, "release", detail)
+
+
 def _known(journal: JournalBackend, invoice_id: str) -> Invoice:
     invoice = journal.invoice(invoice_id)
     if invoice is None:
@@ -239,18 +244,9 @@ def hold_clash(journal: JournalBackend, invoice: Invoice, reason: str) -> None:
 def lift_clash(journal: JournalBackend, invoice: Invoice) -> None:
     """One file is left for a sent invoice ``hold_clash`` held: its state's rules apply again."""
     with journal.transaction():
-        write(
+        _lift(
             journal,
-            Transition.release,
             invoice,
-            hold=None,
-            hold_reason=None,
-            held_at=None,
-            held_by=None,
-        )
-        journal.add_event(
-            invoice.invoice_id,
-            "release",
             f"by {DUPLICATE_CHECK}: one file left (was held: {invoice.hold_reason})",
         )
 
