@@ -6,6 +6,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
+import httpx
 import pytest
 from backends import witness_execute
 from journalkit import force
@@ -23,6 +24,8 @@ from ublfactory import write_invoice
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
 from invoicectl.journal import open_journal
 from invoicectl.locations import Location
+from invoicectl.reconcile.runner import reconcile
+from invoicectl.runs import Clocks
 from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
 
@@ -362,6 +365,58 @@ def test_an_unanswered_send_whose_first_use_cannot_be_dated_is_not_replayed(
     assert sandbox.stats()["sends_received"] == 1
     with pytest.raises(UsageError, match="could deliver it twice"):
         send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
+    # The way on: reconcile dates the key by its attempt, finds the send and adopts it.
+    report = reconcile(settings, apply=True, transport=sandbox.transport())
+    assert report.applied == (invoice_id,)
+    assert states(journal_path) == {invoice_id: "accepted"}
+    assert sandbox.stats()["sends_received"] == 1
+
+
+
+def test_a_new_key_waits_while_no_record_dates_the_old_one(outbox: Path, journal_path: Path):
+    """The key's first use and its attempts all later than now (a clock far ahead when it
+    sent, set right since): GoRoute's window may be open, so no new key, and the refusal
+    says why and what can be done, not that a send would replay it (it would not)."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=25)
+    ahead = "'2099-01-01T00:00:00+00:00'"
+    witness_execute(journal_path, f"UPDATE invoices SET key_first_used_at = {ahead}")
+    witness_execute(journal_path, f"UPDATE attempts SET started_at = {ahead}")
+    send(settings, outbox, sandbox.transport())
+
+    with pytest.raises(UsageError, match="whose first use the journal cannot date"):
+        send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
+    assert sandbox.stats()["sends_received"] == 1
+
+class ClockStepsBack(httpx.AsyncBaseTransport):
+    """The emulator; after the first send, the host's clock steps back five minutes (NTP)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner, self.offset = inner, timedelta(0)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "POST":
+            self.offset = timedelta(minutes=-5)
+        return response
+
+
+def test_a_send_whose_retry_meets_a_clock_gone_back_is_counted_unanswered(
+    outbox: Path, journal_path: Path
+):
+    """A 5xx, then the clock steps back: its first use is now in the future, so no retry
+    goes out (the window cannot be reckoned); it is unknown, and the run's results say so
+    (they left it out: 0 unanswered, as if nothing had left)."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    transport = ClockStepsBack(emulator(error_rate=1.0).transport())
+    clocks = Clocks(wall=lambda: datetime.now(UTC) + transport.offset)
+
+    _, summary = send(settings_for(journal_path), outbox, transport, clocks=clocks)
+
+    assert states(journal_path) == {invoice_id: "unknown"}
+    assert summary.unanswered == 1 and summary.requests == 1
 
 
 def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago):

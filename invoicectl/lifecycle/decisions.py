@@ -14,7 +14,7 @@ from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_ev
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import DUPLICATE_CHECK, Transition, allowed, write
-from invoicectl.lifecycle.window import moment, window_closed
+from invoicectl.lifecycle.window import datable, moment, window_closed
 
 
 def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -> Invoice:
@@ -34,9 +34,10 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             f"invoice {invoice_id} is {invoice.hold} ({invoice.hold_reason}); "
             + ("`invoicectl release` it first" if invoice.hold is Hold.held else "it is final")
         )
-    window_closed_now = window_closed(invoice.key_first_used_at, now)
+    first_use = _first_use(journal, invoice, now)
+    window_closed_now = window_closed(first_use, now)
     if _may_be_delivered(invoice) and not window_closed_now:
-        raise UsageError(_replay_first(invoice))
+        raise UsageError(_replay_first(invoice) if first_use else _undated(invoice))
     if refusal_may_hide_delivery(journal, invoice) and not window_closed_now:
         raise UsageError(
             f"invoice {invoice_id} was refused under key {invoice.idempotency_key}, but may have "
@@ -50,7 +51,8 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
             f"`invoicectl release {invoice_id} --force` only once you know it is not"
         )
-    if _not_shown_undelivered(invoice) and not dismissed_since_first_use(journal, invoice):
+    unsettled = _not_shown_undelivered(invoice, first_use)
+    if unsettled and not dismissed_since_first_use(journal, invoice):
         # An edited file (amended over unknown or key_reused) does not settle what its key's
         # send did: the same rule, so that an edit is never a way round reconcile's verdict.
         beneath = _beneath(invoice)
@@ -72,6 +74,32 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "GoRoute holds, and for accepted invoices whose delivery failed"
         )
     return invoice
+
+
+def _first_use(journal: JournalBackend, invoice: Invoice, now: datetime) -> str | None:
+    """When the key first carried a request, as the journal can date it: its recorded first
+    use, else the earliest start of an attempt under it (a first use lost, or changed by
+    hand); None when neither is a time, or both lie in the future (the clock went back)."""
+    if datable(invoice.key_first_used_at, now):
+        return invoice.key_first_used_at
+    starts = [
+        attempt.started_at
+        for attempt in journal.attempts(invoice.invoice_id)
+        if attempt.idempotency_key == invoice.idempotency_key and datable(attempt.started_at, now)
+    ]
+    return min(starts, key=moment) if starts else None
+
+
+def _undated(invoice: Invoice) -> str:
+    """Why a new key is refused when no time tells how long ago the old one first left."""
+    return (
+        f"invoice {invoice.invoice_id} is {invoice.state} under key {invoice.idempotency_key}, "
+        f"whose first use the journal cannot date ({invoice.key_first_used_at!r}: no time, or "
+        "later than now, the clock having gone back since): GoRoute's 24-hour window for it "
+        "may be open, and a new key could deliver it twice. `invoicectl reconcile` looks it "
+        f"up; `invoicectl abandon {invoice.invoice_id}` if you know it was delivered; once "
+        "the clock is past that time by 24 hours, --new-version is taken"
+    )
 
 
 def _not_failed(invoice: Invoice) -> str:
@@ -157,16 +185,18 @@ def _beneath(invoice: Invoice) -> InvoiceState:
     return invoice.state
 
 
-def _not_shown_undelivered(invoice: Invoice) -> bool:
+def _not_shown_undelivered(invoice: Invoice, first_used: str | None) -> bool:
     """An unknown or key_reused invoice (an amended one too, over either) that reconcile has
-    not judged, since its key was first used, to hold no delivery at GoRoute (found, in
-    progress, or not judged at all)."""
+    not judged, since its key was first used (``first_used``, as dated), to hold no delivery
+    at GoRoute (found, in progress, or not judged at all)."""
     if _beneath(invoice) not in (InvoiceState.unknown, InvoiceState.key_reused):
         return False
-    if invoice.verdict not in _SHOWN_UNDELIVERED or invoice.verdict_at is None:
+    if invoice.verdict not in _SHOWN_UNDELIVERED or not invoice.verdict_at:
         return True
-    first_used = invoice.key_first_used_at
-    return first_used is not None and moment(invoice.verdict_at) < moment(first_used)
+    try:
+        return first_used is not None and moment(invoice.verdict_at) < moment(first_used)
+    except ValueError:  # a verdict time changed by hand: not shown since
+        return True
 
 
 def new_version(journal: JournalBackend, invoice_id: str, run_id: int) -> str:

@@ -197,6 +197,17 @@ def record_answer(
     return None
 
 
+def settled_unanswered(
+    journal: JournalBackend, item: WorkItem, outcome: Outcome | None, *, tried: bool
+) -> Invoice | None:
+    """A send that ended with no final answer, settled: its key goes back, unless a try may
+    have reached GoRoute (a 5xx, a time-out): then it is unknown, and returned if ``tried``
+    in this run (a replay stopped before its try is no result of the run)."""
+    if settle(journal, item, outcome) is not InvoiceState.unknown or not tried:
+        return None
+    return current(journal, item.invoice_id)
+
+
 def settle(journal: JournalBackend, item: WorkItem, outcome: Outcome | None) -> InvoiceState:
     """Record what the request came to in the invoice's state; return the state."""
     if isinstance(outcome, Accepted | KeyReused | Rejected):

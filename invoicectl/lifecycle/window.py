@@ -40,6 +40,11 @@ def window_closed(first_used_at: str | None, now: datetime) -> bool:
     return elapsed is not None and elapsed >= KEY_WINDOW - REPLAY_MARGIN
 
 
+def datable(first_used_at: str | None, now: datetime) -> bool:
+    """Whether ``first_used_at`` is a time the window can be reckoned from."""
+    return _since(first_used_at, now) is not None
+
+
 def _since(first_used_at: str | None, now: datetime) -> timedelta | None:
     """How long ago the key was first used; None when the journal cannot tell (no time, not
     a time, or later than now: the clock went back since, or the row changed by hand)."""

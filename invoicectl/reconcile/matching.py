@@ -250,4 +250,8 @@ def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
 
 
 def first_time(side: JournalSide) -> datetime | None:
-    return parse_time(side.key_first_used_at or side.first_attempt_at)
+    """When the key first carried a request: the earlier of its recorded first use and its
+    first attempt's start (they are written together; one lost, changed by hand or later
+    than the other, the attempt is the request's own record)."""
+    times = [parse_time(side.key_first_used_at), parse_time(side.first_attempt_at)]
+    return min((time for time in times if time is not None), default=None)

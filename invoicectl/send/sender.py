@@ -52,6 +52,7 @@ from invoicectl.lifecycle.sending import (
     record_answer,
     replay_body_problem,
     settle,
+    settled_unanswered,
     withdraw_attempt,
 )
 from invoicectl.lifecycle.transitions import TransitionRefused, current
@@ -327,20 +328,16 @@ class Sender:
             outcome = None
         finally:
             self.summary.retrying.discard(invoice_id)
-        if outcome is None:  # stopped before any request: the invoice is as it was
-            settle(self.journal, item, None)
-            return None
-        if isinstance(outcome, AuthRefused | WrongEndpoint):
-            if isinstance(outcome, AuthRefused):
-                self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
-                self.request_stop("credentials")
-            else:
-                self.summary.endpoint_message = outcome.message
-                self.request_stop("wrong_url")
-            # The key goes back, unless an earlier try went unanswered: then it is unknown.
-            if settle(self.journal, item, outcome) is not InvoiceState.unknown:
-                return None
-            return InvoiceResult.of(current(self.journal, invoice_id), item.key, replay, requests)
+        if isinstance(outcome, AuthRefused):
+            self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
+            self.request_stop("credentials")
+        elif isinstance(outcome, WrongEndpoint):
+            self.summary.endpoint_message = outcome.message
+            self.request_stop("wrong_url")
+        if outcome is None or isinstance(outcome, AuthRefused | WrongEndpoint):
+            # Stopped before a try or between tries, or the answer refused it: no final one.
+            unknown = settled_unanswered(self.journal, item, outcome, tried=requests > 0)
+            return InvoiceResult.of(unknown, item.key, replay, requests) if unknown else None
         if isinstance(outcome, RateLimited):
             # The limit outlasted --max-wait: the run is incomplete, the next one continues.
             self.request_stop("rate_limit")
