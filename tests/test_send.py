@@ -256,12 +256,10 @@ def test_no_new_version_while_two_files_disagree_on_its_number(
     write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
 
     _, summary = send(settings, outbox, sandbox.transport())
-    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
-    assert "1 sent, in several files with different content" in [
-        cause.text for cause in summary.exit_causes
-    ]
+    assert summary.exit_code == ExitCode.NEEDS_FIX
+    assert summary.exit_cause == "1 sent, in several files with different content"
     _, planned = runner.dry_run(settings, scanning(outbox))
-    assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_RECONCILE, ())
+    assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_FIX, ())
     with open_journal(journal_path) as journal:
         force(journal, "INV-1", remote_status="failed")
         assert (journal.invoice("INV-1").state, journal.invoice("INV-1").hold) == (
@@ -284,6 +282,33 @@ def test_no_new_version_while_two_files_disagree_on_its_number(
     assert states(journal_path) == {"INV-1": "accepted", "OTHER-1": "accepted"}
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
 
+
+
+def test_a_delivered_invoice_held_for_a_clash_of_archived_files_asks_nothing_more(
+    outbox: Path, journal_path: Path
+):
+    """Accepted and delivered, a second file with its number came and both were archived:
+    no scan lifts the hold, which keeps only a new version from it (refused anyway while its
+    delivery did not fail), and every cron run exited 4 "1 on hold". Once its delivery
+    fails, it asks a person again."""
+    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
+    send(settings, outbox, sandbox.transport())
+    for name in ("a.xml", "b.xml"):
+        (outbox / name).unlink()
+    write_invoice(outbox, "INV-2")
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert summary.exit_code == ExitCode.OK, summary.exit_causes
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-1").held_by == "duplicate check"
+        force(journal, "INV-1", remote_status="failed")
+    _, summary = send(settings, outbox, sandbox.transport())
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
 
 def test_an_unanswered_invoice_is_not_replayed_while_two_files_disagree_on_its_number(
     outbox: Path, journal_path: Path
@@ -372,7 +397,6 @@ def test_an_unanswered_send_whose_first_use_cannot_be_dated_is_not_replayed(
     assert sandbox.stats()["sends_received"] == 1
 
 
-
 def test_a_new_key_waits_while_no_record_dates_the_old_one(outbox: Path, journal_path: Path):
     """The key's first use and its attempts all later than now (a clock far ahead when it
     sent, set right since): GoRoute's window may be open, so no new key, and the refusal
@@ -389,6 +413,7 @@ def test_a_new_key_waits_while_no_record_dates_the_old_one(outbox: Path, journal
     with pytest.raises(UsageError, match="whose first use the journal cannot date"):
         send(settings, outbox, sandbox.transport(), new_versions=(invoice_id,))
     assert sandbox.stats()["sends_received"] == 1
+
 
 class ClockStepsBack(httpx.AsyncBaseTransport):
     """The emulator; after the first send, the host's clock steps back five minutes (NTP)."""

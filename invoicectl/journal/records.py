@@ -43,6 +43,11 @@ class Hold(StrEnum):
     abandoned = "abandoned"  # settled outside invoicectl: never sent again
 
 
+# Who holds a sent invoice found in several files with different content (its ``held_by``,
+# ``lifecycle.holds.hold_clash``): a hold the scan that finds one file left lifts.
+DUPLICATE_CHECK = "duplicate check"
+
+
 @dataclass(frozen=True)
 class Invoice:
     """One row of ``invoices``: an invoice ID, its current content and where it stands."""

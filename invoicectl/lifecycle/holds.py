@@ -22,13 +22,13 @@ from typing import Any
 
 from invoicectl.errors import StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import (
     dismiss_evidence,
     note_verdict,
     standing_evidence,
 )
-from invoicectl.lifecycle.transitions import DUPLICATE_CHECK, Transition, allowed, write
+from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import window_open
 
 

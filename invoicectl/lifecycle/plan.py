@@ -15,7 +15,7 @@ from datetime import datetime
 
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, InvoiceState, SendOrder
+from invoicectl.journal.records import DUPLICATE_CHECK, Hold, InvoiceState, SendOrder
 from invoicectl.lifecycle.evidence import FOUND_BEFORE, KINDS, standing_evidence
 from invoicectl.lifecycle.window import window_open
 
@@ -73,7 +73,7 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
     counts = journal.state_counts(on_hold=False)
     planned = plan(journal, now)
     held, found_already = planned.held, planned.found
-    on_hold = journal.hold_counts()[Hold.held]
+    on_hold = journal.hold_counts()[Hold.held] - _clashes_past_asking(journal)
     failed = journal.delivery_failure_count(on_hold=False)
     found = [
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.key_reused], "key_reused"),
@@ -94,3 +94,12 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
         (ExitCode.INCOMPLETE, len(planned.replays), "unanswered, replayed by the next send"),
     ]
     return [Cause(code, f"{count} {what}") for code, count, what in found if count > 0]
+
+
+def _clashes_past_asking(journal: JournalBackend) -> int:
+    """Accepted invoices the duplicate check holds whose delivery did not fail: the hold
+    keeps only a new version from them, refused anyway until their delivery fails, so they
+    ask nothing of a person (a scan that finds both files says so, exit 3); their files,
+    archived once sent, may never be scanned again to lift it."""
+    held = journal.held_by(DUPLICATE_CHECK)
+    return sum(1 for i in held if i.state is InvoiceState.accepted and i.remote_status != "failed")

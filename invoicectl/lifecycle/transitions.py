@@ -78,11 +78,6 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
 }
 
 
-# Who holds a sent invoice found in several files with different content (its ``held_by``,
-# ``holds.hold_clash``): a hold the scan that finds one file left lifts.
-DUPLICATE_CHECK = "duplicate check"
-
-
 class TransitionRefused(JournalError):
     """A transition asked for in a state it may not start from: a bug, never data."""
 

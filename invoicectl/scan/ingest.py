@@ -16,11 +16,16 @@ from pathlib import Path
 from invoicectl.errors import ConfigError, InvoiceBusy, StoredCopyDamaged
 from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import FACT_COLUMNS, InvoiceState, ScannedCopy, fact_columns
+from invoicectl.journal.records import (
+    DUPLICATE_CHECK,
+    FACT_COLUMNS,
+    InvoiceState,
+    ScannedCopy,
+    fact_columns,
+)
 from invoicectl.lifecycle.holds import damaged_content, hold, lift_clash, lift_repaired
 from invoicectl.lifecycle.scanning import Seen, admit_fresh, hold_duplicate, settle_seen
 from invoicectl.lifecycle.sending import close_unanswered
-from invoicectl.lifecycle.transitions import DUPLICATE_CHECK
 from invoicectl.locations import expand_user
 from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
