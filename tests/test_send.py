@@ -283,7 +283,6 @@ def test_no_new_version_while_two_files_disagree_on_its_number(
     assert sandbox.stats()["per_key"]["invoice-INV-1-v2"]["transactions"] == 1
 
 
-
 def test_a_delivered_invoice_held_for_a_clash_of_archived_files_asks_nothing_more(
     outbox: Path, journal_path: Path
 ):
@@ -309,6 +308,7 @@ def test_a_delivered_invoice_held_for_a_clash_of_archived_files_asks_nothing_mor
         force(journal, "INV-1", remote_status="failed")
     _, summary = send(settings, outbox, sandbox.transport())
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+
 
 def test_an_unanswered_invoice_is_not_replayed_while_two_files_disagree_on_its_number(
     outbox: Path, journal_path: Path

@@ -40,6 +40,14 @@ def _known(kind: Callable[[str], _Read], value: str) -> _Read:
 
 
 class MonitoringRecords(JournalBase):
+    def refuse_unwritten(self) -> None:
+        """One line (``JournalError``) for a state or hold no invoicectl writes, read from
+        the index ranges beside accepted and the holds: what a send checks before it starts."""
+        for side in _SIDES:
+            for state, _count in self.db.execute(_BESIDE_ACCEPTED.format(side, "")):
+                _known(InvoiceState, state)
+        self.hold_counts()
+
     def delivery_failure_count(self, *, on_hold: bool = True) -> int:
         """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
         which ask for their hold's decision instead), counted from their own index."""

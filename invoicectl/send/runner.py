@@ -100,8 +100,7 @@ def send(
         check_environment(journal, allow_change=allow_environment_change, **binding)
         # A state or hold invoicectl never writes (changed by hand) is refused before any
         # request, not found by the exit code's count after the run has sent and recorded.
-        journal.state_counts()
-        journal.hold_counts()
+        journal.refuse_unwritten()
         for invoice_id in options.new_versions:
             check_new_version(journal, invoice_id, journal.clock())
         if options.supplier is not None:  # a profile's send: its supplier's invoices only
