@@ -1372,22 +1372,45 @@ async def test_a_large_json_answer_shows_a_redacted_start_and_keeps_the_key_out_
     assert outcome.raw_body.endswith("…[truncated]")
 
 
-def test_an_answer_whose_strings_take_too_long_to_check_is_withheld(
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [202, 422])
+async def test_an_answer_whose_strings_take_too_long_to_check_is_not_read(
+    api: respx.MockRouter,
+    client: GoRouteClient,
     monkeypatch: pytest.MonkeyPatch,
+    status: int,
 ) -> None:
     """Each string is checked for the key on its own; a server can make that take many
     seconds of CPU (2 MB of short strings that decode several ways: 16 s), outside the
-    request's time limit. Past ``REDACTION_SECONDS`` the answer is unusable, as one over its
-    cap; below it, as it was."""
+    request's time limit. Past ``REDACTION_SECONDS`` the answer is not read, whatever its
+    status, as one over its cap: a send's outcome is unknown (a 422 "key reused" read as a
+    plain refusal would have made the invoice rejected). Below it, as it was."""
     monkeypatch.setattr(redaction, "REDACTION_SECONDS", 0.0)
-    many = json.dumps(["%25&amp;" + str(n) for n in range(600)]).encode()
-    few = json.dumps(["%25&amp;" + str(n) for n in range(200)]).encode()
+    padding = ["%25&amp;" + str(n) for n in range(600)]
+    body = {"error_code": "IDEMPOTENCY_KEY_REUSED", "existing_transaction_id": "t", "p": padding}
 
-    costly = Answer.read(httpx.Response(200, content=many), many, 0.1, KEY.redact)
-    cheap = Answer.read(httpx.Response(200, content=few), few, 0.1, KEY.redact)
+    costly = await send_answered(api, client, answer(status, body))
+    cheap = await send_answered(api, client, answer(202, {"transaction_id": "txn_1"}))
 
-    assert costly.data is None and costly.text.startswith("[withheld: checking its strings")
-    assert cheap.data == json.loads(few)
+    assert isinstance(costly, Transient) and costly.http_status == status
+    assert "took over 0 s of CPU to check for the API key" in costly.reason
+    assert isinstance(cheap, Accepted)
+
+
+def test_no_half_of_an_echo_reaches_raw_body_past_a_collapsed_match() -> None:
+    """A review's probe of a cut window: one fragment match collapsing 80 KB to a marker,
+    then a JSON-escaped echo where the window was cut. The whole text is redacted, so the
+    echo is whole when it is found, and raw_body shows none of it."""
+    secret = "sk_test_Zq9x7SECRETvalue42"
+    escaped = "".join(f"\\u{ord(c):04x}" for c in secret)
+    head = '{"a": "' + secret[1:] + "e" * 80_000 + '", "b": "'
+    pad = "x" * (2 * MAX_RAW_BODY - 6 * 20 - len(head))
+    raw = head + pad + escaped + '", "c": "' + "y" * 1000 + '"}'
+    body = raw.encode()
+
+    read = Answer.read(httpx.Response(400, content=body), body, 0.1, ApiKey(secret).redact)
+
+    assert secret[:12] not in redaction._json_unescaped(read.raw_body)
 
 
 def test_the_redaction_budget_is_counted_on_its_clock() -> None:

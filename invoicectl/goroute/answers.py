@@ -37,7 +37,7 @@ from invoicectl.goroute.outcomes import (
     Rejected,
     Transient,
 )
-from invoicectl.goroute.redaction import TooCostly, redact_data
+from invoicectl.goroute.redaction import redact_data
 from invoicectl.text import folded_line
 
 KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
@@ -99,12 +99,8 @@ class Answer:
         # Parsed before the text is redacted, then every decoded string on its own: a marker
         # put into raw JSON text could land after a backslash and break the document.
         unredacted = _decoded(body, response)
-        try:
-            data = redact_data(json_or_none(unredacted), redact)
-        except TooCostly as costly:  # a hostile answer: unusable, as one over its cap
-            data, text = None, f"[withheld: {costly}]"
-        else:
-            text = redact(_shown(unredacted) if data is not None else unredacted)
+        data = redact_data(json_or_none(unredacted), redact)  # TooCostly: see ``exchange``
+        text = redact(unredacted)
         header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
             status=response.status_code,
@@ -370,15 +366,6 @@ def _request_id_of(data: Any) -> str | None:
     error = body.get("error")
     from_error = text_of(error.get("request_id")) if isinstance(error, dict) else None
     return from_error or text_of(body.get("request_id"))
-
-
-def _shown(text: str) -> str:
-    """Of a JSON answer (read from its parsed data), what its raw text can show: the first
-    ``MAX_RAW_BODY`` characters (``raw_body``), with as many again after them, so that no
-    echo of the key straddles the cut when it is redacted; the rest costs no redaction."""
-    if len(text) <= 2 * MAX_RAW_BODY:
-        return text
-    return text[: 2 * MAX_RAW_BODY] + _TRUNCATED
 
 
 def _decoded(body: bytes, response: httpx.Response) -> str:

@@ -25,6 +25,7 @@ import httpx
 
 from invoicectl.goroute.answers import Answer, transport_reason
 from invoicectl.goroute.outcomes import Transient
+from invoicectl.goroute.redaction import TooCostly
 from invoicectl.text import folded_line
 
 ACCEPT_ENCODING = "identity"
@@ -75,7 +76,10 @@ async def exchange(
             duration=monotonic() - started,
             sent=not never_left,
         )
-    return Answer.read(response, body, monotonic() - started, redact)
+    try:
+        return Answer.read(response, body, monotonic() - started, redact)
+    except TooCostly as costly:  # a hostile answer: unread, whatever its status, as one too large
+        return too_large(response, str(costly), monotonic() - started)
 
 
 class BodyUnreadable(Exception):

@@ -156,7 +156,8 @@ class _Redacting:
         self.strings += 1
         if self.strings % 256 == 0 and self.clock() > self.until:
             raise TooCostly(
-                f"checking its strings for the API key took over {REDACTION_SECONDS:g} s"
+                f"with strings that took over {REDACTION_SECONDS:g} s of CPU to check for "
+                "the API key"
             )
         return self.redact_text(text)
 
