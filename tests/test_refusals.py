@@ -13,6 +13,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from journalkit import force
 from sendkit import send, settings_for
 from ublfactory import write_invoice
 
@@ -20,6 +21,7 @@ from invoicectl.errors import UsageError
 from invoicectl.journal import open_journal
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.locations import Location
+from invoicectl.scan.ingest import scan_directory
 
 
 @pytest.fixture
@@ -97,3 +99,26 @@ def test_a_plain_refusal_is_corrected_under_the_next_key(outbox: Path, journal_p
     assert server.delivered == [("invoice-INV-8-v2", "INV-8")]
     with open_journal(journal_path) as journal:
         assert journal.invoice("INV-8").state == "accepted"
+
+
+@pytest.mark.parametrize("first_used", ["2099-01-01T00:00:00+00:00", "yesterday"])
+def test_an_old_keys_verdict_frees_no_new_key_when_the_key_cannot_be_dated(
+    tmp_path: Path, first_used: str
+) -> None:
+    """v1's reconcile verdict stays in the row; v2 went out and got a 422 naming no
+    transaction, its first use written by a clock far ahead (or changed by hand). No record
+    dates v2, so no verdict can be shown to be since it: --new-version was let through."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    with open_journal(tmp_path / "journal.db") as journal:
+        scan_directory(journal, outbox)
+        sha256 = journal.invoice("INV-1").current_sha256
+        force(
+            journal, "INV-1", state="key_reused", key_version=2,
+            idempotency_key="invoice-INV-1-v2", key_sha256=sha256, key_first_used_at=first_used,
+            verdict="unknown_not_found_window_closed", verdict_at="2026-01-01T00:00:00+00:00",
+        )  # fmt: skip
+
+        with pytest.raises(UsageError, match="could deliver it twice"):
+            check_new_version(journal, "INV-1", journal.clock())

@@ -415,6 +415,21 @@ def test_a_new_key_waits_while_no_record_dates_the_old_one(outbox: Path, journal
     assert sandbox.stats()["sends_received"] == 1
 
 
+def test_reconcile_takes_no_time_before_2000_for_a_request(outbox: Path, journal_path: Path):
+    """An attempt's start changed by hand to the year 1: taken as the key's first use, the
+    search's look-back overflowed, a traceback; it is no time a request could have left."""
+    (invoice_id,) = outbox_of(outbox, 1)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago=25)
+    witness_execute(journal_path, "UPDATE attempts SET started_at = '0001-01-01T00:00:00+00:00'")
+    send(settings, outbox, sandbox.transport())  # unknown, past its window: held
+
+    report = reconcile(settings, apply=True, transport=sandbox.transport())
+
+    assert report.applied == (invoice_id,)
+
+
 class ClockStepsBack(httpx.AsyncBaseTransport):
     """The emulator; after the first send, the host's clock steps back five minutes (NTP)."""
 
@@ -442,6 +457,8 @@ def test_a_send_whose_retry_meets_a_clock_gone_back_is_counted_unanswered(
 
     assert states(journal_path) == {invoice_id: "unknown"}
     assert summary.unanswered == 1 and summary.requests == 1
+    # The retry that never left is no request (it was counted as one).
+    assert [result.requests for result in summary.results] == [1]
 
 
 def _stage_crash_after_request(settings, outbox, sandbox, invoice_id, hours_ago):

@@ -193,8 +193,10 @@ def _not_shown_undelivered(invoice: Invoice, first_used: str | None) -> bool:
         return False
     if invoice.verdict not in _SHOWN_UNDELIVERED or not invoice.verdict_at:
         return True
+    if first_used is None:  # a key used, but no record says since when: no verdict is since
+        return invoice.key_first_used_at is not None
     try:
-        return first_used is not None and moment(invoice.verdict_at) < moment(first_used)
+        return moment(invoice.verdict_at) < moment(first_used)
     except ValueError:  # a verdict time changed by hand: not shown since
         return True
 

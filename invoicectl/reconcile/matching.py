@@ -14,7 +14,7 @@ GoRoute or writes the journal.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction
@@ -240,18 +240,24 @@ def _kind(document_type: str | None) -> str:
 
 def _date_notes(side: JournalSide, txn: Transaction) -> list[str]:
     created = parse_time(txn.created_at)
-    first = parse_time(side.first_attempt_at or side.key_first_used_at)
+    first = first_time(side)
     if created is None or first is None or created >= first - CLOCK_SLACK:
         return []
     return [
-        f"created {txn.created_at}, before this journal's first attempt ({side.first_attempt_at}):"
+        f"created {txn.created_at}, before this journal's first attempt ({first.isoformat()}):"
         " something else sent it"
     ]
+
+
+# No request of an invoicectl journal is older than this: an earlier time was written by
+# hand or a broken clock, and reckoning from it (less ``LOOK_BACK``) overflows.
+_EARLIEST_REQUEST = datetime(2000, 1, 1, tzinfo=UTC)
 
 
 def first_time(side: JournalSide) -> datetime | None:
     """When the key first carried a request: the earlier of its recorded first use and its
     first attempt's start (they are written together; one lost, changed by hand or later
-    than the other, the attempt is the request's own record)."""
+    than the other, the attempt is the request's own record), of those that can be times."""
     times = [parse_time(side.key_first_used_at), parse_time(side.first_attempt_at)]
-    return min((time for time in times if time is not None), default=None)
+    plausible = [time for time in times if time is not None and time >= _EARLIEST_REQUEST]
+    return min(plausible, default=None)

@@ -273,7 +273,6 @@ class Sender:
 
         async def one_request() -> Outcome:
             nonlocal requests, record, answered
-            requests += 1
             task = asyncio.current_task()
             assert task is not None
             if not key_window_open(self.journal, item, record):
@@ -288,6 +287,7 @@ class Sender:
                 withdraw_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                 raise asyncio.CancelledError  # the request never left: the key can go back
             self.stopping.in_flight.add(task)  # from the request leaving to its answer
+            requests += 1
             try:
                 try:
                     answer = await self.client.send_document(item.key, body)
