@@ -21,6 +21,7 @@ from invoicectl.cli.app import answers_in_json
 from invoicectl.cli.consoles import say
 from invoicectl.journal import Journal
 from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
+from invoicectl.scan.ingest import scan_directory
 
 runner = CliRunner()
 CLI_DIR = Path(__file__).resolve().parents[1] / "invoicectl" / "cli"
@@ -224,3 +225,35 @@ def test_a_tier_that_is_no_word_is_one_line(
     result = invoke("send", str(tmp_path), "--dry-run")
     assert result.exit_code == 1, result.output
     assert "Traceback" not in result.output and "tier" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        [b"show", b"\xff"],
+        [b"hold", b"INV-1", b"--reason", b"caf\xe9"],
+        [b"show", b"\xff", b"--json"],
+    ],
+    ids=["show", "hold reason", "show json"],
+)
+def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, command: list[bytes]):
+    """An operator's Latin-1 terminal typing "café": a UnicodeEncodeError traceback (the
+    journal cannot store or look up such text), with --json an empty stdout."""
+    journal = tmp_path / "journal.db"
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    with Journal(journal) as opened:
+        scan_directory(opened, outbox)
+
+    result = subprocess.run(
+        [sys.executable.encode(), b"-m", b"invoicectl", *command, b"--journal", bytes(journal)],
+        capture_output=True,
+        env=environment_without_a_terminal_width(),
+    )
+
+    said_all = (result.stdout + result.stderr).decode("utf-8", "replace")
+    assert result.returncode == 2, said_all
+    assert "Traceback" not in said_all and "holds bytes that are not UTF-8 text" in said_all
+    if b"--json" in command:
+        assert json.loads(result.stdout)["exit_code"] == 2

@@ -194,6 +194,8 @@ def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
     about (the journal, when the error names none) and advice that fits its cause."""
     if isinstance(error, InvoicectlError):
         return error
+    if isinstance(error, UnicodeEncodeError):
+        return _not_text(error, args)
     from invoicectl.journal.failures import explain_os, explain_sqlite
 
     if isinstance(error, sqlite3.DatabaseError):
@@ -207,6 +209,21 @@ def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
     return InvoicectlError(explain_os(error, None if error.filename else _file_of(args)))
 
 
+def _not_text(error: UnicodeEncodeError, args: list[str]) -> InvoicectlError:
+    """An argument that is not UTF-8 (an operator's Latin-1 terminal: ``caf\xe9``) cannot be
+    stored or looked up: a usage error naming it. Any other such error is a bug: raised."""
+    from invoicectl.errors import UsageError
+    from invoicectl.text import one_line
+
+    odd = next((arg for arg in args if any("\udc80" <= char <= "\udcff" for char in arg)), None)
+    if odd is None:
+        raise error
+    return UsageError(
+        f"the argument '{one_line(odd, 60)}' holds bytes that are not UTF-8 text: invoice IDs, "
+        "reasons and filters are read as UTF-8 (set the terminal's encoding to UTF-8)"
+    )
+
+
 def _file_of(args: list[str]) -> Path | None:
     """``_journal_of``, when it is a SQLite file."""
     journal = _journal_of(args)
@@ -215,7 +232,13 @@ def _file_of(args: list[str]) -> Path | None:
 
 def _reported_errors() -> tuple[type[Exception], ...]:
     """What a command's failure may be that the user gets as one line, not a traceback."""
-    return (InvoicectlError, sqlite3.DatabaseError, OSError, *_database_errors())
+    return (
+        InvoicectlError,
+        sqlite3.DatabaseError,
+        OSError,
+        UnicodeEncodeError,
+        *_database_errors(),
+    )
 
 
 def _database_errors() -> tuple[type[Exception], ...]:
