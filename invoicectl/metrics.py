@@ -211,6 +211,13 @@ def write(path: Path, registry: CollectorRegistry) -> str | None:
 
     from prometheus_client import write_to_textfile
 
+    from invoicectl.journal.sqlite_open import not_regular
+
+    # The rename replaces what stands at the path: a link is followed to its file, and what
+    # is no regular file (``/dev/null`` given to turn metrics off) is never replaced.
+    path = path.resolve()
+    if kind := not_regular(path):
+        return f"invoicectl: the metrics file {path} is {kind}, not a file; nothing written"
     strict = os.umask(0o022)
     try:
         write_to_textfile(str(path), registry)

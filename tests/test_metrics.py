@@ -3,6 +3,8 @@ parser, its values checked against the journal after real sends to the emulator.
 
 from __future__ import annotations
 
+import os
+import stat
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -136,6 +138,30 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
         # The exit line stays the run's last (it came before the metrics file's line).
         assert result.stderr.splitlines()[-1].startswith("exit 0: "), result.stderr
 
+
+
+def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(
+    outbox: Path, tmp_path: Path
+):
+    """``--metrics-file /dev/null`` to turn metrics off replaced the system's /dev/null with
+    a regular file when run as root (the rename takes whatever stands at the path), and a
+    link was replaced by a file instead of its target being written."""
+    fifo = tmp_path / "metrics.fifo"
+    os.mkfifo(fifo)
+    target = tmp_path / "real.prom"
+    link = tmp_path / "link.prom"
+    link.symlink_to(target)
+    write_invoice(outbox, "INV-1")
+    runner = CliRunner()
+    assert runner.invoke(app, ["send", str(outbox), "--sandbox", *FAST]).exit_code == 0
+
+    to_fifo = runner.invoke(app, ["status", "--sandbox", "--metrics-file", str(fifo)])
+    to_link = runner.invoke(app, ["status", "--sandbox", "--metrics-file", str(link)])
+
+    assert to_fifo.exit_code == to_link.exit_code == 0, to_fifo.output + to_link.output
+    assert stat.S_ISFIFO(fifo.lstat().st_mode)
+    assert "is a FIFO (named pipe), not a file; nothing written" in to_fifo.stderr
+    assert link.is_symlink() and "invoicectl_invoices" in target.read_text()
 
 def test_the_config_key_metrics_file_is_used_by_status(
     tmp_path: Path, monkeypatch, isolated_environment: Path
