@@ -19,6 +19,7 @@ from invoicectl.cli import app
 from invoicectl.cli.monitoring import write_after_run
 from invoicectl.journal import Journal
 from invoicectl.journal.records import InvoiceState
+from invoicectl.lifecycle.holds import abandon
 
 FAST = ["--rate", "60000"]
 
@@ -114,6 +115,38 @@ def test_ages_closing_windows_and_delivery_failures_are_the_journal_s(tmp_path: 
     assert ("invoicectl_run_requests", (("outcome", "accepted"),)) not in found  # a status
 
 
+
+def test_abandoned_invoices_age_in_no_alert(tmp_path: Path):
+    """Abandoned (settled outside invoicectl, asking nothing more), a pending invoice of last
+    week and an unknown one of yesterday kept the waiting and unresolved ages growing, and
+    the README's InvoicectlOldWorkWaiting alert fired for good."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    for invoice_id in ("INV-A", "INV-B"):
+        write_invoice(outbox, invoice_id)
+    journal_path = tmp_path / "journal.db"
+    send(settings_for(journal_path), outbox, emulator().transport())
+    now = datetime.now(UTC)
+    with Journal(journal_path) as journal:
+        force(journal, "INV-A", state="pending", ingested_at=(now - timedelta(days=7)).isoformat())
+        force(
+            journal,
+            "INV-B",
+            state="unknown",
+            ingested_at=(now - timedelta(days=1)).isoformat(),
+            key_first_used_at=(now - timedelta(hours=23)).isoformat(),
+        )
+        for invoice_id in ("INV-A", "INV-B"):
+            assert abandon(journal, invoice_id, "paid by hand", by="ops").done
+    prom = tmp_path / "metrics.prom"
+
+    assert write_after_run(prom, journal_path, "status") is None
+
+    found = samples(prom)
+    assert found[("invoicectl_oldest_waiting_age_seconds", ())] == 0
+    assert found[("invoicectl_oldest_unresolved_age_seconds", ())] == 0
+    assert found[("invoicectl_keys_window_closing", ())] == 0
+
 def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
     outbox: Path, tmp_path: Path
 ):
@@ -139,7 +172,6 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
         assert result.stderr.splitlines()[-1].startswith("exit 0: "), result.stderr
 
 
-
 def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(
     outbox: Path, tmp_path: Path
 ):
@@ -162,6 +194,7 @@ def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert "is a FIFO (named pipe), not a file; nothing written" in to_fifo.stderr
     assert link.is_symlink() and "invoicectl_invoices" in target.read_text()
+
 
 def test_the_config_key_metrics_file_is_used_by_status(
     tmp_path: Path, monkeypatch, isolated_environment: Path

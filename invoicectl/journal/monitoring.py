@@ -28,6 +28,7 @@ _Read = TypeVar("_Read")
 # years. A state written by hand, none at all too, lies in those: found, not counted as accepted.
 _BESIDE_ACCEPTED = "SELECT state, count(*) FROM invoices WHERE state {}{} GROUP BY state"
 _SIDES = ("< 'accepted'", "> 'accepted'", "IS NULL")
+_NOT_ABANDONED = f" AND (hold IS NULL OR hold <> '{Hold.abandoned}')"
 
 
 def _known(kind: Callable[[str], _Read], value: str) -> _Read:
@@ -106,17 +107,20 @@ class MonitoringRecords(JournalBase):
 
     def oldest_unfinished(self) -> dict[str, str]:
         """State -> the oldest ``ingested_at`` (when the content now to be sent was first seen)
-        among the invoices in it, for each unfinished state that holds any."""
+        among the invoices in it, for each unfinished state that holds any, but those
+        abandoned: settled outside invoicectl, they wait for nothing."""
         rows = self.db.execute(
-            f"SELECT state, min(ingested_at) FROM invoices WHERE {_UNFINISHED} GROUP BY state"
+            f"SELECT state, min(ingested_at) FROM invoices WHERE {_UNFINISHED}{_NOT_ABANDONED}"
+            " GROUP BY state"
         )
         return {str(state): str(oldest) for state, oldest in rows}
 
     def keys_first_used_between(self, after: str, until: str) -> int:
         """Invoices with a used key and no final answer (unknown, or pending with its key
-        used: what a send replays) whose key was first used in (``after``, ``until``]."""
+        used: what a send replays), not abandoned, whose key was first used in (``after``,
+        ``until``]."""
         (count,) = self.db.execute(
-            f"SELECT count(*) FROM invoices WHERE {_UNFINISHED}"
+            f"SELECT count(*) FROM invoices WHERE {_UNFINISHED}{_NOT_ABANDONED}"
             " AND state IN ('pending', 'unknown')"
             " AND key_first_used_at > ? AND key_first_used_at <= ?",
             (after, until),
