@@ -102,6 +102,8 @@ def test_a_journal_truncated_to_0_bytes_holds_what_goroute_holds_and_sends_the_r
     assert line.startswith("invoicectl: WARNING: the journal ")
     assert f"is not the one {outbox} was last sent from" in line
     assert "30 already there, held for `invoicectl reconcile`; 5 to send" in line
+    # And the run's document names them (`send --json`: held_for_reconcile was empty).
+    assert sorted(summary.to_dict()["held_for_reconcile"]) == sorted(sent)
 
     # reconcile judges each against the transaction found, and --apply adopts it.
     fast = settings_for(journal_path, rate=60_000)

@@ -115,7 +115,6 @@ def test_ages_closing_windows_and_delivery_failures_are_the_journal_s(tmp_path: 
     assert ("invoicectl_run_requests", (("outcome", "accepted"),)) not in found  # a status
 
 
-
 def test_abandoned_invoices_age_in_no_alert(tmp_path: Path):
     """Abandoned (settled outside invoicectl, asking nothing more), a pending invoice of last
     week and an unknown one of yesterday kept the waiting and unresolved ages growing, and
@@ -146,6 +145,7 @@ def test_abandoned_invoices_age_in_no_alert(tmp_path: Path):
     assert found[("invoicectl_oldest_waiting_age_seconds", ())] == 0
     assert found[("invoicectl_oldest_unresolved_age_seconds", ())] == 0
     assert found[("invoicectl_keys_window_closing", ())] == 0
+
 
 def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
     outbox: Path, tmp_path: Path

@@ -16,7 +16,7 @@ from datetime import datetime
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import DUPLICATE_CHECK, Hold, InvoiceState, SendOrder
-from invoicectl.lifecycle.evidence import FOUND_BEFORE, KINDS, standing_evidence
+from invoicectl.lifecycle.evidence import FOUND_BEFORE, HISTORY_CHECK, KINDS, standing_evidence
 from invoicectl.lifecycle.window import window_open
 
 
@@ -45,6 +45,14 @@ def plan(journal: JournalBackend, now: datetime, order: SendOrder = SendOrder.du
         replays = [invoice_id for invoice_id in replays if invoice_id not in left]
         held += found
     return Plan(tuple(replays), tuple(journal.never_sent(order)), tuple(held), tuple(found))
+
+
+def held_for_reconcile(journal: JournalBackend, planned: Plan) -> tuple[str, ...]:
+    """What a run's summary names as held for reconcile: the plan's (a window closed, or
+    found at GoRoute) and those a history check holds (GoRoute holds their number already),
+    which the plan leaves out as it leaves out every hold."""
+    checked = tuple(invoice.invoice_id for invoice in journal.held_by(HISTORY_CHECK))
+    return planned.held + checked
 
 
 def _found_already(journal: JournalBackend, invoice_ids: list[str]) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.lifecycle.plan import plan
+from invoicectl.lifecycle.plan import held_for_reconcile, plan
 from invoicectl.send.exit_codes import judge_exit
 from invoicectl.send.options import SendOptions
 from invoicectl.send.stopping import Stopping
@@ -44,7 +44,7 @@ def idle_run(
     scan, which the send loop would hear first."""
     started = monotonic()
     summary = SendSummary(run_id=run_id)
-    summary.held = plan(journal, journal.clock(), options.order).held
+    summary.held = held_for_reconcile(journal, plan(journal, journal.clock(), options.order))
     on_start(summary)
     for name in signals:
         stopping.stop(name)

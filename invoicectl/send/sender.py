@@ -42,7 +42,7 @@ from invoicectl.journal.pg_workers import ClaimLost
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
 from invoicectl.lifecycle.holds import hold, hold_damaged
-from invoicectl.lifecycle.plan import plan
+from invoicectl.lifecycle.plan import held_for_reconcile, plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
     abandon_attempt,
@@ -172,7 +172,7 @@ class Sender:
         for invoice_id in self.options.new_versions:
             new_version(self.journal, invoice_id, self.summary.run_id)
         planned = plan(self.journal, self.journal.clock(), self.options.order)
-        self.summary.held = planned.held
+        self.summary.held = held_for_reconcile(self.journal, planned)
         work = [(invoice_id, True) for invoice_id in planned.replays]
         work += [(invoice_id, False) for invoice_id in planned.pending]
         self.summary.planned = len(work)
