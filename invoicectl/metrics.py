@@ -215,7 +215,10 @@ def write(path: Path, registry: CollectorRegistry) -> str | None:
 
     # The rename replaces what stands at the path: a link is followed to its file, and what
     # is no regular file (``/dev/null`` given to turn metrics off) is never replaced.
-    path = path.resolve()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError):  # links that loop
+        return f"invoicectl: cannot write the metrics file {path}: its links loop"
     if kind := not_regular(path):
         return f"invoicectl: the metrics file {path} is {kind}, not a file; nothing written"
     strict = os.umask(0o022)

@@ -194,6 +194,11 @@ def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(
     assert stat.S_ISFIFO(fifo.lstat().st_mode)
     assert "is a FIFO (named pipe), not a file; nothing written" in to_fifo.stderr
     assert link.is_symlink() and "invoicectl_invoices" in target.read_text()
+    loop = tmp_path / "loop.prom"
+    loop.symlink_to(tmp_path / "back.prom")
+    (tmp_path / "back.prom").symlink_to(loop)
+    looped = runner.invoke(app, ["status", "--sandbox", "--metrics-file", str(loop)])
+    assert looped.exit_code == 0 and "its links loop" in looped.stderr, looped.output
 
 
 def test_the_config_key_metrics_file_is_used_by_status(
