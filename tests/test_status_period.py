@@ -96,6 +96,16 @@ def test_a_bad_date_is_a_usage_error(journal: Journal) -> None:
     assert "--until 2026-03-01 is before --since 2026-03-02" in result.output
 
 
+def test_a_listing_option_is_refused_with_a_period(journal: Journal) -> None:
+    """``--since ... --state invalid`` gave the whole period report as if --state were not
+    there (a probing review): it chooses invoices to list, which a period report does not."""
+    result = invoke("--since", "2026-03-01", "--state", "invalid", "--limit", "5")
+    assert result.exit_code == 2
+    assert "counts every invoice per state and day, and takes no --state or --limit" in (
+        result.output
+    )
+
+
 def test_a_period_reads_only_its_invoices(journal: Journal) -> None:
     march(journal)
     bounds = period_bounds(date(2026, 3, 1), date(2026, 3, 31))

@@ -157,6 +157,13 @@ def status(
         check_verdict(verdict)
     if every and limit is not None:
         raise UsageError("--all lists every invoice; give it or --limit, not both")
+    chosen_rows = {"--state": state, "--verdict": verdict, "--limit": limit, "--all": every or None}
+    listing = [name for name, value in chosen_rows.items() if value is not None]
+    if (since is not None or until is not None) and listing:
+        raise UsageError(
+            "the period report (--since/--until) counts every invoice per state and day, and "
+            f"takes no {' or '.join(listing)}"
+        )
     settings = resolve(journal=journal, sandbox=sandbox, need_key=False, metrics_file=metrics_file)
     with metrics_after(settings, "status"), opened_journal(settings.journal) as opened:
         counts = opened.state_counts()
