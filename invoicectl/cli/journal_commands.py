@@ -157,8 +157,9 @@ def status(
         check_verdict(verdict)
     if every and limit is not None:
         raise UsageError("--all lists every invoice; give it or --limit, not both")
-    chosen_rows = {"--state": state, "--verdict": verdict, "--limit": limit, "--all": every or None}
-    listing = [name for name, value in chosen_rows.items() if value is not None]
+    choosing = {"--state": state is not None, "--verdict": verdict is not None}
+    choosing |= {"--limit": limit is not None, "--all": every}
+    listing = [name for name, given in choosing.items() if given]
     if (since is not None or until is not None) and listing:
         raise UsageError(
             "the period report (--since/--until) counts every invoice per state and day, and "

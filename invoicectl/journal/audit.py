@@ -19,7 +19,6 @@ from invoicectl.journal.chain import COVERED
 from invoicectl.journal.chain import head as chain_head
 from invoicectl.journal.migrations import up_to_date
 from invoicectl.journal.packing import unpack
-from invoicectl.journal.shape import SHAPE_DIGEST, missing_schema, shape_digest
 
 
 class ChainRow(NamedTuple):
@@ -125,11 +124,11 @@ class AuditReader:
     def lacking(self) -> list[str]:
         """What of this version's schema (``table`` or ``table.column``) a journal brought
         up to date lacks: dropped by hand, its rows and their record went with it."""
-        if not self.up_to_date() or shape_digest(self.conn) == SHAPE_DIGEST:
+        if not self.up_to_date():  # an older one lacks what its next open adds
             return []
-        from invoicectl.journal.sqlite_open import reference_schema  # a journal that differs
+        from invoicectl.journal.sqlite_open import lacking_schema
 
-        return missing_schema(self.conn, reference_schema())
+        return lacking_schema(self.conn)
 
     def has_table(self, name: str) -> bool:
         row = self.conn.execute(

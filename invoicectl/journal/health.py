@@ -17,8 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from invoicectl.journal.migrations import MIGRATIONS, _applied, user_tables
-from invoicectl.journal.shape import missing_schema
-from invoicectl.journal.sqlite_open import not_regular, reference_schema
+from invoicectl.journal.sqlite_open import lacking_schema, not_regular
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -66,7 +65,7 @@ def examine(path: Path) -> JournalHealth:
     try:
         said = [str(line) for (line,) in conn.execute(f"PRAGMA quick_check({_MAX_PROBLEMS})")]
         schema = _schema(conn)
-        missing = missing_schema(conn, reference_schema()) if schema == "current" else []
+        missing = lacking_schema(conn) if schema == "current" else []
         return replace(
             found,
             problems=[] if said == ["ok"] else _problems(said),
@@ -108,7 +107,7 @@ def _schema(conn: sqlite3.Connection) -> str:
 def lacking(conn: sqlite3.Connection) -> list[str]:
     """``missing_schema`` of a journal migrated by this version (an older one lacks what its
     next open adds; a newer one is not this version's to judge)."""
-    return missing_schema(conn, reference_schema()) if _schema(conn) == "current" else []
+    return lacking_schema(conn) if _schema(conn) == "current" else []
 
 
 def _has_table(conn: sqlite3.Connection, name: str) -> bool:

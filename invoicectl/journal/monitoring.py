@@ -44,10 +44,16 @@ class MonitoringRecords(JournalBase):
     def refuse_unwritten(self) -> None:
         """One line (``JournalError``) for a state or hold no invoicectl writes, read from
         the index ranges beside accepted and the holds: what a send checks before it starts."""
-        for side in _SIDES:
-            for state, _count in self.db.execute(_BESIDE_ACCEPTED.format(side, "")):
-                _known(InvoiceState, state)
+        self._beside_accepted(on_hold=True)
         self.hold_counts()
+
+    def _beside_accepted(self, *, on_hold: bool) -> list[tuple[InvoiceState, int]]:
+        """(state, count) of every state but accepted (``on_hold=False``: but those on
+        hold), from the state index's ranges each side of it; one no invoicectl writes is
+        refused in one line."""
+        unheld = "" if on_hold else " AND hold IS NULL"
+        beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in _SIDES)
+        return [(_known(InvoiceState, state), n) for state, n in self.db.execute(beside)]
 
     def delivery_failure_count(self, *, on_hold: bool = True) -> int:
         """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
@@ -89,9 +95,7 @@ class MonitoringRecords(JournalBase):
         """Invoices per state (``on_hold=False``: but those on hold); a file that yields no
         invoice ID counts as invalid."""
         counts = dict.fromkeys(InvoiceState, 0)
-        unheld = "" if on_hold else " AND hold IS NULL"
-        beside = " UNION ALL ".join(_BESIDE_ACCEPTED.format(side, unheld) for side in _SIDES)
-        counts.update((_known(InvoiceState, state), n) for state, n in self.db.execute(beside))
+        counts.update(self._beside_accepted(on_hold=on_hold))
         rest = self.invoice_total()
         if not on_hold:  # invoices_held
             (held,) = self.db.execute(

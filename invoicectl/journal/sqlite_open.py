@@ -125,8 +125,7 @@ def open_database(path: Path) -> Database:
         _set_wal_mode(conn)
         conn.execute("PRAGMA synchronous = FULL")
         bring_up_to_date(conn)
-        if shape_digest(conn) != SHAPE_DIGEST:  # a table or column dropped, or added
-            refuse_lacking(missing_schema(conn, reference_schema()), path)
+        refuse_lacking(lacking_schema(conn), path)
         if not head_is_whole(conn):
             raise JournalError(
                 f"the journal {path} is damaged: the last event of its hash chain is "
@@ -147,6 +146,15 @@ def open_database(path: Path) -> Database:
 
 
 @functools.cache
+def lacking_schema(conn: sqlite3.Connection) -> list[str]:
+    """What of this version's schema the journal on ``conn`` (brought up to date) lacks: its
+    shape read in one query, and the reference built only for a journal that differs (a
+    table or column dropped, or added)."""
+    if shape_digest(conn) == SHAPE_DIGEST:
+        return []
+    return missing_schema(conn, reference_schema())
+
+
 def reference_schema() -> sqlite3.Connection:
     """A journal of this version's schema, in memory: made once, by the migrations."""
     reference = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
