@@ -627,3 +627,35 @@ def test_two_profiles_at_one_base_url_keep_their_own_marker_entries(outbox: Path
     (tmp_path / "acme.db").write_bytes(b"")
     send(acme, outbox, sandbox.transport(), warn=warnings.append)
     assert "is not the one" in warnings[0]
+
+
+def test_a_list_most_recently_updated_first_is_not_taken_for_newest_created_first(
+    outbox: Path, journal_path: Path
+):
+    """The order is not documented. Sorted by update, the first page holds transactions
+    created long ago (their creation times do not rise, as if newest created first) but
+    updated today; the invoice sent 16 days ago is on the page after. Stopping at the first
+    page's creation times would send it again, its key long expired."""
+    sandbox = emulator(list_order="updated_first", list_page_cap=10)
+    day = 86400.0
+    now = sandbox.now()
+    for number in range(10):
+        sandbox.add_transaction(
+            f"OLD-{number}",
+            status="delivered",
+            created_at=now - 400 * day,
+            updated_at=now - 3600 + number,
+        )
+    recent = datetime.fromtimestamp(now - 20 * day, UTC).date().isoformat()
+    (sent,) = outbox_of(outbox, "U", 1, issue_date=recent)
+    sandbox.add_transaction(
+        sent, status="delivered", created_at=now - 16 * day, metadata={"invoice_id": sent}
+    )
+
+    _, summary = send(
+        settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None
+    )
+
+    assert sandbox.stats()["sends_received"] == 0
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    assert_held_as_found(journal_path, [sent], sandbox)

@@ -833,6 +833,29 @@ def test_an_oldest_first_list_is_paged_to_the_end(journal: Journal, outbox: Path
     assert journal.invoice("INV-1").transaction_id == mine.id
 
 
+def test_a_list_most_recently_updated_first_is_searched_past_old_rows_updated_today(
+    journal: Journal, outbox: Path
+) -> None:
+    """Rows created long ago but updated recently come first, their creation times not
+    rising: stopping there would call the send not found, though the list holds it."""
+    sandbox = _sandbox(list_order="updated_first")
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    long_ago = NOW.timestamp() - 400 * 86_400
+    for number in range(3):
+        sandbox.add_transaction(
+            f"OLD-{number}", status="delivered", created_at=long_ago, updated_at=NOW.timestamp()
+        )
+    mine = sandbox.add_transaction(
+        "INV-1", status="delivered", created_at=NOW.timestamp() - 29 * 3600
+    )
+
+    report = run_reconcile(journal, sandbox.transport(), list_limit=2, apply=True)
+
+    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
+    assert journal.invoice("INV-1").transaction_id == mine.id
+
+
 class CursorIgnored(httpx.AsyncBaseTransport):
     """An API that hands out cursors but ignores them: every page is the first one again."""
 

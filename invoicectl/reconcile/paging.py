@@ -16,6 +16,12 @@ class Paging:
     The stop at the horizon assumes newest first, which nothing documents: it is taken only
     while every ``created_at`` seen so far (within and across pages) is dated and
     non-increasing. Otherwise the search pages on to the end or to its page bound.
+
+    Newest first may also mean most recently updated first, which looks the same on a page
+    whose creation times happen not to rise: a transaction created long ago but updated
+    today can come before one created yesterday. So the stop is judged by the latest time a
+    transaction shows (``latest_time``): in either order, nothing after a transaction was
+    created later than that.
     """
 
     def __init__(
@@ -35,6 +41,8 @@ class Paging:
         self.cursors: set[str] = set()
         self.newest_first = True
         self.oldest: datetime | None = None  # the last created_at seen, while newest first
+        # The latest time the last transaction seen shows: none after it was created later.
+        self.bound: datetime | None = None
         self.pages_told = False  # the API has said something of paging on some page
 
     def take(self, page: TransactionPage) -> list[Transaction]:
@@ -51,6 +59,7 @@ class Paging:
             if created is None or (self.oldest is not None and created > self.oldest):
                 self.newest_first = False
             self.oldest = created
+            self.bound = latest_time(txn)
         self.fresh = len(fresh)
         return fresh
 
@@ -67,7 +76,7 @@ class Paging:
                 "stopped paging"
             )
         horizon = self.horizon
-        if horizon is not None and self.newest_first and self.oldest and self.oldest < horizon:
+        if horizon is not None and self.newest_first and self.bound and self.bound < horizon:
             return True, f"searched back to {horizon.isoformat()}, newest first"
         if not page.has_more:
             if not self.pages_told:
@@ -94,8 +103,19 @@ class Paging:
 
     @property
     def reached(self) -> str | None:
-        """How far back the search is known to have read: the oldest seen, while newest first."""
-        return self.oldest.isoformat() if self.newest_first and self.oldest else None
+        """How far back the search is known to have read, while newest first: every
+        transaction created since was seen."""
+        return self.bound.isoformat() if self.newest_first and self.bound else None
+
+
+def latest_time(txn: Transaction) -> datetime | None:
+    """The latest of the times ``txn`` shows (created, updated, delivered); None without
+    its creation time."""
+    created = parse_time(txn.created_at)
+    if created is None:
+        return None
+    shown = (parse_time(txn.updated_at), parse_time(txn.delivered_at))
+    return max([created, *(moment for moment in shown if moment is not None)])
 
 
 def identity(txn: Transaction) -> str:

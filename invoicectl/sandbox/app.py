@@ -43,7 +43,9 @@ from invoicectl.sandbox.transactions import (
     TransactionBook,
     detail_json,
     flat_detail_json,
+    last_changed_first,
     summary_json,
+    updated_summary_json,
 )
 from invoicectl.sandbox.validation import validation_answer
 
@@ -285,13 +287,19 @@ class SandboxApp:
             limit = min(limit, config.list_page_cap)
         # Without paging the cursor is not a parameter at all: ignored, as unknown ones are.
         cursor = request.query_params.get("cursor") if config.list_paging else None
-        oldest_first = config.list_order == "oldest_first"
+        now, timings = self.state.clock(), self.state.timings
+        by_update = config.list_order == "updated_first"
         try:
-            rows, next_cursor = self.state.book.page(limit, cursor, oldest_first=oldest_first)
+            rows, next_cursor = self.state.book.page(
+                limit,
+                cursor,
+                oldest_first=config.list_order == "oldest_first",
+                order=last_changed_first(now, timings) if by_update else None,
+            )
         except KeyError:
             raise Problem(400, "INVALID_CURSOR", f"unknown cursor {cursor!r}") from None
-        now, timings = self.state.clock(), self.state.timings
-        body: dict[str, Any] = {"transactions": [summary_json(txn, now, timings) for txn in rows]}
+        row_of = updated_summary_json if by_update else summary_json
+        body: dict[str, Any] = {"transactions": [row_of(txn, now, timings) for txn in rows]}
         if config.list_paging:
             body["has_more"] = next_cursor is not None
             body["next_cursor"] = next_cursor

@@ -18,7 +18,9 @@ FORBIDDEN_KEY_PREFIX = "sk_test_forbidden"
 ErrorShape = Literal["both", "flat", "nested"]
 # goroute-api.md B documents neither the list's order nor its paging, and two shapes for a
 # transaction: the emulator can serve each, so the client is tested against all of them.
-ListOrder = Literal["newest_first", "oldest_first"]
+# "updated_first": most recently updated first, each row with its updated_at (an order the
+# docs leave open, as they leave every order).
+ListOrder = Literal["newest_first", "oldest_first", "updated_first"]
 DetailShape = Literal["nested", "flat"]
 # goroute-api.md B documents two participant lookups: the emulator serves both by default,
 # or only one, so a client's fallback from one to the other can be tried over the wire.

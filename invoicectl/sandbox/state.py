@@ -164,8 +164,10 @@ class EmulatorState:
         document_type: str = "Invoice",
         metadata: dict[str, Any] | None = None,
         idempotency_key: str | None = None,
+        updated_at: float | None = None,
     ) -> Transaction:
-        """Stage a transaction created before the test; ``status`` pins it (else it moves on)."""
+        """Stage a transaction created before the test; ``status`` pins it (else it moves on),
+        last changed at ``updated_at`` (else when it was created)."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"status must be one of {', '.join(STATUSES)}")
         meta = dict(metadata or {})
@@ -180,6 +182,7 @@ class EmulatorState:
             message_id=self._message_id(),
             idempotency_key=idempotency_key,
             fixed_status=status,
+            fixed_updated_at=updated_at,
             seq=self._next_seq(),
         )
         self._record(txn, str(meta.get("invoice_id", invoice_number)))

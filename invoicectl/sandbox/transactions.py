@@ -10,6 +10,7 @@ creation, so advancing the clock moves every transaction forward without a backg
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,6 +36,8 @@ class Transaction:
     idempotency_key: str | None = None
     # A staged transaction keeps the status it was given instead of moving on.
     fixed_status: str | None = None
+    # ...and, optionally, when it last changed (else when it was created).
+    fixed_updated_at: float | None = None
     seq: int = 0
 
 
@@ -65,8 +68,9 @@ class Progress:
 def progress(txn: Transaction, now: float, timings: Timings) -> Progress:
     """Where ``txn`` stands at ``now``."""
     if txn.fixed_status is not None:
-        done = txn.created_at if txn.fixed_status == "delivered" else None
-        return Progress(txn.fixed_status, txn.created_at, done)
+        changed = txn.created_at if txn.fixed_updated_at is None else txn.fixed_updated_at
+        done = changed if txn.fixed_status == "delivered" else None
+        return Progress(txn.fixed_status, changed, done)
     step = timings.step
     sending_ends = 3 * step
     if txn.receiver.participant == TIMEOUT_TEST:
@@ -113,6 +117,19 @@ def summary_json(txn: Transaction, now: float, timings: Timings) -> dict[str, An
     }
 
 
+def updated_summary_json(txn: Transaction, now: float, timings: Timings) -> dict[str, Any]:
+    """A list row with the time the transaction last changed (``list_order`` updated_first)."""
+    return {
+        **summary_json(txn, now, timings),
+        "updated_at": iso(progress(txn, now, timings).updated_at),
+    }
+
+
+def last_changed_first(now: float, timings: Timings) -> Callable[[Transaction], Any]:
+    """The sort key of a list most recently updated first."""
+    return lambda txn: (-progress(txn, now, timings).updated_at, -txn.seq)
+
+
 def flat_detail_json(txn: Transaction, now: float, timings: Timings) -> dict[str, Any]:
     """``GET /api/v1/transactions/{id}`` in the list's flat shape, with the sender's metadata."""
     state = progress(txn, now, timings)
@@ -149,10 +166,16 @@ class TransactionBook:
         return len(self._by_id)
 
     def page(
-        self, limit: int, cursor: str | None, *, oldest_first: bool = False
+        self,
+        limit: int,
+        cursor: str | None,
+        *,
+        oldest_first: bool = False,
+        order: Callable[[Transaction], Any] | None = None,
     ) -> tuple[list[Transaction], str | None]:
-        """Newest first (or oldest first); ``cursor`` is the id of the previous page's last row."""
-        ordered = sorted(self._by_id.values(), key=_newest_first, reverse=oldest_first)
+        """Newest first (or oldest first, or by ``order``); ``cursor`` is the id of the
+        previous page's last row."""
+        ordered = sorted(self._by_id.values(), key=order or _newest_first, reverse=oldest_first)
         start = 0
         if cursor is not None:
             after = self._by_id.get(cursor)
