@@ -659,3 +659,44 @@ def test_a_list_most_recently_updated_first_is_not_taken_for_newest_created_firs
     assert sandbox.stats()["sends_received"] == 0
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
     assert_held_as_found(journal_path, [sent], sandbox)
+
+
+def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(
+    outbox: Path, journal_path: Path
+):
+    """The new version went out after the backup: restored, the journal knows only the first
+    key, and `--new-version` again would send the invoice under the same next key, its 24
+    hours over, a second delivery. The check covers the invoices given to --new-version, and
+    the transactions of keys the journal holds are no finding."""
+    outbox_of(outbox, "F", 1, receiver="9915:reject-all")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    sandbox.advance_clock(600)  # its delivery has failed by now
+    (case,) = reconcile(settings, transport=sandbox.transport()).cases
+    assert case.verdict.value == "delivery_failed"
+    copy = snapshot(journal_path, "backup")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, new_versions=("F-000",))
+    assert sandbox.stats()["per_invoice"] == {"F-000": 2}
+
+    restore(journal_path, copy)
+    sandbox.advance_clock(25 * 3600)
+    warnings: list[str] = []
+    _, summary = send(
+        settings,
+        outbox,
+        sandbox.transport(),
+        warn=warnings.append,
+        clocks=day_later(),
+        new_versions=("F-000",),
+    )
+
+    assert sandbox.stats()["per_invoice"] == {"F-000": 2}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with open_journal(journal_path) as journal:
+        invoice = journal.invoice("F-000")
+        assert invoice is not None and (invoice.hold, invoice.held_by) == (Hold.held, HELD_BY)
+        assert "GoRoute already holds transaction" in (invoice.hold_reason or "")
+        assert invoice.idempotency_key == "invoice-F-000"  # not moved on to the next key
+    (line,) = warnings
+    assert "has lost history" in line and "1 already there" in line

@@ -66,6 +66,14 @@ def hold(
     return Decision(invoice_id, True, f"held ({invoice.state}): {reason}")
 
 
+def hold_found(journal: JournalBackend, invoice: Invoice, reason: str, by: str) -> None:
+    """Keep an invoice ``send --new-version`` was to send under its next key, GoRoute holding
+    a send of it this journal cannot account for, from that and any send until released. An
+    accepted one too, unlike ``hold``: its failed delivery is what lets a new version go."""
+    if invoice.hold is None:
+        _set_hold(journal, invoice, Transition.hold_found, Hold.held, reason, by)
+
+
 def abandon(
     journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
 ) -> Decision:

@@ -42,6 +42,9 @@ class Transition(StrEnum):
     record_delivery = "record_delivery"  # GoRoute's delivery status of an accepted invoice
     record_verdict = "record_verdict"  # the verdict reconcile reached
     hold = "hold"  # never sent or replayed until released; the state stays as it is
+    # ...or sent under a next key: a send's history check found a send of it the journal
+    # cannot account for (a restored backup lost a new version's send)
+    hold_found = "hold_found"
     release = "release"  # the hold lifted: the rules of the state apply again
     abandon = "abandon"  # settled outside invoicectl: never sent again
 
@@ -72,6 +75,7 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.record_delivery: frozenset({S.accepted}),
     Transition.record_verdict: frozenset(InvoiceState),
     Transition.hold: _NOT_ACCEPTED,
+    Transition.hold_found: frozenset(InvoiceState),
     # accepted: held while several files disagree on its number (``holds.hold_clash``).
     Transition.release: frozenset(InvoiceState),
     Transition.abandon: _NOT_ACCEPTED,

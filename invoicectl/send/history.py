@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.outcomes import AuthRefused, Rejected, WrongEndpoint
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState
+from invoicectl.journal.records import Invoice
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word, note_evidence
-from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.holds import hold, hold_found
 from invoicectl.send.history_loss import (
     MAX_PAGES,
     PAGE_SIZE,
@@ -61,14 +61,17 @@ from invoicectl.send.history_loss import (
     NewestPages,
     NewestRead,
     RunClocks,
+    covered,
     history_lost,
     horizon_of,
-    issued_on,
     never_sent,
+    new_versions,
+    not_its_own,
     seen_elsewhere,
     sendable_now,
     sent_only,
     silence_lost,
+    to_be_sent,
 )
 from invoicectl.send.history_texts import (
     Finding,
@@ -92,7 +95,7 @@ if TYPE_CHECKING:
     import httpx
 
     from invoicectl.goroute.transactions import TransactionPage
-    from invoicectl.reconcile.search_result import Search, SearchSummary
+    from invoicectl.reconcile.search_result import Search
 
 CHECK_SECONDS = 180.0
 # Past the time limit, a request already in flight may finish within this much (with a
@@ -129,17 +132,17 @@ def check_history(
     identity = journal.identity()
     lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
+    again = new_versions(journal, options.new_versions)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
         probe = _newest_pages(journal, settings, options, transport, clocks, run)
-        lost, seen = silence_lost(journal, lambda: sendable_now(journal), probe, warn)
+        lost, seen = silence_lost(journal, lambda: sendable_now(journal) + again, probe, warn)
         if seen:
             journal.record_history_check(base_url, run_id, SEEN_WHY, {"seen_elsewhere": seen})
         if options.deadline is not None:  # the full check has what the probe left
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
             started = clocks.monotonic()
-    # Read only when it matters: a journal with its history pays two small queries.
-    to_check = never_sent(journal) if lost or fresh else []
+    to_check = never_sent(journal) + again if lost or fresh else []  # read when it matters
     if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
@@ -154,6 +157,7 @@ def check_history(
                 journal, settings, options, run_id, why, to_check, transport, clocks, lost, run
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
+            options = replace(options, new_versions=finding.unheld(options.new_versions))
     elif lost:
         # The marker stays as it is: it is the evidence that this journal lost history, and
         # an invoice released later must still meet the check.
@@ -362,13 +366,13 @@ def _judge(
     to_send: list[str] = []
     for invoice in invoices:
         invoice_id = invoice.invoice_id
-        txns = sent_only(search.by_number.get(invoice_id, ()))
+        txns = not_its_own(journal, invoice, sent_only(search.by_number.get(invoice_id, ())))
         if txns:
             reason, existing = found_reason(invoice, txns)
             _held_with_evidence(journal, invoice, reason, existing)
             found.append(invoice_id)
-        elif _covered(invoice, search.summary, now):
-            if invoice.state is InvoiceState.pending and invoice.hold is None:
+        elif covered(invoice, search.summary, now):
+            if to_be_sent(invoice):
                 to_send.append(invoice_id)
         else:  # not vouched for: a release needs --force too
             _held_with_evidence(journal, invoice, not_checked_reason(invoice, search.summary))
@@ -380,17 +384,10 @@ def _held_with_evidence(
     journal: JournalBackend, invoice: Invoice, reason: str, existing: str | None = None
 ) -> None:
     """Held for ``reason``, and the reason evidence that stands whoever holds the invoice (an
-    operator's hold already there included) and whatever becomes of its state."""
-    hold(journal, invoice.invoice_id, reason, HELD_BY, existing_transaction_id=existing)
+    operator's hold already there included) and whatever becomes of its state. One sent
+    before (a --new-version) keeps no transaction as its own: reconcile judges its key's."""
+    if invoice.key_first_used_at is not None:
+        hold_found(journal, invoice, reason, HELD_BY)
+    else:
+        hold(journal, invoice.invoice_id, reason, HELD_BY, existing_transaction_id=existing)
     note_evidence(journal, invoice, reason)
-
-
-def _covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
-    """Whether the search saw every transaction that could be a send of ``invoice``."""
-    from invoicectl.goroute.times import parse_time
-    from invoicectl.reconcile.search_result import LOOK_BACK
-
-    if summary.complete:
-        return True
-    issued, reached = issued_on(invoice, now), parse_time(summary.reached)
-    return issued is not None and reached is not None and reached <= issued - LOOK_BACK

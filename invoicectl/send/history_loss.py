@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime, timedelta
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 from invoicectl.errors import JournalError
 from invoicectl.goroute.times import parse_time
@@ -34,6 +34,9 @@ from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
 from invoicectl.send.marker import Marker
 from invoicectl.send.options import SendOptions
 from invoicectl.text import first_few, one_line
+
+if TYPE_CHECKING:
+    from invoicectl.reconcile.search_result import SearchSummary
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
 # 100 requests a minute, once in a journal's life.
@@ -315,6 +318,43 @@ def never_sent(journal: JournalBackend) -> list[Invoice]:
         (i for i in invoices if i.key_first_used_at is None and i.hold is not Hold.abandoned),
         key=lambda invoice: invoice.invoice_id,
     )
+
+
+def new_versions(journal: JournalBackend, invoice_ids: tuple[str, ...]) -> list[Invoice]:
+    """The invoices ``send --new-version`` is to send under their next key: a journal that
+    lost the send of a later key than it knows would send that one's number again."""
+    found = (journal.invoice(invoice_id) for invoice_id in invoice_ids)
+    return [i for i in found if i is not None and i.key_first_used_at is not None]
+
+
+def not_its_own(
+    journal: JournalBackend, invoice: Invoice, txns: tuple[Transaction, ...]
+) -> tuple[Transaction, ...]:
+    """Those of ``txns`` the journal does not hold as a send of ``invoice`` (under an earlier
+    key): what it never sent a request for has none."""
+    if invoice.key_first_used_at is None:
+        return txns
+    own = {invoice.transaction_id, invoice.existing_transaction_id}
+    for attempt in journal.attempts(invoice.invoice_id):
+        own.update((attempt.transaction_id, attempt.existing_transaction_id))
+    return tuple(txn for txn in txns if txn.transaction_id is None or txn.transaction_id not in own)
+
+
+def covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
+    """Whether the search saw every transaction that could be a send of ``invoice``."""
+    from invoicectl.reconcile.search_result import LOOK_BACK
+
+    if summary.complete:
+        return True
+    issued, reached = issued_on(invoice, now), parse_time(summary.reached)
+    return issued is not None and reached is not None and reached <= issued - LOOK_BACK
+
+
+def to_be_sent(invoice: Invoice) -> bool:
+    """Whether a check found nothing against ``invoice`` sends it: pending and not held, or
+    here as a ``--new-version`` (its key used)."""
+    is_sendable = invoice.state is InvoiceState.pending or invoice.key_first_used_at is not None
+    return invoice.hold is None and is_sendable
 
 
 def sendable_now(journal: JournalBackend) -> list[Invoice]:

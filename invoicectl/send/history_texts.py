@@ -32,6 +32,11 @@ class Finding:
     to_send: tuple[str, ...]
     unsupported: str | None = None  # the API here has no transactions list: why we know
 
+    def unheld(self, invoice_ids: tuple[str, ...]) -> tuple[str, ...]:
+        """Those of ``invoice_ids`` the check did not hold."""
+        held = {*self.found, *self.not_checked}
+        return tuple(invoice_id for invoice_id in invoice_ids if invoice_id not in held)
+
 
 def not_checked_reason(invoice: Invoice, summary: SearchSummary) -> str:
     reached = f"back to {summary.reached}" if summary.reached else "in no known order"
@@ -64,7 +69,7 @@ def finding_text(finding: Finding) -> str:
     total = len(finding.found) + len(finding.not_checked) + len(finding.to_send)
     text = (
         f"GoRoute's transactions were checked for the {total} invoices this journal never "
-        "sent: "
+        "sent (or sends under a new key): "
         f"{len(finding.found)} already there, held for `invoicectl reconcile`"
     )
     if finding.not_checked:
