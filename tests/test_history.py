@@ -661,9 +661,7 @@ def test_a_list_most_recently_updated_first_is_not_taken_for_newest_created_firs
     assert_held_as_found(journal_path, [sent], sandbox)
 
 
-def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(
-    outbox: Path, journal_path: Path
-):
+def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, journal_path: Path):
     """The new version went out after the backup: restored, the journal knows only the first
     key, and `--new-version` again would send the invoice under the same next key, its 24
     hours over, a second delivery. The check covers the invoices given to --new-version, and

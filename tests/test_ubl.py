@@ -136,6 +136,8 @@ def test_empty_customer_endpoint_is_a_problem() -> None:
         ("0184 ", "DK87654321", "'DK87654321' (schemeID '0184 ')"),
         ("0184", "DK87654321\u00a0", "'DK87654321\\xa0' (schemeID '0184')"),
         ("0184", "\u200bDK87654321", "'\\u200bDK87654321' (schemeID '0184')"),
+        ("0184", "DK87654321\u200e", "'DK87654321\\u200e' (schemeID '0184')"),
+        ("0184", "DK87654321\u3164", "'DK87654321\u3164' (schemeID '0184')"),
     ],
 )
 def test_a_customer_endpoint_with_invisible_ends_is_a_problem(

@@ -10,6 +10,7 @@ is journalled under its ID.
 from __future__ import annotations
 
 import re
+import unicodedata
 from typing import NamedTuple
 
 from lxml import etree
@@ -49,10 +50,17 @@ _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETAR
 _OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
 _WANTED = _HEADER | _OPTIONAL
 
-# White space, and the characters that show nothing and are no space to Python (zero-width
-# space, joiners, word joiner, byte-order mark, soft hyphen): "\u200bINV-1" is no "INV-1".
-_INVISIBLE = r"[\s\u00ad\u180e\u200b-\u200d\u2060\ufeff]"
-_INVISIBLE_AT_ENDS = re.compile(f"^{_INVISIBLE}+|{_INVISIBLE}+$")
+# Characters that show nothing at the ends of a number: "\u200bINV-1" is no "INV-1", and a
+# second file with it would be a second invoice to GoRoute and a second delivery to the
+# receiver. Those Python does not print (white space but the ASCII space, format characters
+# such as joiners, direction marks and the byte-order mark, tag characters, private use and
+# unassigned code points), and printable ones that draw nothing: the combining grapheme
+# joiner, Hangul and Khmer fillers, Mongolian and other variation selectors, a blank braille
+# pattern.
+_BLANK = re.compile(
+    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
+    "\U000e0100-\U000e01ef]"
+)
 
 
 # Named tuples, not frozen dataclasses: a scan makes three per file, and a frozen
@@ -220,10 +228,17 @@ def _invoice_id(header: dict[str, etree._Element]) -> str:
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
             "tab or other control character; an invoice number is one line of plain text"
         )
-    if _INVISIBLE_AT_ENDS.search(invoice_id):  # an older invoicectl took the number without it
+    if ends := _invisible_ends(invoice_id):  # an older invoicectl took the number without it
         raise InvalidDocument(
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
-            f"invisible space ({_spaces_at_ends(invoice_id)}); remove it"
+            f"invisible character ({_code_points(ends)}); remove it"
+        )
+    if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
+        # The same number saved by another tool in composed form would be another invoice.
+        raise InvalidDocument(
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' has accented letters "
+            "written as a letter and a combining accent (Unicode NFD, as some tools save "
+            "text), not composed (NFC); save the number with composed characters"
         )
     return invoice_id
 
@@ -233,9 +248,24 @@ def _tags(element: etree._Element) -> str:
     return ", ".join(f"<{one_line(name, 40)}>" for name in list(names)[:3])
 
 
-def _spaces_at_ends(text: str) -> str:
-    ends = "".join(_INVISIBLE_AT_ENDS.findall(text))
-    return ", ".join(sorted({f"U+{ord(char):04X}" for char in ends}))
+def _invisible(char: str) -> bool:
+    return not char.isprintable() or _BLANK.match(char) is not None
+
+
+def _invisible_ends(text: str) -> str:
+    """The characters that show nothing at the start and end of ``text`` (all of it when it
+    shows nothing at all)."""
+    start = 0
+    while start < len(text) and _invisible(text[start]):
+        start += 1
+    end = len(text)
+    while end > start and _invisible(text[end - 1]):
+        end -= 1
+    return text[:start] + text[end:]
+
+
+def _code_points(text: str) -> str:
+    return ", ".join(sorted({f"U+{ord(char):04X}" for char in text}))
 
 
 def _no_id_reason(children: dict[str, etree._Element]) -> str:
@@ -277,7 +307,7 @@ def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None
             f"the customer EndpointID {one_line(identifier, 80)} has no schemeID, so the "
             "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
         )
-    if scheme != given or _INVISIBLE_AT_ENDS.search(identifier):
+    if scheme != given or _invisible_ends(identifier):
         # GoRoute compares the receiver sent with the document's as written: trimmed here,
         # it would refuse the send, with the key spent, on a difference nobody can see.
         return None, (
