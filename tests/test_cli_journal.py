@@ -279,3 +279,21 @@ def test_a_journal_reached_through_a_symlink_has_the_same_lock(tmp_path: Path):
     alias.symlink_to(real)
     with RunLock(real), pytest.raises(JournalLocked):
         RunLock(alias).__enter__()
+
+
+def test_a_journal_with_two_hard_links_is_refused_through_either(tmp_path: Path, outbox: Path):
+    """SQLite keeps a -wal per name, invoicectl a lock per name: two sends through two names
+    both ran, and one's records were lost when the other's log was checkpointed."""
+    write_invoice(outbox, "INV-1")
+    real = tmp_path / "journal.db"
+    assert invoke("scan", str(outbox), "--journal", str(real)).exit_code == 0
+    alias = tmp_path / "etc-journal.db"
+    alias.hardlink_to(real)
+    before = real.read_bytes()
+
+    for name in (real, alias):
+        for command in (["scan", str(outbox)], ["status"]):
+            result = invoke(*command, "--journal", str(name))
+            assert result.exit_code == 1, result.output
+            assert f"the journal {name} is one of 2 names (hard links)" in result.output
+    assert real.read_bytes() == before

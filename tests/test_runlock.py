@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from invoicectl.errors import ExitCode, JournalLocked
+from invoicectl.journal import Journal
 from invoicectl.journal.runlock import LockHolder, RunLock, lock_path_for
 
 START = datetime(2026, 11, 29, 9, 40, 12, 345678, tzinfo=UTC)
@@ -144,3 +145,49 @@ def test_of_two_racing_processes_exactly_one_wins(journal: Path) -> None:
             say_go(first)
             say_go(second)
             assert sorted([answer(first), answer(second)]) == ["locked", "refused"]
+
+
+def test_a_lock_file_that_is_a_fifo_is_one_line_not_a_hang(tmp_path: Path) -> None:
+    """doctor's look at the lock opened it read-only and waited on the FIFO for ever."""
+    journal = tmp_path / "journal.db"
+    Journal(journal).close()
+    os.mkfifo(lock_path_for(journal))
+    for command in ("doctor", "hold"):
+        arguments = ["INV-1", "--reason", "x"] if command == "hold" else []
+        done = subprocess.run(
+            [sys.executable, "-m", "invoicectl", command, *arguments, "--journal", str(journal)],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            cwd=Path(__file__).parent.parent,
+        )
+        assert "Traceback" not in done.stderr
+        assert (
+            f"lock file {lock_path_for(journal)} is not a regular file" in done.stdout + done.stderr
+        )
+        assert done.returncode != 0
+
+
+def test_a_lock_file_replaced_as_it_is_locked_is_locked_again(
+    journal: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Locked after its name was given to another file, the lock would keep no run out."""
+    import fcntl
+
+    real_flock = fcntl.flock
+    calls = []
+
+    def flock_after_a_replacement(fd: int, operation: int) -> None:
+        calls.append(operation)
+        if len(calls) == 1:  # between the open and the lock, the file is replaced
+            path = lock_path_for(journal)
+            path.unlink()
+            path.touch()
+        real_flock(fd, operation)
+
+    monkeypatch.setattr(fcntl, "flock", flock_after_a_replacement)
+    with RunLock(journal):
+        assert len(calls) == 2
+        monkeypatch.setattr(fcntl, "flock", real_flock)
+        with pytest.raises(JournalLocked):
+            RunLock(journal).acquire()

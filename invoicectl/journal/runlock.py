@@ -19,6 +19,7 @@ import fcntl
 import json
 import os
 import socket
+import stat
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -32,6 +33,8 @@ from invoicectl.errors import JournalError, JournalLocked
 # sees an empty file. A short wait covers that window without ever blocking a real run.
 _HOLDER_READ_TRIES = 5
 _HOLDER_READ_PAUSE = 0.02
+# How often taking the lock is tried again when its file is replaced as it is taken.
+_LOCK_TRIES = 3
 
 
 @dataclass(frozen=True)
@@ -121,16 +124,27 @@ class RunLock:
         if self._fd is not None:
             raise RuntimeError(f"{self.path} is already locked by this RunLock")
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = read_holder(fd)
+        for _ in range(_LOCK_TRIES):
+            fd = _open_lock_file(self.path, os.O_RDWR | os.O_CREAT)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                holder = read_holder(fd)
+                os.close(fd)
+                raise JournalLocked(self._refusal(holder)) from None
+            except BaseException:
+                os.close(fd)
+                raise
+            if _still_named(self.path, fd):
+                break
+            # Removed or replaced between the open and the lock (a person, or a clean-up):
+            # a lock on a file the name no longer reaches keeps no other run out.
             os.close(fd)
-            raise JournalLocked(self._refusal(holder)) from None
-        except BaseException:
-            os.close(fd)
-            raise
+        else:
+            raise JournalError(
+                f"cannot lock the journal {self.journal_path}: its lock file {self.path} "
+                f"was removed or replaced {_LOCK_TRIES} times while being locked"
+            )
         self._fd = fd
         self.holder = LockHolder.this_process(self.command, self._now())
         write_holder(fd, self.holder)
@@ -170,7 +184,7 @@ def lock_state(journal_path: Path) -> LockState:
     the kernel can tell (Linux's ``/proc/locks``): looking must never make a cron run that
     starts at that instant exit 6. Elsewhere, a shared lock tried for an instant answers."""
     try:
-        fd = os.open(lock_path_for(journal_path), os.O_RDONLY | os.O_CLOEXEC)
+        fd = _open_lock_file(lock_path_for(journal_path), os.O_RDONLY)
     except FileNotFoundError:  # no run ever took it
         return LockState(held=False)
     try:
@@ -180,6 +194,38 @@ def lock_state(journal_path: Path) -> LockState:
         return LockState(held=True, holder=read_holder(fd)) if held else LockState(held=False)
     finally:
         os.close(fd)
+
+
+def _open_lock_file(path: Path, flags: int) -> int:
+    """The lock file opened (made 0600 with ``O_CREAT``): never a link's target, never
+    waiting on a FIFO (``O_NONBLOCK``); anything but a regular file is one line."""
+    extra = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
+    try:
+        fd = os.open(path, flags | extra, 0o600)
+    except FileNotFoundError:
+        raise
+    except OSError as error:
+        raise JournalError(
+            f"cannot use the journal's lock file {path}: {error.strerror or error}; "
+            "remove it if it is not a regular file (no run holds it then)"
+        ) from None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise JournalError(
+            f"the journal's lock file {path} is not a regular file; remove it (a run "
+            "makes it again)"
+        )
+    return fd
+
+
+def _still_named(path: Path, fd: int) -> bool:
+    """Whether ``path`` still names the file open as ``fd``."""
+    try:
+        named = os.stat(path, follow_symlinks=False)
+    except OSError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _held_per_kernel(info: os.stat_result) -> bool | None:

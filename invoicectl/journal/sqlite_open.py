@@ -74,12 +74,26 @@ def not_regular(path: Path) -> str | None:
 
 
 def refuse_not_regular(path: Path) -> None:
-    """``JournalError`` when the journal's path is there but not a regular file."""
+    """``JournalError`` when the journal's path is there but not a regular file, or is one
+    of several names (hard links) of one file."""
     kind = not_regular(path)
     if kind is not None:
         raise JournalError(
             f"the journal {path} is not a regular file but {kind}: nothing was read or "
             "changed; name the journal's file with --journal or INVOICECTL_JOURNAL"
+        )
+    try:
+        names = path.stat().st_nlink
+    except OSError:
+        return
+    if names > 1:
+        # SQLite keeps a -wal, and invoicectl a run lock, per name: two runs through two
+        # names would both run, each writing its own log over the other's records.
+        raise JournalError(
+            f"the journal {path} is one of {names} names (hard links) of the same file: "
+            "SQLite keeps a write-ahead log and invoicectl a run lock for each name, so two "
+            "runs through two names would lose each other's records; nothing was read or "
+            "changed. Keep one name (remove the others; a symbolic link is fine)"
         )
 
 
