@@ -23,8 +23,10 @@ def one_line(text: str, limit: int | None = None) -> str:
 
 
 def first_few(items: Sequence[str], most: int) -> str:
-    """The first ``most`` of ``items``, comma-separated, with ", ..." when there are more."""
-    return ", ".join(items[:most]) + (", ..." if len(items) > most else "")
+    """The first ``most`` of ``items``, comma-separated, with ", ..." when there are more;
+    each on one line, its invisible characters escaped (an invoice ID may hold a mark that
+    turns the rest of a terminal's line around)."""
+    return ", ".join(map(one_line, items[:most])) + (", ..." if len(items) > most else "")
 
 
 def folded_line(text: str) -> str:

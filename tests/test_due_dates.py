@@ -131,3 +131,19 @@ def test_invoices_read_before_due_dates_were_get_theirs_at_the_next_scan(
         assert journal.facts("SOONER", journal.invoice("SOONER").current_sha256)["due_date"] == (  # type: ignore[union-attr]
             "2026-12-05"
         )
+
+
+def test_the_dry_run_escapes_a_mark_that_turns_a_line_around(tmp_path: Path, outbox: Path) -> None:
+    """An ID may hold U+202E (right-to-left override) inside it: printed raw, it reversed
+    the rest of the terminal's line, and `status` escaped the same ID."""
+    yesterday = (datetime.now(UTC).date() - timedelta(days=1)).isoformat()
+    write_invoice(outbox, "INV-\u202e1", due_date=yesterday)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "send", str(outbox), "--dry-run"]
+        + ["--journal", str(tmp_path / "dry.db"), "--rate", "1"],
+        capture_output=True,
+        text=True,
+    )
+    assert "\u202e" not in done.stdout + done.stderr
+    assert "  order (due): INV-\\u202e1" in done.stdout
+    assert "  late     INV-\\u202e1: due" in done.stdout

@@ -257,6 +257,25 @@ def tiny(encoding: str, raw_id: bytes) -> bytes:
     )
 
 
+def test_a_utf16_decoding_error_names_its_line_in_the_text() -> None:
+    """Counted in bytes, each U+010A (0x0A 0x01 in UTF-16 LE) counted as a line break: the
+    reason said line 55 for a fault on line 2."""
+    text = (
+        '<?xml version="1.0" encoding="UTF-16"?>\n'
+        f'<Invoice xmlns="{NS}Invoice-2" xmlns:cbc="{NS}CommonBasicComponents-2">'
+        "<cbc:Note>" + "\u010a" * 50 + "</cbc:Note>\n<cbc:ID>"
+    )
+    data = (
+        b"\xff\xfe"
+        + text.encode("utf-16-le")
+        + b"\x00\xdc"
+        + "X-1</cbc:ID></Invoice>".encode("utf-16-le")
+    )
+    with pytest.raises(InvalidDocument) as refused:
+        parse_document(data)
+    assert "(line 3)" in refused.value.reason, refused.value.reason
+
+
 def test_what_is_parsed_is_what_is_sent_whatever_libxml2_would_decode() -> None:
     # libxml2 (iconv) read these bytes as 'A¤', 'A\ue1f8' (Shift_JIS private use) and a
     # composed 'Á', where Python reads 'A€', refuses, and keeps 'A' + combining acute:

@@ -19,7 +19,7 @@ from invoicectl.render.status import print_scan_report
 from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
-from invoicectl.text import first_few
+from invoicectl.text import first_few, one_line
 
 if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: imported there
     from rich.console import Console
@@ -145,7 +145,7 @@ class SendOutput:
             self.console.print(f"  order ({plan.order}): {shown}", highlight=False)
         for invoice_id, due in plan.late:
             self.console.print(
-                f"  late     {invoice_id}: due {due}, would go out after it at this rate",
+                f"  late     {one_line(invoice_id)}: due {due}, would go out after it at this rate",
                 highlight=False,
             )
 

@@ -177,7 +177,9 @@ def utf8_as_sent(data: bytes, encoding: Encoding) -> tuple[bytes, Encoding]:
 
 
 def not_valid_in(encoding: Encoding, data: bytes, offset: int) -> str:
-    line = data[encoding.bom_length : encoding.bom_length + offset].count(b"\n") + 1
+    # Counted in the text: a UTF-16 character may hold a 0x0A byte that is no line break.
+    before = data[encoding.bom_length : encoding.bom_length + offset]
+    line = before.decode(encoding.codec, "replace").count("\n") + 1
     if encoding.declared is None:
         return (
             f"the bytes are not valid {encoding.label} (line {line}), and the file declares "
