@@ -122,6 +122,19 @@ async def test_a_body_over_the_cap_is_a_transient_failure(endpoint: str) -> None
 
 
 @pytest.mark.anyio
+async def test_a_202_that_echoes_a_large_document_is_read() -> None:
+    """Extra fields are allowed: a 202 carrying the document back is as large as the request.
+    Capped at 512 KB whatever was sent, a 610 KB invoice stayed unknown at every run."""
+    document = "<Invoice>" + "x" * 600_000 + "</Invoice>"
+    body = json.dumps({"document": document}).encode()
+    echo = answer_json(202, {"transaction_id": "tx_1", "document": document})
+    with HostileServer(echo) as server:
+        async with GoRouteClient(server.base_url, KEY) as goroute:
+            outcome = await goroute.send_document(IDEMPOTENCY_KEY, body)
+    assert isinstance(outcome, Accepted) and outcome.transaction_id == "tx_1"
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("status", [400, 422, 500])
 async def test_an_oversized_error_to_a_send_is_unknown_not_rejected(status: int) -> None:
     data = {"error_code": "IDEMPOTENCY_KEY_REUSED", "message": "m" * 2_000_000}

@@ -202,7 +202,8 @@ class GoRouteClient:
             _DOCUMENTS_PATH,
             content=body,
             headers={"Content-Type": "application/json", "Idempotency-Key": idempotency_key},
-            max_bytes=_DOCUMENT_ANSWER_BYTES,
+            # An answer may carry the document back (extra fields are allowed).
+            max_bytes=max(_DOCUMENT_ANSWER_BYTES, 2 * len(body) + 64 * 1024),
         )
         if isinstance(answer, Transient):
             return answer
