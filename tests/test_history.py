@@ -698,3 +698,42 @@ def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, 
         assert invoice.idempotency_key == "invoice-F-000"  # not moved on to the next key
     (line,) = warnings
     assert "has lost history" in line and "1 already there" in line
+
+
+class FiftyAtMost(httpx.AsyncBaseTransport):
+    """The emulator behind a list that refuses a page over 50 (a 400, as a server may)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport) -> None:
+        self.inner = inner
+        self.limits: list[int] = []
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path == "/api/v1/transactions":
+            limit = int(request.url.params.get("limit", "50"))
+            self.limits.append(limit)
+            if limit > 50:
+                error = {"code": "VALIDATION_ERROR", "message": "limit must be 1 to 50"}
+                return httpx.Response(400, json={"error": error})
+        return await self.inner.handle_async_request(request)
+
+
+def test_a_list_that_refuses_a_page_of_100_is_asked_for_smaller_pages(
+    outbox: Path, journal_path: Path
+):
+    """A new journal's check asked for pages of 100 only: every send exited 1 on a server
+    whose largest page is 50, and the message's "fix the cause" named nothing to fix."""
+    sandbox = emulator()
+    for number in range(60):
+        sandbox.add_transaction(f"OTHER-{number}")
+    (already,) = outbox_of(outbox, "A", 1)
+    sandbox.add_transaction(already, metadata={"invoice_id": already})
+    ids = outbox_of(outbox, "S", 3)
+    transport = FiftyAtMost(sandbox.transport())
+
+    _, summary = send(settings_for(journal_path), outbox, transport, warn=lambda line: None)
+
+    assert transport.limits[:2] == [100, 50]
+    assert set(transport.limits[2:]) == {50}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # the one GoRoute holds
+    assert_held_as_found(journal_path, [already], sandbox)
+    assert {states(journal_path)[i] for i in ids} == {"accepted"}

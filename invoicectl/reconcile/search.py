@@ -23,6 +23,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.outcomes import (
     AuthRefused,
     Outcome,
+    Rejected,
     Transient,
     WrongEndpoint,
     refused_if_redirected,
@@ -294,6 +295,9 @@ class Lookups:
         cursor: str | None = None
         while True:
             outcome = await self._retried(self._page_call(limit, cursor))
+            while _page_too_large(outcome, cursor, limit):  # a server with a smaller cap
+                limit = max(_SMALLEST_PAGE, limit // 2)
+                outcome = await self._retried(self._page_call(limit, cursor))
             if not isinstance(outcome, _Page):
                 summary = _summary(paging, False, "the transactions list did not answer")
                 self.search = Search(_frozen(found), summary, failure=outcome)
@@ -311,6 +315,17 @@ class Lookups:
                 return
             cursor = page.next_cursor
             assert cursor is not None  # why_stop stops when there is none
+
+
+# The page size a first page refused as invalid (400) is asked for again with, halving, down to.
+_SMALLEST_PAGE = 10
+
+
+def _page_too_large(outcome: Outcome | None, cursor: str | None, limit: int) -> bool:
+    """A first page refused with 400 (GoRoute documents no largest ``limit``; a server may
+    take 50 and refuse 100), while a smaller page can still be asked for."""
+    refused = isinstance(outcome, Rejected) and outcome.http_status == 400
+    return refused and cursor is None and limit > _SMALLEST_PAGE
 
 
 def _this_invoice(subject: Subject) -> Callable[[Transaction], bool]:
