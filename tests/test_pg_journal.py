@@ -27,7 +27,7 @@ from invoicectl.journal.migrations import MIGRATIONS
 from invoicectl.journal.pg_database import PG_MIGRATIONS
 from invoicectl.journal.records import InvoiceState
 from invoicectl.locations import JournalURL, journal_location, redacted
-from invoicectl.sandbox import DEFAULT_API_KEY
+from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -202,3 +202,25 @@ def test_doctor_checks_the_server_and_says_how_far_apart_the_clocks_are(pg_url):
     )
     with open_journal(journal_location(pg_url)) as opened:
         assert abs(opened.clock_offset()) < 5  # one machine: the same clock
+
+
+def test_the_command_that_continues_a_stopped_send_never_shows_the_password(pg_url, tmp_path):
+    """`continue with: invoicectl send ... --journal URL` carried the URL as typed, password
+    and all, to stderr, `send --json` and a ping's output tail."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    for number in range(40):
+        write_invoice(outbox, f"INV-P{number}")
+    with_password = pg_url.replace("postgresql://postgres@", "postgresql://postgres:S3cretPw@")
+    assert with_password != pg_url  # the test server trusts loopback: the password is unused
+
+    sandbox = emulator(latency_ms=200.0)
+    with BackgroundServer(sandbox) as server:
+        done = _cli(
+            "send", str(outbox), "--journal", with_password, "--deadline", "0.3",
+            env={"GOROUTE_BASE_URL": server.base_url},
+        )  # fmt: skip
+    said = done.stdout + done.stderr
+    assert "continue with: invoicectl send" in said, said
+    assert "S3cretPw" not in said
+    assert "postgresql://postgres:***@127.0.0.1" in said

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say, stderr_bar_console
 from invoicectl.defaults import OUTAGE_AFTER
+from invoicectl.locations import journal_location
 
 if TYPE_CHECKING:
     from invoicectl.render.reconcile_progress import ReconcileProgress
@@ -49,8 +50,8 @@ def continue_command(
         words[1:1] = ["--profile", profile]
     if recursive:
         words.append("--recursive")
-    if journal is not None:
-        words += ["--journal", str(journal)]
+    if journal is not None:  # a PostgreSQL URL's password shown as ***, as everywhere
+        words += ["--journal", str(journal_location(journal))]
     if sandbox:
         words.append("--sandbox")
     if api_key_file is not None:
