@@ -4,11 +4,13 @@ is in the tests parametrised by ``journal_at`` (conftest)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -224,3 +226,67 @@ def test_the_command_that_continues_a_stopped_send_never_shows_the_password(pg_u
     assert "continue with: invoicectl send" in said, said
     assert "S3cretPw" not in said
     assert "postgresql://postgres:***@127.0.0.1" in said
+
+
+class CutAfterStartup:
+    """A TCP proxy to the test server that lets a connection start, then closes it at the
+    client's first query: a backend ended as the journal is being opened."""
+
+    def __init__(self, port: int) -> None:
+        import socket
+
+        self.target = port
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.thread = threading.Thread(target=self._serve, daemon=True)
+        self.thread.start()
+
+    def _serve(self) -> None:
+        import socket
+
+        while True:
+            try:
+                client, _ = self.listener.accept()
+            except OSError:
+                return
+            server = socket.create_connection(("127.0.0.1", self.target))
+            ready = threading.Event()
+            threading.Thread(target=self._down, args=(server, client, ready), daemon=True).start()
+            threading.Thread(target=self._up, args=(client, server, ready), daemon=True).start()
+
+    @staticmethod
+    def _down(server, client, ready: threading.Event) -> None:
+        with contextlib.suppress(OSError):  # the other side closed both
+            while data := server.recv(65536):
+                client.sendall(data)
+                if b"Z\x00\x00\x00\x05I" in data:  # ReadyForQuery, idle: the start is done
+                    ready.set()
+
+    @staticmethod
+    def _up(client, server, ready: threading.Event) -> None:
+        with contextlib.suppress(OSError):
+            while data := client.recv(65536):
+                if ready.is_set():
+                    break
+                server.sendall(data)
+        client.close()
+        server.close()
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+def test_a_connection_lost_while_the_journal_opens_is_exit_75_like_one_never_made(pg_url):
+    """Lost at a SET or a migration check, it was exit 1 ("a bug or a setting") where a
+    server not reached is exit 75, for the same message: a cron monitor was told two things."""
+    port = int(pg_url.split("@127.0.0.1:")[1].split("/")[0])
+    proxy = CutAfterStartup(port)
+    try:
+        cut = pg_url.replace(f"127.0.0.1:{port}", f"127.0.0.1:{proxy.port}")
+        done = _cli("status", "--journal", cut + "?sslmode=disable")
+    finally:
+        proxy.close()
+    said = done.stdout + done.stderr
+    assert "Traceback" not in said
+    assert "cannot be reached" in said, said
+    assert done.returncode == ExitCode.INCOMPLETE, said

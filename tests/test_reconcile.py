@@ -914,3 +914,45 @@ def test_the_closing_line_says_what_waits_for_apply(
     line = closing_line(report)
     assert "1 to adopt with `invoicectl reconcile --apply` (1 unanswered, found)" in line, line
     assert "need nothing now" not in line
+
+
+class JournalGoneMidLookup:
+    """A reader whose every lookup meets the journal gone, as lookups queued on the shared
+    rate budget's lock did when a PostgreSQL backend ended: the one woken by the lock's
+    release fails too before the task group has cancelled it."""
+
+    def __init__(self) -> None:
+        import asyncio
+
+        self.lock = asyncio.Lock()
+        self.started = 0
+
+    async def get_transaction(self, transaction_id: str):
+        import asyncio
+
+        from invoicectl.journal.pg_database import JournalUnreachable
+
+        async with self.lock:
+            self.started += 1
+            if self.started == 1:  # the others queue on the lock meanwhile
+                await asyncio.sleep(0.05)
+            raise JournalUnreachable("the journal postgresql://x cannot be reached")
+
+    async def list_transactions(self, *, limit: int, cursor: str | None):
+        raise AssertionError("not asked")
+
+
+def test_lookups_that_fail_together_raise_one_error_not_a_group() -> None:
+    """Two lookups failing on the journal at once came out as an ExceptionGroup: a traceback
+    where one line and exit 75 were due."""
+    import asyncio
+
+    from invoicectl.goroute.limiter import RateLimiter
+    from invoicectl.journal.pg_database import JournalUnreachable
+    from invoicectl.reconcile.search import Lookups
+
+    reader = JournalGoneMidLookup()
+    lookups = Lookups(reader, RateLimiter(60_000), FAST_RETRIES, concurrency=3)
+    with pytest.raises(JournalUnreachable, match="cannot be reached"):
+        asyncio.run(lookups.fetch(["txn_1", "txn_2", "txn_3"]))
+    assert reader.started >= 2

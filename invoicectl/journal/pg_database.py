@@ -80,9 +80,9 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
         ).fetchall()
         found = {name for (name,) in tables}
         refuse_lacking(sorted({*TABLES, *PG_ONLY_TABLES}.difference(found)), location)
-    except psycopg.Error as error:
+    except psycopg.Error as error:  # a connection lost here is as unreachable as before it
         conn.close()
-        raise JournalError(explain_pg(error, location)) from None
+        raise not_connected(error, location) from None
     except BaseException:
         conn.close()
         raise

@@ -221,9 +221,9 @@ class Lookups:
                 for _ in range(min(self._concurrency, len(jobs))):
                     group.create_task(worker())
         except BaseExceptionGroup as group_error:  # a bug or a cancellation, not an answer
-            if len(group_error.exceptions) == 1:
-                raise group_error.exceptions[0] from None
-            raise
+            # The first says it: another lookup woken before the group cancelled it (one
+            # queued on the shared budget's lock) fails the same way, the journal gone.
+            raise group_error.exceptions[0] from None
 
     @property
     def outage(self) -> bool:
