@@ -191,3 +191,17 @@ def test_a_lock_file_replaced_as_it_is_locked_is_locked_again(
         monkeypatch.setattr(fcntl, "flock", real_flock)
         with pytest.raises(JournalLocked):
             RunLock(journal).acquire()
+
+
+def test_a_lock_file_that_is_a_link_is_refused_not_followed(journal: Path, tmp_path: Path) -> None:
+    """Followed, a run would truncate and describe itself in whatever the link names."""
+    from invoicectl.errors import JournalError
+
+    journal.parent.mkdir(parents=True)
+    elsewhere = tmp_path / "precious.txt"
+    elsewhere.write_text("keep me\n")
+    lock_path_for(journal).symlink_to(elsewhere)
+
+    with pytest.raises(JournalError, match="lock file .* is not a regular file"):
+        RunLock(journal).acquire()
+    assert elsewhere.read_text() == "keep me\n"

@@ -15,6 +15,7 @@ it until it exits (``exec`` does not: the descriptor is close-on-exec). On NFS, 
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
@@ -202,20 +203,21 @@ def _open_lock_file(path: Path, flags: int) -> int:
     extra = os.O_CLOEXEC | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0)
     try:
         fd = os.open(path, flags | extra, 0o600)
-    except FileNotFoundError:
-        raise
     except OSError as error:
-        raise JournalError(
-            f"cannot use the journal's lock file {path}: {error.strerror or error}; "
-            "remove it if it is not a regular file (no run holds it then)"
-        ) from None
+        if error.errno not in (errno.ELOOP, errno.ENXIO):  # the caller says what else it is
+            raise
+        raise _not_a_lock_file(path) from None
     if not stat.S_ISREG(os.fstat(fd).st_mode):
         os.close(fd)
-        raise JournalError(
-            f"the journal's lock file {path} is not a regular file; remove it (a run "
-            "makes it again)"
-        )
+        raise _not_a_lock_file(path)
     return fd
+
+
+def _not_a_lock_file(path: Path) -> JournalError:
+    return JournalError(
+        f"the journal's lock file {path} is not a regular file (a link, a FIFO, a device); "
+        "remove it (a run makes it again)"
+    )
 
 
 def _still_named(path: Path, fd: int) -> bool:
