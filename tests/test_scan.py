@@ -669,3 +669,33 @@ def test_a_head_start_is_stopped_when_the_journal_cannot_be_opened(tmp_path: Pat
             pass
 
     assert workers and not any(process.is_alive() for process in workers)
+
+
+def test_a_lookalike_number_an_older_invoicectl_sent_is_amended_by_a_new_file(
+    journal: Journal, outbox: Path
+):
+    """An older invoicectl sent "Faktura-Öl-7" written decomposed (NFD). Refused outright,
+    the ERP's corrected re-export was unidentified, not tied to the invoice sent, and its
+    reason said to save the number composed: a new number, sent a second time."""
+    decomposed = "Faktura-O\u0308l-7"
+    write_invoice(outbox, decomposed, name="a.xml", amount="1250.00")
+    scan_directory(journal, outbox)
+    first = journal.invoice(decomposed)
+    assert first is not None and first.state.value == "invalid"  # never sent by this one
+    force(  # as the older invoicectl left it: sent and accepted under its key
+        journal,
+        decomposed,
+        state="accepted",
+        reason=None,
+        idempotency_key="invoice-x",
+        key_sha256=first.current_sha256,
+        key_first_used_at=journal.now(),
+        transaction_id="txn_1",
+    )
+    write_invoice(outbox, decomposed, name="a.xml", amount="1300.00")
+
+    report = scan_directory(journal, outbox)
+
+    assert report.amended == [decomposed]
+    assert journal.invoice(decomposed).state.value == "amended"
+    assert not [p for p in report.invalid if p.subject == "a.xml"]  # not unidentified

@@ -663,3 +663,25 @@ def test_an_unreachable_api_stops_the_run_and_leaves_everything_pending(
         outcomes = {row[0] for row in journal.db.execute("SELECT outcome FROM attempts")}
     assert outcomes == {"not_sent"}
     assert len(summary.results) == 3 < len(ids)
+
+
+def test_a_number_with_an_invisible_mark_is_not_a_second_invoice(outbox: Path, journal_path: Path):
+    """helper-48: "INV-2026-0042" and the same followed by a left-to-right mark (U+200E),
+    or "Faktura-Öl-7" composed and decomposed, were two invoices, both delivered."""
+    write_invoice(outbox, "INV-2026-0042", name="a.xml")
+    write_invoice(outbox, "INV-2026-0042\u200e", name="b.xml")
+    write_invoice(outbox, "Faktura-\u00d6l-7", name="c.xml")
+    write_invoice(outbox, "Faktura-O\u0308l-7", name="d.xml")
+    sandbox = emulator()
+
+    report, _ = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"INV-2026-0042": 1, "Faktura-\u00d6l-7": 1}
+    assert states(journal_path) == {
+        "INV-2026-0042": "accepted",
+        "INV-2026-0042\u200e": "invalid",
+        "Faktura-\u00d6l-7": "accepted",
+        "Faktura-O\u0308l-7": "invalid",
+    }
+    invalid = {problem.subject for problem in report.invalid}
+    assert invalid == {"INV-2026-0042\u200e", "Faktura-O\u0308l-7"}  # so send exits 3

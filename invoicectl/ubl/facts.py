@@ -50,13 +50,16 @@ _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETAR
 _OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
 _WANTED = _HEADER | _OPTIONAL
 
-# Characters that show nothing at the ends of a number: "\u200bINV-1" is no "INV-1", and a
-# second file with it would be a second invoice to GoRoute and a second delivery to the
-# receiver. Those Python does not print (white space but the ASCII space, format characters
-# such as joiners, direction marks and the byte-order mark, tag characters, private use and
-# unassigned code points), and printable ones that draw nothing: the combining grapheme
-# joiner, Hangul and Khmer fillers, Mongolian and other variation selectors, a blank braille
-# pattern.
+# White space and zero-width characters at the ends of a number make it unidentified: an
+# older invoicectl trimmed them off (str.strip), so the journal may hold it without them.
+_SPACE = r"[\s\u00ad\u180e\u200b-\u200d\u2060\ufeff]"
+_SPACE_AT_ENDS = re.compile(f"^{_SPACE}|{_SPACE}$")
+# Any other character that shows nothing at an end makes a number unsendable (``_lookalike``):
+# "INV-1\u200e" is no "INV-1", and a second file with it would be a second invoice to GoRoute
+# and a second delivery to the receiver. Those Python does not print (format characters such
+# as direction marks and isolates, tag characters, private use, unassigned code points), and
+# printable ones that draw nothing: the combining grapheme joiner, Hangul and Khmer fillers,
+# Mongolian and other variation selectors, a blank braille pattern.
 _BLANK = re.compile(
     "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
     "\U000e0100-\U000e01ef]"
@@ -104,6 +107,7 @@ def parse_document(data: bytes) -> InvoiceFacts:
     document_type = _document_type(root)
     invoice_id = _invoice_id(header)
     customer, problem = _customer_endpoint(header.get(_CUSTOMER))
+    problem = _lookalike(invoice_id) or problem
     return InvoiceFacts(
         document_type=document_type,
         invoice_id=invoice_id,
@@ -228,19 +232,32 @@ def _invoice_id(header: dict[str, etree._Element]) -> str:
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' contains a line break, "
             "tab or other control character; an invoice number is one line of plain text"
         )
-    if ends := _invisible_ends(invoice_id):  # an older invoicectl took the number without it
-        raise InvalidDocument(
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
-            f"invisible character ({_code_points(ends)}); remove it"
-        )
+    if _SPACE_AT_ENDS.search(invoice_id):  # an older invoicectl took the number without it
+        raise InvalidDocument(_invisible_reason(invoice_id, _invisible_ends(invoice_id)))
+    return invoice_id
+
+
+def _lookalike(invoice_id: str) -> str | None:
+    """Why ``invoice_id`` cannot be sent though it is journalled under it: a number that
+    would look the same as another. An older invoicectl took these as they are: journalled
+    under them, an invoice it sent is amended by a new file, never unidentified."""
+    if ends := _invisible_ends(invoice_id):
+        return _invisible_reason(invoice_id, ends)
     if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
         # The same number saved by another tool in composed form would be another invoice.
-        raise InvalidDocument(
+        return (
             f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' has accented letters "
             "written as a letter and a combining accent (Unicode NFD, as some tools save "
             "text), not composed (NFC); save the number with composed characters"
         )
-    return invoice_id
+    return None
+
+
+def _invisible_reason(invoice_id: str, ends: str) -> str:
+    return (
+        f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
+        f"invisible character ({_code_points(ends)}); remove it"
+    )
 
 
 def _tags(element: etree._Element) -> str:
