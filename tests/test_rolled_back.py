@@ -435,3 +435,36 @@ def test_an_oldest_first_list_is_read_past_the_journals_own_sends(
 
     assert_each_delivered_once(sandbox.stats(), first + second)
     assert_held_as_found(journal_path, second, sandbox)
+
+
+def test_a_new_version_after_a_silence_is_no_sign_of_a_rollback(
+    outbox: Path, journal_path: Location
+):
+    """helper-50: asked about the --new-version invoice too, the probe found its own
+    earlier, failed send and took it for one a rollback lost; against a list that says
+    nothing of paging the full check then held it and the day's new invoice, exit 4."""
+    from invoicectl.reconcile.runner import reconcile
+
+    write_invoice(outbox, "F-000", receiver="9915:reject-all")
+    sandbox = emulator(list_paging=False)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    sandbox.advance_clock(600)
+    (case,) = reconcile(settings, transport=sandbox.transport()).cases
+    assert case.verdict.value == "delivery_failed"
+    sandbox.advance_clock(25 * 3600)
+    write_invoice(outbox, "G-001")  # exported today
+    warnings: list[str] = []
+
+    _, summary = send(
+        settings,
+        outbox,
+        sandbox.transport(),
+        warn=warnings.append,
+        clocks=day_later(),
+        new_versions=("F-000",),
+    )
+
+    assert warnings == []
+    assert sandbox.stats()["per_invoice"] == {"F-000": 2, "G-001": 1}
+    assert summary.exit_code == ExitCode.OK

@@ -329,8 +329,13 @@ def _newest_pages(
             no_list = isinstance(failure, Rejected) and no_such_route(failure)
             return NewestPages(set()) if no_list else None
         txns = read.transactions()
-        wanted = {invoice.invoice_id for invoice in invoices}
-        numbers = {(txn.invoice_number or "").strip() for txn in sent_only(txns)} & wanted
+        wanted = {invoice.invoice_id: invoice for invoice in invoices}
+        numbers = {  # a --new-version's own earlier sends are no sign of a rollback
+            number
+            for txn in sent_only(txns)
+            if (number := (txn.invoice_number or "").strip()) in wanted
+            and not_its_own(journal, wanted[number], (txn,))
+        }
         short: str | None = None  # why the pages read stop short of ``since``
         if found is None or found.failure is not None:
             short = f"the list stopped answering after {len(read.pages)} page(s)"
