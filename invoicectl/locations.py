@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 from invoicectl.errors import InvoicectlError, UsageError
 
@@ -45,6 +45,11 @@ class JournalURL:
 
     def __repr__(self) -> str:
         return f"JournalURL({redacted(self._url)!r})"
+
+    def without_password(self) -> str:
+        """The URL with no password at all, for a command to run again: libpq takes it from
+        ``PGPASSWORD`` or ``~/.pgpass`` then."""
+        return redacted(self._url, mask="")
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, JournalURL) and other._url == self._url
@@ -107,8 +112,10 @@ def _secrets(url: str) -> set[str]:
     return {secret for secret in found if secret}
 
 
-def redacted(url: str) -> str:
-    """``url`` without any password: ``postgresql://user:***@host/db``."""
+def redacted(url: str, mask: str = "***") -> str:
+    """``url`` without any password: ``postgresql://user:***@host/db``; with ``mask`` "",
+    no trace of one (``postgresql://user@host/db``), a URL libpq completes from
+    ``PGPASSWORD`` or ``~/.pgpass``."""
     try:
         parts = urlsplit(url)
     except ValueError:
@@ -117,9 +124,16 @@ def redacted(url: str) -> str:
     if "@" in netloc:
         userinfo, _, hostport = netloc.rpartition("@")
         user = userinfo.split(":", 1)[0]
-        netloc = f"{user}:***@{hostport}" if ":" in userinfo else f"{user}@{hostport}"
-    query = _PASSWORD_PARAMETER.sub(r"\1***", parts.query)
-    return urlunsplit((parts.scheme, netloc, parts.path, query, parts.fragment))
+        netloc = f"{user}:{mask}@{hostport}" if ":" in userinfo and mask else f"{user}@{hostport}"
+    query = _PASSWORD_PARAMETER.sub(rf"\g<1>{mask}", parts.query)
+    if not mask:
+        query = "&".join(part for part in query.split("&") if part.lower() != "password=")
+    # Spelt out: urlunsplit drops the "//" of a URL with no host (postgresql:///db?host=...).
+    return (
+        f"{parts.scheme}://{netloc}{parts.path}"
+        + (f"?{query}" if query else "")
+        + (f"#{parts.fragment}" if parts.fragment else "")
+    )
 
 
 def sqlite_file(location: Location, command: str, instead: str) -> Path:

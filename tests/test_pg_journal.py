@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -208,24 +209,30 @@ def test_doctor_checks_the_server_and_says_how_far_apart_the_clocks_are(pg_url):
 
 def test_the_command_that_continues_a_stopped_send_never_shows_the_password(pg_url, tmp_path):
     """`continue with: invoicectl send ... --journal URL` carried the URL as typed, password
-    and all, to stderr, `send --json` and a ping's output tail."""
+    and all, to stderr, `send --json` and a ping's output tail; then, masked, it lost the
+    "//" of a URL with no host and became a SQLite path (helper-50). It is the URL as typed
+    without its password, which libpq takes from PGPASSWORD or ~/.pgpass."""
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     for number in range(40):
         write_invoice(outbox, f"INV-P{number}")
     with_password = pg_url.replace("postgresql://postgres@", "postgresql://postgres:S3cretPw@")
     assert with_password != pg_url  # the test server trusts loopback: the password is unused
+    port = pg_url.split("@127.0.0.1:")[1].split("/")[0]
+    database = pg_url.rsplit("/", 1)[1]
+    no_host = f"postgresql:///{database}?host=127.0.0.1&port={port}&user=postgres"
 
     sandbox = emulator(latency_ms=200.0)
     with BackgroundServer(sandbox) as server:
-        done = _cli(
-            "send", str(outbox), "--journal", with_password, "--deadline", "0.3",
-            env={"GOROUTE_BASE_URL": server.base_url},
-        )  # fmt: skip
-    said = done.stdout + done.stderr
-    assert "continue with: invoicectl send" in said, said
-    assert "S3cretPw" not in said
-    assert "postgresql://postgres:***@127.0.0.1" in said
+        for given, suggested in ((with_password, pg_url), (no_host, no_host)):
+            done = _cli(
+                "send", str(outbox), "--journal", given, "--deadline", "0.3", "--json",
+                env={"GOROUTE_BASE_URL": server.base_url},
+            )  # fmt: skip
+            said = done.stdout + done.stderr
+            assert "S3cretPw" not in said
+            continuing = json.loads(done.stdout)["continue_with"]
+            assert continuing.endswith(f"--journal {shlex.quote(suggested)}"), continuing
 
 
 class CutAfterStartup:

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say, stderr_bar_console
 from invoicectl.defaults import OUTAGE_AFTER
-from invoicectl.locations import journal_location
+from invoicectl.locations import JournalURL, journal_location
 
 if TYPE_CHECKING:
     from invoicectl.render.reconcile_progress import ReconcileProgress
@@ -50,8 +50,10 @@ def continue_command(
         words[1:1] = ["--profile", profile]
     if recursive:
         words.append("--recursive")
-    if journal is not None:  # a PostgreSQL URL's password shown as ***, as everywhere
-        words += ["--journal", str(journal_location(journal))]
+    if journal is not None:  # a PostgreSQL URL without its password, which libpq finds
+        location = journal_location(journal)
+        shown = location.without_password() if isinstance(location, JournalURL) else location
+        words += ["--journal", str(shown)]
     if sandbox:
         words.append("--sandbox")
     if api_key_file is not None:
