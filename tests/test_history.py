@@ -22,7 +22,8 @@ from ublfactory import write_invoice
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.journal import open_journal
 from invoicectl.journal.records import Hold, InvoiceState
-from invoicectl.lifecycle.holds import hold, release
+from invoicectl.lifecycle.holds import abandon, hold, release
+from invoicectl.lifecycle.plan import attention
 from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.scan.ingest import scan_directory
@@ -694,8 +695,13 @@ def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, 
     with open_journal(journal_path) as journal:
         invoice = journal.invoice("F-000")
         assert invoice is not None and (invoice.hold, invoice.held_by) == (Hold.held, HELD_BY)
-        assert "GoRoute already holds transaction" in (invoice.hold_reason or "")
+        reason = invoice.hold_reason or ""
+        assert reason.startswith("not sent as a new version: GoRoute holds txn_"), reason
+        assert "`invoicectl abandon F-000` records it as settled" in reason
         assert invoice.idempotency_key == "invoice-F-000"  # not moved on to the next key
+        # The operator's way out, as the reason says: settled (the new version delivered).
+        assert abandon(journal, "F-000", "its new version was delivered", "clerk").done
+        assert attention(journal, journal.clock()) is ExitCode.OK
     (line,) = warnings
     assert "has lost history" in line and "1 already there" in line
 

@@ -305,3 +305,30 @@ def test_a_verdict_to_hold_and_its_hold_commit_together(
     with open_journal(journal_path) as journal:
         invoice = journal.invoice("INV-1")
         assert invoice is not None and (invoice.verdict, invoice.hold) == (None, None)
+
+
+def test_an_accepted_invoice_whose_delivery_failed_can_be_abandoned(
+    outbox: Path, journal_path: Location
+):
+    """Sent on paper after GoRoute's delivery failed: nothing let the clerk settle it, and
+    every cron run exited 4 ("1 delivery failed") until a new version went out."""
+    from invoicectl.reconcile.runner import reconcile
+
+    write_invoice(outbox, "F-1", receiver="9915:reject-all")
+    write_invoice(outbox, "D-1")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    sandbox.advance_clock(600)
+    verdicts = {case.invoice_id: case.verdict.value for case in reconcile(
+        settings, transport=sandbox.transport()).cases}  # fmt: skip
+    assert verdicts == {"F-1": "delivery_failed", "D-1": "delivered"}
+
+    with open_journal(journal_path) as journal:
+        assert attention(journal, journal.clock()) is ExitCode.NEEDS_RECONCILE
+        refused = abandon(journal, "D-1", "x", "clerk")  # delivered: nothing to settle
+        assert not refused.done and "it was sent; nothing to abandon" in refused.message
+        assert abandon(journal, "F-1", "sent on paper", "clerk").done
+        assert attention(journal, journal.clock()) is ExitCode.OK
+        with pytest.raises(UsageError, match="abandoned"):
+            check_new_version(journal, "F-1", journal.clock())

@@ -77,11 +77,14 @@ def hold_found(journal: JournalBackend, invoice: Invoice, reason: str, by: str) 
 def abandon(
     journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
 ) -> Decision:
-    """The operator settled ``invoice_id`` outside invoicectl: never send it again."""
+    """The operator settled ``invoice_id`` outside invoicectl: never send it again. An
+    accepted invoice only when its delivery failed (sent on paper, say): a new version is all
+    that was left to send of it."""
     invoice = _known(journal, invoice_id)
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, f"already abandoned ({invoice.hold_reason})")
-    if not allowed(Transition.abandon, invoice.state):
+    delivered = invoice.state is InvoiceState.accepted and invoice.remote_status != "failed"
+    if delivered or not allowed(Transition.abandon, invoice.state):
         return Decision(invoice_id, False, f"{invoice.state}: it was sent; nothing to abandon")
     if not dry_run:
         _set_hold(journal, invoice, Transition.abandon, Hold.abandoned, reason, by)

@@ -78,7 +78,8 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
     Transition.hold_found: frozenset(InvoiceState),
     # accepted: held while several files disagree on its number (``holds.hold_clash``).
     Transition.release: frozenset(InvoiceState),
-    Transition.abandon: _NOT_ACCEPTED,
+    # accepted: only once its delivery failed (``holds.abandon``)
+    Transition.abandon: frozenset(InvoiceState),
 }
 
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from invoicectl.errors import ExitCode, InvoicectlError
 from invoicectl.goroute.outcomes import Outcome, RateLimited, Rejected, Transient
-from invoicectl.journal.records import Invoice
+from invoicectl.journal.records import Invoice, InvoiceState
 
 if TYPE_CHECKING:  # the reconcile package brings the client: a send without a check needs none
     from invoicectl.goroute.transactions import Transaction
@@ -36,6 +36,20 @@ class Finding:
         """Those of ``invoice_ids`` the check did not hold."""
         held = {*self.found, *self.not_checked}
         return tuple(invoice_id for invoice_id in invoice_ids if invoice_id not in held)
+
+
+def _lost_version_reason(invoice: Invoice, listed: str) -> str:
+    """Why a ``--new-version`` was not sent: GoRoute holds a send of it under a key this
+    journal has no answer for (a backup restored after a new version went out?)."""
+    invoice_id = invoice.invoice_id
+    force = "" if invoice.state is InvoiceState.accepted else " --force"
+    return (
+        f"not sent as a new version: GoRoute holds {listed} with this invoice's number, which "
+        "no answer this journal holds names (was it restored from a backup taken before a "
+        "--new-version?); if that is this invoice delivered, `invoicectl abandon "
+        f"{invoice_id}` records it as settled; if its delivery failed, `invoicectl release "
+        f"{invoice_id}{force}`, then `send DIR --new-version {invoice_id}`"
+    )
 
 
 def not_checked_reason(invoice: Invoice, summary: SearchSummary) -> str:
@@ -127,6 +141,8 @@ def found_reason(
         f"{txn.created_at or 'undated'})"
         for txn in txns
     )
+    if invoice.key_first_used_at is not None:  # a --new-version: sent from here before
+        return _lost_version_reason(invoice, listed), None
     if len(same) == 1 and len(txns) == 1 and same[0].transaction_id:
         return (
             f"GoRoute already holds transaction {listed} for this invoice, {by}: "
