@@ -297,3 +297,16 @@ def test_a_journal_with_two_hard_links_is_refused_through_either(tmp_path: Path,
             assert result.exit_code == 1, result.output
             assert f"the journal {name} is one of 2 names (hard links)" in result.output
     assert real.read_bytes() == before
+
+
+def test_doctor_fails_a_journal_with_two_hard_links(tmp_path: Path, outbox: Path):
+    """It said "ok journal" where every other command refuses it (helper-50)."""
+    write_invoice(outbox, "INV-1")
+    real = tmp_path / "journal.db"
+    assert invoke("scan", str(outbox), "--journal", str(real)).exit_code == 0
+    (tmp_path / "other.db").hardlink_to(real)
+
+    result = invoke("doctor", "--journal", str(real))
+
+    assert result.exit_code == 1, result.output
+    assert "one of 2 names (hard links) of the same file" in result.output

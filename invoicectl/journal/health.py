@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from invoicectl.journal.migrations import MIGRATIONS, _applied, user_tables
-from invoicectl.journal.sqlite_open import lacking_schema, not_regular
+from invoicectl.journal.sqlite_open import lacking_schema, not_regular, several_names
 
 # quick_check stops after this many problems; one screenful says enough.
 _MAX_PROBLEMS = 10
@@ -50,6 +50,8 @@ def examine(path: Path) -> JournalHealth:
     kind = not_regular(path)
     if kind is not None:  # a FIFO would block the read-only open below, forever
         return JournalHealth(path=path, exists=True, error=f"not a regular file but {kind}")
+    if (several := several_names(path)) is not None:  # every other command refuses it
+        return JournalHealth(path=path, exists=True, error=several)
     wal = Path(f"{path}-wal")
     found = JournalHealth(
         path=path,

@@ -82,19 +82,28 @@ def refuse_not_regular(path: Path) -> None:
             f"the journal {path} is not a regular file but {kind}: nothing was read or "
             "changed; name the journal's file with --journal or INVOICECTL_JOURNAL"
         )
+    if (several := several_names(path)) is not None:
+        raise JournalError(
+            f"the journal {path} is {several}; nothing was read or changed. Keep one name "
+            "(remove the others; a symbolic link is fine)"
+        )
+
+
+def several_names(path: Path) -> str | None:
+    """What is wrong with ``path`` when its file has other names (hard links); else None.
+    SQLite keeps a -wal, and invoicectl a run lock, per name: two runs through two names
+    would both run, each writing its own log over the other's records."""
     try:
         names = path.stat().st_nlink
     except OSError:
-        return
-    if names > 1:
-        # SQLite keeps a -wal, and invoicectl a run lock, per name: two runs through two
-        # names would both run, each writing its own log over the other's records.
-        raise JournalError(
-            f"the journal {path} is one of {names} names (hard links) of the same file: "
-            "SQLite keeps a write-ahead log and invoicectl a run lock for each name, so two "
-            "runs through two names would lose each other's records; nothing was read or "
-            "changed. Keep one name (remove the others; a symbolic link is fine)"
-        )
+        return None
+    if names < 2:
+        return None
+    return (
+        f"one of {names} names (hard links) of the same file: SQLite keeps a write-ahead log "
+        "and invoicectl a run lock for each name, so two runs through two names would lose "
+        "each other's records"
+    )
 
 
 def refuse_missing(path: Path) -> None:
