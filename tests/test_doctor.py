@@ -406,3 +406,43 @@ def test_a_healthy_status_word_other_than_ok_passes(
         result = doctor(monkeypatch, server.base_url)
 
     assert by_name(result)["base_url"].split()[0] == status, result.output
+
+
+def test_an_index_that_lacks_rows_of_its_table_fails_the_journal_check(
+    monkeypatch: pytest.MonkeyPatch, emulator: str, journal_made: Path, tmp_path: Path
+) -> None:
+    """helper-47: invoices_state_id missing three rows passed quick_check; doctor said ok,
+    status counted 0 pending and a send skipped them, exit 0."""
+    import sqlite3
+
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    for number in range(3):
+        write_invoice(outbox, f"OLD-{number}")
+    with Journal(journal_made) as journal:
+        scan_directory(journal, outbox)
+    with sqlite3.connect(journal_made, isolation_level=None) as conn:  # the index detached...
+        row = conn.execute(
+            "SELECT type, name, tbl_name, rootpage, sql FROM sqlite_master"
+            " WHERE name = 'invoices_state_id'"
+        ).fetchone()
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("DELETE FROM sqlite_master WHERE name = 'invoices_state_id'")
+    for number in range(3):
+        write_invoice(outbox, f"NEW-{number}")
+    with Journal(journal_made) as journal:  # ...while three more rows are written...
+        scan_directory(journal, outbox)
+    with sqlite3.connect(journal_made, isolation_level=None) as conn:  # ...and put back
+        conn.execute("PRAGMA writable_schema = ON")
+        conn.execute("INSERT INTO sqlite_master VALUES (?, ?, ?, ?, ?)", row)
+    with sqlite3.connect(journal_made) as conn:
+        assert conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+
+    result = doctor(monkeypatch, emulator)
+
+    assert result.exit_code == 1, result.output
+    line = by_name(result)["journal"]
+    assert line.startswith("FAIL") or "fail" in line.split()[0].lower(), line
+    assert (
+        "index invoices_state_id lists 3 rows, table invoices 6: REINDEX invoices_state_id" in line
+    )

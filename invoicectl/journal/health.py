@@ -70,7 +70,7 @@ def examine(path: Path) -> JournalHealth:
         missing = lacking_schema(conn) if schema == "current" else []
         return replace(
             found,
-            problems=[] if said == ["ok"] else _problems(said),
+            problems=_stale_indexes(conn) if said == ["ok"] else _problems(said),
             bound_base_url=_bound_base_url(conn),
             schema="damaged" if missing else schema,
             missing=missing,
@@ -85,6 +85,40 @@ def _problems(said: list[str]) -> list[str]:
     """quick_check's findings, one line each, without its "*** in database main ***"."""
     lines = (" ".join(line.split()) for text in said for line in text.splitlines())
     return [line for line in lines if line and not line.startswith("***")]
+
+
+def _stale_indexes(conn: sqlite3.Connection) -> list[str]:
+    """Indexes that list another number of rows than their tables hold. quick_check does
+    not compare them, and a command that reads by one misses the rows it lacks: a send
+    skipped three pending invoices, and status counted them as none, exit 0."""
+    found = []
+    indexes = conn.execute(
+        "SELECT name, tbl_name, sql FROM sqlite_master WHERE type = 'index'"
+    ).fetchall()
+    for name, table, sql in indexes:
+        columns = conn.execute(f'PRAGMA index_info("{name}")').fetchall()
+        if not columns or columns[0][2] is None:  # on an expression: not judged
+            continue
+        # A partial index holds the rows of its WHERE: counted both ways under it.
+        head, where, condition = (sql or "").rpartition(" WHERE ")
+        within = f" AND ({condition})" if where and head else ""
+        first = columns[0][2]
+        # By a condition on its first column, or SQLite counts by the smallest b-tree.
+        by_index = sum(
+            conn.execute(
+                f'SELECT count(*) FROM "{table}" INDEXED BY "{name}"'
+                f' WHERE "{first}" IS {test}{within}'
+            ).fetchone()[0]
+            for test in ("NULL", "NOT NULL")
+        )
+        in_table = conn.execute(
+            f'SELECT count(*) FROM "{table}" NOT INDEXED WHERE 1{within}'
+        ).fetchone()[0]
+        if by_index != in_table:
+            found.append(
+                f"index {name} lists {by_index} rows, table {table} {in_table}: REINDEX {name}"
+            )
+    return found
 
 
 def _bound_base_url(conn: sqlite3.Connection) -> str | None:
