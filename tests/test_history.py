@@ -714,7 +714,7 @@ class FiftyAtMost(httpx.AsyncBaseTransport):
         self.limits: list[int] = []
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        if request.url.path == "/api/v1/transactions":
+        if request.url.path.endswith("/api/v1/transactions"):
             limit = int(request.url.params.get("limit", "50"))
             self.limits.append(limit)
             if limit > 50:

@@ -956,3 +956,27 @@ def test_lookups_that_fail_together_raise_one_error_not_a_group() -> None:
     with pytest.raises(JournalUnreachable, match="cannot be reached"):
         asyncio.run(lookups.fetch(["txn_1", "txn_2", "txn_3"]))
     assert reader.started >= 2
+
+
+def test_smaller_pages_a_server_demands_cover_as_many_transactions(
+    journal: Journal, outbox: Path
+) -> None:
+    """A list that refuses pages over 50: asked for pages of 100 with a bound of 2, the
+    search reads 4 pages of 50, not 2, before it says it stopped short."""
+    from test_history import FiftyAtMost
+
+    sandbox = _sandbox()
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    mine = sandbox.add_transaction(
+        "INV-1", status="delivered", created_at=NOW.timestamp() - 29 * 3600
+    )
+    for number in range(150):  # newer than it: the first 150 rows of the list
+        sandbox.add_transaction(f"OTHER-{number}", created_at=NOW.timestamp() - 3600 + number)
+    transport = FiftyAtMost(sandbox.transport())
+
+    report = run_reconcile(journal, transport, list_limit=100, max_list_pages=2, apply=True)
+
+    assert transport.limits[:2] == [100, 50]
+    assert verdicts(report) == {"INV-1": Verdict.unknown_found}
+    assert journal.invoice("INV-1").transaction_id == mine.id

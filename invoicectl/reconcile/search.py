@@ -296,7 +296,9 @@ class Lookups:
         while True:
             outcome = await self._retried(self._page_call(limit, cursor))
             while _page_too_large(outcome, cursor, limit):  # a server with a smaller cap
-                limit = max(_SMALLEST_PAGE, limit // 2)
+                smaller = max(_SMALLEST_PAGE, limit // 2)
+                paging.max_pages = paging.max_pages * limit // smaller  # as many transactions
+                limit = smaller
                 outcome = await self._retried(self._page_call(limit, cursor))
             if not isinstance(outcome, _Page):
                 summary = _summary(paging, False, "the transactions list did not answer")
