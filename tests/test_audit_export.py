@@ -194,8 +194,26 @@ def test_an_export_never_signs_a_row_its_chain_does_not_record(sent: Path, tmp_p
             "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
             "no longer match their sha256",
         ),
+        (  # helper-52: the part held evidence.json alone, "sent": true, verify-export ok
+            "DELETE FROM blobs "
+            "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
+            "which it sent, are missing from the journal",
+        ),
+        (  # helper-52: text where bytes belong made export fail with a traceback
+            "UPDATE blobs SET data = 'not the invoice', size = 'many' "
+            "WHERE sha256 = (SELECT current_sha256 FROM invoices WHERE invoice_id = 'E-002')",
+            "no longer match their sha256",
+        ),
     ],
-    ids=["attempt edited", "event deleted", "revision edited", "event forged", "bytes"],
+    ids=[
+        "attempt edited",
+        "event deleted",
+        "revision edited",
+        "event forged",
+        "bytes",
+        "bytes gone",
+        "bytes as text",
+    ],
 )
 def test_an_export_never_signs_evidence_the_journal_does_not_vouch_for(
     sent: Path, tmp_path: Path, edit: str, named: str
@@ -822,3 +840,26 @@ def test_a_journal_of_an_older_invoicectl_is_upgraded_not_called_damaged(tmp_pat
     assert run("status", "--journal", str(journal))[0] == 0
     code, output = run("export", str(dest), "--journal", str(journal))
     assert code == 0 and "exported 3 invoice(s)" in output, output
+
+
+def test_an_event_filed_under_another_invoice_is_refused(sent: Path, tmp_path: Path):
+    """helper-52: chain.invoice_id, which no hash covers, moved E-002's hold under E-001;
+    the export signed that history for E-001 and none for E-002, and verify-export said ok."""
+    import sqlite3
+
+    from invoicectl.journal import Journal
+
+    with Journal(sent) as journal:
+        journal.add_event("E-002", "hold", "by clerk: asking the customer")
+    with sqlite3.connect(sent) as conn:
+        (seq,) = conn.execute(
+            "SELECT max(seq) FROM chain WHERE invoice_id = 'E-002' AND kind = 'event'"
+        ).fetchone()
+        conn.execute("UPDATE chain SET invoice_id = 'E-001' WHERE seq = ?", (seq,))
+    dest = tmp_path / "archive"
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 1, output
+    assert f"chain event {seq} is filed under another invoice than its payload names" in output
+    assert not dest.exists() or list(dest.iterdir()) == []

@@ -367,6 +367,24 @@ def test_a_revision_whose_receiver_was_edited_fails_its_attempt_body(journal_pat
     assert len(found) == 2, found
 
 
+def test_a_blob_turned_to_text_is_named_and_the_others_still_read(journal_path: Path):
+    """helper-52: text where bytes belong (and a size that is no number) stopped the blob
+    check at that blob, naming none, and left the blobs after it unread."""
+    with sqlite3.connect(journal_path) as conn:
+        (sha256,) = conn.execute(
+            "SELECT current_sha256 FROM invoices WHERE invoice_id = 'A-001'"
+        ).fetchone()
+        conn.execute(
+            "UPDATE blobs SET data = 'not the invoice', size = 'many' WHERE sha256 = ?", (sha256,)
+        )
+        (blobs,) = conn.execute("SELECT count(*) FROM blobs").fetchone()
+    result = CliRunner().invoke(app, ["verify", "--journal", str(journal_path)])
+    found = lines(journal_path)
+    assert len(found) == 1, found
+    assert found[0].startswith(f"blob {sha256[:16]} (A-001): ")
+    assert f"{blobs} of {blobs} blobs read" in result.stdout
+
+
 def test_a_revision_deleted_with_its_blob_is_named(journal_path: Path):
     revision_id, sha256, _ = revision_of(journal_path, "A-002")
     seq = last_event_of(journal_path, "revision", revision_id)

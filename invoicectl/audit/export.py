@@ -277,6 +277,11 @@ def _refuse_rows_gone(reader: AuditReader, after: int) -> None:
             "the journal: deleted outside invoicectl; nothing was exported. `invoicectl "
             "verify` names every such row; a backup restores them"
         )
+    if (misfiled := reader.first_misfiled(after)) is not None:  # a column no hash covers
+        raise ExportError(
+            f"chain event {misfiled} is filed under another invoice than its payload names "
+            "(changed outside invoicectl); nothing was exported. `invoicectl verify` tells more"
+        )
 
 
 def _write_invoice(
@@ -308,8 +313,12 @@ def _write_invoice(
             stored = reader.blob(sha256)
         except (ValueError, RuntimeError):  # packed bytes that cannot be unpacked
             stored = (0, b"")
-        if stored is None:
-            continue
+        if stored is None:  # its bytes gone: a part must carry what was sent, or not be made
+            raise ExportError(
+                f"invoice {invoice_id}: the stored bytes of content {sha256[:12]}, which it "
+                "sent, are missing from the journal; nothing was exported. `invoicectl "
+                "verify` names every missing copy; a rescan of the file, or a backup, restores it"
+            )
         if hashlib.sha256(stored[1]).hexdigest() != sha256:
             raise ExportError(
                 f"invoice {invoice_id}: the stored bytes of content {sha256[:12]} no longer "

@@ -35,6 +35,13 @@ class RunHead(NamedTuple):
     hash: str
 
 
+# A blob's columns as the checks read them: its data as bytes, and a size that is no whole
+# number as -1, whatever a hand edit stored: the blob fails its check, named, and no other.
+_BLOB_COLUMNS = (
+    "sha256, CASE typeof(size) WHEN 'integer' THEN size ELSE -1 END, codec, CAST(data AS BLOB)"
+)
+
+
 class AuditReader:
     """One journal, opened read-only for ``verify`` and ``export``.
 
@@ -284,6 +291,17 @@ class AuditReader:
             if self.conn.execute(query, [invoice_id, *bounds]).fetchone() is not None
         ]
 
+    def first_misfiled(self, after: int) -> int | None:
+        """The first chain event after ``after`` whose ``invoice_id`` column, which its hash
+        does not cover, is not the invoice its payload's row names (the export files every
+        event by that column)."""
+        row = self.conn.execute(
+            "SELECT seq FROM chain WHERE seq > ? AND invoice_id IS NOT"
+            " json_extract(payload, '$.row.invoice_id') ORDER BY seq LIMIT 1",
+            (after,),
+        ).fetchone()
+        return None if row is None else int(row[0])
+
     def changed_after(self, seq: int) -> set[str]:
         """The invoices with a chain event after ``seq``."""
         # No DISTINCT: with it SQLite walked the whole chain_invoice index, not the range of
@@ -295,14 +313,11 @@ class AuditReader:
 
     def first_event_of(self, invoice_ids: list[str]) -> int | None:
         """The first chain event of any of ``invoice_ids``."""
-        first = None
-        for invoice_id in invoice_ids:
-            (seq,) = self.conn.execute(
-                "SELECT min(seq) FROM chain WHERE invoice_id = ?", (invoice_id,)
-            ).fetchone()
-            if seq is not None and (first is None or seq < first):
-                first = int(seq)
-        return first
+        query = "SELECT min(seq) FROM chain WHERE invoice_id = ?"
+        firsts = [
+            self.conn.execute(query, (invoice_id,)).fetchone()[0] for invoice_id in invoice_ids
+        ]
+        return min((int(seq) for seq in firsts if seq is not None), default=None)
 
     # ---- stored bytes ---------------------------------------------------------------------
 
@@ -316,16 +331,14 @@ class AuditReader:
 
     def stored_blobs(self) -> Iterator[tuple[str, int, str | None, bytes]]:
         """(sha256, recorded size, codec, packed bytes) of every blob, one at a time."""
-        for sha256, size, codec, data in self.conn.execute(
-            "SELECT sha256, size, codec, data FROM blobs"
-        ):
-            yield str(sha256), int(size), codec, bytes(data)
+        for sha256, size, codec, data in self.conn.execute(f"SELECT {_BLOB_COLUMNS} FROM blobs"):
+            yield str(sha256), size, codec, data
 
     def stored_blob(self, sha256: str) -> tuple[str, int, str | None, bytes] | None:
         row = self.conn.execute(
-            "SELECT sha256, size, codec, data FROM blobs WHERE sha256 = ?", (sha256,)
+            f"SELECT {_BLOB_COLUMNS} FROM blobs WHERE sha256 = ?", (sha256,)
         ).fetchone()
-        return None if row is None else (str(row[0]), int(row[1]), row[2], bytes(row[3]))
+        return None if row is None else (str(row[0]), row[1], row[2], row[3])
 
     def blob(self, sha256: str) -> tuple[int, bytes] | None:
         """(recorded size, the bytes as unpacked) of one blob; None when there is none.
