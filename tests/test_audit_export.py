@@ -863,3 +863,30 @@ def test_an_event_filed_under_another_invoice_is_refused(sent: Path, tmp_path: P
     assert code == 1, output
     assert f"chain event {seq} is filed under another invoice than its payload names" in output
     assert not dest.exists() or list(dest.iterdir()) == []
+
+
+def test_a_linked_folder_planted_in_a_part_is_named_and_held_nothing(
+    sent: Path, outbox: Path, tmp_path: Path
+):
+    """helper-52: a folder of the first part made a link to one holding a forged copy of
+    the next invoice's bytes: the top-up took them as held already and left them out, and
+    verify-export, which never walked into the link, said ok."""
+    import hashlib
+
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    path = write_invoice(outbox, "E-004")
+    sha256 = hashlib.sha256(path.read_bytes()).hexdigest()
+    forged = tmp_path / "forged"
+    forged.mkdir()
+    (forged / f"{sha256}.xml").write_bytes(b"<Invoice>forged</Invoice>")
+    (dest / "0001" / safe_name("E-004")).symlink_to(forged, target_is_directory=True)
+    send(settings_for(sent), outbox, emulator().transport())
+
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+
+    sent_copy = dest / "0002" / safe_name("E-004") / f"{sha256}.xml"
+    assert sent_copy.read_bytes() == path.read_bytes()
+    code, output = run("verify-export", str(dest))
+    assert code == 1, output
+    assert f"0001/{safe_name('E-004')}: is a symbolic link; a part holds none" in output

@@ -156,5 +156,11 @@ def _listed(path: Path) -> Iterator[str]:
 def held(earlier: list[Path], invoice_id: str) -> Callable[[str], bool]:
     """Whether a part of ``earlier`` holds a file of ``invoice_id`` (``<safe-id>/...``): a
     look at the parts that have its folder, not a read of their manifests."""
-    holding = [part for part in earlier if (part / safe_name(invoice_id)).is_dir()]
-    return lambda relative: any((part / relative).is_file() for part in holding)
+    holding = [part for part in earlier if _plain(part / safe_name(invoice_id), Path.is_dir)]
+    return lambda relative: any(_plain(part / relative, Path.is_file) for part in holding)
+
+
+def _plain(path: Path, kind: Callable[[Path], bool]) -> bool:
+    """Whether ``path`` is of ``kind`` and no symbolic link: a link planted in a part (to
+    a forged file) holds nothing an export may count on."""
+    return kind(path) and not path.is_symlink() and not path.parent.is_symlink()

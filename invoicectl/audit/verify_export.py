@@ -144,13 +144,17 @@ def _files(part: Path, manifest: dict[str, Any], found: list[Finding]) -> None:
             found.append(
                 Finding(f"{part.name}/{relative}", "does not hash to the sha256 it is named by")
             )
-    unlisted = []
-    for root, _directories, names in os.walk(part):
+    unlisted, linked = [], []
+    for root, directories, names in os.walk(part):
         inside = Path(root).relative_to(part).as_posix()
-        for name in names:
+        for name in [*directories, *names]:  # a linked folder is named, never walked into
             relative = name if inside == "." else f"{inside}/{name}"
-            if relative not in listed and relative not in SIGNED:
+            if (Path(root) / name).is_symlink():
+                linked.append(relative)
+            elif name in names and relative not in listed and relative not in SIGNED:
                 unlisted.append(relative)
+    for relative in sorted(linked):
+        found.append(Finding(f"{part.name}/{relative}", "is a symbolic link; a part holds none"))
     for relative in sorted(unlisted):
         found.append(Finding(f"{part.name}/{relative}", "is not in the manifest"))
 
