@@ -125,7 +125,9 @@ class Settings:
             concurrency=self.concurrency,
             policy=self.retry_policy(),
             deadline=deadline,
-            new_versions=tuple(new_versions),
+            # Each once: a second --new-version of one ID would be refused after the first
+            # had moved the invoice on, a usage error that had already changed the journal.
+            new_versions=tuple(dict.fromkeys(new_versions)),
             order=SendOrder(order),
             check_receivers=check_receivers,
             refresh_receivers=refresh_receivers,

@@ -699,6 +699,9 @@ def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, 
         assert reason.startswith("not sent as a new version: GoRoute holds txn_"), reason
         assert "`invoicectl abandon F-000` records it as settled" in reason
         assert invoice.idempotency_key == "invoice-F-000"  # not moved on to the next key
+        # No evidence event: inert while accepted, it stood again once the new version made
+        # the invoice pending, and blocked the safe replay of its lost answer (helper-53).
+        assert "delivery_evidence" not in {event.kind for event in journal.events("F-000")}
         # The operator's way out, as the reason says: settled (the new version delivered).
         assert abandon(journal, "F-000", "its new version was delivered", "clerk").done
         assert attention(journal, journal.clock()) is ExitCode.OK

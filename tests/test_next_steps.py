@@ -66,3 +66,62 @@ def test_an_unanswered_send_that_failed_is_replayed_then_sent_again(
     assert _refusal(journal_path, "F-1") is None
     send(settings, outbox, sandbox.transport(), policy=ONE_TRY, new_versions=("F-1",))
     assert sandbox.stats()["per_invoice"] == {"F-1": 2}
+
+
+def test_a_new_versions_lost_answer_is_not_confused_with_its_first_keys_transaction(
+    outbox: Path, journal_path: Location
+):
+    """helper-53: GoRoute held one transaction per version, yet reconcile matched the first
+    key's as well (the same number and receiver): "2 transactions match", held as ambiguous,
+    and the replay inside the new key's window was blocked; only --force went on."""
+    write_invoice(outbox, "F-1", receiver="9915:reject-all")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=ONE_TRY)
+    sandbox.advance_clock(600)
+    (case,) = reconcile(settings, transport=sandbox.transport()).cases
+    assert case.verdict.value == "delivery_failed"
+    sandbox.set_faults(drop_rate=1.0)  # the new version reaches GoRoute, its answer is lost
+    send(settings, outbox, sandbox.transport(), policy=ONE_TRY, new_versions=("F-1",))
+    assert states(journal_path) == {"F-1": "unknown"}
+    sandbox.set_faults(drop_rate=0.0)
+
+    (case,) = reconcile(settings, transport=sandbox.transport(), apply=True).cases
+
+    assert case.verdict.value == "unknown_found", case.detail
+    with open_journal(journal_path) as journal:
+        invoice = journal.invoice("F-1")
+        assert invoice is not None and invoice.state.value == "accepted"
+        assert invoice.idempotency_key == "invoice-F-1-v2"
+    assert sandbox.stats()["per_invoice"] == {"F-1": 2}
+
+
+def test_the_same_new_version_named_twice_is_one_decision(tmp_path: Path, outbox: Path):
+    """helper-53: `--new-version F-1 --new-version F-1` moved F-1 to its next key, then
+    refused the second as a usage error (exit 2), the journal changed all the same."""
+    import os
+    import subprocess
+    import sys
+
+    from invoicectl.sandbox import DEFAULT_API_KEY, BackgroundServer
+
+    write_invoice(outbox, "F-1", receiver="9915:reject-all")
+    sandbox = emulator()
+    journal = str(tmp_path / "journal.db")
+    with BackgroundServer(sandbox) as server:
+        environ = {**os.environ, "GOROUTE_API_KEY": DEFAULT_API_KEY,
+                   "GOROUTE_BASE_URL": server.base_url}  # fmt: skip
+
+        def cli(*args: str) -> subprocess.CompletedProcess[str]:
+            command = [sys.executable, "-m", "invoicectl", *args, "--journal", journal]
+            return subprocess.run(command, capture_output=True, text=True, env=environ)
+
+        assert cli("send", str(outbox), "--no-receiver-check").returncode == 0
+        sandbox.advance_clock(600)
+        assert cli("reconcile").returncode == 4  # delivery_failed: a person decides
+        done = cli(
+            "send", str(outbox), "--no-receiver-check", "--new-version", "F-1",
+            "--new-version", "F-1",
+        )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert sandbox.stats()["per_invoice"] == {"F-1": 2}

@@ -84,11 +84,15 @@ def _open(journal: JournalBackend, state: InvoiceState) -> list[Invoice]:
 def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:
     invoice_id, key = invoice.invoice_id, invoice.idempotency_key
     shas = [revision.sha256 for revision in journal.revisions(invoice_id)]
-    attempts = [
-        attempt
-        for attempt in journal.attempts(invoice_id)
-        if key is None or attempt.idempotency_key == key
-    ]
+    every = journal.attempts(invoice_id)
+    attempts = [attempt for attempt in every if key is None or attempt.idempotency_key == key]
+    earlier_keys = {
+        named
+        for attempt in every
+        if attempt.idempotency_key != key
+        for named in (attempt.transaction_id, attempt.existing_transaction_id)
+        if named
+    }
     return JournalSide(
         state=invoice.state,
         document_type=invoice.document_type,
@@ -105,6 +109,7 @@ def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:
         transaction_id=invoice.transaction_id,
         remote_status=invoice.remote_status,
         state_before_amend=invoice.state_before_amend,
+        earlier_keys=frozenset(earlier_keys),
     )
 
 

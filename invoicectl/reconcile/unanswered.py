@@ -49,7 +49,9 @@ def judge_searched(
         failure = search.failure if search else None
         return lookup_failed(invoice_id, side, failure, None, window)
     matches = [
-        txn for txn in search.by_number.get(invoice_id, ()) if not compare(invoice_id, side, txn)
+        txn
+        for txn in search.by_number.get(invoice_id, ())
+        if not compare(invoice_id, side, txn) and txn.transaction_id not in side.earlier_keys
     ]
     ours, earlier = _by_age(side, matches)
     if side.state == "key_reused":

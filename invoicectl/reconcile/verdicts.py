@@ -326,6 +326,9 @@ class JournalSide:
     transaction_id: str | None = None
     remote_status: str | None = None
     state_before_amend: str | None = None
+    # Transactions the answers to its earlier keys named: a new version's search never
+    # takes one of them for a send of its own key.
+    earlier_keys: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)

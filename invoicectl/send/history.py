@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING, Any
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.outcomes import AuthRefused, Rejected, WrongEndpoint
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice
+from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word, note_evidence
 from invoicectl.lifecycle.holds import hold, hold_found
 from invoicectl.send.history_loss import (
@@ -388,11 +388,12 @@ def _judge(
 def _held_with_evidence(
     journal: JournalBackend, invoice: Invoice, reason: str, existing: str | None = None
 ) -> None:
-    """Held for ``reason``, and the reason evidence that stands whoever holds the invoice (an
-    operator's hold already there included) and whatever becomes of its state. One sent
-    before (a --new-version) keeps no transaction as its own: reconcile judges its key's."""
-    if invoice.key_first_used_at is not None:
-        hold_found(journal, invoice, reason, HELD_BY)
-    else:
+    """Held for ``reason``, with evidence that stands whoever holds it and whatever its
+    state becomes; a --new-version's keeps no transaction as its own, and an accepted one no
+    evidence (it would stand once the new version made the invoice pending)."""
+    if invoice.key_first_used_at is None:
         hold(journal, invoice.invoice_id, reason, HELD_BY, existing_transaction_id=existing)
-    note_evidence(journal, invoice, reason)
+    else:
+        hold_found(journal, invoice, reason, HELD_BY)
+    if invoice.state is not InvoiceState.accepted:
+        note_evidence(journal, invoice, reason)
