@@ -330,5 +330,33 @@ def test_an_accepted_invoice_whose_delivery_failed_can_be_abandoned(
         assert not refused.done and "it was sent; nothing to abandon" in refused.message
         assert abandon(journal, "F-1", "sent on paper", "clerk").done
         assert attention(journal, journal.clock()) is ExitCode.OK
+        assert journal.delivery_failure_count() == 0  # status and the metric: settled
         with pytest.raises(UsageError, match="abandoned"):
             check_new_version(journal, "F-1", journal.clock())
+
+
+def test_status_says_an_abandoned_failed_delivery_asks_nothing(
+    outbox: Path, journal_path: Location
+):
+    """helper-53: abandoned after its delivery failed, it was still "a person must decide"
+    in status's counts, and its line said to run reconcile."""
+    from invoicectl.reconcile.runner import reconcile
+
+    write_invoice(outbox, "F-1", receiver="9915:reject-all")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    sandbox.advance_clock(600)
+    reconcile(settings, transport=sandbox.transport())
+    with open_journal(journal_path) as journal:
+        assert abandon(journal, "F-1", "sent on paper", "clerk").done
+
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "status", "--journal", cli_journal(journal_path)],
+        capture_output=True,
+        text=True,
+    )
+
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "a person must decide" not in done.stdout
+    assert "delivery failed; abandoned: sent on paper" in done.stdout

@@ -56,9 +56,10 @@ class MonitoringRecords(JournalBase):
         return [(_known(InvoiceState, state), n) for state, n in self.db.execute(beside)]
 
     def delivery_failure_count(self, *, on_hold: bool = True) -> int:
-        """Accepted invoices whose delivery failed (``on_hold=False``: but those on hold,
-        which ask for their hold's decision instead), counted from their own index."""
-        unheld = "" if on_hold else " AND hold IS NULL"
+        """Accepted invoices whose delivery failed, but those abandoned, settled outside
+        invoicectl (``on_hold=False``: nor those held, which ask for their hold's decision
+        instead), counted from their own index."""
+        unheld = " AND hold IS NOT 'abandoned'" if on_hold else " AND hold IS NULL"
         (count,) = self.db.execute(
             f"SELECT count(*) FROM invoices WHERE {DELIVERY_FAILED}{unheld}"
         ).fetchone()

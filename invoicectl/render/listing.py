@@ -104,6 +104,9 @@ def shown_reason(record: dict[str, Any]) -> str:
     """The reason shown; an accepted invoice whose delivery failed says so (its state stays
     ``accepted``: GoRoute took it, the receiver did not)."""
     if failed_delivery(record):
+        if record.get("hold") == "abandoned":  # settled outside invoicectl: nothing to do
+            why = record.get("hold_reason")
+            return "delivery failed; abandoned" + (f": {why}" if why else "")
         return "delivery failed: run `invoicectl reconcile` for what to do"
     return record["reason"] or ""
 
