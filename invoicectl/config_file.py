@@ -1,5 +1,6 @@
 """Where the config file is (``config_path``), and its bytes, read with the care a path from
-the environment needs (``config_text``)."""
+the environment needs (``config_text``); where the journal is when nothing names one
+(``default_journal``, and ``default_journal_path``, beside which the sandbox's goes)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from invoicectl.errors import ConfigError
-from invoicectl.locations import expand_user
+from invoicectl.locations import Location, expand_user, is_database_url, journal_location
 
 # A config file is a few hundred bytes; one of a megabyte is something else named by mistake.
 _MAX_CONFIG_BYTES = 1024 * 1024
@@ -59,3 +60,24 @@ def home_directory() -> Path:
             "cannot tell the home directory (HOME is unset and this user has no passwd entry): "
             "set HOME, or INVOICECTL_JOURNAL (and INVOICECTL_CONFIG for a config file)"
         ) from None
+
+
+def default_journal(environ: Mapping[str, str] | None = None) -> Location:
+    """``$INVOICECTL_JOURNAL`` (a file or a PostgreSQL URL), else the default file."""
+    environ = os.environ if environ is None else environ
+    explicit = environ.get("INVOICECTL_JOURNAL")
+    if explicit and is_database_url(explicit):
+        return journal_location(explicit)
+    return default_journal_path(environ)
+
+
+def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
+    """``$INVOICECTL_JOURNAL`` when it names a file, else the user's state directory (XDG on
+    Linux). A PostgreSQL URL there is no file: the sandbox's journal, beside this path, was
+    made under a directory named by the URL, its password and all."""
+    environ = os.environ if environ is None else environ
+    explicit = environ.get("INVOICECTL_JOURNAL")
+    if explicit and not is_database_url(explicit):
+        return expand_user(explicit, "INVOICECTL_JOURNAL", ConfigError)
+    state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
+    return Path(state_home) / "invoicectl" / "journal.db"

@@ -27,7 +27,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from invoicectl import DEFAULT_BASE_URL, config_values, profiles
-from invoicectl.config_file import config_label, config_path, config_text, home_directory
+from invoicectl.config_file import (
+    config_label,
+    config_path,
+    config_text,
+    default_journal_path,
+    home_directory,
+)
 from invoicectl.defaults import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_MAX_ATTEMPTS,
@@ -55,15 +61,6 @@ _CONFIG_KEYS = {
 
 
 ROUTED_ENV = "INVOICECTL_ROUTED"
-
-
-def default_journal_path(environ: Mapping[str, str] | None = None) -> Path:
-    """``$INVOICECTL_JOURNAL``, else the user's state directory (XDG on Linux)."""
-    environ = os.environ if environ is None else environ
-    if explicit := environ.get("INVOICECTL_JOURNAL"):
-        return expand_user(explicit, "INVOICECTL_JOURNAL", ConfigError)
-    state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
-    return Path(state_home) / "invoicectl" / "journal.db"
 
 
 @dataclass(frozen=True)

@@ -168,3 +168,18 @@ def test_settings_and_the_cli_load_nothing_heavy():
 
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]"
+
+
+def test_the_sandbox_journal_is_a_file_when_the_journal_setting_is_a_database(
+    tmp_path: Path,
+):
+    """helper-51: with INVOICECTL_JOURNAL a PostgreSQL URL, `--sandbox` made its journal at
+    './postgresql:/fin:PASSWORD@db.internal:5432/sandbox.db' and said so on stderr, in the
+    ping and in the outbox's marker."""
+    environ = {
+        "INVOICECTL_JOURNAL": "postgresql://fin:S3cretPGpass@db.internal:5432/journal",
+        "XDG_STATE_HOME": str(tmp_path),
+    }
+    settings = resolve(sandbox=True, environ=environ)
+    assert settings.journal == tmp_path / "invoicectl" / "sandbox.db"
+    assert "S3cretPGpass" not in str(settings.journal)

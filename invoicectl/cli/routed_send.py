@@ -236,16 +236,16 @@ def _every_journal() -> dict[str, Any]:
     """Every journal an invoice may have been sent from, by who sent from it: each profile's,
     with a sender or not (an account used before senders were set), and the top-level one
     (``no profile``: a send before profiles). The sandbox's is the emulator's."""
-    from invoicectl.config_file import config_label
+    from invoicectl.config_file import config_label, default_journal
     from invoicectl.locations import journal_location
-    from invoicectl.settings import default_journal_path, load_config, resolve
+    from invoicectl.settings import load_config, resolve
 
     config = load_config(os.environ)
     known = profiles.read_profiles(config, f"config file {config_label(os.environ)}")
     journals = {name: resolve(profile=name, need_key=False).journal for name in sorted(known)}
     top = config.get("journal")
     top_level = journal_location(top) if isinstance(top, str) and top.strip() else None
-    top_level = top_level or default_journal_path(os.environ)
+    top_level = top_level or default_journal(os.environ)
     if _comparable(top_level) not in {_comparable(each) for each in journals.values()}:
         journals["no profile"] = top_level
     return journals
