@@ -298,6 +298,23 @@ def test_a_run_that_could_not_run_leaves_its_exit_code_not_the_last_good_one(
     assert "without the journal's figures" in bad.stderr
 
 
+def test_a_send_whose_outbox_is_gone_writes_its_exit_code(outbox: Path, tmp_path: Path):
+    """helper-51: an outbox moved away (an unmounted share) ended the run before the metrics
+    were set to be written: the file kept the last good run's exit code 0."""
+    write_invoice(outbox, "INV-1")
+    prom = tmp_path / "send.prom"
+    journal = tmp_path / "journal.db"
+    args = [*FAST, "--metrics-file", str(prom), "--journal", str(journal)]
+    good = CliRunner().invoke(app, ["send", str(outbox), "--sandbox", *args])
+    assert good.exit_code == 0, good.output
+    gone = tmp_path / "unmounted"
+
+    bad = CliRunner().invoke(app, ["send", str(gone), "--sandbox", *args])
+
+    assert bad.exit_code != 0, bad.output
+    assert samples(prom)[("invoicectl_run_exit_code", ())] == bad.exit_code
+
+
 def test_a_run_that_found_the_journal_locked_writes_exit_6(outbox: Path, tmp_path: Path):
     from invoicectl.journal.runlock import RunLock
 

@@ -187,14 +187,14 @@ def send(
             output.dry_run(report, plan)
         explain_exit(plan.exit_code, plan.exit_cause)
         raise typer.Exit(plan.exit_code)
-    start_pings(settings)
-    outbox_root(directory)  # before any journal is opened (or made) for the run
 
     def scanned(found: ScanReport) -> None:
         output.scanned(found)
         warn_if_empty(found.files + found.left_for_others, directory, recursive)
 
-    with metrics_after(settings, "send") as after:
+    with metrics_after(settings, "send") as after:  # first: an outbox gone ends the run too
+        start_pings(settings)
+        outbox_root(directory)  # before any journal is opened (or made) for the run
         report, summary = runner.send(
             settings,
             scan,
@@ -304,8 +304,8 @@ def reconcile(
         metrics_file=metrics_file,
         ping_url=ping_url,
     )
-    start_pings(settings)
     with metrics_after(settings, "reconcile"), reconcile_progress(settings, quiet=quiet) as shown:
+        start_pings(settings)  # in the metrics' block: a signal in this ping ends the run too
         report = run_reconcile(
             settings,
             apply=apply,
