@@ -32,13 +32,15 @@ OPTION = "--profile"
 # What a profile table may hold; anything else is a typo caught before a run.
 PROFILE_KEYS = frozenset(
     {"base_url", "api_key_file", "api_key_env", "tier", "rate", "concurrency", "journal", "sender"}
+    | {"metrics_file", "ping_url"}  # its own: what a send --all-profiles child writes and pings
 )
 # A Peppol participant as the UBL reader extracts a supplier EndpointID: schemeID:id.
 _PEPPOL_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*:[^\s:][^\s]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Each key's check: the type a TOML value must have (its range is config_values' to check).
-_TEXT_KEYS = ("base_url", "api_key_file", "api_key_env", "tier", "journal", "sender")
+_TEXT_KEYS: tuple[str, ...] = ("base_url", "api_key_file", "api_key_env", "tier", "journal")
+_TEXT_KEYS += ("sender", "metrics_file", "ping_url")
 _WHOLE_KEYS = ("rate", "concurrency")
 
 

@@ -18,6 +18,7 @@ from sendkit import FAST_RETRY, states
 from test_output_contract import check_golden
 from ublfactory import invoice_xml
 
+from invoicectl.errors import ExitCode
 from invoicectl.journal import Journal
 from invoicectl.sandbox import Sandbox, SandboxConfig
 from invoicectl.sandbox.server import BackgroundServer
@@ -111,8 +112,28 @@ def test_a_routed_profile_s_scan_reads_only_the_files_routed_to_it(
         report = scanning(outbox, supplier=ACME, names=names)(journal)
 
     assert sorted(routing.names["acme"]) == ["a1.xml", "a2.xml"]
-    assert report.files == 2 and report.left_for_others == 0
+    assert report.files == 2 and report.left_for_others == 5  # beta's, not read here
     assert sorted(report.new) == ["INV-1", "INV-2"]
+
+
+def test_a_routed_profile_with_no_file_of_its_own_is_not_an_empty_outbox(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """helper-51: a profile whose supplier had no invoice in the outbox that day exited 66
+    ("no *.xml file ... is the path right?"), and so did the whole routed run and its ping,
+    every cron run a bureau's client sent nothing."""
+    from invoicectl.send.routing import route
+
+    write(outbox, "a1.xml", ACME, "INV-1")
+    routing = route(outbox, {ACME: "acme", BETA: "beta"}, ["acme", "beta"])
+    names = tmp_path / "beta.names"
+    names.write_text("\0".join(routing.names.get("beta", [])))
+
+    with Journal(tmp_path / "beta.db") as journal:
+        report = scanning(outbox, supplier=BETA, names=names)(journal)
+
+    assert report.files == 0 and report.left_for_others == 1
+    assert report.input_code == ExitCode.OK
 
 
 def test_a_supplier_with_no_file_in_the_outbox_is_not_an_empty_outbox(
@@ -500,3 +521,33 @@ def test_the_shared_ping_url_is_pinged_once_with_the_worst_code(
 
     assert result.returncode == 5, result.stderr
     assert [request.path for request in monitor.requests] == ["/job/start", "/job/5"]
+
+
+def test_each_profile_writes_a_metrics_file_of_its_own(tmp_path: Path, outbox: Path) -> None:
+    """helper-51: the README said each profile's send writes a metrics_file of its own
+    profile, but a profile refused the key (unknown key 'metrics_file'); the top-level one
+    was not written, and nothing said so."""
+    write(outbox, "a1.xml", ACME, "A-1")
+    write(outbox, "b1.xml", BETA, "B-1")
+    acme, beta = emulator(KEY_A), emulator(KEY_B)
+    with BackgroundServer(acme) as acme_server, BackgroundServer(beta) as beta_server:
+        environ = bureau(tmp_path, acme_server.base_url, beta_server.base_url)
+        config = Path(environ["INVOICECTL_CONFIG"])
+        text = config.read_text().replace(
+            "[profiles.acme]\n", f'metrics_file = "{tmp_path / "top.prom"}"\n[profiles.acme]\n'
+        )
+        for name in ("acme", "beta"):
+            text = text.replace(
+                f"[profiles.{name}]\n",
+                f'[profiles.{name}]\nmetrics_file = "{tmp_path / name}.prom"\n',
+            )
+        config.write_text(text)
+        result = cli("send", "--all-profiles", str(outbox), *FLAGS, environ=environ)
+
+    assert result.returncode == 0, result.stderr
+    for name in ("acme", "beta"):
+        assert (
+            'invoicectl_run_exit_code{writer="send"} 0.0' in (tmp_path / f"{name}.prom").read_text()
+        )
+    assert not (tmp_path / "top.prom").exists()
+    assert "writes no top-level metrics_file; give each profile a metrics_file" in result.stderr

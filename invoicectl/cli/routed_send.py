@@ -56,7 +56,7 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     from invoicectl.render.formats import to_json
     from invoicectl.send.children import run_children
     from invoicectl.send.routing import route
-    from invoicectl.settings import ROUTED_ENV
+    from invoicectl.settings import ROUTED_ENV, load_config
 
     ctx = get_current_context()
     given = {
@@ -74,6 +74,9 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     env[LOG_ENV] = log_format(ctx.meta.get("args", [])).value  # as this run's, --log-format too
     env[ROUTED_ENV] = "1"  # each profile's own metrics file and ping URL only
     start_pings_to(_shared_ping_url())  # one ping for the whole run, its worst exit code
+    if load_config(os.environ).get("metrics_file") is not None:
+        say("invoicectl: note: send --all-profiles writes no top-level metrics_file; give each "
+            "profile a metrics_file of its own")  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="invoicectl-routed-") as lists:
         commands = {
             name: [sys.executable, "-m", "invoicectl", "--profile", name, "send", str(directory),

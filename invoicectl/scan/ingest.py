@@ -127,8 +127,11 @@ class OpenScan:
         self.workers = workers
         self.unlisted: list[ScannedFile] = []
         self.names = find_candidates(self.root, recursive, self.unlisted)
+        found = len(self.names)
         if names is not None:
             self.names = [name for name in self.names if name in names]
+        # Routed to another profile's send (``send --all-profiles``): files, just not ours.
+        self.routed_away = found - len(self.names)
         self.head: HeadStart | None = None
         if journal_path is not None and len(self.names) >= _HEAD_START_FILES:
             known = peek_stored(journal_path, as_text(str(self.root)))
@@ -149,11 +152,9 @@ class OpenScan:
         known, cached = _reading_again(journal, damaged_content(journal), has_stats)
         scanned = scan_files(self.names, self.root, known, cached, workers=self.workers, head=head)
         found: Iterable[ScannedFile] = chain(self.unlisted, scanned)
-        if self.supplier is None:
-            return Ingest(journal, self.root).run(found)
-        only = SupplierFilter(self.supplier, self.skip)
-        report = Ingest(journal, self.root).run(only.kept(found))
-        report.left_for_others = only.left
+        only = None if self.supplier is None else SupplierFilter(self.supplier, self.skip)
+        report = Ingest(journal, self.root).run(found if only is None else only.kept(found))
+        report.left_for_others = self.routed_away + (only.left if only is not None else 0)
         return report
 
 
