@@ -215,17 +215,20 @@ def write(path: Path, registry: CollectorRegistry) -> str | None:
 
     # The rename replaces what stands at the path: a link is followed to its file, and what
     # is no regular file (``/dev/null`` given to turn metrics off) is never replaced.
+    from invoicectl.text import one_line
+
+    shown = one_line(str(path))  # a line break in the path would start a line of its own
     try:
         path = path.resolve()
     except (OSError, RuntimeError):  # links that loop
-        return f"invoicectl: cannot write the metrics file {path}: its links loop"
+        return f"invoicectl: cannot write the metrics file {shown}: its links loop"
     if kind := not_regular(path):
-        return f"invoicectl: the metrics file {path} is {kind}, not a file; nothing written"
+        return f"invoicectl: the metrics file {shown} is {kind}, not a file; nothing written"
     strict = os.umask(0o022)
     try:
         write_to_textfile(str(path), registry)
     except OSError as error:
-        return f"invoicectl: cannot write the metrics file {path}: {error.strerror or error}"
+        return f"invoicectl: cannot write the metrics file {shown}: {error.strerror or error}"
     finally:
         os.umask(strict)
     return None

@@ -257,3 +257,36 @@ def test_an_argument_that_is_not_utf8_is_a_usage_error(tmp_path: Path, command: 
     assert "Traceback" not in said_all and "holds bytes that are not UTF-8 text" in said_all
     if b"--json" in command:
         assert json.loads(result.stdout)["exit_code"] == 2
+
+
+def test_an_error_reaches_a_terminal_whatever_its_width(tmp_path):
+    """helper-51: with COLUMNS=0 on a terminal, every stderr line vanished: `status` of a
+    missing journal exited 1 saying nothing."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    environ = {**os.environ, "COLUMNS": "0"}
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "status", "--journal", str(tmp_path / "gone.db")],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=follower,
+        env=environ,
+        timeout=60,
+    )
+    os.close(follower)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal's other end is closed: all was read
+            break
+        if not chunk:
+            break
+        said += chunk
+    os.close(leader)
+    assert done.returncode == 1
+    assert b"gone.db" in said and b"exit 1" in said, said

@@ -172,6 +172,22 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
         assert result.stderr.splitlines()[-1].startswith("exit 0: "), result.stderr
 
 
+def test_a_metrics_path_with_a_line_break_is_named_on_one_line(outbox: Path, tmp_path: Path):
+    """helper-51: the path's line break started a line of its own in the log, one that could
+    pass for another run's `exit 0: ...`."""
+    write_invoice(outbox, "INV-1")
+    forged = tmp_path / "nowhere\n2026-01-01T00:00:00Z exit 0: 1 accepted" / "send.prom"
+
+    sent = CliRunner().invoke(
+        app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(forged)]
+    )
+
+    assert sent.exit_code == 0, sent.output
+    said = [line for line in sent.stderr.splitlines() if "metrics file" in line]
+    assert len(said) == 1 and "nowhere\\n2026-01-01T00:00:00Z" in said[0], sent.stderr
+    assert not any(line.startswith("2026-01-01") for line in sent.stderr.splitlines())
+
+
 def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(
     outbox: Path, tmp_path: Path
 ):

@@ -151,6 +151,25 @@ def test_a_first_signal_says_what_is_in_flight_a_second_abandons_it(outbox: Path
     assert len(ids) == 10
 
 
+def test_a_single_signal_whose_grace_runs_out_is_not_called_a_second(outbox: Path, journal: Path):
+    """helper-51: one SIGTERM, the requests in flight still unanswered when its grace ran
+    out, and the run's line said they were abandoned "(a second SIGTERM)"."""
+    outbox_of(outbox, 4)
+    with HostileServer(api(hang())) as server:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--json", "--concurrency", "4",
+            *NO_CHECKS,
+        )  # fmt: skip
+        wait_for(lambda: len(documents_sent(server)) >= 4, timeout=30)
+        process.send_signal(signal.SIGTERM)
+        stdout, stderr = process.communicate(timeout=30)
+
+    assert process.returncode == 130, stderr
+    line = stopped_line(stderr)
+    assert "4 requests in flight abandoned (the grace after SIGTERM ran out)" in line, line
+    assert "a second" not in line
+
+
 def test_the_text_summary_counts_what_went_out_unanswered(outbox: Path, journal: Path):
     outbox_of(outbox, 6)
     with HostileServer(api(hang())) as server:

@@ -121,19 +121,26 @@ def _give_devnull(fd: int) -> None:
         os.close(devnull)
 
 
+# Narrower than this, a terminal gets a diagnostic as one plain line, unwrapped.
+_NARROWEST = 20
+
+
 def say(message: str) -> None:
     """One diagnostic on stderr, never wrapped when stderr is not a terminal."""
     # What stdout still buffers was written before this line: in a cron log (both streams one
     # file, stdout block-buffered) it comes first, the ``exit N:`` line last.
     with suppress(OSError, ValueError):  # ValueError: stdout closed
         sys.stdout.flush()
-    if not sys.stderr.isatty():
-        sys.stderr.write(f"{message}\n")
-        sys.stderr.flush()
-        return
-    from rich.console import Console
+    if sys.stderr.isatty():
+        from rich.console import Console
 
-    Console(stderr=True, markup=False, emoji=False, highlight=False).print(message)
+        console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+        # Narrower than a word (COLUMNS=0 or 1), rich drops the line or shreds it.
+        if console.width >= _NARROWEST:
+            console.print(message)
+            return
+    sys.stderr.write(f"{message}\n")
+    sys.stderr.flush()
 
 
 def warn_if_empty(files: int, directory: Path, recursive: bool) -> None:

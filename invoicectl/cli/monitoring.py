@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say
 from invoicectl.cli.endings import at_end
+from invoicectl.text import one_line
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -51,7 +52,8 @@ def write_after_run(
     if refused is not None:
         return refused
     if unreadable is not None:
-        return f"invoicectl: metrics written to {path} without the journal's figures: {unreadable}"
+        shown = one_line(str(path))
+        return f"invoicectl: metrics written to {shown} without the journal's figures: {unreadable}"
     return None
 
 

@@ -236,11 +236,12 @@ def stop_line(summary: SendSummary, *, deadline: float | None, outage_after: int
         return None
     parts = [f"invoicectl: {what}"]
     if summary.abandoned:
-        by = (
-            "the deadline's grace ran out"
-            if summary.abandoned_by == "deadline"
-            else (f"a second {summary.abandoned_by}")
-        )
+        if summary.abandoned_by == "deadline":
+            by = "the deadline's grace ran out"
+        elif summary.grace_ran_out:
+            by = f"the grace after {summary.abandoned_by} ran out"
+        else:
+            by = f"a second {summary.abandoned_by}"
         parts.append(f"{summary.abandoned} requests in flight abandoned ({by})")
     if summary.unanswered:
         parts.append(f"{summary.unanswered} {UNANSWERED} under the same keys")

@@ -43,6 +43,7 @@ class Stopping:
         self.reasons: list[str] = []  # in order; signals by name
         self.abandoned_by: str | None = None  # the deadline's grace, or a second signal
         self.abandoned = 0  # requests in flight when they were abandoned
+        self.grace_ran_out = False  # abandoned at the grace's end, not by a second signal
         self.workers: list[asyncio.Task[Any]] = []
         self.in_flight: set[asyncio.Task[Any]] = set()
         self._grace: asyncio.TimerHandle | None = None
@@ -98,4 +99,8 @@ class Stopping:
             import asyncio
 
             loop = asyncio.get_running_loop()
-            self._grace = loop.call_later(self.grace, self.abandon, reason)
+            self._grace = loop.call_later(self.grace, self._grace_over, reason)
+
+    def _grace_over(self, reason: str) -> None:
+        self.grace_ran_out = True
+        self.abandon(reason)

@@ -59,6 +59,7 @@ class SendSummary:
     stops: tuple[str, ...] = ()  # every stop, in order; signals by name ("SIGTERM")
     abandoned_by: str | None = None  # what abandoned requests in flight (they are unknown)
     abandoned: int = 0  # requests abandoned in flight
+    grace_ran_out: bool = False  # abandoned when the grace after the stop ran out
     continue_with: str | None = None  # the command that continues an interrupted run (CLI's)
     auth_message: str | None = None
     endpoint_message: str | None = None  # stopped_by "wrong_url": which URL answered what
@@ -107,6 +108,7 @@ class SendSummary:
         self.stops = tuple(stopping.reasons)
         self.abandoned_by = stopping.abandoned_by
         self.abandoned = stopping.abandoned
+        self.grace_ran_out = stopping.grace_ran_out
         self.waited_for_rate = limiter.waited_for_rate
         self.waited_for_retry_after = limiter.waited_for_retry_after
         self.durable_commits = commits.commits
