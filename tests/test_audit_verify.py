@@ -385,6 +385,25 @@ def test_a_blob_turned_to_text_is_named_and_the_others_still_read(journal_path: 
     assert f"{blobs} of {blobs} blobs read" in result.stdout
 
 
+def test_a_chain_payload_that_is_not_utf8_hides_no_other_damage(journal_path: Path):
+    """helper-52: one event's payload made of bytes that are not UTF-8 stopped the chain
+    check unnamed, and with it every row check: an edited audit-trail entry elsewhere went
+    unreported ("0 rows against their events")."""
+    with sqlite3.connect(journal_path) as conn:
+        (seq,) = conn.execute("SELECT min(seq) FROM chain WHERE kind = 'invoice'").fetchone()
+        conn.execute(
+            "UPDATE chain SET payload = CAST(CAST(payload AS BLOB) || X'FF' AS TEXT)"
+            " WHERE seq = ?",
+            (seq,),
+        )
+        conn.execute("UPDATE events SET detail = 'forged' WHERE invoice_id = 'A-002'")
+    found = lines(journal_path)
+    assert any(
+        line.startswith(f"chain event {seq}: its payload is not UTF-8 text") for line in found
+    ), found
+    assert any(line.startswith("audit-trail entry ") and "'forged'" in line for line in found)
+
+
 def test_a_revision_deleted_with_its_blob_is_named(journal_path: Path):
     revision_id, sha256, _ = revision_of(journal_path, "A-002")
     seq = last_event_of(journal_path, "revision", revision_id)

@@ -60,8 +60,10 @@ def check_chain(reader: AuditReader, result: Verification, state: ChainState) ->
         result.head_seq, result.head_hash = event.seq, str(event.hash)
         subject = f"chain event {event.seq}"
         text = event.payload if isinstance(event.payload, str) else None
+        # Bytes that are not UTF-8 come as surrogates (verify reads them so): hashed as stored.
+        data = None if text is None else text.encode("utf-8", "surrogateescape")
         stored = event.hash if isinstance(event.hash, str) and _HEX.match(event.hash) else None
-        given = None if text is None or previous is None else link(previous, text.encode())
+        given = None if data is None or previous is None else link(previous, data)
         if event.seq != expected:
             _settle(result, doubt)
             doubt, given = None, None
@@ -76,8 +78,8 @@ def check_chain(reader: AuditReader, result: Verification, state: ChainState) ->
             if (
                 given is not None
                 and given != stored
-                and text is not None
-                and link(doubt[1], text.encode()) == stored
+                and data is not None
+                and link(doubt[1], data) == stored
             ):
                 result.add(f"chain event {doubt[0]}", _HASH_EDITED)
                 doubt, given = None, stored
@@ -94,7 +96,9 @@ def check_chain(reader: AuditReader, result: Verification, state: ChainState) ->
             previous = given
         elif given is not None and given != stored:
             doubt = (event.seq, given)
-        if text is not None:
+        if text is not None and not _is_utf8(text):
+            result.add(subject, "its payload is not UTF-8 text: changed after it was written")
+        elif text is not None:
             _payload(event, text, result, state, last)
         if len(last) >= _BATCH:
             reader.record_last_events(last)
@@ -102,6 +106,14 @@ def check_chain(reader: AuditReader, result: Verification, state: ChainState) ->
     _settle(result, doubt)
     reader.record_last_events(last)
     state.complete = True
+
+
+def _is_utf8(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _settle(result: Verification, doubt: tuple[int, str] | None) -> None:
