@@ -392,8 +392,7 @@ def test_a_chain_payload_that_is_not_utf8_hides_no_other_damage(journal_path: Pa
     with sqlite3.connect(journal_path) as conn:
         (seq,) = conn.execute("SELECT min(seq) FROM chain WHERE kind = 'invoice'").fetchone()
         conn.execute(
-            "UPDATE chain SET payload = CAST(CAST(payload AS BLOB) || X'FF' AS TEXT)"
-            " WHERE seq = ?",
+            "UPDATE chain SET payload = CAST(CAST(payload AS BLOB) || X'FF' AS TEXT) WHERE seq = ?",
             (seq,),
         )
         conn.execute("UPDATE events SET detail = 'forged' WHERE invoice_id = 'A-002'")
