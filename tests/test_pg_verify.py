@@ -125,3 +125,21 @@ def test_a_url_libpq_refuses_is_exit_1_not_a_retry(command: str, url: str):
 
     assert result.exit_code == ExitCode.COULD_NOT_RUN, result.output
     assert "cannot be reached" not in result.stderr and "hunter2-pw" not in result.output
+
+
+def test_a_covered_table_dropped_hides_no_other_damage(tmp_path, pg_url):
+    """helper-52: the query on a dropped table aborted verify's one snapshot transaction,
+    and every check after it said "stopped: InFailedSqlTransaction": an edited environment
+    row went unreported."""
+    copied(tmp_path, pg_url)
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        conn.execute("DROP TABLE history_checks")
+        conn.execute("UPDATE environment SET base_url = 'https://forged.example'")
+
+    code, document, _text = verify(pg_url)
+
+    lines = [f"{p['subject']}: {p['problem']}" for p in document["problems"]]
+    assert code == 1
+    assert any("its schema lacks history_checks" in line for line in lines), lines
+    assert any(line.startswith("environment") for line in lines), lines
+    assert not any("InFailedSqlTransaction" in line for line in lines), lines

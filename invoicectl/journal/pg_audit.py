@@ -13,6 +13,7 @@ integrity check has no PostgreSQL form: the server checks its own pages (``verif
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from invoicectl.journal.audit import AuditReader, ChainRow
@@ -59,6 +60,19 @@ class PgAuditReader(AuditReader):
             "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema()"
         ).fetchall()
         return sorted({*TABLES, *PG_ONLY_TABLES}.difference(name for (name,) in tables))
+
+    @contextmanager
+    def isolated(self) -> Iterator[None]:
+        """One step of ``verify``: what fails in it is rolled back to its start, and the
+        snapshot's transaction goes on for the steps after it (one failed statement, a
+        table dropped by hand, aborted it for every check that came later)."""
+        self._raw.execute("SAVEPOINT verify_step")
+        try:
+            yield
+        except BaseException:
+            self._raw.execute("ROLLBACK TO SAVEPOINT verify_step")
+            raise
+        self._raw.execute("RELEASE SAVEPOINT verify_step")
 
     @property
     def _raw(self) -> Any:
