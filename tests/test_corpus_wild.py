@@ -40,6 +40,11 @@ def id_groups() -> dict[str, list[str]]:
     return groups
 
 
+def reasons_of(report: ScanReport) -> dict[str, str]:
+    """Each invalid invoice's or file's reason, by its number or file name."""
+    return {problem.subject: problem.reason for problem in report.invalid}
+
+
 def expected_pending(row: dict[str, str], groups: dict[str, list[str]]) -> bool:
     """MANIFEST.md: a customer EndpointID with its schemeID, and an ID unique in the corpus."""
     return not row["note"] and len(groups[row["id"]]) == 1
@@ -92,7 +97,7 @@ def test_what_is_expected_invalid_is_invalid_with_a_reason(
 ) -> None:
     journal, report = scanned
     groups = id_groups()
-    reasons = {problem.subject: problem.reason for problem in report.invalid}
+    reasons = reasons_of(report)
     invalid = [row for row in expected_rows() if not row["id"] or not expected_pending(row, groups)]
     assert len(invalid) == 105
     for row in invalid:
@@ -109,7 +114,7 @@ def test_each_duplicated_id_names_every_file_of_its_group(
 ) -> None:
     _, report = scanned
     groups = id_groups()
-    reasons = {problem.subject: problem.reason for problem in report.invalid}
+    reasons = reasons_of(report)
     repeated = {invoice_id: files for invoice_id, files in groups.items() if len(files) > 1}
     assert len(repeated) == 5
     for invoice_id, files in repeated.items():

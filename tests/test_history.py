@@ -662,18 +662,25 @@ def test_a_list_most_recently_updated_first_is_not_taken_for_newest_created_firs
     assert_held_as_found(journal_path, [sent], sandbox)
 
 
-def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, journal_path: Path):
-    """The new version went out after the backup: restored, the journal knows only the first
-    key, and `--new-version` again would send the invoice under the same next key, its 24
-    hours over, a second delivery. The check covers the invoices given to --new-version, and
-    the transactions of keys the journal holds are no finding."""
-    outbox_of(outbox, "F", 1, receiver="9915:reject-all")
-    sandbox = emulator()
+def a_failed_delivery(outbox: Path, journal_path: Path, **emulated: object):
+    """F-000 sent and accepted, its delivery failed, and reconcile has said so: what lets a
+    --new-version go. (The emulator and the settings.)"""
+    write_invoice(outbox, "F-000", receiver="9915:reject-all")
+    sandbox = emulator(**emulated)
     settings = settings_for(journal_path)
     send(settings, outbox, sandbox.transport(), warn=lambda line: None)
     sandbox.advance_clock(600)  # its delivery has failed by now
     (case,) = reconcile(settings, transport=sandbox.transport()).cases
     assert case.verdict.value == "delivery_failed"
+    return sandbox, settings
+
+
+def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, journal_path: Path):
+    """The new version went out after the backup: restored, the journal knows only the first
+    key, and `--new-version` again would send the invoice under the same next key, its 24
+    hours over, a second delivery. The check covers the invoices given to --new-version, and
+    the transactions of keys the journal holds are no finding."""
+    sandbox, settings = a_failed_delivery(outbox, journal_path)
     copy = snapshot(journal_path, "backup")
     send(settings, outbox, sandbox.transport(), warn=lambda line: None, new_versions=("F-000",))
     assert sandbox.stats()["per_invoice"] == {"F-000": 2}

@@ -17,7 +17,14 @@ import httpx
 import pytest
 from backends import restore, snapshot
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for, states
-from test_history import Counting, assert_held_as_found, day_later, journal_path, outbox_of
+from test_history import (
+    Counting,
+    a_failed_delivery,
+    assert_held_as_found,
+    day_later,
+    journal_path,
+    outbox_of,
+)
 from ublfactory import write_invoice
 
 from invoicectl.errors import ExitCode
@@ -443,15 +450,7 @@ def test_a_new_version_after_a_silence_is_no_sign_of_a_rollback(
     """helper-50: asked about the --new-version invoice too, the probe found its own
     earlier, failed send and took it for one a rollback lost; against a list that says
     nothing of paging the full check then held it and the day's new invoice, exit 4."""
-    from invoicectl.reconcile.runner import reconcile
-
-    write_invoice(outbox, "F-000", receiver="9915:reject-all")
-    sandbox = emulator(list_paging=False)
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
-    sandbox.advance_clock(600)
-    (case,) = reconcile(settings, transport=sandbox.transport()).cases
-    assert case.verdict.value == "delivery_failed"
+    sandbox, settings = a_failed_delivery(outbox, journal_path, list_paging=False)
     sandbox.advance_clock(25 * 3600)
     write_invoice(outbox, "G-001")  # exported today
     warnings: list[str] = []
