@@ -342,11 +342,6 @@ CONTROL = (
             "the invoice number (cbc:ID) '\\u3000INV-1' starts or ends with an invisible "
             "character (U+3000); remove it",
         ),
-        (
-            "\u200bINV-1\ufeff".encode(),
-            "the invoice number (cbc:ID) '\\u200bINV-1\\ufeff' starts or ends with an invisible "
-            "character (U+200B, U+FEFF); remove it",
-        ),
         (b"INV-1&#x85;", f"the invoice number (cbc:ID) 'INV-1\\x85' {CONTROL}"),
         (b"&#x2028;INV-1", f"the invoice number (cbc:ID) '\\u2028INV-1' {CONTROL}"),
         (
@@ -372,6 +367,11 @@ def test_unusable_invoice_ids_get_a_clear_reason(raw: bytes, reason: str) -> Non
 @pytest.mark.parametrize(
     ("raw", "reason"),
     [
+        (  # zero-width: str.strip keeps them, so an older invoicectl journalled them
+            "\u200bINV-1\ufeff".encode(),
+            "the invoice number (cbc:ID) '\\u200bINV-1\\ufeff' starts or ends with an invisible "
+            "character (U+200B, U+FEFF); remove it",
+        ),
         # Marks that steer text direction, fillers and selectors that draw nothing, a tag
         # character: each makes "INV-1" another invoice number that looks the same.
         (

@@ -125,3 +125,42 @@ def test_the_same_new_version_named_twice_is_one_decision(tmp_path: Path, outbox
         )  # fmt: skip
     assert done.returncode == 0, done.stdout + done.stderr
     assert sandbox.stats()["per_invoice"] == {"F-1": 2}
+
+
+@pytest.mark.parametrize("silent", [False, True], ids=["after a send", "after a silence"])
+def test_a_first_keys_transaction_reconcile_found_is_no_send_of_the_new_version(
+    outbox: Path, journal_path: Location, silent: bool
+):
+    """helper-54: the first send's answer lost, reconcile found its transaction (failed),
+    then the new version's answer was lost too. No answer named that first transaction, so
+    reconcile matched it as the new version's too ("2 transactions match", held), and after
+    a day's silence the probe took it for a send a rollback lost (held as found)."""
+    from datetime import UTC, datetime, timedelta
+
+    from sendkit import at
+
+    write_invoice(outbox, "F-1", receiver="9915:reject-all")
+    sandbox = emulator(drop_rate=1.0)  # the first send's answer is lost
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=ONE_TRY,
+         clocks=at(datetime.now(UTC) - timedelta(hours=25)))  # fmt: skip
+    sandbox.set_faults(drop_rate=0.0)
+    sandbox.advance_clock(600)
+    (case,) = reconcile(settings, transport=sandbox.transport(), apply=True).cases
+    assert case.verdict.value == "sent_then_failed"
+    if not silent:
+        write_invoice(outbox, "G-1")  # another invoice sent now
+        send(settings, outbox, sandbox.transport(), policy=ONE_TRY)
+    sandbox.set_faults(drop_rate=1.0)  # the new version's answer is lost too
+    send(settings, outbox, sandbox.transport(), policy=ONE_TRY, new_versions=("F-1",))
+    sandbox.set_faults(drop_rate=0.0)
+
+    cases = reconcile(settings, transport=sandbox.transport(), apply=True).cases
+
+    (case,) = [case for case in cases if case.invoice_id == "F-1"]
+    assert case.verdict.value == "unknown_found", case.detail
+    with open_journal(journal_path) as journal:
+        invoice = journal.invoice("F-1")
+        assert invoice is not None and invoice.hold is None, invoice.hold_reason
+        assert invoice.state.value == "accepted" and invoice.idempotency_key == "invoice-F-1-v2"
+    assert sandbox.stats()["per_invoice"]["F-1"] == 2

@@ -671,13 +671,16 @@ def test_a_head_start_is_stopped_when_the_journal_cannot_be_opened(tmp_path: Pat
     assert workers and not any(process.is_alive() for process in workers)
 
 
+@pytest.mark.parametrize(
+    "decomposed", ["Faktura-O\u0308l-7", "INV-1\u200b"], ids=["NFD", "zero-width space"]
+)
 def test_a_lookalike_number_an_older_invoicectl_sent_is_amended_by_a_new_file(
-    journal: Journal, outbox: Path
+    journal: Journal, outbox: Path, decomposed: str
 ):
-    """An older invoicectl sent "Faktura-Öl-7" written decomposed (NFD). Refused outright,
-    the ERP's corrected re-export was unidentified, not tied to the invoice sent, and its
-    reason said to save the number composed: a new number, sent a second time."""
-    decomposed = "Faktura-O\u0308l-7"
+    """An older invoicectl sent "Faktura-Öl-7" written decomposed (NFD), or "INV-1" with a
+    zero-width space after it (str.strip keeps one). Refused outright, the ERP's corrected
+    re-export was unidentified, not tied to the invoice sent, and its reason said to save
+    the number otherwise: a new number, sent a second time (helper-50, helper-54)."""
     write_invoice(outbox, decomposed, name="a.xml", amount="1250.00")
     scan_directory(journal, outbox)
     first = journal.invoice(decomposed)

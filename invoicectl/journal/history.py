@@ -35,6 +35,29 @@ class HistoryRecords(JournalBase):
         ).fetchone()
         return row is not None
 
+    def transactions_by_key(self, invoice_id: str) -> set[tuple[str | None, str]]:
+        """(idempotency key, transaction) of every transaction the invoice has known as its
+        own or its key's: named by an answer to one of its attempts, or held by its row at
+        any time (the chain keeps each version of the row: one reconcile adopted or judged
+        is there, though no answer named it)."""
+        known: set[tuple[str | None, str]] = set()
+        for key, *named in self.db.execute(
+            "SELECT idempotency_key, transaction_id, existing_transaction_id FROM attempts"
+            " WHERE invoice_id = ?",
+            (invoice_id,),
+        ):
+            known.update((key, str(txn)) for txn in named if txn)
+        for (payload,) in self.db.execute(
+            "SELECT payload FROM chain WHERE invoice_id = ? AND kind = 'invoice'", (invoice_id,)
+        ):
+            try:
+                row = json.loads(payload).get("row") or {}
+            except (ValueError, AttributeError):  # a damaged event: verify names it
+                continue
+            named = (row.get("transaction_id"), row.get("existing_transaction_id"))
+            known.update((row.get("idempotency_key"), txn) for txn in named if isinstance(txn, str))
+        return known
+
     def transaction_owner(self, transaction_id: str, other_than: str) -> str | None:
         """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, if
         any (by the index of m015)."""

@@ -142,15 +142,24 @@ def release(
 
 
 def record_verdict(
-    journal: JournalBackend, invoice_id: str, verdict: str, at: str, run_id: int | None = None
+    journal: JournalBackend,
+    invoice_id: str,
+    verdict: str,
+    at: str,
+    run_id: int | None = None,
+    keys_transaction: str | None = None,
 ) -> None:
     """The verdict reconcile reached for the invoice, and when; an event when it changed. A
     verdict that found it at GoRoute from another send records evidence; one that showed the
-    transaction is no delivery of it clears the evidence (``evidence``)."""
+    transaction is no delivery of it clears the evidence (``evidence``).
+    ``keys_transaction``: the transaction the verdict found its key carried (a send that
+    failed), kept as the key's (``existing_transaction_id``), in the row's chain record too:
+    a new version's search then knows it for the earlier key's, not for its own."""
     with journal.transaction():
         invoice = journal.invoice(invoice_id)
         if invoice is None:
             return
+        found = {"existing_transaction_id": keys_transaction} if keys_transaction else {}
         write(
             journal,
             Transition.record_verdict,
@@ -158,6 +167,7 @@ def record_verdict(
             touch=False,
             verdict=verdict,
             verdict_at=at,
+            **found,
         )
         if verdict != invoice.verdict:
             journal.add_event(

@@ -84,15 +84,14 @@ def _open(journal: JournalBackend, state: InvoiceState) -> list[Invoice]:
 def _journal_side(journal: JournalBackend, invoice: Invoice) -> JournalSide:
     invoice_id, key = invoice.invoice_id, invoice.idempotency_key
     shas = [revision.sha256 for revision in journal.revisions(invoice_id)]
-    every = journal.attempts(invoice_id)
-    attempts = [attempt for attempt in every if key is None or attempt.idempotency_key == key]
-    earlier_keys = {
-        named
-        for attempt in every
-        if attempt.idempotency_key != key
-        for named in (attempt.transaction_id, attempt.existing_transaction_id)
-        if named
-    }
+    attempts = [
+        attempt
+        for attempt in journal.attempts(invoice_id)
+        if key is None or attempt.idempotency_key == key
+    ]
+    by_key = journal.transactions_by_key(invoice_id)
+    this_key = {txn for held_by, txn in by_key if held_by == key}
+    earlier_keys = {txn for held_by, txn in by_key if held_by != key} - this_key if key else set()
     return JournalSide(
         state=invoice.state,
         document_type=invoice.document_type,

@@ -334,9 +334,7 @@ def not_its_own(
     key): what it never sent a request for has none."""
     if invoice.key_first_used_at is None:
         return txns
-    own = {invoice.transaction_id, invoice.existing_transaction_id}
-    for attempt in journal.attempts(invoice.invoice_id):
-        own.update((attempt.transaction_id, attempt.existing_transaction_id))
+    own = {txn for _key, txn in journal.transactions_by_key(invoice.invoice_id)}
     return tuple(txn for txn in txns if txn.transaction_id is None or txn.transaction_id not in own)
 
 

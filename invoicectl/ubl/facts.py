@@ -50,10 +50,11 @@ _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETAR
 _OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
 _WANTED = _HEADER | _OPTIONAL
 
-# White space and zero-width characters at the ends of a number make it unidentified: an
-# older invoicectl trimmed them off (str.strip), so the journal may hold it without them.
-_SPACE = r"[\s\u00ad\u180e\u200b-\u200d\u2060\ufeff]"
-_SPACE_AT_ENDS = re.compile(f"^{_SPACE}|{_SPACE}$")
+# White space at the ends of a number makes it unidentified: an older invoicectl trimmed it
+# off (str.strip), so the journal may hold the number without it. (str.strip keeps the
+# zero-width characters: a number ending in one was journalled with it, so it is a
+# ``_lookalike``, journalled as written, as every other invisible character.)
+_SPACE_AT_ENDS = re.compile(r"^\s|\s$")
 # Any other character that shows nothing at an end makes a number unsendable (``_lookalike``):
 # "INV-1\u200e" is no "INV-1", and a second file with it would be a second invoice to GoRoute
 # and a second delivery to the receiver. Those Python does not print (format characters such
