@@ -753,3 +753,29 @@ def test_a_list_that_refuses_a_page_of_100_is_asked_for_smaller_pages(
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # the one GoRoute holds
     assert_held_as_found(journal_path, [already], sandbox)
     assert {states(journal_path)[i] for i in ids} == {"accepted"}
+
+
+def test_a_held_new_version_of_an_edited_invoice_names_no_reconcile_that_cannot_judge_it(
+    outbox: Path, journal_path: Path
+):
+    """helper-53: its release was refused with "`invoicectl reconcile --apply` adopts that
+    transaction if it is this invoice's", and reconcile can judge no key the journal has no
+    answer for: the way out is the hold's own (abandon, or release --force)."""
+    sandbox, settings = a_failed_delivery(outbox, journal_path)
+    write_invoice(outbox, "F-000", receiver="9915:phase4-test-receiver")  # corrected
+    copy = snapshot(journal_path, "backup")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, new_versions=("F-000",))
+    restore(journal_path, copy)
+    sandbox.advance_clock(25 * 3600)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=day_later(),
+         new_versions=("F-000",))  # fmt: skip
+
+    with open_journal(journal_path) as journal:
+        invoice = journal.invoice("F-000")
+        assert invoice is not None and invoice.state.value == "amended"
+        assert (invoice.hold, invoice.held_by) == (Hold.held, HELD_BY)
+        refused = release(journal, "F-000", by="clerk")
+    assert not refused.done
+    assert "reconcile --apply" not in refused.message
+    assert "`release --force` only once you know it is not" in refused.message
+    assert sandbox.stats()["per_invoice"] == {"F-000": 2}

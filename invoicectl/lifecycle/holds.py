@@ -24,6 +24,7 @@ from invoicectl.errors import StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import (
+    HISTORY_CHECK,
     dismiss_evidence,
     note_verdict,
     standing_evidence,
@@ -113,12 +114,20 @@ def release(
             dismiss_evidence(journal, invoice, f"by {by} with --force: {evidence}")
         return Decision(invoice_id, True, f"not held; the evidence dismissed ({evidence})")
     if not force and evidence is not None:
+        # A send of a key the journal has no answer for (``hold_found``) no reconcile judges.
+        lost_key = invoice.key_first_used_at is not None and invoice.held_by == HISTORY_CHECK
+        adopts = (
+            ""
+            if lost_key
+            else (
+                "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
+            )
+        )
         return Decision(
             invoice_id,
             False,
-            f"{evidence}: released, it could be delivered twice. `invoicectl reconcile --apply` "
-            "adopts that transaction if it is this invoice's; `release --force` only once you "
-            "know it is not",
+            f"{evidence}: released, it could be delivered twice. {adopts}`release --force` only "
+            "once you know it is not",
         )
     if not dry_run:
         with journal.transaction():
