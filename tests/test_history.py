@@ -675,6 +675,20 @@ def a_failed_delivery(outbox: Path, journal_path: Path, **emulated: object):
     return sandbox, settings
 
 
+def new_version_a_day_later(settings, outbox: Path, sandbox, warn=lambda line: None):
+    """``send --new-version F-000`` 25 hours on, its key's window closed: the run's summary."""
+    sandbox.advance_clock(25 * 3600)
+    _, summary = send(
+        settings,
+        outbox,
+        sandbox.transport(),
+        warn=warn,
+        clocks=day_later(),
+        new_versions=("F-000",),
+    )
+    return summary
+
+
 def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, journal_path: Path):
     """The new version went out after the backup: restored, the journal knows only the first
     key, and `--new-version` again would send the invoice under the same next key, its 24
@@ -686,16 +700,8 @@ def test_a_restored_backup_sends_no_new_version_its_lost_run_sent(outbox: Path, 
     assert sandbox.stats()["per_invoice"] == {"F-000": 2}
 
     restore(journal_path, copy)
-    sandbox.advance_clock(25 * 3600)
     warnings: list[str] = []
-    _, summary = send(
-        settings,
-        outbox,
-        sandbox.transport(),
-        warn=warnings.append,
-        clocks=day_later(),
-        new_versions=("F-000",),
-    )
+    summary = new_version_a_day_later(settings, outbox, sandbox, warnings.append)
 
     assert sandbox.stats()["per_invoice"] == {"F-000": 2}
     assert summary.exit_code == ExitCode.NEEDS_RECONCILE
@@ -766,9 +772,7 @@ def test_a_held_new_version_of_an_edited_invoice_names_no_reconcile_that_cannot_
     copy = snapshot(journal_path, "backup")
     send(settings, outbox, sandbox.transport(), warn=lambda line: None, new_versions=("F-000",))
     restore(journal_path, copy)
-    sandbox.advance_clock(25 * 3600)
-    send(settings, outbox, sandbox.transport(), warn=lambda line: None, clocks=day_later(),
-         new_versions=("F-000",))  # fmt: skip
+    new_version_a_day_later(settings, outbox, sandbox)
 
     with open_journal(journal_path) as journal:
         invoice = journal.invoice("F-000")

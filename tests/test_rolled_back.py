@@ -23,6 +23,7 @@ from test_history import (
     assert_held_as_found,
     day_later,
     journal_path,
+    new_version_a_day_later,
     outbox_of,
 )
 from ublfactory import write_invoice
@@ -451,18 +452,10 @@ def test_a_new_version_after_a_silence_is_no_sign_of_a_rollback(
     earlier, failed send and took it for one a rollback lost; against a list that says
     nothing of paging the full check then held it and the day's new invoice, exit 4."""
     sandbox, settings = a_failed_delivery(outbox, journal_path, list_paging=False)
-    sandbox.advance_clock(25 * 3600)
     write_invoice(outbox, "G-001")  # exported today
     warnings: list[str] = []
 
-    _, summary = send(
-        settings,
-        outbox,
-        sandbox.transport(),
-        warn=warnings.append,
-        clocks=day_later(),
-        new_versions=("F-000",),
-    )
+    summary = new_version_a_day_later(settings, outbox, sandbox, warnings.append)
 
     assert warnings == []
     assert sandbox.stats()["per_invoice"] == {"F-000": 2, "G-001": 1}

@@ -115,14 +115,9 @@ def release(
         return Decision(invoice_id, True, f"not held; the evidence dismissed ({evidence})")
     if not force and evidence is not None:
         # A send of a key the journal has no answer for (``hold_found``) no reconcile judges.
-        lost_key = invoice.key_first_used_at is not None and invoice.held_by == HISTORY_CHECK
-        adopts = (
-            ""
-            if lost_key
-            else (
-                "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
-            )
-        )
+        adopts = "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
+        if invoice.key_first_used_at is not None and invoice.held_by == HISTORY_CHECK:
+            adopts = ""
         return Decision(
             invoice_id,
             False,

@@ -257,8 +257,8 @@ def _record(
     """The verdict reached, and with ``apply`` the hold it calls for."""
     if case.verdict is Verdict.lookup_failed:  # no verdict reached: keep the last
         return case
-    failed_send = case.verdict is Verdict.sent_then_failed and case.api is not None
-    keys = case.api.transaction_id if failed_send and case.api is not None else None
+    failed = case.verdict is Verdict.sent_then_failed
+    keys = case.api.transaction_id if failed and case.api is not None else None
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys)
     guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
