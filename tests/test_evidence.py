@@ -313,6 +313,31 @@ def test_a_number_corrected_in_its_file_is_sent_once(journal_path: Location, out
     assert states(journal_path) == {"TYPO-1O0": "pending", "TYPO-100": "accepted"}
 
 
+def test_a_corrected_number_released_is_sent_not_held_again(journal_path: Location, outbox: Path):
+    """`release` of the mistyped number's hold is the operator's word to send both: the next
+    send's scan, which still finds the file renumbered, does not hold it again, and each
+    number goes out once. Renumbered once more, the file is a new replacement: held again."""
+    write_invoice(outbox, "TYPO-1O0", name="a.xml")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+    write_invoice(outbox, "TYPO-100", name="a.xml")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        assert release(journal, "TYPO-1O0", by="clerk").done
+        write_invoice(outbox, "TYPO-101", name="a.xml")
+        scan_directory(journal, outbox)
+        assert journal.invoice("TYPO-1O0").hold == "held"  # type: ignore[union-attr]
+        assert release(journal, "TYPO-1O0", by="clerk").done
+    sandbox = emulator()
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"TYPO-101": 1, "TYPO-1O0": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE  # TYPO-100, replaced in turn: held
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("TYPO-100").hold == "held"  # type: ignore[union-attr]
+
+
 @pytest.mark.parametrize("damage", ["row deleted", "row edited to pending"])
 def test_a_row_that_forgot_its_send_is_held_not_sent_again(
     journal_path: Location, outbox: Path, damage: str

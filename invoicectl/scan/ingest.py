@@ -261,13 +261,24 @@ class Ingest:
         is held: its number corrected in the file, most likely, and sending both would
         deliver one invoice twice under two numbers. A person decides which stands."""
         for invoice_id, name, other in self.journal.replaced_in_place():
+            replaced_by = f"now holds invoice {one_line(other, 80)};"
+            if self._released_before(invoice_id, replaced_by):
+                continue
             reason = (
-                f"its file {one_line(name)} now holds invoice {one_line(other, 80)}; if "
+                f"its file {one_line(name)} {replaced_by} if "
                 f"{invoice_id} was a mistake for it, `invoicectl abandon {invoice_id}`, to send "
                 f"both, `invoicectl release {invoice_id}`"
             )
             if hold(self.journal, invoice_id, reason, by="scan").done:
                 self.report.replaced.append(Problem(invoice_id, reason))
+
+    def _released_before(self, invoice_id: str, replaced_by: str) -> bool:
+        """Whether an operator released the invoice from this same replacement's hold: the
+        decision to send both stands (the next scan still finds the file renumbered)."""
+        return any(
+            event.kind == "release" and replaced_by in (event.detail or "")
+            for event in self.journal.events(invoice_id)
+        )
 
     def _settle_new(self) -> None:
         """IDs the journal has never seen, in exactly one content: admitted in one go."""
