@@ -361,6 +361,31 @@ def test_redact_finds_a_key_broken_up_cased_or_cut(echo: str) -> None:
     assert SECRET[:12] not in cleaned and SECRET[-12:].casefold() not in cleaned.casefold()
 
 
+def _key_in_base64(text: str) -> bool:
+    """Whether the key's bytes come back from ``text`` read as base64 with its white space
+    dropped, at any alignment (another character stands for each that is not base64's)."""
+    joined = re.sub(r"[^A-Za-z0-9+/]", "A", re.sub(r"\s", "", text))
+    for start in range(4):
+        chunk = joined[start:]
+        if SECRET.encode() in base64.b64decode(chunk[: len(chunk) // 4 * 4]):
+            return True
+    return False
+
+
+@pytest.mark.parametrize("before", range(0, 80, 3))
+def test_a_key_in_base64_broken_into_mime_lines_is_withheld(before: int) -> None:
+    """A request dumped as MIME base64 (``encodebytes``: a line break every 76 characters)
+    with the break inside the key's part: no form the pattern spells out, so the text is
+    withheld whole."""
+    dump = base64.encodebytes(b"x" * before + f"POST /\r\nX-API-Key: {SECRET}\r\n".encode())
+    assert _key_in_base64(dump.decode())  # the yardstick finds it
+
+    cleaned = KEY.redact(f"request was: {dump.decode()}")
+
+    assert not _key_in_base64(cleaned)
+    assert_no_key(cleaned)
+
+
 def test_an_encoding_the_pattern_does_not_spell_out_withholds_the_whole_text() -> None:
     # A JSON escape inside a percent-encoding: no single form, but a decoding shows the key.
     nested = "".join(f"%5Cu{ord(c):04x}" for c in SECRET)

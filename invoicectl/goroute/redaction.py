@@ -112,12 +112,16 @@ _BETWEEN_HEX_BYTES = re.compile(r"0?x|[^0-9a-z]")
 
 def _shows(view: str, secret: str) -> bool:
     """Whether ``view`` shows the key, whole or broken up by what ``_INSIDE`` matches, in
-    either case; or the key's letters and digits with anything else between them (a key cut
-    into pieces joined by dashes); or its bytes in hex with any separators (``73 6b 5f``,
-    ``73:6b:5f``, ``0x73, 0x6b``)."""
+    either case, or its bytes in hex or base64 broken up the same way (MIME's base64 breaks
+    its lines every 76 characters); or the key's letters and digits with anything else
+    between them (a key cut into pieces joined by dashes); or its bytes in hex with any
+    separators (``73 6b 5f``, ``73:6b:5f``, ``0x73, 0x6b``)."""
     if secret in view:
         return True
-    folded = _INSIDE.sub("", view).casefold()
+    unbroken = _INSIDE.sub("", view)
+    if any(form in unbroken for form in _encoded_forms(secret)):  # base64 wrapped at 76
+        return True
+    folded = unbroken.casefold()
     if secret.casefold() in folded:
         return True
     letters = _NOT_LETTER_OR_DIGIT.sub("", secret.casefold())
