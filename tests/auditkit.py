@@ -71,12 +71,13 @@ def fill(path: Path, count: int) -> None:
     strip_chain(path)
 
 
-# What m010 and later made, beside the chain (m009, m011): an index or a table each (m015's
-# invoices_transaction the last).
+# What m010 and later made, beside the chain (m009, m011): an index or a table each (m016's
+# invoices_existing_transaction the last).
 _LATER_INDEXES = (
     "invoices_state_id", "invoices_held", "invoices_in_delivery", "attempts_started",
     "attempts_run", "runs_base_url", "invoices_delivery_failed", "invoices_created",
     "invoices_unfinished", "runs_command_started", "runs_command_ended", "invoices_transaction",
+    "invoices_existing_transaction",
 )  # fmt: skip
 _LATER_TABLES = ("workers", "claims", "rate_starts")
 

@@ -11,7 +11,17 @@ import threading
 from pathlib import Path
 
 import pytest
-from hostile import Behaviour, HostileServer, Request, Wire, as_sent, handed_on
+from hostile import (
+    Behaviour,
+    HostileServer,
+    Request,
+    Wire,
+    answer_json,
+    as_sent,
+    handed_on,
+    in_turn,
+    routes,
+)
 from processkit import run_cli, run_send
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
@@ -192,6 +202,29 @@ def test_doubt_never_undoes_a_real_acceptance_for_a_receiver_written_the_peppol_
             before.document_type,
         )
     assert code == 0, stdout + stderr
+
+
+_KEY_REUSED = {"error_code": "IDEMPOTENCY_KEY_REUSED", "existing_transaction_id": "txn_7"}
+
+
+@pytest.mark.parametrize("runs", ["one run", "two runs"])
+def test_a_202_naming_the_transaction_a_422_gave_another_invoice_is_no_acceptance(
+    outbox: Path, tmp_path: Path, runs: str
+) -> None:
+    """K-1's 422 names txn_7 as what its key carried; K-2's 202 then names txn_7 too: an
+    answer meant for another request, in the same run or the next (found by helper-55)."""
+    journal = tmp_path / "journal.db"
+    posts = in_turn(answer_json(422, _KEY_REUSED), answer_json(202, {"transaction_id": "txn_7"}))
+    with HostileServer(routes({("POST", "/api/v1/documents"): posts})) as server:
+        write_invoice(outbox, "K-1")
+        if runs == "two runs":
+            run_send(outbox, journal, server.base_url, *QUICK)
+        write_invoice(outbox, "K-2")
+        run_send(outbox, journal, server.base_url, *QUICK, "--max-attempts", "1")
+
+    assert states(journal) == {"K-1": "key_reused", "K-2": "unknown"}
+    with Journal(journal) as opened:
+        assert "which is invoice K-1's" in (opened.invoice("K-2").reason or "")
 
 
 def test_the_check_remembers_a_bounded_number_of_ids() -> None:

@@ -59,13 +59,17 @@ class HistoryRecords(JournalBase):
         return known
 
     def transaction_owner(self, transaction_id: str, other_than: str) -> str | None:
-        """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, if
-        any (by the index of m015)."""
-        row = self.db.execute(
-            "SELECT invoice_id FROM invoices WHERE transaction_id = ? AND invoice_id != ? LIMIT 1",
-            (transaction_id, other_than),
-        ).fetchone()
-        return None if row is None else str(row[0])
+        """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, or
+        as the one a 422 or a history check named for its key, if any (by the indexes of m015
+        and m016)."""
+        for column in ("transaction_id", "existing_transaction_id"):
+            row = self.db.execute(
+                f"SELECT invoice_id FROM invoices WHERE {column} = ? AND invoice_id != ? LIMIT 1",
+                (transaction_id, other_than),
+            ).fetchone()
+            if row is not None:
+                return str(row[0])
+        return None
 
     def last_request_at(self) -> str | None:
         """When the last request recorded here started, by any run to any base URL."""

@@ -131,3 +131,24 @@ CREATE TABLE events (
 );
 CREATE INDEX events_invoice ON events(invoice_id);
 """
+
+# m014's tables (``migrations.m014_workers_and_claims`` says what they are for).
+WORKER_SCHEMA = """
+CREATE TABLE workers (
+    id INTEGER PRIMARY KEY,
+    host TEXT NOT NULL,
+    pid INTEGER NOT NULL,
+    run_id INTEGER,
+    lease_until REAL NOT NULL
+);
+CREATE TABLE claims (
+    invoice_id TEXT PRIMARY KEY,
+    worker_id INTEGER NOT NULL
+);
+CREATE INDEX claims_worker ON claims(worker_id);
+CREATE TABLE rate_starts (
+    account TEXT NOT NULL,
+    slot REAL NOT NULL
+);
+CREATE INDEX rate_starts_account ON rate_starts(account, slot);
+"""

@@ -18,7 +18,7 @@ from invoicectl.errors import JournalError
 from invoicectl.journal.chain import CHAIN_SCHEMA
 from invoicectl.journal.chain import extend as extend_chain
 from invoicectl.journal.chain import start as start_chain
-from invoicectl.journal.initial_schema import INITIAL_SCHEMA
+from invoicectl.journal.initial_schema import INITIAL_SCHEMA, WORKER_SCHEMA
 from invoicectl.journal.monitoring_schema import MONITORING_INDEXES
 
 if TYPE_CHECKING:
@@ -211,27 +211,7 @@ def m014_workers_and_claims(db: Database) -> None:
     last minute, shared by every process. None is evidence of what was sent (attempts are),
     so none is in the chain: leases are renewed every few seconds and would churn it. A SQLite
     journal gets the tables and never writes them (one run at a time holds it)."""
-    db.executescript(
-        """
-        CREATE TABLE workers (
-            id INTEGER PRIMARY KEY,
-            host TEXT NOT NULL,
-            pid INTEGER NOT NULL,
-            run_id INTEGER,
-            lease_until REAL NOT NULL
-        );
-        CREATE TABLE claims (
-            invoice_id TEXT PRIMARY KEY,
-            worker_id INTEGER NOT NULL
-        );
-        CREATE INDEX claims_worker ON claims(worker_id);
-        CREATE TABLE rate_starts (
-            account TEXT NOT NULL,
-            slot REAL NOT NULL
-        );
-        CREATE INDEX rate_starts_account ON rate_starts(account, slot);
-        """
-    )
+    db.executescript(WORKER_SCHEMA)
 
 
 def m015_index_transaction_ids(db: Database) -> None:
@@ -240,6 +220,14 @@ def m015_index_transaction_ids(db: Database) -> None:
     db.execute(
         "CREATE INDEX invoices_transaction ON invoices(transaction_id)"
         " WHERE transaction_id IS NOT NULL"
+    )
+
+
+def m016_index_existing_transaction_ids(db: Database) -> None:
+    # The same for an id a 422 (or a send's history check) named as another invoice's.
+    db.execute(
+        "CREATE INDEX invoices_existing_transaction ON invoices(existing_transaction_id)"
+        " WHERE existing_transaction_id IS NOT NULL"
     )
 
 
@@ -263,6 +251,7 @@ MIGRATIONS = (
     m013_indexes_for_monitoring,
     m014_workers_and_claims,
     m015_index_transaction_ids,
+    m016_index_existing_transaction_ids,
 )
 
 

@@ -1,5 +1,6 @@
 """An answer meant for another request: a 202 naming a transaction id that is another
-invoice's, given to it earlier in this run or held for it by the journal (``SeenTransactions``).
+invoice's, given to it earlier in this run (a 202, or a 422's ``existing_transaction_id``) or
+held for it by the journal (``SeenTransactions``).
 
 GoRoute gives every document a transaction of its own. An invoice answered with another one's
 id got an answer from something that answered from memory (a caching proxy, a broken
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from invoicectl.goroute.outcomes import Accepted, Outcome, Transient
+from invoicectl.goroute.outcomes import Accepted, KeyReused, Outcome, Transient
 
 # The ids of the most recent answers: a cache repeats recent ones, and memory stays flat
 # however long the run.
@@ -33,16 +34,17 @@ class SeenTransactions:
 
     def checked(self, invoice_id: str, outcome: Outcome) -> Outcome:
         """``outcome``, unless it is an ``Accepted`` naming another invoice's transaction:
-        then a ``Transient`` (the request's fate is unknown)."""
+        then a ``Transient`` (the request's fate is unknown). The id a 422 names is the
+        transaction of that invoice's key: another invoice's from then on."""
+        if isinstance(outcome, KeyReused) and outcome.existing_transaction_id:
+            self._remember(outcome.existing_transaction_id, invoice_id)
         if not isinstance(outcome, Accepted):
             return outcome
         txn = outcome.transaction_id
-        owner = self._owners.setdefault(txn, invoice_id)
+        owner = self._owners.get(txn, invoice_id)
         if owner == invoice_id:
-            if len(self._owners) > self._remembered:
-                del self._owners[next(iter(self._owners))]
             owner = self._owner_in_journal(txn, invoice_id) or invoice_id
-            self._owners[txn] = owner  # the journal's holder, not an answer refused for it
+            self._remember(txn, owner)  # the journal's holder, not an answer refused for it
         if owner == invoice_id:
             return outcome
         return Transient(
@@ -51,3 +53,10 @@ class SeenTransactions:
             "nothing of this one",
             **outcome.common(),
         )
+
+    def _remember(self, txn: str, owner: str) -> None:
+        """``txn`` is ``owner``'s; the oldest id forgotten past ``remembered``."""
+        self._owners.pop(txn, None)
+        self._owners[txn] = owner
+        if len(self._owners) > self._remembered:
+            del self._owners[next(iter(self._owners))]
