@@ -14,9 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from backends import witness_execute
 from journalkit import force
 from processkit import cli_process, journal_states, run_cli, wait_for
-from sendkit import emulator, send, settings_for, states
+from sendkit import FAST_RETRY, emulator, send, settings_for, states
 from ublfactory import write_invoice
 
 from invoicectl.goroute.outcomes import RateLimited, Transient
@@ -192,8 +193,38 @@ def test_a_replay_whose_request_is_not_the_one_sent_under_its_key_is_held(
     _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
 
     assert sandbox.stats()["sends_received"] == 0
-    assert summary.held_for_validation == ("INV-5",)
+    assert summary.held_at_replay == ("INV-5",)
     with open_journal(journal_path) as journal:
         held = journal.invoice("INV-5")
     assert (held.state, held.hold) == ("unknown", "held")
     assert f"differs from the one sent under {item.key}" in (held.hold_reason or "")
+
+
+@pytest.mark.parametrize("edited_key", ["invoice-INV-6-v2", "invoice-INV-7"])
+def test_an_unknown_invoice_whose_key_no_request_carried_is_not_replayed(
+    outbox: Path, journal_path: Path, edited_key: str
+):
+    """Its key changed outside invoicectl (a hand edit, a bad restore) after its request went
+    out and its answer was lost: GoRoute has its document under the old key and has never
+    seen the new one, so a replay under it would be a second document. Held, never sent."""
+    write_invoice(outbox, "INV-6")
+    write_invoice(outbox, "INV-7")  # its own key, carried by a request of its own
+    sandbox = emulator(drop_rate=1.0)  # recorded, never answered
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=type(FAST_RETRY)(max_attempts=1))
+    assert states(journal_path) == {"INV-6": "unknown", "INV-7": "unknown"}
+    witness_execute(
+        journal_path, "UPDATE invoices SET idempotency_key = ? WHERE invoice_id = 'INV-6'",
+        (edited_key,),
+    )  # fmt: skip
+    sandbox.set_faults(drop_rate=0.0)
+
+    _, summary = send(settings, outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"INV-6": 1, "INV-7": 1}
+    assert states(journal_path) == {"INV-6": "unknown", "INV-7": "accepted"}
+    assert summary.held_at_replay == ("INV-6",)
+    with open_journal(journal_path) as journal:
+        held = journal.invoice("INV-6")
+    assert (held.hold, held.held_by) == ("held", "replay check")
+    assert f"no request of invoice INV-6 went out under {edited_key}" in (held.hold_reason or "")

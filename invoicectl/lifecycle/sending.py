@@ -117,16 +117,22 @@ def begin_attempt(
     return attempt_id, invoice
 
 
-def replay_body_problem(journal: JournalBackend, item: WorkItem, body_sha256: str) -> str | None:
-    """Why a replay may not carry this body, or None: a replay carries a body that may have
-    reached GoRoute under its key (design.md, Idempotency rule 2). One built from the same
-    stored bytes that is not one of those (an upgrade read them differently) never goes out,
-    under that key or another."""
-    earlier = {
-        attempt.body_sha256
-        for attempt in journal.attempts(item.invoice_id)
-        if attempt.idempotency_key == item.key and attempt.outcome not in NOT_PROCESSED
-    }
+def replay_problem(journal: JournalBackend, item: WorkItem, body_sha256: str) -> str | None:
+    """Why a replay may not go out, or None. It goes under a key a request of the invoice
+    carried: one no request carried (the journal changed outside invoicectl) is new to
+    GoRoute, which would take the replay as a second document. And it carries a body that
+    may have reached GoRoute under that key (design.md, Idempotency rule 2): one built from
+    the same stored bytes that is not one of those (an upgrade read them differently) never
+    goes out, under that key or another."""
+    under_key = [a for a in journal.attempts(item.invoice_id) if a.idempotency_key == item.key]
+    if all(attempt.outcome == "not_sent" for attempt in under_key):
+        return (
+            f"no request of invoice {item.invoice_id} went out under {item.key}, the key the "
+            "journal holds for it (changed outside invoicectl?); nothing was sent: "
+            "`invoicectl verify` checks the journal, `invoicectl show` lists the keys its "
+            "requests carried"
+        )
+    earlier = {a.body_sha256 for a in under_key if a.outcome not in NOT_PROCESSED}
     if not earlier or body_sha256 in earlier:
         return None
     return (

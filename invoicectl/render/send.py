@@ -180,6 +180,10 @@ def summary_line(summary: SendSummary) -> str:
         "(rescan the file or restore the journal)"
         if summary.held_for_damage
         else "",
+        f"{len(summary.held_at_replay)} held: not the key or request that went out before "
+        "(`invoicectl show ID` says why)"
+        if summary.held_at_replay
+        else "",
         f"{summary.unvalidated} unvalidated (validation failed; sent anyway)"
         if summary.unvalidated
         else "",

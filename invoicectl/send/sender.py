@@ -50,7 +50,7 @@ from invoicectl.lifecycle.sending import (
     claim_key,
     key_window_open,
     record_answer,
-    replay_body_problem,
+    replay_problem,
     settle,
     settled_unanswered,
     withdraw_attempt,
@@ -145,6 +145,7 @@ class Sender:
         self.held_for_receiver: list[str] = []
         self.held_for_validation: list[str] = []
         self.held_for_damage: list[str] = []
+        self.held_at_replay: list[str] = []
 
     # ---- stopping -------------------------------------------------------------------------
 
@@ -208,6 +209,7 @@ class Sender:
         self.summary.held_for_receiver = tuple(self.held_for_receiver)
         self.summary.held_for_damage = tuple(self.held_for_damage)
         self.summary.held_for_validation = tuple(self.held_for_validation)
+        self.summary.held_at_replay = tuple(self.held_at_replay)
         judge_exit(self.summary, self.journal)
         return self.summary
 
@@ -266,8 +268,8 @@ class Sender:
                 self._hold(invoice_id, reason, "validation", self.held_for_validation)
                 return None
         body_sha256 = hashlib.sha256(body).hexdigest()
-        if replay and (changed := replay_body_problem(self.journal, item, body_sha256)):
-            self._hold(invoice_id, changed, "validation", self.held_for_validation)
+        if replay and (mismatch := replay_problem(self.journal, item, body_sha256)):
+            self._hold(invoice_id, mismatch, "replay check", self.held_at_replay)
             return None
         requests = 0
 

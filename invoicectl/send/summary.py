@@ -81,6 +81,7 @@ class SendSummary:
     unvalidated: int = 0  # invoices whose validation failed: sent unvalidated
     held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
     held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
+    held_at_replay: tuple[str, ...] = ()  # held: not the key or body a request carried
     durable_commits: int = 0  # commits of attempts and answers (send/commits.py)
     durable_writes: int = 0  # the writes they held: writes / commits is the grouping
     # Live, for the progress bar (not in to_dict): invoices whose last try got no final
@@ -168,7 +169,10 @@ class SendSummary:
     @property
     def unsent(self) -> int:
         held = (
-            len(self.held_for_receiver) + len(self.held_for_validation) + len(self.held_for_damage)
+            len(self.held_for_receiver)
+            + len(self.held_for_validation)
+            + len(self.held_for_damage)
+            + len(self.held_at_replay)
         )
         return self.planned - len(self.results) - held
 
@@ -192,6 +196,7 @@ class SendSummary:
                 "held": list(self.held_for_validation),
             },
             "held_as_damaged": list(self.held_for_damage),
+            "held_at_replay": list(self.held_at_replay),
             "stopped_by": self.stopped_by,
             "stops": list(self.stops),
             "signal": self.signals[0] if self.signals else None,
