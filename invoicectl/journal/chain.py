@@ -108,12 +108,28 @@ def head_is_whole(conn: sqlite3.Connection) -> bool:
     if row is None:
         return True
     seq, digest = row
-    return (
-        isinstance(seq, int)
-        and seq > 0
-        and isinstance(digest, str)
-        and bool(_HASH.fullmatch(digest))
-    )
+    return isinstance(seq, int) and seq > 0 and _whole(digest)
+
+
+def head_links(conn: sqlite3.Connection) -> bool:
+    """Whether the chain's last event follows from the one before it (its hash is the link
+    of that hash and its payload): two rows read by key. Pages of two journals mixed (a
+    write-ahead log read with a journal it is not of) rarely keep the two in step."""
+    rows = conn.execute("SELECT seq, payload, hash FROM chain ORDER BY seq DESC LIMIT 2")
+    events = rows.fetchall()
+    if not events:
+        return True
+    seq, payload, digest = events[0]
+    before, _, previous = events[1] if len(events) > 1 else (0, None, ZERO_HASH)
+    if not (isinstance(seq, int) and before == seq - 1 and isinstance(payload, str)):
+        return False
+    if not (_whole(previous) and _whole(digest)):
+        return False
+    return bool(link(previous, payload.encode("utf-8")) == digest)
+
+
+def _whole(digest: object) -> bool:
+    return isinstance(digest, str) and bool(_HASH.fullmatch(digest))
 
 
 Head = tuple[int, str]  # (sequence number, hash) of the last event

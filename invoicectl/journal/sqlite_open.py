@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from invoicectl.errors import JournalError
-from invoicectl.journal.chain import head_is_whole
+from invoicectl.journal.chain import head_is_whole, head_links
 from invoicectl.journal.database import Database
 from invoicectl.journal.failures import (
     explain_empty,
@@ -128,6 +128,7 @@ def open_database(path: Path) -> Database:
     """The journal at ``path``, created if need be; a failure is one ``JournalError`` line
     naming the file and its cause (``failures``)."""
     refuse_not_regular(path)
+    refuse_foreign_log(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         if not path.exists():
@@ -166,6 +167,41 @@ def open_database(path: Path) -> Database:
         if sidecar.exists():
             sidecar.chmod(0o600)
     return Database(conn)
+
+
+# A write-ahead log no longer than its header holds no frame: nothing to read with the journal.
+_WAL_HEADER_BYTES = 32
+
+
+def refuse_foreign_log(path: Path) -> None:
+    """A write-ahead log beside the journal is read as part of it, and the last connection
+    to close writes it into the journal for good. A log of another journal, or of another
+    copy of this one (moved or restored beside it), would leave a mix of both files. So a
+    log with frames is first read with the journal read-only (a read-only connection never
+    writes the log into the journal), and a journal it shows damaged is refused as found.
+    What cannot be read that way (locked, unreadable) is left for the open to explain."""
+    try:
+        if Path(f"{path}-wal").stat().st_size <= _WAL_HEADER_BYTES:
+            return
+        reader = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    except (OSError, sqlite3.Error):
+        return
+    try:
+        whole = head_is_whole(reader) and head_links(reader)
+    except sqlite3.OperationalError:  # no chain yet (an old journal), locked, unreadable
+        return
+    except sqlite3.DatabaseError:  # "database disk image is malformed"
+        whole = False
+    finally:
+        reader.close()
+    if not whole:
+        raise JournalError(
+            f"the journal {path} reads as damaged with the write-ahead log {path.name}-wal "
+            "beside it (a log of another journal or copy, moved or restored beside it?); "
+            "nothing was changed, and the log was not written into the journal. If the log "
+            f"is not this journal's, move it and {path.name}-shm away; else restore the "
+            "journal from a backup"
+        )
 
 
 @functools.cache
