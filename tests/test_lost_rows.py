@@ -65,8 +65,9 @@ def test_a_journal_without_its_identity_row_sends_nothing(tmp_path: Path, outbox
 
     assert line == (
         f"invoicectl: error: the journal {journal} is damaged: its identity (table identity) "
-        "is gone (deleted by hand, or the file pieced together); nothing was sent, everything "
-        "committed before is kept. Restore the journal from a backup"
+        "is gone (deleted by hand, or the file pieced together); invoicectl stops and sends "
+        "nothing more from it, and everything committed before is kept (any send before "
+        "this included). Restore the journal from a backup"
     )
     assert attempts(journal) == 0
 
@@ -98,3 +99,27 @@ def test_an_invoice_deleted_while_its_file_stats_remain_is_one_line(
     assert line.startswith(f"invoicectl: error: the journal {journal} is damaged: the revision ")
     assert "of invoice INV-1 (table revisions) is gone" in line
     assert attempts(journal) == sent
+
+
+def test_a_revision_lost_midway_through_a_send_does_not_unsay_the_sends_before_it(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """The line said "nothing was sent" after the run had sent the invoices before it."""
+    journal = tmp_path / "j.db"
+    write_invoice(outbox, "INV-0")
+    assert send(outbox, journal).exit_code == 0  # the journal has sent: no first-run check
+    write_invoice(outbox, "INV-1")
+    write_invoice(outbox, "INV-2")
+    assert runner.invoke(app, ["scan", str(outbox), "--journal", str(journal)]).exit_code == 0
+    edit(
+        journal,
+        "DELETE FROM revisions WHERE invoice_id = 'INV-2'",
+        "UPDATE file_stats SET checked_at_ns = checked_at_ns + 3600 * 1000000000",
+    )
+
+    line = one_error(send(outbox, journal))
+
+    assert attempts(journal) == 2  # INV-1 went out before INV-2's revision was found gone
+    assert "of invoice INV-2 (table revisions) is gone" in line
+    assert "nothing was sent" not in line
+    assert "sends nothing more from it" in line

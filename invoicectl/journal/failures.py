@@ -110,10 +110,12 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
 
 def explain_lost_row(journal: Path, what: str) -> str:
     """One line for a row the journal must hold and does not (deleted by hand, or a file
-    pieced together): ``what`` names it. Nothing more is done with such a journal."""
+    pieced together): ``what`` names it. Nothing more is done with such a journal; a send
+    may have sent other invoices before it came to the row, so it never says none went."""
     return (
         f"the journal {journal} is damaged: {what} is gone (deleted by hand, or the file "
-        f"pieced together); nothing was sent, {_KEPT}. Restore the journal from a backup"
+        f"pieced together); invoicectl stops and sends nothing more from it, and {_KEPT} "
+        "(any send before this included). Restore the journal from a backup"
     )
 
 
