@@ -61,3 +61,35 @@ def test_scan_names_a_file_with_a_line_break_on_one_line(journal: Path, outbox: 
     problems = [line for line in out.splitlines() if "invalid  " in line]
     assert len(problems) == 1 and "x\\nscanned 1 files" in problems[0]
     assert sum(line.startswith("scanned") for line in out.splitlines()) == 1, out
+
+
+TURNED = "INV-\u202eABC-1"  # a mark that turns the rest of a terminal's line around
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["show", TURNED],
+        ["hold", TURNED, "--reason", "checking"],
+        ["release", TURNED],
+        ["abandon", TURNED, "--reason", "settled by phone"],
+    ],
+)
+def test_an_id_with_a_direction_mark_is_shown_escaped(
+    tmp_path: Path, outbox: Path, command: list[str]
+):
+    """`show`'s title and the operator commands' lines printed it raw; the README says such
+    an ID is shown with ``\\uNNNN`` escapes wherever it is printed."""
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, TURNED)
+    with open_journal(path) as opened:
+        scan_directory(opened, outbox)
+    if command[0] == "release":
+        run("hold", TURNED, "--reason", "x", "--journal", str(path))
+
+    result = CliRunner().invoke(app, [*command, "--journal", str(path)])
+
+    said = result.stdout + result.stderr
+    assert result.exit_code == 0, said
+    assert "\u202e" not in said
+    assert "INV-\\u202eABC-1" in said

@@ -26,6 +26,7 @@ from invoicectl.cli.options import (
 )
 from invoicectl.errors import ExitCode, UsageError
 from invoicectl.locations import Location
+from invoicectl.text import one_line
 
 IdsArgument = Annotated[
     list[str] | None, typer.Argument(metavar="ID...", help="Invoice IDs.", show_default=False)
@@ -218,12 +219,12 @@ def _decide(
         print(to_json(decisions_document(action, dry_run, decisions, int(exit_code))))
     elif output == "quiet":  # what was refused explains the exit code: said on stderr
         for decision in refused:
-            say_error(f"{decision.invoice_id}: {decision.message}")
+            say_error(one_line(f"{decision.invoice_id}: {decision.message}"))
     else:
         prefix = "would be " if dry_run else ""
         for decision in decisions:
             shown = decision.message if not decision.done else prefix + decision.message
-            print(f"{decision.invoice_id}: {shown}")
+            print(one_line(f"{decision.invoice_id}: {shown}"))
         if not decisions:
             print(f"nothing to {action}")
     raise typer.Exit(exit_code)

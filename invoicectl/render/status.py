@@ -95,7 +95,8 @@ def print_invoice(
     from rich.text import Text
 
     record = invoice_record(invoice)
-    console.print(Text.assemble((record["invoice_id"], "bold"), f"  {record['document_type']}"))
+    title = (one_line(record["invoice_id"]), "bold")
+    console.print(Text.assemble(title, f"  {one_line(record['document_type'])}"))
     for label, key in (
         ("state", "state"),
         ("reason", "reason"),
@@ -144,8 +145,8 @@ def print_invoice(
             table.add_row(
                 str(attempt.run_id),
                 attempt.started_at,
-                attempt.idempotency_key,
-                attempt.outcome or "no answer",
+                one_line(attempt.idempotency_key),
+                one_line(attempt.outcome or "no answer"),
                 str(attempt.http_status or ""),
                 one_line(detail),
             )
