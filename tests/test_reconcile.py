@@ -584,6 +584,35 @@ def test_compare_tolerates_both_shapes(api: dict[str, object], differences: list
     assert [d.split(":")[0] for d in found] == differences
 
 
+@pytest.mark.parametrize(
+    ("number", "verdict", "said", "unsaid"),
+    [
+        ("INV-2", Verdict.different_document, "invoice number: API INV-2", "same invoice number"),
+        ("INV-1", Verdict.other_version, "same invoice number, different", "invoice number: API"),
+    ],
+)
+def test_content_that_differs_is_same_invoice_number_only_when_it_is(
+    number: str, verdict: Verdict, said: str, unsaid: str
+) -> None:
+    """Another invoice number in other content read "invoice number: API INV-2, journal
+    INV-1; same invoice number, different content" (helper-55)."""
+    from invoicectl.reconcile.matching import matched
+
+    side = JournalSide(
+        state="key_reused", document_type="Invoice", receiver=RECEIVER, sent_sha256="a" * 64
+    )
+    txn = Transaction.from_json(
+        {"id": "txn_9", "invoice_number": number, "status": "delivered",
+         "metadata": {"sha256": "b" * 64}}
+    )  # fmt: skip
+
+    case = matched("INV-1", side, txn, "txn_9", adopt=Verdict.already_sent)
+
+    assert case.verdict is verdict
+    assert said in case.detail and unsaid not in case.detail
+    assert "different content: the API's transaction carries sha256 " + "b" * 64 in case.detail
+
+
 def test_output_is_written_atomically(staged: Journal, sandbox: Sandbox, tmp_path: Path) -> None:
     report = run_reconcile(staged, transport(sandbox))
     target = tmp_path / "out" / "report.json"

@@ -14,7 +14,7 @@ from __future__ import annotations
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound, Transaction
 from invoicectl.reconcile.failed_lookups import lookup_failed
-from invoicectl.reconcile.matching import api_side, compare, content_difference
+from invoicectl.reconcile.matching import api_side, compare, content_difference, same_number
 from invoicectl.reconcile.verdicts import (
     ApiSide,
     Case,
@@ -99,7 +99,9 @@ def another_document(invoice_id: str, side: JournalSide, txn: Transaction) -> li
     content = content_difference(side, txn)
     if number and number != invoice_id:
         return compare(invoice_id, side, txn) + ([content] if content else [])
-    return [content] if content else []
+    if content is None:
+        return []
+    return [same_number(content) if number else content]
 
 
 def _another_version(invoice_id: str, txn: Transaction) -> bool:

@@ -57,7 +57,9 @@ def matched(
             "key (its 24-hour window is open)"
             if replay
             else None,
-            detail="; ".join([f"transaction {api.transaction_id} failed", content, *notes]),
+            detail="; ".join(
+                [f"transaction {api.transaction_id} failed", same_number(content), *notes]
+            ),
             window=window,
         )
     elif txn.status == "failed":
@@ -71,7 +73,7 @@ def matched(
             side,
             api=api,
             action=_other_version_action(invoice_id, api.transaction_id),
-            detail="; ".join([content, *notes]),
+            detail="; ".join([same_number(content), *notes]),
             window=window,
         )
     elif adopt is Verdict.already_sent and txn.status in IN_PROGRESS_STATUSES:
@@ -196,7 +198,8 @@ def content_difference(side: JournalSide, txn: Transaction) -> str | None:
     """How the content differs, when GoRoute gives back the hash invoicectl sent with it.
 
     Every send carries ``metadata.sha256``, the hash of the content its key carries; a
-    transaction whose hash is another one holds other content under the same invoice number.
+    transaction whose hash is another one holds other content (under the same invoice number
+    or not: ``same_number`` says so where it is known).
     """
     theirs = _content_hash(txn)
     sent = side.sent_sha256
@@ -205,9 +208,14 @@ def content_difference(side: JournalSide, txn: Transaction) -> str | None:
     if theirs.casefold() == sent.casefold():
         return None
     return (
-        f"same invoice number, different content: the API's transaction carries sha256 "
-        f"{theirs}, the journal sent sha256 {sent} under this key"
+        f"different content: the API's transaction carries sha256 {theirs}, the journal "
+        f"sent sha256 {sent} under this key"
     )
+
+
+def same_number(content: str) -> str:
+    """``content_difference``'s words for a transaction that carries this invoice's number."""
+    return f"same invoice number, {content}"
 
 
 def _content_hash(txn: Transaction) -> str | None:
