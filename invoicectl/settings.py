@@ -191,7 +191,7 @@ def resolve(
     max_attempts: int | None = None,
     max_wait: float | None = None,
     need_key: bool = True,
-    metrics_file: Path | None = None,
+    metrics_file: Path | str | None = None,
     ping_url: str | None = None,
     environ: Mapping[str, str] | None = None,
     profile: str | None = None,

@@ -3,6 +3,7 @@ parser, its values checked against the journal after real sends to the emulator.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from datetime import UTC, datetime, timedelta
@@ -172,20 +173,54 @@ def test_a_metrics_file_that_cannot_be_written_is_one_line_and_no_new_exit_code(
         assert result.stderr.splitlines()[-1].startswith("exit 0: "), result.stderr
 
 
-def test_a_metrics_path_with_a_line_break_is_named_on_one_line(outbox: Path, tmp_path: Path):
+@pytest.mark.parametrize(("where", "exit_code"), [("option", 2), ("config", 1)])
+@pytest.mark.parametrize("path", ["", "nowhere\n2026-01-01T00:00:00Z exit 0: 1 accepted.prom"])
+def test_an_empty_metrics_path_or_one_with_a_line_break_is_refused_in_one_line(
+    outbox: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    path: str,
+    where: str,
+    exit_code: int,
+):
     """helper-51: the path's line break started a line of its own in the log, one that could
-    pass for another run's `exit 0: ...`."""
+    pass for another run's `exit 0: ...`; helper-57: it was taken at all (the setting must
+    be text without control characters), and an empty `--metrics-file ''` was the current
+    directory. Either is refused before anything runs: exit 2 from the command line, 1 from
+    the config file, and the line names the setting."""
     write_invoice(outbox, "INV-1")
-    forged = tmp_path / "nowhere\n2026-01-01T00:00:00Z exit 0: 1 accepted" / "send.prom"
+    args = ["send", str(outbox), "--sandbox", *FAST]
+    if where == "option":
+        args += ["--metrics-file", path]
+    else:
+        config = tmp_path / "config.toml"
+        config.write_text(f"metrics_file = {json.dumps(path)}\n", encoding="utf-8")
+        monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+
+    sent = CliRunner().invoke(app, args)
+
+    assert sent.exit_code == exit_code, sent.output
+    (said,) = [line for line in sent.stderr.splitlines() if "error:" in line]
+    assert "metrics_file" in said and "without control characters" in said
+    assert not any(line.startswith("2026-01-01") for line in sent.stderr.splitlines())
+
+
+def test_the_api_key_in_a_metrics_path_is_withheld_from_its_warning(outbox: Path, tmp_path: Path):
+    """helper-57: a path that holds the key (a directory named after it, say) was said in
+    full when the file could not be written."""
+    from invoicectl.sandbox import DEFAULT_API_KEY
+
+    write_invoice(outbox, "INV-1")
+    nowhere = tmp_path / f"keys-{DEFAULT_API_KEY}" / "send.prom"
 
     sent = CliRunner().invoke(
-        app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(forged)]
+        app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(nowhere)]
     )
 
     assert sent.exit_code == 0, sent.output
-    said = [line for line in sent.stderr.splitlines() if "metrics file" in line]
-    assert len(said) == 1 and "nowhere\\n2026-01-01T00:00:00Z" in said[0], sent.stderr
-    assert not any(line.startswith("2026-01-01") for line in sent.stderr.splitlines())
+    (said,) = [line for line in sent.stderr.splitlines() if "the metrics file" in line]
+    assert "cannot write the metrics file" in said and "keys-" in said
+    assert DEFAULT_API_KEY not in sent.output
 
 
 def test_a_metrics_path_that_is_no_file_is_left_as_it_is_and_a_link_is_followed(

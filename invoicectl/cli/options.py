@@ -136,8 +136,9 @@ def check_verdict(verdict: str) -> None:
         raise UsageError(f"unknown verdict {verdict!r}; choose from {', '.join(known)}")
 
 
+# Text, not a Path: typer would make "" the current directory; settings checks the text.
 MetricsFileOption = Annotated[
-    Path | None,
+    str | None,
     typer.Option(
         "--metrics-file",
         metavar="PATH",
