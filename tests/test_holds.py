@@ -26,6 +26,7 @@ from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.holds import abandon, hold, release
 from invoicectl.lifecycle.plan import attention
 from invoicectl.locations import Location
+from invoicectl.scan.ingest import scan_directory
 
 ONE_TRY = RetryPolicy(max_attempts=1, backoff_initial=0.01, backoff_max=0.02)
 
@@ -360,3 +361,29 @@ def test_status_says_an_abandoned_failed_delivery_asks_nothing(
     assert done.returncode == 0, done.stdout + done.stderr
     assert "a person must decide" not in done.stdout
     assert "delivery failed; abandoned: sent on paper" in done.stdout
+
+
+def test_status_lines_say_an_invoice_is_held_or_abandoned_and_why(
+    outbox: Path, journal_path: Location
+):
+    """helper-57: an unknown invoice abandoned (settled by phone) was listed with its stale
+    "no answer" reason and nothing to say it was settled; a held one with no mark at all."""
+    write_invoice(outbox, "U-1")
+    sandbox = emulator(drop_rate=1.0)  # U-1's request is recorded, its answer lost
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=RetryPolicy(1))
+    write_invoice(outbox, "P-1")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        assert abandon(journal, "U-1", "settled by phone", "clerk").done
+        assert hold(journal, "P-1", "checking the VAT", "clerk").done
+
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "status", "--journal", cli_journal(journal_path)],
+        capture_output=True,
+        text=True,
+    )
+
+    lines = {line.split("\t")[0]: line.split("\t") for line in unstamped(done.stdout).splitlines()}
+    assert lines["U-1"][1] == "unknown"
+    assert lines["U-1"][-1].startswith("abandoned: settled by phone; ")
+    assert lines["P-1"][1:2] == ["pending"] and lines["P-1"][-1] == "held: checking the VAT"

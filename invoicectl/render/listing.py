@@ -102,13 +102,15 @@ def failed_delivery(record: dict[str, Any]) -> bool:
 
 def shown_reason(record: dict[str, Any]) -> str:
     """The reason shown; an accepted invoice whose delivery failed says so (its state stays
-    ``accepted``: GoRoute took it, the receiver did not)."""
+    ``accepted``: GoRoute took it, the receiver did not), and a held or abandoned one says
+    that first, with the operator's reason (its state's reason is from before)."""
+    hold, why = record.get("hold"), record.get("hold_reason")
+    decided = (f"{hold}: {why}" if why else hold) if hold else None
     if failed_delivery(record):
-        if record.get("hold") == "abandoned":  # settled outside invoicectl: nothing to do
-            why = record.get("hold_reason")
-            return "delivery failed; abandoned" + (f": {why}" if why else "")
+        if hold == "abandoned":  # settled outside invoicectl: nothing to do
+            return f"delivery failed; {decided}"
         return "delivery failed: run `invoicectl reconcile` for what to do"
-    return record["reason"] or ""
+    return "; ".join(part for part in (decided, record["reason"]) if part)
 
 
 def _chosen(record: dict[str, Any], verdict: str | None) -> bool:
