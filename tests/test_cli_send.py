@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 
 import httpx
+import pytest
 from conftest import REPO
 from typer.testing import CliRunner
 from ublfactory import write_invoice
@@ -64,6 +65,20 @@ def test_dry_run_sends_nothing_and_says_how_long(outbox: Path):
     assert result.exit_code == 0, result.output
     assert "dry run: would send 3, replay 0" in result.output
     assert "about 3 s at 60/min" in result.output
+
+
+def test_a_dry_run_refuses_the_plain_http_base_url_the_send_refuses(
+    outbox: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-57: it planned "would send 1" for a send that cannot start."""
+    write_invoice(outbox, "INV-1")
+    monkeypatch.setenv("GOROUTE_BASE_URL", "http://goroute.example.invalid")
+
+    result = invoke("send", str(outbox), "--dry-run")
+
+    assert result.exit_code == 1, result.output
+    assert "plain http to a remote host" in result.output
+    assert "would send" not in result.output
 
 
 def test_send_json_answers_a_usage_error_in_json(outbox: Path):

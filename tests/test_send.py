@@ -258,7 +258,9 @@ def test_no_new_version_while_two_files_disagree_on_its_number(
     _, summary = send(settings, outbox, sandbox.transport())
     assert summary.exit_code == ExitCode.NEEDS_FIX
     assert summary.exit_cause == "1 sent, in several files with different content"
-    _, planned = runner.dry_run(settings, scanning(outbox))
+    _, planned = runner.dry_run(
+        replace(settings, base_url="https://sandbox.test"), scanning(outbox)
+    )
     assert (planned.exit_code, planned.would_send) == (ExitCode.NEEDS_FIX, ())
     with open_journal(journal_path) as journal:
         force(journal, "INV-1", remote_status="failed")

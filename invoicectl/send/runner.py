@@ -236,7 +236,11 @@ def dry_run(
     order: SendOrder = SendOrder.due,
     clocks: Clocks = REAL_CLOCKS,
 ) -> tuple[ScanReport, DryRun]:
-    """Scan and plan; no request, no run recorded."""
+    """Scan and plan; no request, no run recorded, and no API key needed. A base URL the
+    send itself would refuse (plain http to a remote host) is refused here too: a plan for
+    a send that cannot start would mislead."""
+    if not settings.sandbox:
+        config_values.refuse_plain_http(settings.base_url)
     with locked_journal(
         settings.journal, "send --dry-run", clock=clocks.wall, shared=True, create=True
     ) as journal:
