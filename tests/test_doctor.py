@@ -185,6 +185,29 @@ def test_a_damaged_journal_fails_in_one_line(
     assert "Traceback" not in result.output
 
 
+def test_a_journal_whose_chain_migration_was_unrecorded_fails_as_every_run_refuses_it(
+    monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path
+) -> None:
+    """helper-56: doctor said "its schema is upgraded at the next run" of a journal whose
+    record of m009 (the hash chain's start) was deleted, which every run refuses."""
+    import sqlite3
+
+    journal = tmp_path / "journal.db"
+    Journal(journal).close()
+    with sqlite3.connect(journal) as conn:
+        conn.execute("DELETE FROM _sqlite_migrations WHERE name = 'm009_audit_chain'")
+    conn.close()
+
+    result = doctor(monkeypatch, emulator, "--journal", str(journal))
+    status = runner.invoke(app, ["status", "--journal", str(journal)])
+
+    assert result.exit_code == status.exit_code == 1, result.output
+    line = by_name(result)["journal"]
+    assert line.startswith("fail    journal"), line
+    assert "lacks migration m009_audit_chain but records later ones" in line
+    assert "lacks migration m009_audit_chain" in status.output
+
+
 def test_a_held_lock_names_its_holder_and_passes(
     monkeypatch: pytest.MonkeyPatch, emulator: str, tmp_path: Path
 ) -> None:

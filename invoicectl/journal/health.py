@@ -16,7 +16,8 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from invoicectl.journal.migrations import MIGRATIONS, _applied, user_tables
+from invoicectl.errors import JournalError
+from invoicectl.journal.migrations import MIGRATIONS, _applied, all_applied, user_tables
 from invoicectl.journal.sqlite_open import lacking_schema, not_regular, several_names
 
 # quick_check stops after this many problems; one screenful says enough.
@@ -67,6 +68,8 @@ def examine(path: Path) -> JournalHealth:
     try:
         said = [str(line) for (line,) in conn.execute(f"PRAGMA quick_check({_MAX_PROBLEMS})")]
         schema = _schema(conn)
+        if schema == "older" and (refused := _refused_upgrade(conn)) is not None:
+            return replace(found, error=refused)  # what the next run would say, and do
         missing = lacking_schema(conn) if schema == "current" else []
         return replace(
             found,
@@ -138,6 +141,16 @@ def _schema(conn: sqlite3.Connection) -> str:
     if applied < ours:
         return "older"
     return "current"
+
+
+def _refused_upgrade(conn: sqlite3.Connection) -> str | None:
+    """Why the next run would refuse to bring an older journal up to date (a migration that
+    starts the hash chain removed from its record by hand); None when it would."""
+    try:
+        all_applied(_applied(conn), MIGRATIONS)
+    except JournalError as refusal:
+        return str(refusal)
+    return None
 
 
 def lacking(conn: sqlite3.Connection) -> list[str]:
