@@ -538,3 +538,20 @@ def test_a_table_dropped_by_hand_is_named(journal_path: Path, table: str):
     sql(journal_path, f"DROP TABLE {table}")
     found = lines(journal_path)
     assert any(f"its schema lacks {table}" in line for line in found), found
+
+
+def test_a_journal_of_two_names_is_a_problem_and_its_rows_are_still_verified(
+    journal_path: Path,
+):
+    """helper-56: verify said "nothing needs attention" of a journal every other command
+    refuses for its second name (two runs through two names lose each other's records)."""
+    (journal_path.parent / "second name.db").hardlink_to(journal_path)
+
+    found = verify(journal_path)
+
+    assert [finding.line() for finding in found.findings] == [
+        "journal: one of 2 names (hard links) of the same file: SQLite keeps a write-ahead "
+        "log and invoicectl a run lock for each name, so two runs through two names would "
+        "lose each other's records"
+    ]
+    assert found.events > 0 and found.rows_checked > 0  # the rows were verified all the same

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -162,7 +164,21 @@ def test_a_source_that_is_not_a_journal_is_refused(tmp_path, pg_url):
         conn.execute("CREATE TABLE things (id INTEGER PRIMARY KEY)")
     looping = tmp_path / "loop.db"
     looping.symlink_to(looping)  # was "no SQLite journal at"
+    directory = tmp_path / "journal.d"
+    directory.mkdir()
+    fifo = tmp_path / "journal.fifo"
+    os.mkfifo(fifo)
+    empty = tmp_path / "empty.db"
+    empty.touch()
+    linked = tmp_path / "linked.db"
+    os.link(shutil.copy(other, tmp_path / "first name.db"), linked)
+    # helper-56: the first two were "no SQLite journal at", the empty file "not a SQLite
+    # database", and the hard link was copied; now each is the line every command says.
     for source, said in (
+        (directory, "is not a regular file but a directory"),
+        (fifo, "is not a regular file but a FIFO (named pipe)"),
+        (empty, "is empty (0 bytes)"),
+        (linked, "is one of 2 names (hard links) of the same file"),
         (not_sqlite, "not a SQLite database"),
         (other, "holds no invoicectl journal"),
         (tmp_path / "missing.db", "no SQLite journal at"),

@@ -42,7 +42,7 @@ from invoicectl.audit.findings import Finding, Verification
 from invoicectl.errors import UsageError
 from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.chain import COVERED
-from invoicectl.journal.sqlite_open import not_regular
+from invoicectl.journal.sqlite_open import not_regular, several_names
 from invoicectl.locations import JournalURL, Location
 from invoicectl.text import one_line
 
@@ -84,6 +84,8 @@ def verify(
     except OSError as error:  # links that loop, no permission to look
         result.add("journal", f"cannot be looked at: {error.strerror or error}")
         return result
+    if several := several_names(path):  # every other command refuses it; its rows are read
+        result.add("journal", several)
     if not _file_holds_a_database(path, result):
         return result
     try:

@@ -4,12 +4,12 @@ migrated; refused, with nothing written, when it is not a journal at this schema
 from __future__ import annotations
 
 import sqlite3
-import stat
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from invoicectl.errors import JournalError
 from invoicectl.journal.copy_checks import (
     NOTHING_WRITTEN,
     CopyMismatch,
@@ -18,25 +18,30 @@ from invoicectl.journal.copy_checks import (
     same_migrations,
 )
 from invoicectl.journal.migrations import MIGRATION_SET, WORKER_TABLES
+from invoicectl.journal.sqlite_open import refuse_missing
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def check_source_file(source: Path) -> None:
+    """A regular file with SQLite's header; else the line every command says of it (a
+    directory, a FIFO, an empty file, one of several names), or that none is there."""
     try:
-        regular = stat.S_ISREG(source.stat().st_mode)
+        source.stat()
     except (FileNotFoundError, NotADirectoryError):
-        regular = False
+        raise CopyRefused(
+            f"no SQLite journal at {source}: name the journal to copy with --journal or"
+            f" INVOICECTL_JOURNAL; {NOTHING_WRITTEN}"
+        ) from None
     except OSError as error:  # links that loop, no permission to look
         raise CopyRefused(
             f"the journal {source} cannot be looked at: {error.strerror or error};"
             f" {NOTHING_WRITTEN}"
         ) from None
-    if not regular:
-        raise CopyRefused(
-            f"no SQLite journal at {source}: name the journal to copy with --journal or"
-            f" INVOICECTL_JOURNAL; {NOTHING_WRITTEN}"
-        )
+    try:
+        refuse_missing(source)
+    except JournalError as refusal:
+        raise CopyRefused(str(refusal)) from None
     with source.open("rb") as file:
         header = file.read(100)
     if not header.startswith(_SQLITE_MAGIC):
