@@ -22,13 +22,16 @@ from hostile import (
     in_turn,
     routes,
 )
+from journalkit import force
 from processkit import run_cli, run_send
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
 
-from invoicectl.goroute.outcomes import Accepted, Transient
-from invoicectl.journal import Journal
+from invoicectl.goroute.outcomes import Accepted, KeyReused, Transient
+from invoicectl.journal import Journal, open_journal
+from invoicectl.locations import Location
 from invoicectl.sandbox import BackgroundServer
+from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.answer_check import SeenTransactions
 
 pytestmark = pytest.mark.slow
@@ -228,24 +231,60 @@ def test_a_202_naming_the_transaction_a_422_gave_another_invoice_is_no_acceptanc
 
 
 def test_the_check_remembers_a_bounded_number_of_ids() -> None:
-    seen = SeenTransactions(lambda txn, other_than: None, remembered=2)
-    assert isinstance(seen.checked("A", Accepted(transaction_id="t1")), Accepted)
-    assert isinstance(seen.checked("A", Accepted(transaction_id="t1")), Accepted)  # a replay
-    repeated = seen.checked("B", Accepted(transaction_id="t1", http_status=202))
+    seen = SeenTransactions(lambda txn, other_than, key: None, remembered=2)
+    assert isinstance(seen.checked("A", "invoice-A", Accepted(transaction_id="t1")), Accepted)
+    assert isinstance(
+        seen.checked("A", "invoice-A", Accepted(transaction_id="t1")), Accepted
+    )  # a replay
+    repeated = seen.checked("B", "invoice-B", Accepted(transaction_id="t1", http_status=202))
     assert isinstance(repeated, Transient) and repeated.http_status == 202
     assert "which is invoice A's" in repeated.reason
     for number in range(2, 6):
-        seen.checked(f"I{number}", Accepted(transaction_id=f"t{number}"))
-    assert isinstance(seen.checked("C", Accepted(transaction_id="t1")), Accepted)  # forgotten
+        seen.checked(f"I{number}", f"invoice-I{number}", Accepted(transaction_id=f"t{number}"))
+    assert isinstance(
+        seen.checked("C", "invoice-C", Accepted(transaction_id="t1")), Accepted
+    )  # forgotten
 
 
 def test_a_refused_answer_leaves_the_journal_holder_named_for_the_next() -> None:
     """The second invoice answered with a transaction the journal holds for INV-1 was told
     it was the first refused one's (a review's hostile server): the wrong invoice named."""
-    seen = SeenTransactions(lambda txn, other_than: "INV-1" if txn == "t1" else None)
-    first = seen.checked("INV-2", Accepted(transaction_id="t1"))
-    second = seen.checked("INV-3", Accepted(transaction_id="t1"))
+    seen = SeenTransactions(lambda txn, other_than, key: "INV-1" if txn == "t1" else None)
+    first = seen.checked("INV-2", "invoice-INV-2", Accepted(transaction_id="t1"))
+    second = seen.checked("INV-3", "invoice-INV-3", Accepted(transaction_id="t1"))
     assert isinstance(first, Transient) and isinstance(second, Transient)
     assert (
         "which is invoice INV-1's" in first.reason and "which is invoice INV-1's" in second.reason
     )
+
+
+def test_the_transaction_a_422_named_for_a_key_is_that_key_s_to_a_request_under_it() -> None:
+    """helper-58: invoice "A" at version 2 and invoice "A-v2" share the key invoice-A-v2. A's
+    422 named T, the send of that key, which is A-v2's own document: A-v2's replay answered
+    with T was refused as "T is invoice A's", on every run, and reconcile could not adopt it.
+    A request under another key answered with T is still refused."""
+    seen = SeenTransactions(lambda txn, other_than, key: None)
+    seen.checked("A", "invoice-A-v2", KeyReused(existing_transaction_id="T", http_status=422))
+
+    replayed = seen.checked("A-v2", "invoice-A-v2", Accepted(transaction_id="T"))
+    other = seen.checked("B", "invoice-B", Accepted(transaction_id="T"))
+
+    assert isinstance(replayed, Accepted)
+    assert isinstance(other, Transient) and "which is invoice A-v2's" in other.reason
+
+
+def test_the_journal_names_a_422_s_transaction_another_invoice_s_but_under_its_key(
+    journal_at: Location, outbox: Path
+) -> None:
+    """The journal's side of the same rule (the index of m016), as a send, reconcile's
+    adoption and a later run ask it."""
+    write_invoice(outbox, "A")
+    write_invoice(outbox, "A-v2")
+    with open_journal(journal_at) as journal:
+        scan_directory(journal, outbox)
+        force(journal, "A", state="key_reused", idempotency_key="invoice-A-v2",
+              existing_transaction_id="T")  # fmt: skip
+
+        assert journal.transaction_owner("T", "A-v2", "invoice-A-v2") is None
+        assert journal.transaction_owner("T", "B", "invoice-B") == "A"
+        assert journal.transaction_owner("T", "B") == "A"

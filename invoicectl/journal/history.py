@@ -58,14 +58,24 @@ class HistoryRecords(JournalBase):
             known.update((row.get("idempotency_key"), txn) for txn in named if isinstance(txn, str))
         return known
 
-    def transaction_owner(self, transaction_id: str, other_than: str) -> str | None:
+    def transaction_owner(
+        self, transaction_id: str, other_than: str, key: str | None = None
+    ) -> str | None:
         """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, or
         as the one a 422 or a history check named for its key, if any (by the indexes of m015
-        and m016)."""
-        for column in ("transaction_id", "existing_transaction_id"):
+        and m016). The one named for a key is that key's send, so not another invoice's to a
+        request under the same ``key`` (two invoice IDs may share one: "A" at version 2 and
+        "A-v2" at version 1)."""
+        named = "existing_transaction_id = ?" + (
+            "" if key is None else " AND idempotency_key IS NOT ?"
+        )
+        for condition, values in (
+            ("transaction_id = ?", (transaction_id,)),
+            (named, (transaction_id,) if key is None else (transaction_id, key)),
+        ):
             row = self.db.execute(
-                f"SELECT invoice_id FROM invoices WHERE {column} = ? AND invoice_id != ? LIMIT 1",
-                (transaction_id, other_than),
+                f"SELECT invoice_id FROM invoices WHERE {condition} AND invoice_id != ? LIMIT 1",
+                (*values, other_than),
             ).fetchone()
             if row is not None:
                 return str(row[0])

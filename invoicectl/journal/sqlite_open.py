@@ -179,11 +179,13 @@ def refuse_foreign_log(path: Path) -> None:
     copy of this one (moved or restored beside it), would leave a mix of both files. So a
     log with frames is first read with the journal read-only (a read-only connection never
     writes the log into the journal), and a journal it shows damaged is refused as found.
-    What cannot be read that way (locked, unreadable) is left for the open to explain."""
+    What cannot be read that way (locked, unreadable) is left for the open to explain. The
+    log is the one beside the file a symbolic link leads to, where SQLite looks for it."""
     try:
-        if Path(f"{path}-wal").stat().st_size <= _WAL_HEADER_BYTES:
+        journal = path.resolve()
+        if Path(f"{journal}-wal").stat().st_size <= _WAL_HEADER_BYTES:
             return
-        reader = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+        reader = sqlite3.connect(f"{journal.as_uri()}?mode=ro", uri=True)
     except (OSError, sqlite3.Error):
         return
     try:
@@ -196,10 +198,10 @@ def refuse_foreign_log(path: Path) -> None:
         reader.close()
     if not whole:
         raise JournalError(
-            f"the journal {path} reads as damaged with the write-ahead log {path.name}-wal "
+            f"the journal {path} reads as damaged with the write-ahead log {journal}-wal "
             "beside it (a log of another journal or copy, moved or restored beside it?); "
             "nothing was changed, and the log was not written into the journal. If the log "
-            f"is not this journal's, move it and {path.name}-shm away; else restore the "
+            f"is not this journal's, move it and {journal.name}-shm away; else restore the "
             "journal from a backup"
         )
 

@@ -257,7 +257,7 @@ def adopt(
                 and invoice.existing_transaction_id != transaction_id
             )
             # GoRoute gives each document its own: another invoice's is no send of this one.
-            or journal.transaction_owner(transaction_id, invoice_id) is not None
+            or journal.transaction_owner(transaction_id, invoice_id, idempotency_key) is not None
         ):
             return False
         # The transaction found settles what a hold was waiting for.

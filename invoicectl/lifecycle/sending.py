@@ -119,21 +119,25 @@ def begin_attempt(
 
 def replay_problem(journal: JournalBackend, item: WorkItem, body_sha256: str) -> str | None:
     """Why a replay may not go out, or None. It goes under a key a request of the invoice
-    carried: one no request carried (the journal changed outside invoicectl) is new to
+    carried that GoRoute may have processed (not refused unread: a 429, a 401, a request that
+    never left): one no such request carried (the journal changed outside invoicectl) is new to
     GoRoute, which would take the replay as a second document. And it carries a body that
     may have reached GoRoute under that key (design.md, Idempotency rule 2): one built from
     the same stored bytes that is not one of those (an upgrade read them differently) never
     goes out, under that key or another."""
-    under_key = [a for a in journal.attempts(item.invoice_id) if a.idempotency_key == item.key]
-    if all(attempt.outcome == "not_sent" for attempt in under_key):
+    earlier = {
+        attempt.body_sha256
+        for attempt in journal.attempts(item.invoice_id)
+        if attempt.idempotency_key == item.key and attempt.outcome not in NOT_PROCESSED
+    }
+    if not earlier:
         return (
-            f"no request of invoice {item.invoice_id} went out under {item.key}, the key the "
-            "journal holds for it (changed outside invoicectl?); nothing was sent: "
-            "`invoicectl verify` checks the journal, `invoicectl show` lists the keys its "
-            "requests carried"
+            f"no request of invoice {item.invoice_id} that GoRoute may have taken went out "
+            f"under {item.key}, the key the journal holds for it (changed outside "
+            "invoicectl?); nothing was sent: `invoicectl verify` checks the journal, "
+            "`invoicectl show` lists the keys its requests carried"
         )
-    earlier = {a.body_sha256 for a in under_key if a.outcome not in NOT_PROCESSED}
-    if not earlier or body_sha256 in earlier:
+    if body_sha256 in earlier:
         return None
     return (
         f"the request built now differs from the one sent under {item.key} (body "

@@ -233,7 +233,8 @@ def _write_case(
     if not (apply and guidance.adoptable):
         return case
     txn = case.api.transaction_id if case.api else None
-    if txn and (owner := journal.transaction_owner(txn, case.invoice_id)):
+    key = case.journal.idempotency_key
+    if txn and (owner := journal.transaction_owner(txn, case.invoice_id, key)):
         return replace(
             case,
             action=f"not adopted: {txn} is invoice {owner}'s in this journal (an answer meant "

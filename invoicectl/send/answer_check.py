@@ -26,25 +26,27 @@ class SeenTransactions:
     grouped into one commit are not in the journal yet when the next is checked."""
 
     def __init__(
-        self, owner: Callable[[str, str], str | None], remembered: int = _REMEMBERED
+        self, owner: Callable[[str, str, str], str | None], remembered: int = _REMEMBERED
     ) -> None:
-        self._owners: dict[str, str] = {}
+        # Each id's invoice, and the key whose send it is when a 422 named it (else None).
+        self._owners: dict[str, tuple[str, str | None]] = {}
         self._owner_in_journal = owner
         self._remembered = remembered
 
-    def checked(self, invoice_id: str, outcome: Outcome) -> Outcome:
-        """``outcome``, unless it is an ``Accepted`` naming another invoice's transaction:
-        then a ``Transient`` (the request's fate is unknown). The id a 422 names is the
-        transaction of that invoice's key: another invoice's from then on."""
+    def checked(self, invoice_id: str, key: str, outcome: Outcome) -> Outcome:
+        """``outcome`` of a request under ``key``, unless it is an ``Accepted`` naming
+        another invoice's transaction: then a ``Transient`` (the request's fate is unknown).
+        The id a 422 names is the send of that invoice's key: another invoice's from then
+        on, but to a request under that same key (two invoice IDs may share a key)."""
         if isinstance(outcome, KeyReused) and outcome.existing_transaction_id:
-            self._remember(outcome.existing_transaction_id, invoice_id)
+            self._remember(outcome.existing_transaction_id, (invoice_id, key))
         if not isinstance(outcome, Accepted):
             return outcome
         txn = outcome.transaction_id
-        owner = self._owners.get(txn, invoice_id)
-        if owner == invoice_id:
-            owner = self._owner_in_journal(txn, invoice_id) or invoice_id
-            self._remember(txn, owner)  # the journal's holder, not an answer refused for it
+        owner, owner_key = self._owners.get(txn, (invoice_id, None))
+        if owner == invoice_id or owner_key == key:
+            owner = self._owner_in_journal(txn, invoice_id, key) or invoice_id
+            self._remember(txn, (owner, None))  # the journal's holder, not a refused answer
         if owner == invoice_id:
             return outcome
         return Transient(
@@ -54,7 +56,7 @@ class SeenTransactions:
             **outcome.common(),
         )
 
-    def _remember(self, txn: str, owner: str) -> None:
+    def _remember(self, txn: str, owner: tuple[str, str | None]) -> None:
         """``txn`` is ``owner``'s; the oldest id forgotten past ``remembered``."""
         self._owners.pop(txn, None)
         self._owners[txn] = owner

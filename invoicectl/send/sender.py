@@ -293,7 +293,7 @@ class Sender:
             try:
                 try:
                     answer = await self.client.send_document(item.key, body)
-                    outcome = self.seen.checked(invoice_id, answer)
+                    outcome = self.seen.checked(invoice_id, item.key, answer)
                 except asyncio.CancelledError:  # abandoned: the row says so, the rest unknown
                     abandon_attempt(self.journal, attempt_id, self.stopping.abandoned_by)
                     self.summary.requests += 1
