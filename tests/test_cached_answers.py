@@ -29,6 +29,7 @@ from ublfactory import write_invoice
 
 from invoicectl.goroute.outcomes import Accepted, KeyReused, Transient
 from invoicectl.journal import Journal, open_journal
+from invoicectl.journal.records import AttemptAnswer
 from invoicectl.locations import Location
 from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scan_directory
@@ -277,14 +278,45 @@ def test_the_journal_names_a_422_s_transaction_another_invoice_s_but_under_its_k
     journal_at: Location, outbox: Path
 ) -> None:
     """The journal's side of the same rule (the index of m016), as a send, reconcile's
-    adoption and a later run ask it."""
+    adoption and a later run ask it: excused only for the transaction a 422 named to a
+    request under that key, as the invoice's attempts record it. helper-59: a transaction
+    a history check found for an invoice before its first send is no send of the key it
+    got later."""
     write_invoice(outbox, "A")
     write_invoice(outbox, "A-v2")
     with open_journal(journal_at) as journal:
         scan_directory(journal, outbox)
+        sha256 = journal.invoice("A").current_sha256
+        attempt = journal.begin_attempt(
+            journal.begin_run("send", {}),
+            "A",
+            sha256,
+            "invoice-A-v2",
+            sha256,
+            started_at=journal.now(),
+        )
+        journal.finish_attempt(
+            attempt, AttemptAnswer("key_reused", 422, existing_transaction_id="T")
+        )
         force(journal, "A", state="key_reused", idempotency_key="invoice-A-v2",
               existing_transaction_id="T")  # fmt: skip
+        force(journal, "A-v2", existing_transaction_id="T-FOUND")  # by a history check
 
         assert journal.transaction_owner("T", "A-v2", "invoice-A-v2") is None
         assert journal.transaction_owner("T", "B", "invoice-B") == "A"
         assert journal.transaction_owner("T", "B") == "A"
+        force(journal, "A-v2", idempotency_key="invoice-A-v2")  # its first send, later
+        assert journal.transaction_owner("T-FOUND", "A", "invoice-A-v2") == "A-v2"
+
+
+def test_a_422_never_takes_a_transaction_from_an_acceptance_not_yet_committed() -> None:
+    """helper-59: Z's 202 naming T, not yet in the journal (its commit is grouped), then a
+    422 naming T to A under invoice-A-v2: the 422 took T over, and A-v2's 202 naming T
+    under the same key was counted as accepted, though GoRoute never had A-v2."""
+    seen = SeenTransactions(lambda txn, other_than, key: None)
+    assert isinstance(seen.checked("Z", "invoice-Z", Accepted(transaction_id="T")), Accepted)
+    seen.checked("A", "invoice-A-v2", KeyReused(existing_transaction_id="T", http_status=422))
+
+    answered = seen.checked("A-v2", "invoice-A-v2", Accepted(transaction_id="T"))
+
+    assert isinstance(answered, Transient) and "which is invoice Z's" in answered.reason

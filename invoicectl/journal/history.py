@@ -62,20 +62,23 @@ class HistoryRecords(JournalBase):
         self, transaction_id: str, other_than: str, key: str | None = None
     ) -> str | None:
         """The invoice other than ``other_than`` that holds ``transaction_id`` as its own, or
-        as the one a 422 or a history check named for its key, if any (by the indexes of m015
-        and m016). The one named for a key is that key's send, so not another invoice's to a
-        request under the same ``key`` (two invoice IDs may share one: "A" at version 2 and
-        "A-v2" at version 1)."""
-        named = "existing_transaction_id = ?" + (
-            "" if key is None else " AND idempotency_key IS NOT ?"
-        )
-        for condition, values in (
-            ("transaction_id = ?", (transaction_id,)),
-            (named, (transaction_id,) if key is None else (transaction_id, key)),
-        ):
+        as the one a 422 or a history check named for it, if any (by the indexes of m015 and
+        m016). One a 422 named to a request of that invoice under ``key`` (its attempts say)
+        is that key's send, so not another invoice's to a request under the same key (two
+        invoice IDs may share one: "A" at version 2 and "A-v2" at version 1)."""
+        named = "existing_transaction_id = ?"
+        values: tuple[str, ...] = (transaction_id,)
+        if key is not None:
+            named += (
+                " AND NOT EXISTS (SELECT 1 FROM attempts WHERE attempts.invoice_id ="
+                " invoices.invoice_id AND attempts.existing_transaction_id = ?"
+                " AND attempts.idempotency_key = ?)"
+            )
+            values = (transaction_id, transaction_id, key)
+        for condition, parameters in (("transaction_id = ?", (transaction_id,)), (named, values)):
             row = self.db.execute(
                 f"SELECT invoice_id FROM invoices WHERE {condition} AND invoice_id != ? LIMIT 1",
-                (*values, other_than),
+                (*parameters, other_than),
             ).fetchone()
             if row is not None:
                 return str(row[0])

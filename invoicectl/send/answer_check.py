@@ -38,8 +38,10 @@ class SeenTransactions:
         another invoice's transaction: then a ``Transient`` (the request's fate is unknown).
         The id a 422 names is the send of that invoice's key: another invoice's from then
         on, but to a request under that same key (two invoice IDs may share a key)."""
-        if isinstance(outcome, KeyReused) and outcome.existing_transaction_id:
-            self._remember(outcome.existing_transaction_id, (invoice_id, key))
+        named = outcome.existing_transaction_id if isinstance(outcome, KeyReused) else None
+        # Never over an acceptance seen (or a journal holder): that one stays the owner.
+        if named and self._owners.get(named, (None, key))[1] is not None:
+            self._remember(named, (invoice_id, key))
         if not isinstance(outcome, Accepted):
             return outcome
         txn = outcome.transaction_id
