@@ -118,18 +118,12 @@ def begin_attempt(
 
 
 def replay_problem(journal: JournalBackend, item: WorkItem, body_sha256: str) -> str | None:
-    """Why a replay may not go out, or None. It goes under a key a request of the invoice
-    carried that GoRoute may have processed (not refused unread: a 429, a 401, a request that
-    never left): one no such request carried (the journal changed outside invoicectl) is new to
-    GoRoute, which would take the replay as a second document. And it carries a body that
-    may have reached GoRoute under that key (design.md, Idempotency rule 2): one built from
-    the same stored bytes that is not one of those (an upgrade read them differently) never
-    goes out, under that key or another."""
-    earlier = {
-        attempt.body_sha256
-        for attempt in journal.attempts(item.invoice_id)
-        if attempt.idempotency_key == item.key and attempt.outcome not in NOT_PROCESSED
-    }
+    """Why a replay may not go out, or None. Its key carried a request GoRoute may have
+    taken (else the key is new to GoRoute: the journal changed by hand), and it carries a body
+    that may have reached GoRoute under it (design.md, Idempotency rule 2; one read otherwise
+    by an upgrade never goes out, under that key or another)."""
+    taken = [a for a in journal.attempts(item.invoice_id) if a.outcome not in NOT_PROCESSED]
+    earlier = {attempt.body_sha256 for attempt in taken if attempt.idempotency_key == item.key}
     if not earlier:
         return (
             f"no request of invoice {item.invoice_id} that GoRoute may have taken went out "
