@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from invoicectl.errors import ConfigError, InvoicectlError, UsageError
+from invoicectl.text import CONTROL
 
 
 class Whole(NamedTuple):
@@ -86,12 +87,9 @@ def seconds(name: str, value: Any, source: str) -> float:
 def text(name: str, value: Any, source: str) -> str:
     """A non-empty string (a path, a name) on one line: no control character, no line or
     paragraph separator (a file name's undecodable bytes, as surrogates, are fine)."""
-    if not isinstance(value, str) or not value.strip() or _CONTROL.search(value):
+    if not isinstance(value, str) or not value.strip() or CONTROL.search(value):
         raise refusal(name, source, "a non-empty text without control characters", value)
     return value
-
-
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 LOOPBACK_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})

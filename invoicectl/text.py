@@ -9,6 +9,9 @@ from collections.abc import Sequence
 # controls (tab and line breaks among them), the Unicode line and paragraph separators, and
 # the lone surrogates a file name that is not UTF-8 decodes to.
 UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff]")
+# The same without the surrogates: what no setting's text may hold (a path's undecodable
+# bytes, as surrogates, are a path's own).
+CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 def one_line(text: str, limit: int | None = None) -> str:

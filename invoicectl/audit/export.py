@@ -40,7 +40,7 @@ from invoicectl.audit.signing import SigningKey
 from invoicectl.audit.top_up import anchored, choose
 from invoicectl.errors import ExportError
 from invoicectl.journal.audit import AuditReader
-from invoicectl.journal.chain import link
+from invoicectl.journal.chain import follows
 from invoicectl.journal.sqlite_open import refuse_missing
 
 _ATTEMPT_FIELDS = (
@@ -238,7 +238,7 @@ def _write_events(reader: AuditReader, work: Path, first: int, result: Exported)
         out.write(json.dumps({"previous_hash": previous}).encode() + b"\n")
         expected = first
         for event in reader.chain(after=first - 1, upto=result.head[0]):
-            if event.seq != expected or not _follows(previous, event.payload, event.hash):
+            if event.seq != expected or not follows(previous, event.payload, event.hash):
                 broken = "missing" if event.seq != expected else "not what its hash says"
                 raise ExportError(
                     f"the journal's hash chain is broken at event {expected}: it is {broken} "
@@ -249,16 +249,6 @@ def _write_events(reader: AuditReader, work: Path, first: int, result: Exported)
             out.write(json.dumps(line, ensure_ascii=False).encode("utf-8") + b"\n")
             result.events += 1
             previous, expected = event.hash, event.seq + 1
-
-
-def _follows(previous: Any, payload: Any, digest: Any) -> bool:
-    """Whether an event's ``digest`` is sha256(``previous`` hash || its ``payload``)."""
-    if not all(isinstance(value, str) for value in (previous, payload, digest)):
-        return False
-    try:
-        return bool(link(previous, payload.encode()) == digest)
-    except ValueError:  # a previous hash that is not hex
-        return False
 
 
 def _refuse_rows_gone(reader: AuditReader, after: int) -> None:

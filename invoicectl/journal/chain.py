@@ -121,9 +121,13 @@ def head_links(conn: sqlite3.Connection) -> bool:
         return True
     seq, payload, digest = events[0]
     before, _, previous = events[1] if len(events) > 1 else (0, None, ZERO_HASH)
-    if not (isinstance(seq, int) and before == seq - 1 and isinstance(payload, str)):
-        return False
-    if not (_whole(previous) and _whole(digest)):
+    return isinstance(seq, int) and before == seq - 1 and follows(previous, payload, digest)
+
+
+def follows(previous: Any, payload: Any, digest: Any) -> bool:
+    """Whether an event's ``digest`` is sha256(``previous`` hash || its ``payload``), for
+    values read back from a journal that may hold anything."""
+    if not (isinstance(payload, str) and _whole(previous) and _whole(digest)):
         return False
     return bool(link(previous, payload.encode("utf-8")) == digest)
 
