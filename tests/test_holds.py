@@ -8,8 +8,12 @@ new one. Every test counts what the emulator received.
 from __future__ import annotations
 
 import getpass
+import os
+import pty
+import select
 import subprocess
 import sys
+import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -25,6 +29,7 @@ from invoicectl.journal import open_journal
 from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.holds import abandon, hold, release
 from invoicectl.lifecycle.plan import attention
+from invoicectl.lifecycle.transitions import Transition, TransitionRefused, write
 from invoicectl.locations import Location
 from invoicectl.scan.ingest import scan_directory
 
@@ -387,3 +392,103 @@ def test_status_lines_say_an_invoice_is_held_or_abandoned_and_why(
     assert lines["U-1"][1] == "unknown"
     assert lines["U-1"][-1].startswith("abandoned: settled by phone; ")
     assert lines["P-1"][1:2] == ["pending"] and lines["P-1"][-1] == "held: checking the VAT"
+
+
+def test_a_decision_on_a_hold_that_changed_since_it_was_read_is_refused(
+    journal_path: Path, outbox: Path
+):
+    """helper-62: two operators at once on a PostgreSQL journal (whose operator commands do
+    not exclude each other). A release read the invoice held, an abandon landed, and the
+    release wrote over it: the invoice was pending again, and the next send delivered it."""
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+    decide(journal_path, "hold", "INV-1", reason="customer asked to wait")
+    with open_journal(journal_path) as journal:
+        read_by_the_release = journal.invoice("INV-1")
+    assert read_by_the_release is not None
+    decide(journal_path, "abandon", "INV-1", reason="sent by post on 3 May")
+
+    with open_journal(journal_path) as journal:
+        with pytest.raises(TransitionRefused):
+            write(
+                journal,
+                Transition.release,
+                read_by_the_release,
+                hold=None,
+                hold_reason=None,
+                held_at=None,
+                held_by=None,
+            )
+        invoice = journal.invoice("INV-1")
+    assert invoice is not None and invoice.hold == "abandoned"
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport())
+    assert sandbox.stats()["sends_received"] == 0
+
+
+def asking_at_a_terminal(journal_path: Path, *args: str) -> tuple[int, int]:
+    """The CLI at a terminal (a pseudo-terminal: stdin, stdout and stderr), once it asks."""
+    pid, terminal = pty.fork()
+    if pid == 0:  # the child: the CLI itself
+        journal = cli_journal(journal_path)
+        os.execv(sys.executable, [sys.executable, "-m", "invoicectl", *args, "--journal", journal])
+    shown = b""
+    deadline = time.monotonic() + 60
+    while b"[y/N]" not in shown:
+        assert time.monotonic() < deadline, shown
+        if select.select([terminal], [], [], 1)[0]:
+            shown += os.read(terminal, 1024)
+    return pid, terminal
+
+
+def answered(pid: int, terminal: int, answer: bytes) -> tuple[int, str]:
+    """The exit code and what the CLI wrote after ``answer``."""
+    os.write(terminal, answer + b"\n")
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(terminal, 1024)
+        except OSError:  # the terminal closed with the CLI
+            break
+        if not chunk:
+            break
+        shown += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(terminal)
+    return os.waitstatus_to_exitcode(status), shown.decode(errors="replace")
+
+
+def test_a_bulk_decision_asks_its_question_with_the_journal_free(journal_path: Path, outbox: Path):
+    """helper-62: `hold --state pending` waiting for its y/N held the journal's run lock: every
+    cron send in the meantime exited 6, for as long as nobody answered."""
+    write_invoice(outbox, "INV-1")
+    assert invoicectl(journal_path, "scan", str(outbox)).returncode == 0
+    pid, terminal = asking_at_a_terminal(journal_path, "hold", "--state", "pending", "--reason=x")
+
+    meanwhile = invoicectl(journal_path, "scan", str(outbox))  # takes the run lock
+
+    code, shown = answered(pid, terminal, b"y")
+    assert meanwhile.returncode == 0, meanwhile.stderr
+    assert code == 0 and "INV-1: held (pending): x" in shown
+    with open_journal(journal_path) as journal:
+        invoice = journal.invoice("INV-1")
+    assert invoice is not None and invoice.hold == "held"
+
+
+def test_a_bulk_decision_whose_invoices_changed_while_it_asked_changes_nothing(
+    journal_path: Path, outbox: Path
+):
+    write_invoice(outbox, "INV-1")
+    assert invoicectl(journal_path, "scan", str(outbox)).returncode == 0
+    pid, terminal = asking_at_a_terminal(journal_path, "hold", "--state", "pending", "--reason=x")
+    write_invoice(outbox, "INV-2")
+    assert invoicectl(journal_path, "scan", str(outbox)).returncode == 0
+
+    code, shown = answered(pid, terminal, b"y")
+
+    assert code == 2
+    assert "the invoices to hold changed while you answered (1 then, 2 now)" in shown
+    with open_journal(journal_path) as journal:
+        held = [journal.invoice(name) for name in ("INV-1", "INV-2")]
+    assert [invoice.hold if invoice else "gone" for invoice in held] == [None, None]

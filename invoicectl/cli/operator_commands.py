@@ -189,6 +189,15 @@ def _decide(
     if verdict is not None:
         check_verdict(verdict)
     by = _operator()
+    wanted = tuple(InvoiceState(name) for name in states or ())
+    asked: list[str] | None = None
+    if not ids and not (yes or dry_run):
+        # The question is asked with the journal free: a person who takes an hour to answer
+        # must not keep every cron send out for that hour. The answer stands for exactly
+        # the invoices it was asked about.
+        with locked_journal(path, action, shared=True) as opened:
+            asked = holds.candidates(opened, action, wanted, verdict)
+        _confirm(action, len(asked))
     # Beside send workers (a PostgreSQL journal): an invoice one holds is refused, one line.
     with locked_journal(path, action, shared=True) as opened:
         # Every ID known before any is changed: half a command is worse than none.
@@ -196,20 +205,18 @@ def _decide(
             raise UsageError(
                 f"no invoice {', '.join(map(repr, missing))} in the journal {path}; nothing changed"
             )
-        chosen = list(ids or ()) or holds.candidates(
-            opened, action, tuple(InvoiceState(name) for name in states or ()), verdict
-        )
-        if not ids:
-            _confirm(action, len(chosen), yes or dry_run)
-        decisions = []
-        for invoice_id in chosen:
-            if action == "release":
-                decision = holds.release(opened, invoice_id, by, dry_run=dry_run, force=force)
-            elif action == "hold":
-                decision = holds.hold(opened, invoice_id, reason or "", by, dry_run=dry_run)
-            else:
-                decision = holds.abandon(opened, invoice_id, reason or "", by, dry_run=dry_run)
-            decisions.append(decision)
+        chosen = list(ids or ()) or holds.candidates(opened, action, wanted, verdict)
+        if asked is not None and chosen != asked:
+            raise UsageError(
+                f"the invoices to {action} changed while you answered ({len(asked)} then, "
+                f"{len(chosen)} now); nothing changed: run the command again"
+            )
+        decisions = [
+            holds.decide(
+                opened, action, invoice_id, by, reason=reason or "", dry_run=dry_run, force=force
+            )
+            for invoice_id in chosen
+        ]
     refused = [decision for decision in decisions if not decision.done]
     exit_code = ExitCode.USAGE if refused else ExitCode.OK
     if output == "json":
@@ -235,8 +242,8 @@ def _output(as_json: bool, quiet: bool) -> str:
     return "json" if as_json else "quiet" if quiet else "plain"
 
 
-def _confirm(action: str, count: int, yes: bool) -> None:
-    if count == 0 or yes:
+def _confirm(action: str, count: int) -> None:
+    if count == 0:
         return
     if sys.stdin is None or not sys.stdin.isatty():  # None: stdin closed (``<&-``)
         raise UsageError(f"{count} invoices match; add --yes to {action} them")

@@ -49,12 +49,19 @@ _WHERE_STILL = " WHERE invoice_id = ? AND state = ? AND idempotency_key IS ?"
 _STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
 
 
+# A save that places or lifts a hold also needs the hold it read to be the row's still (by its
+# kind and when it was placed): two operators at once must not undo each other's decision, a
+# release writing over an abandon made since it read the row.
+_WHERE_HOLD_STILL = " AND hold IS ? AND held_at IS ?"
+
+
 @cache
 def _save_sql(columns: tuple[str, ...]) -> str:
     return (
         "UPDATE invoices SET "
         + ", ".join(f"{c} = ?" for c in columns)
         + _WHERE_STILL
+        + (_WHERE_HOLD_STILL if "hold" in columns else "")
         + " RETURNING *"
     )
 
@@ -325,10 +332,12 @@ class InvoiceRecords(JournalBase):
         }
         if touch:
             changed["updated_at"] = self.now()
-        where = (invoice.invoice_id, was.state, was.idempotency_key)
+        where: tuple[Any, ...] = (invoice.invoice_id, was.state, was.idempotency_key)
         if not changed:
             row = self.db.execute(_STILL_SQL, where).fetchone()
             return row is not None
+        if "hold" in changed:
+            where = (*where, was.hold, was.held_at)
         with self.transaction():
             rows = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))
             saved = [dict(row) for row in rows]

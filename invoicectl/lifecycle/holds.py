@@ -29,7 +29,7 @@ from invoicectl.lifecycle.evidence import (
     note_verdict,
     standing_evidence,
 )
-from invoicectl.lifecycle.transitions import Transition, allowed, write
+from invoicectl.lifecycle.transitions import Transition, TransitionRefused, allowed, write
 from invoicectl.lifecycle.window import window_open
 
 
@@ -143,6 +143,34 @@ def release(
         )
     next_step = _next(invoice, journal.clock())
     return Decision(invoice_id, True, f"released ({was}): {next_step}{again}")
+
+
+def decide(
+    journal: JournalBackend,
+    action: str,
+    invoice_id: str,
+    by: str,
+    *,
+    reason: str = "",
+    dry_run: bool = False,
+    force: bool = False,
+) -> Decision:
+    """An operator's ``hold``, ``release`` or ``abandon`` of one invoice. Refused, nothing
+    written, when the invoice changed between reading it and writing the decision (another
+    operator's, say): the decision was taken on what no longer holds."""
+    try:
+        if action == "release":
+            return release(journal, invoice_id, by, dry_run=dry_run, force=force)
+        if action == "hold":
+            return hold(journal, invoice_id, reason, by, dry_run=dry_run)
+        return abandon(journal, invoice_id, reason, by, dry_run=dry_run)
+    except TransitionRefused:
+        return Decision(
+            invoice_id,
+            False,
+            f"changed by another command while {action} was deciding; nothing changed: "
+            f"look again (`invoicectl show {invoice_id}`)",
+        )
 
 
 def record_verdict(
