@@ -783,3 +783,25 @@ def test_a_held_new_version_of_an_edited_invoice_names_no_reconcile_that_cannot_
     assert "reconcile --apply" not in refused.message
     assert "`release --force` only once you know it is not" in refused.message
     assert sandbox.stats()["per_invoice"] == {"F-000": 2}
+
+
+def test_a_number_long_or_with_an_invisible_character_is_found_at_goroute(
+    outbox: Path, journal_path: Path
+):
+    """helper-60: GoRoute's transactions were read keeping an invoice number only when it was
+    at most 256 characters and printable, yet the scan takes both as invoice IDs: GoRoute
+    echoing such a number as sent, the history check never matched it, and the invoice went
+    out a second time."""
+    ids = ["INV-2026\u200b-0003", "INV-" + "7" * 300]
+    for number, invoice_id in enumerate(ids):
+        write_invoice(outbox, invoice_id, name=f"{number}.xml")
+    sandbox = emulator()
+    for invoice_id in ids:
+        sandbox.add_transaction(invoice_id)
+
+    send(settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None)
+
+    assert sandbox.stats()["sends_received"] == 0
+    with open_journal(journal_path) as journal:
+        held = [journal.invoice(invoice_id) for invoice_id in ids]
+    assert all(invoice is not None and invoice.hold == "held" for invoice in held), held

@@ -4,7 +4,8 @@
 ``invoice_number``, flat ``receiver_id``) and the single shape (``id``, ``document_id``, nested
 ``receiver``). This module owns reading both (and mixes of them) into one ``Transaction``, the
 ``TransactionPage`` a list answer is read into, and the two outcomes of looking one up by id.
-Fields are kept only when usable: an id by ``identifiers``' rules, text as one printable line.
+Fields are kept only when usable: an id by ``identifiers``' rules, text as one printable line
+(the invoice number as written, which is matched, not shown).
 Plain data below the client: reading an HTTP answer into a page is ``goroute.client``'s.
 """
 
@@ -58,7 +59,11 @@ class Transaction:
             # An unusable id is not kept (``identifiers``): such a transaction can be matched
             # and reported, never asked for or adopted by its id.
             transaction_id=checked_id(first_text(data, "transaction_id", "id")),
-            invoice_number=_short(first_text(data, "invoice_number", "document_id")),
+            # The number as GoRoute wrote it, however long, whatever its characters: it is
+            # matched against the journal's invoice IDs, which may be as long or hold an
+            # invisible character; dropped, it could never match, and its invoice would be
+            # sent again. Quoted to a person, it is escaped (``text.one_line``).
+            invoice_number=first_text(data, "invoice_number", "document_id"),
             document_type=_short(text_of(data.get("document_type"))),
             receiver=f"{scheme}:{identifier}" if scheme and identifier else None,
             receiver_scheme=scheme,

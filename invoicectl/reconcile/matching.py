@@ -19,6 +19,7 @@ from datetime import UTC, datetime, timedelta
 from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction
 from invoicectl.reconcile.verdicts import ApiSide, Case, JournalSide, Verdict, Window, build_case
+from invoicectl.text import one_line
 
 # A transaction can look a little older than the first attempt that created it when the two
 # clocks disagree. Anything older than this before the first attempt was not created by it.
@@ -185,7 +186,9 @@ def compare(invoice_id: str, side: JournalSide, txn: Transaction) -> list[str]:
     if not number:
         differences.append("the API record carries no invoice number to match")
     elif number != invoice_id:
-        differences.append(f"invoice number: API {number}, journal {invoice_id}")
+        differences.append(
+            f"invoice number: API {one_line(number, 80)}, journal {one_line(invoice_id, 80)}"
+        )
     if not _same_receiver(side.receiver, txn):
         shown = txn.receiver or txn.receiver_id
         differences.append(f"receiver: API {shown}, journal {side.receiver}")

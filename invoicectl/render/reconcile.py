@@ -23,6 +23,7 @@ from rich.table import Table
 from invoicectl.loglines import tag
 from invoicectl.reconcile.report import ReconcileReport
 from invoicectl.reconcile.verdicts import VERDICT_ORDER, Case, Verdict
+from invoicectl.text import one_line
 
 Format = Literal["table", "json", "csv"]
 
@@ -293,7 +294,7 @@ def _api_cell(case: Case) -> str:
         ("created", api.created_at),
     ):
         if value:
-            lines.append(f"{label} {value}")
+            lines.append(f"{label} {one_line(value, 200)}")
     return "\n".join(lines)
 
 
