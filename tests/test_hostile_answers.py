@@ -24,6 +24,7 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient, TransactionPage
 from invoicectl.goroute.outcomes import Accepted, KeyReused, Outcome, Rejected, Transient
 from invoicectl.goroute.redaction import MARKER, WITHHELD
+from invoicectl.lifecycle.sending import message_of
 
 SECRET = "sk_test/Echo+Key=9~x"
 KEY = ApiKey(SECRET)
@@ -80,10 +81,13 @@ def anyio_backend() -> str:
 
 
 async def against(
-    behaviour: Any, call: Callable[[GoRouteClient], Awaitable[Any]], **client: Any
+    behaviour: Any,
+    call: Callable[[GoRouteClient], Awaitable[Any]],
+    key: ApiKey = KEY,
+    **client: Any,
 ) -> Any:
     with HostileServer(behaviour) as server:
-        async with GoRouteClient(server.base_url, KEY, **client) as goroute:
+        async with GoRouteClient(server.base_url, key, **client) as goroute:
             return await call(goroute)
 
 
@@ -426,6 +430,26 @@ def echoing(status: int, form: str, *, reason: str | None = None) -> Any:
 async def test_an_echoed_key_reaches_no_outcome(status: int, name: str) -> None:
     outcome = await against(echoing(status, FORMS[name]), post)
     assert_outcome_clean(outcome)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("where", ["details", "message and details"])
+async def test_a_key_echoed_in_pieces_across_an_errors_texts_reaches_no_reason(where: str) -> None:
+    """helper-60: each piece shorter than the fragment the redactor finds, one per detail:
+    the reason joins them ("d1; d2; ..."), and the key could be read off it."""
+    secret = "sk_test_h60_SECRETKEY_abcdefghijklmnop0123456789"
+    pieces = [secret[start : start + 10] for start in range(0, len(secret), 10)]
+    body = {"error_code": "VAL_001", "message": "document invalid", "details": pieces}
+    if where == "message and details":
+        body = {"error_code": "VAL_001", "message": pieces[0], "details": pieces[1:]}
+    behaviour = answer(400, json.dumps(body).encode(), JSON)
+
+    outcome = await against(behaviour, post, key=ApiKey(secret))
+
+    assert isinstance(outcome, Rejected) and outcome.code == "VAL_001"
+    reason = message_of(outcome) or ""
+    assert "withheld" in reason
+    assert secret not in re.sub(r"[^0-9A-Za-z_]", "", reason)
 
 
 @pytest.mark.anyio

@@ -18,7 +18,7 @@ import re
 import socket
 import ssl
 from collections.abc import Callable, Generator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from email.utils import parsedate_to_datetime
 from http import HTTPStatus
@@ -69,6 +69,16 @@ class _ErrorBody:
     @property
     def is_key_reuse(self) -> bool:
         return self.code == KEY_REUSED_CODE or self.existing_transaction_id is not None
+
+    def whole(self, redact: Callable[[str], str]) -> _ErrorBody:
+        """Itself, unless its texts joined (as a reason joins them) spell the API key that
+        none spells alone (a server echoing it in pieces): then its message says so, in
+        place of them all."""
+        joined = " ".join((self.code or "", self.message, *self.details))
+        if redact(joined) == joined:
+            return self
+        withheld = "the answer's error texts, read together, echoed the API key: withheld"
+        return replace(self, message=withheld, details=())
 
 
 @dataclass(frozen=True)
@@ -185,7 +195,7 @@ def failure(
     base_url: str,
 ) -> Outcome:
     """The outcome of a non-2xx answer (goroute-api.md A, and C for what A leaves open)."""
-    status, error = answer.status, answer.error()
+    status, error = answer.status, answer.error().whole(redact)
     common = {**answer.common(), "raw_body": answer.raw_body}
     if status == HTTPStatus.TOO_MANY_REQUESTS:
         retry_after = parse_retry_after(answer.headers.get("Retry-After"), now())
