@@ -492,3 +492,32 @@ def test_a_bulk_decision_whose_invoices_changed_while_it_asked_changes_nothing(
     with open_journal(journal_path) as journal:
         held = [journal.invoice(name) for name in ("INV-1", "INV-2")]
     assert [invoice.hold if invoice else "gone" for invoice in held] == [None, None]
+
+
+def test_a_number_corrected_after_a_send_whose_answer_was_lost_is_held(
+    journal_path: Path, outbox: Path
+):
+    """helper-62: a.xml's number corrected after its send's answer was lost: the old number
+    was replayed (GoRoute had it already), the new one sent as a new invoice, exit 0: one
+    invoice delivered twice under two numbers. The new number is held for a person."""
+    write_invoice(outbox, "INV-2026-O001", name="a.xml")
+    write_invoice(outbox, "OTHER-1", name="b.xml")
+    sandbox = emulator(drop_rate=1.0)
+    send(settings_for(journal_path), outbox, sandbox.transport(), policy=ONE_TRY)
+    sandbox.set_faults(drop_rate=0.0)
+    write_invoice(outbox, "INV-2026-0001", name="a.xml")  # the clerk corrects the number
+    write_invoice(outbox, "NEW-1", name="c.xml")
+
+    _, summary = send(settings_for(journal_path), outbox, sandbox.transport())
+
+    assert sandbox.stats()["per_invoice"] == {"INV-2026-O001": 1, "OTHER-1": 1, "NEW-1": 1}
+    assert summary.exit_code == ExitCode.NEEDS_RECONCILE
+    with open_journal(journal_path) as journal:
+        renumbered = journal.invoice("INV-2026-0001")
+        assert renumbered is not None and renumbered.hold == "held"
+        assert "its file a.xml held invoice INV-2026-O001, sent (unknown)" in str(
+            renumbered.hold_reason
+        )
+    assert invoicectl(journal_path, "release", "INV-2026-0001").returncode == 0
+    send(settings_for(journal_path), outbox, sandbox.transport())  # the person's word stands
+    assert sandbox.stats()["per_invoice"]["INV-2026-0001"] == 1

@@ -358,6 +358,29 @@ class ScanRecords(JournalBase):
         )
         return [(name, reason) for name, reason in refused]
 
+    def renumbered_after_sending(self) -> list[tuple[str, str, str, str]]:
+        """(new ID, file name, sent ID, its state) for each invoice never sent nor held whose
+        file held an invoice sent but not accepted nor abandoned, found in no file now: a
+        number corrected after a send of unknown fate (sending both may deliver it twice)."""
+        rows = self.db.execute(
+            "SELECT n.invoice_id, s.name, o.invoice_id, o.state FROM invoices o"
+            " JOIN temp.scan s ON s.path = o.source_path"
+            " JOIN invoices n ON n.invoice_id = s.invoice_id"
+            " WHERE (o.state IN (?, ?, ?) OR (o.state = ? AND o.key_first_used_at IS NOT NULL))"
+            " AND o.hold IS NOT 'abandoned'"
+            " AND o.invoice_id NOT IN (SELECT invoice_id FROM temp.ids)"
+            " AND n.state = ? AND n.key_first_used_at IS NULL AND n.hold IS NULL"
+            " ORDER BY n.invoice_id",
+            (
+                InvoiceState.unknown,
+                InvoiceState.key_reused,
+                InvoiceState.amended,
+                InvoiceState.pending,
+                InvoiceState.pending,
+            ),
+        )
+        return [(new, name, old, str(state)) for new, name, old, state in rows]
+
     def replaced_in_place(self) -> list[tuple[str, str, str]]:
         """(invoice ID, file name, the ID now in that file) for each pending, unheld invoice
         whose file this scan found holding another invoice ID, while no file of this scan

@@ -227,6 +227,7 @@ class Ingest:
             journal.group_by_id()
             self._hold_the_replaced()
             self._settle_new()
+            self._hold_the_renumbered()
             self.report.unchanged += journal.count_unchanged(unless=InvoiceState.invalid)
             self._settle_the_rest()
             self._lift_settled_clashes()
@@ -268,6 +269,23 @@ class Ingest:
                 f"its file {one_line(name)} {replaced_by} if "
                 f"{invoice_id} was a mistake for it, `invoicectl abandon {invoice_id}`, to send "
                 f"both, `invoicectl release {invoice_id}`"
+            )
+            if hold(self.journal, invoice_id, reason, by="scan").done:
+                self.report.replaced.append(Problem(invoice_id, reason))
+
+    def _hold_the_renumbered(self) -> None:
+        """A new invoice whose file held one sent before, with no answer that settles it,
+        is held: its number corrected in the file, most likely, and the first may have been
+        delivered. A person decides, after reconcile says whether GoRoute has it."""
+        for invoice_id, name, sent, state in self.journal.renumbered_after_sending():
+            held = f"its file {one_line(name)} held invoice {one_line(sent, 80)}"
+            if self._released_before(invoice_id, held):
+                continue
+            reason = (
+                f"{held}, sent ({state}); if {invoice_id} is it renumbered, sending it could "
+                f"deliver it twice: `invoicectl reconcile` says whether GoRoute has {sent}; "
+                f"if so `invoicectl abandon {invoice_id}`, if not `invoicectl abandon {sent}`; "
+                f"to send both, `invoicectl release {invoice_id}`"
             )
             if hold(self.journal, invoice_id, reason, by="scan").done:
                 self.report.replaced.append(Problem(invoice_id, reason))
