@@ -6,12 +6,13 @@ could deliver an invoice twice are pinned here directly.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from invoicectl.errors import ExitCode
-from invoicectl.goroute.transactions import Transaction
+from invoicectl.goroute.transactions import Found, Transaction
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN
 from invoicectl.reconcile import JournalSide, Verdict
 from invoicectl.reconcile.search_result import Search, SearchSummary
@@ -118,3 +119,18 @@ def test_a_document_type_as_a_peppol_identifier_is_the_same_type(document_type: 
     credit_note = _txn_as(txn.created_at or "", "CreditNote")
     other = judge_searched("INV-1", SIDE, _search(credit_note), FIRST + timedelta(hours=1))
     assert other.verdict is not Verdict.unknown_found
+
+
+def test_a_listed_match_whose_own_get_names_another_invoice_leaves_it_unknown() -> None:
+    """helper-60: the list showed the unanswered send with this invoice's number; its GET named
+    another invoice. Judged on the GET alone, it was `different_document`, which clears the
+    evidence: `--new-version` then sent the invoice a second time. Neither answer can be
+    taken over the other: what GoRoute holds is unknown."""
+    listed = _txn("txn-A", FIRST + timedelta(seconds=2))
+    fetched = {"txn-A": Found(transaction=replace(listed, invoice_number="INV-OTHER-9"))}
+
+    case = judge_searched("INV-1", SIDE, _search(listed), FIRST + timedelta(days=3), fetched)
+
+    assert case.verdict is Verdict.lookup_failed
+    assert "its own GET says otherwise (invoice number: API INV-OTHER-9" in case.detail
+    assert case.api is not None and case.api.transaction_id == "txn-A"

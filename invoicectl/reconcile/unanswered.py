@@ -69,6 +69,18 @@ def judge_searched(
         if not isinstance(fetch, Found):  # what the match holds is not known: nothing adopted
             return lookup_failed(invoice_id, side, fetch, api_side(row), window)
         txn = fetch.transaction
+        if differences := compare(invoice_id, side, txn):
+            # The list and the GET contradict each other: neither says what GoRoute holds.
+            return build_case(
+                invoice_id,
+                Verdict.lookup_failed,
+                side,
+                api=api_side(row),
+                detail=f"the transactions list shows {row.transaction_id} as this invoice, but "
+                f"its own GET says otherwise ({'; '.join(differences)}); what happened is "
+                "still unknown",
+                window=window,
+            )
         return matched(invoice_id, side, txn, row.transaction_id, adopt=adopt, window=window)
     if ours:
         return build_case(
