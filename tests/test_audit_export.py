@@ -8,6 +8,7 @@ key file is loose or DEST unwritable.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import shutil
@@ -890,3 +891,33 @@ def test_a_linked_folder_planted_in_a_part_is_named_and_held_nothing(
     code, output = run("verify-export", str(dest))
     assert code == 1, output
     assert f"0001/{safe_name('E-004')}: is a symbolic link; a part holds none" in output
+
+
+def test_the_readme_recipe_rebuilds_each_body_sha256_from_the_export(tmp_path: Path, outbox: Path):
+    """helper-61: a file in ISO-8859-1 went out as UTF-8 text, and nothing told an auditor how
+    to get from the exported bytes to the attempt's body_sha256. The README's recipe, done
+    here with the standard library alone, does it for UTF-8 and ISO-8859-1 files."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "U-1", name="utf8.xml", note="Lieferung für Åkerlund")
+    latin = (outbox / "utf8.xml").read_text("utf-8").replace("U-1", "L-1")
+    latin = latin.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"', 1)
+    (outbox / "latin.xml").write_bytes(latin.encode("iso-8859-1"))
+    send(settings_for(journal), outbox, emulator().transport())
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(journal))[0] == 0
+
+    for invoice_id in ("U-1", "L-1"):
+        evidence = json.loads((dest / "0001" / invoice_id / "evidence.json").read_text())
+        sha256 = evidence["revisions"][0]["sha256"]
+        raw = (dest / "0001" / invoice_id / f"{sha256}.xml").read_bytes()
+        declared = raw.split(b'encoding="', 1)[1].split(b'"', 1)[0].decode()
+        text = raw.decode(declared).replace(f'encoding="{declared}"', 'encoding="UTF-8"', 1)
+        body = {
+            "document": text,
+            "metadata": {"invoice_id": invoice_id, "sha256": sha256},
+            "receiver_id": evidence["current"]["receiver_id"],
+            "receiver_scheme": evidence["current"]["receiver_scheme"],
+        }
+        encoded = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        rebuilt = hashlib.sha256(encoded.encode()).hexdigest()
+        assert rebuilt == evidence["attempts"][0]["body_sha256"], invoice_id
