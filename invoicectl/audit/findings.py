@@ -11,8 +11,16 @@ from invoicectl.text import one_line
 
 @dataclass(frozen=True)
 class Finding:
+    """One problem, on one line whatever made it: a subject or problem quoting what was read
+    (a file name in an export, a damaged row) has its line breaks and escape sequences
+    written as escapes, so a name cannot print a line of its own (a forged "ok")."""
+
     subject: str  # "journal", "chain event 17", "invoice INV-1", "blob 3f2a…", "run 4"
     problem: str
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "subject", one_line(self.subject))
+        object.__setattr__(self, "problem", one_line(self.problem))
 
     def line(self) -> str:
         return f"{self.subject}: {self.problem}"
@@ -50,8 +58,9 @@ class Verification:
     def add(self, subject: str, problem: str) -> None:
         self.problems += 1
         if len(self.findings) < LISTED:
-            # What a damaged row holds (a line break, bytes not UTF-8) stays on its line.
-            self.findings.append(Finding(one_line(subject), one_line(problem)))
+            # What a damaged row holds (a line break, bytes not UTF-8) stays on its line:
+            # Finding escapes it.
+            self.findings.append(Finding(subject, problem))
 
     def rewind(self, problems: int) -> None:
         """Forget the problems found after the first ``problems`` (a check run again)."""

@@ -18,6 +18,7 @@ from invoicectl.audit.findings import Finding
 from invoicectl.audit.manifest import SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
 from invoicectl.journal.chain import link
+from invoicectl.text import one_line
 
 
 def verify_export(
@@ -43,7 +44,7 @@ def verify_export(
                 Finding(part.name, f"its signed manifest names part {manifest.get('part')!r}")
             )
         if keys is not None:
-            keys.append(str(manifest.get("key_id")))
+            keys.append(one_line(str(manifest.get("key_id"))))  # printed on the summary line
         _files(part, manifest, found)
         chain = manifest.get("chain")
         chain = chain if isinstance(chain, dict) else {}
@@ -81,6 +82,9 @@ def _manifest(part: Path, found: list[Finding], trusted: set[str] | None) -> dic
         manifest = json.loads(text, object_hook=_compact)
     except ValueError:
         found.append(Finding(f"{part.name}/manifest.json", "is not JSON"))
+        return None
+    except RecursionError:  # signed, yet only by whoever holds the key it carries
+        found.append(Finding(f"{part.name}/manifest.json", "is JSON nested too deeply to read"))
         return None
     if not isinstance(manifest, dict):
         found.append(Finding(f"{part.name}/manifest.json", "is not a JSON object"))
@@ -198,8 +202,14 @@ def _events(part: Path, chain: dict[str, Any], found: list[Finding]) -> str | No
     try:
         with (part / "events.jsonl").open("rb") as lines:
             previous, seq = _segment(lines, subject, chain, found)
+    except RecursionError:  # a line nested a hundred thousand deep: one finding, no traceback
+        found.append(Finding(subject, "cannot be read as a chain segment (JSON nested too deeply)"))
+        return None
     except (OSError, ValueError, KeyError, TypeError, AttributeError, StopIteration) as error:
-        found.append(Finding(subject, f"cannot be read as a chain segment ({error!r})"))
+        # cut short: a UnicodeDecodeError's repr quotes the whole line it could not read
+        found.append(
+            Finding(subject, f"cannot be read as a chain segment ({one_line(repr(error), 200)})")
+        )
         return None
     if previous != chain.get("head_hash") or seq != chain.get("head_seq"):
         found.append(Finding(subject, "does not end at the manifest's chain head"))
