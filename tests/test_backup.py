@@ -5,10 +5,15 @@ The copy beside a running send is in ``test_history_processes.py``.
 
 from __future__ import annotations
 
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
-from logkit import without_exit_line
+import pytest
+from logkit import said, without_exit_line
 from sendkit import emulator, send, settings_for
 from typer.testing import CliRunner
 from ublfactory import write_invoice
@@ -116,3 +121,81 @@ def test_a_journal_lacking_part_of_its_schema_does_not_replace_the_last_good_bac
     assert "the journal is damaged: its schema lacks events; the backup there was left" in line
     assert copy.read_bytes() == good
     assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+
+
+def _private_mounts() -> list[str] | None:
+    """``unshare`` arguments for a mount namespace of our own (root, or a user namespace),
+    where a read-only tmpfs can be mounted for one command; None where it cannot."""
+    if shutil.which("unshare") is None or shutil.which("mount") is None:
+        return None
+    prefix = ["unshare", "--mount"] if os.geteuid() == 0 else ["unshare", "--mount", "-r"]
+    probe = [*prefix, "sh", "-c", "mount -t tmpfs -o ro tmpfs /mnt 2>/dev/null || exit 1"]
+    if subprocess.run(probe, capture_output=True, check=False).returncode != 0:
+        return None
+    return prefix
+
+
+def test_a_read_only_destination_is_named_with_advice_about_it_not_the_journal(
+    outbox: Path, tmp_path: Path
+):
+    """helper-61: a backup onto a read-only file system said "use --journal on a writable
+    one": advice about the journal, when DEST is what cannot be written. A real read-only
+    file system (a tmpfs, holding last night's copy, remounted read-only) in a private mount
+    namespace: read-only for root too."""
+    prefix = _private_mounts()
+    if prefix is None:
+        pytest.skip("cannot mount a tmpfs in a private mount namespace here")
+    journal = sent_journal(outbox, tmp_path)
+    mountpoint = tmp_path / "readonly"
+    mountpoint.mkdir()
+    script = (
+        'mount -t tmpfs tmpfs "$1" && echo "an older copy" >"$1/copy.db" || exit 99\n'
+        'mount -o remount,ro "$1" || exit 99\n'
+        '"$2" -m invoicectl backup "$1/copy.db" --journal "$3" 2>"$4"\n'
+        "code=$?\n"
+        'ls -A "$1"; cat "$1/copy.db"\n'
+        "exit $code\n"
+    )
+    out = tmp_path / "backup-stderr.txt"
+    done = subprocess.run(
+        [*prefix, "sh", "-c", script, "sh", str(mountpoint), sys.executable, str(journal),
+         str(out)],
+        capture_output=True, text=True, check=False, timeout=120,
+    )  # fmt: skip
+    assert done.returncode != 99, done.stderr
+
+    assert done.returncode == 1, out.read_text()
+    dest = mountpoint / "copy.db"
+    assert said(out.read_text(), 1).splitlines() == [
+        f"invoicectl: error: cannot write the backup to {dest}: Read-only file system; back up"
+        " to a file on a writable file system, or remount this one read-write; no backup was"
+        " made (what was there is as it was); the journal is untouched"
+    ]
+    assert done.stdout == "copy.db\nan older copy\n"  # no temporary copy, the old one whole
+
+
+def test_an_unwritable_destination_directory_is_named_with_advice_about_it(
+    outbox: Path, tmp_path: Path
+):
+    """The same without a mount: a directory this user may not write in (mode 0555). Root
+    writes there regardless; the read-only file system above covers root."""
+    if os.geteuid() == 0:
+        pytest.skip("root writes into a directory of mode 0555 (the read-only tmpfs covers it)")
+    journal = sent_journal(outbox, tmp_path)
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o555)
+    try:
+        result = invoke("backup", str(locked / "copy.db"), "--journal", str(journal))
+    finally:
+        locked.chmod(0o755)
+
+    assert result.exit_code == 1, result.output
+    (line,) = without_exit_line(result.stderr, 1).splitlines()
+    assert line == (
+        f"invoicectl: error: cannot write the backup to {locked / 'copy.db'}: Permission denied;"
+        f" this user may not write in {locked}: back up to a directory it can write to, or"
+        " change that one's owner or mode; no backup was made (what was there is as it was);"
+        " the journal is untouched"
+    )
+    assert list(locked.iterdir()) == []

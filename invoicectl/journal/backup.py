@@ -17,8 +17,10 @@ journal lost the runs after the backup, and that send checks GoRoute before send
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
+from contextlib import suppress
 from dataclasses import dataclass
 from glob import escape as glob_escape
 from pathlib import Path
@@ -64,22 +66,52 @@ def backup(source: Path, destination: Path) -> BackupResult:
                 f"{destination}{suffix} exists: {destination} is open as a database somewhere; "
                 "back up to another path"
             )
-    _clear_leftovers(destination)
     temporary = destination.with_name(f".{destination.name}.{os.getpid()}.tmp")
+    replaced = False
     try:
+        _clear_leftovers(destination)
         _copy(source, temporary)
         invoices, runs = _check(temporary)
         _fsync(temporary)
         os.replace(temporary, destination)
+        replaced = True
         _fsync_directory(destination.parent)
     except sqlite3.DatabaseError as error:
         raise JournalError(
             f"cannot back up the journal {source} to {destination}: {error}"
         ) from None
+    except OSError as error:
+        # The journal is only read (SQLite's errors on it are the DatabaseError above): a
+        # system error here is DEST's, and the advice is about DEST, not --journal.
+        raise JournalError(_unwritable(destination, error, replaced)) from None
     finally:
         for leftover in (temporary, Path(f"{temporary}-journal")):
-            leftover.unlink(missing_ok=True)
+            # On a read-only or vanished DEST this fails too; the next backup clears it.
+            with suppress(OSError):
+                leftover.unlink(missing_ok=True)
     return BackupResult(source, destination, destination.stat().st_size, invoices, runs)
+
+
+def _unwritable(destination: Path, error: OSError, replaced: bool) -> str:
+    """One line for a backup DEST the system refused: DEST, the system's words, and what a
+    person does about it (another destination, most often)."""
+    advice = {
+        errno.EROFS: "back up to a file on a writable file system, or remount this one read-write",
+        errno.ENOSPC: "free space there, or back up to another file system",
+        errno.EDQUOT: "free space, or back up to another file system",
+        errno.EACCES: f"this user may not write in {destination.parent}: back up to a "
+        "directory it can write to, or change that one's owner or mode",
+        errno.EPERM: f"this user may not write in {destination.parent} (immutable? see "
+        "`lsattr`): back up to a directory it can write to",
+    }.get(error.errno or 0, "back up to another destination, or fix this one")
+    outcome = (
+        f"the copy is at {destination}, but its directory could not be synced"
+        if replaced
+        else "no backup was made (what was there is as it was); the journal is untouched"
+    )
+    return (
+        f"cannot write the backup to {destination}: {error.strerror or error}; {advice}; {outcome}"
+    )
 
 
 def _clear_leftovers(destination: Path) -> None:
