@@ -467,3 +467,30 @@ def test_a_copy_killed_between_its_commit_and_its_note_is_completed_by_a_rerun(
     monkeypatch.setenv("GOROUTE_API_KEY", DEFAULT_API_KEY)
     sent = invoke("send", str(outbox), "--journal", str(journal))
     assert sent.exit_code == ExitCode.COULD_NOT_RUN and "is an archive now" in sent.output
+
+
+def test_export_after_the_move_gives_advice_that_can_be_followed(tmp_path, pg_url):
+    """helper-61: `export` of the PostgreSQL journal said "copy it to SQLite to export from
+    it", and no command copies a journal to SQLite. What it says now is what works: the
+    archive's export, and `verify` on PostgreSQL."""
+    journal, _ = made_journal(tmp_path)
+    assert invoke("journal", "copy", "--journal", str(journal), "--to", pg_url).exit_code == 0
+    dest = tmp_path / "audit"
+
+    refused = invoke("export", str(dest), "--journal", pg_url)
+
+    assert refused.exit_code == ExitCode.USAGE, refused.output
+    assert refused.stderr.splitlines()[0] == (
+        f"invoicectl: error: export works on a SQLite journal, not {pg_url}: invoicectl cannot"
+        " export from PostgreSQL yet: what was sent before a `journal copy` to it exports from"
+        " the SQLite file copied (an archive now: --journal /path/to/journal.db); `invoicectl"
+        " verify` checks this journal, hash chain included; what was sent since has no signed"
+        " export"
+    )
+    assert not dest.exists()
+    exported = invoke("export", str(dest), "--journal", str(journal))  # the archive
+    assert exported.exit_code == 0, exported.output
+    checked = invoke("verify-export", str(dest))
+    assert checked.exit_code == 0, checked.output
+    verified = invoke("verify", "--journal", pg_url)
+    assert verified.exit_code == 0, verified.output

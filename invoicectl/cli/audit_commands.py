@@ -68,6 +68,13 @@ def verify(
     raise typer.Exit(0 if result.ok else 1)
 
 
+_POSTGRESQL_EXPORT = (
+    "invoicectl cannot export from PostgreSQL yet: what was sent before a `journal copy` to it "
+    "exports from the SQLite file copied (an archive now: --journal /path/to/journal.db); "
+    "`invoicectl verify` checks this journal, hash chain included; what was sent since has no "
+    "signed export"
+)
+
 DestArgument = Annotated[Path, typer.Argument(metavar="DEST", help="The export directory.")]
 
 
@@ -125,9 +132,8 @@ def export(
     from invoicectl.audit.signing import load_or_create
     from invoicectl.journal import refuse_missing
 
-    path = sqlite_file(
-        journal_path(journal, sandbox), "export", "copy it to SQLite to export from it"
-    )
+    # No command copies a journal back to SQLite: the advice is what can be done today.
+    path = sqlite_file(journal_path(journal, sandbox), "export", _POSTGRESQL_EXPORT)
     refuse_missing(path)  # before a key is made beside a journal that is not there
     start, end = _range(since, until)
     retention_years = _retention_years()  # every setting checked before a key is made
