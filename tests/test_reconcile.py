@@ -11,7 +11,7 @@ import hashlib
 import io
 import json
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
 
@@ -1009,3 +1009,44 @@ def test_smaller_pages_a_server_demands_cover_as_many_transactions(
     assert transport.limits[:2] == [100, 50]
     assert verdicts(report) == {"INV-1": Verdict.unknown_found}
     assert journal.invoice("INV-1").transaction_id == mine.id
+
+
+class ReplayedMeanwhile(httpx.AsyncBaseTransport):
+    """The emulator, while another host's send replays an invoice under its key: that send's
+    attempt is written when the search's first page is asked for."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, replay: Callable[[], None]) -> None:
+        self._inner, self._replay = inner, replay
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        if request.url.path.endswith("/transactions"):
+            self._replay()
+            self._replay = lambda: None
+        return await self._inner.handle_async_request(request)
+
+
+def test_a_verdict_on_an_invoice_replayed_while_reconcile_searched_is_not_recorded(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+):
+    """helper-65: another host's send replayed the unknown invoice while this reconcile's
+    search ran; the search (read before) found nothing, the verdict "not found, window closed"
+    was recorded after the replay, and `--new-version` then sent the invoice again."""
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=23.8)  # its window closes in a few minutes
+    (first,) = journal.attempts("INV-1")
+
+    def replay() -> None:
+        journal.db.execute(
+            "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+            " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (first.run_id, "INV-1", first.revision_sha256, first.idempotency_key, "b" * 64)
+            + ((NOW + timedelta(seconds=1)).isoformat(),),
+        )
+
+    report = run_reconcile(journal, ReplayedMeanwhile(sandbox.transport(), replay), apply=True)
+
+    (case,) = report.cases
+    assert case.verdict is Verdict.lookup_failed
+    assert "it moved on while this reconcile searched" in case.detail
+    invoice = journal.invoice("INV-1")
+    assert invoice is not None and (invoice.verdict, invoice.hold) == (None, None)

@@ -69,6 +69,7 @@ from invoicectl.reconcile.verdicts import (
     Guidance,
     JournalSide,
     Verdict,
+    build_case,
 )
 
 __all__ = [
@@ -117,8 +118,10 @@ async def reconcile(
         raise ValueError("concurrency must be at least 1")
     subjects = find_subjects(journal)
     lookups = Lookups(client, limiter, policy, concurrency, on_progress)
-    await lookups.run(subjects, list_limit=list_limit, max_list_pages=max_list_pages)
+    # Windows are judged, and verdicts dated, as of the search's start: what it found then
+    # says nothing of a request another host's send made while it ran (``_sent_since``).
     moment = now()
+    await lookups.run(subjects, list_limit=list_limit, max_list_pages=max_list_pages)
     cases = [judge(subject, lookups, moment) for subject in subjects]
     if await lookups.fetch(_without_content_hash(cases)):
         cases = [judge(subject, lookups, moment) for subject in subjects]
@@ -219,6 +222,17 @@ def _write_case(
     """One case's writes (``write_back``); ``InvoiceBusy`` when a send worker holds it."""
     applied, recorded, held = lists
     with journal.transaction():  # a verdict to hold and its hold commit together
+        if _sent_since(journal, case):
+            return build_case(
+                case.invoice_id,
+                Verdict.lookup_failed,
+                case.journal,
+                api=case.api,
+                detail="it moved on while this reconcile searched (a send, on another host "
+                "maybe, sent or replayed it): the search says nothing of that; what happened "
+                "is still unknown",
+                window=(case.window_open, case.window_closes_at),
+            )
         case = _record(journal, case, apply, checked_at, run_id, held)
     if _fresh_delivery_status(case) and record_delivery(
         journal,
@@ -245,6 +259,20 @@ def _write_case(
         adopted = f"adopted {txn or ''}; state now accepted"
         case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
     return case
+
+
+def _sent_since(journal: JournalBackend, case: Case) -> bool:
+    """Whether the invoice moved on since the journal side it was judged on was read: another
+    state or key, or (for one not accepted) a request under its key started since."""
+    side, key = case.journal, case.journal.idempotency_key
+    invoice = journal.invoice(case.invoice_id)
+    if invoice is None or (invoice.state, invoice.idempotency_key) != (side.state, key):
+        return True
+    if side.state == "accepted":
+        return False
+    attempts = journal.attempts(case.invoice_id)  # as ``subjects`` read them
+    started = [a.started_at for a in attempts if key is None or a.idempotency_key == key]
+    return (started[-1] if started else None) != side.last_attempt_at
 
 
 def _record(
