@@ -253,11 +253,27 @@ def _write_events(reader: AuditReader, work: Path, first: int, result: Exported)
 
 def _refuse_rows_gone(reader: AuditReader, after: int) -> None:
     """Refuse a journal whose identity, or a row the chain records after ``after``, is gone:
-    an invoice with its attempts deleted would be left out of the export without a word."""
+    an invoice with its attempts deleted would be left out of the export without a word. So
+    is an event whose kind or invoice column (no hash covers them) is not its payload's: a
+    relabelled event hid a deleted row from this check, a refiled one moved a history."""
     if reader.journal_id() is None:
         raise ExportError(
             "the journal's identity row is gone (changed outside invoicectl); nothing was "
             "exported. `invoicectl verify` tells more; a backup restores it"
+        )
+    if (unlike := reader.first_not_as_payload(after)) is not None:
+        seq, column, value, payload_value, invoice_id = unlike
+        if column == "invoice_id":
+            raise ExportError(
+                f"chain event {seq} is filed under another invoice than its payload names "
+                "(changed outside invoicectl); nothing was exported. `invoicectl verify` tells "
+                "more"
+            )
+        of = f"invoice {invoice_id}: " if isinstance(invoice_id, str) else ""
+        raise ExportError(
+            f"{of}chain event {seq} is labelled {value!r}, its payload's kind is"
+            f" {payload_value!r} (the label is a column no hash covers: changed outside"
+            " invoicectl); nothing was exported. `invoicectl verify` tells more"
         )
     if (gone := reader.first_row_gone(after)) is not None:
         seq, kind, key, invoice_id = gone
@@ -266,11 +282,6 @@ def _refuse_rows_gone(reader: AuditReader, after: int) -> None:
             f"{of}{kind} {key} (its row is gone) is in the hash chain (event {seq}) but not in "
             "the journal: deleted outside invoicectl; nothing was exported. `invoicectl "
             "verify` names every such row; a backup restores them"
-        )
-    if (misfiled := reader.first_misfiled(after)) is not None:  # a column no hash covers
-        raise ExportError(
-            f"chain event {misfiled} is filed under another invoice than its payload names "
-            "(changed outside invoicectl); nothing was exported. `invoicectl verify` tells more"
         )
 
 

@@ -48,7 +48,8 @@ def choose(
     last: int,
 ) -> list[str]:
     """The invoices of the next part, by ID: those asked for (``invoice_ids``, else those
-    sent in [since, until)), and on a top-up only those with chain events after ``last``."""
+    sent in [since, until), as the attempts table or the chain's attempt events say), and on
+    a top-up only those with chain events after ``last``."""
     if invoice_ids:
         known = reader.known_invoices(invoice_ids)
         if missing := [invoice_id for invoice_id in invoice_ids if invoice_id not in known]:

@@ -15,6 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
+from invoicectl.journal.audit_choice import ChoiceReads
 from invoicectl.journal.chain import COVERED
 from invoicectl.journal.chain import head as chain_head
 from invoicectl.journal.migrations import up_to_date
@@ -42,7 +43,7 @@ _BLOB_COLUMNS = (
 )
 
 
-class AuditReader:
+class AuditReader(ChoiceReads):
     """One journal, opened read-only for ``verify`` and ``export``.
 
     Every read happens in one read transaction: the journal as it was at the first read,
@@ -207,10 +208,11 @@ class AuditReader:
         return None if row is None else (int(row[0]), str(row[1]), row[2], row[3])
 
     def row_as_last_chained(self, invoice_id: str) -> bool:
-        """Whether the invoice's row is, column for column, what its last chain event says."""
+        """Whether the invoice's row is, column for column, what its last chain event (by
+        its payload's kind) says."""
         last = self.conn.execute(
-            "SELECT payload FROM chain WHERE invoice_id = ? AND kind = 'invoice'"
-            " ORDER BY seq DESC LIMIT 1",
+            "SELECT payload FROM chain WHERE invoice_id = ?"
+            " AND json_extract(payload, '$.kind') = 'invoice' ORDER BY seq DESC LIMIT 1",
             (invoice_id,),
         ).fetchone()
         row = self.invoice_row(invoice_id)
@@ -220,9 +222,11 @@ class AuditReader:
         """The invoice's attempts, revisions and audit-trail entries whose row is not, column
         for column, what its last chain event says, or that are gone: ``attempt 37`` each."""
         last: dict[tuple[str, Any], Any] = {}
+        # The payload's kind, not the ``kind`` column: a deleted attempt's events relabelled
+        # by hand ('attempt ') would hide that its row is gone.
         for kind, payload in self.conn.execute(
-            "SELECT kind, payload FROM chain WHERE invoice_id = ?"
-            " AND kind IN ('attempt', 'revision', 'event') ORDER BY seq",
+            "SELECT json_extract(payload, '$.kind') AS k, payload FROM chain"
+            " WHERE invoice_id = ? AND k IN ('attempt', 'revision', 'event') ORDER BY seq",
             (invoice_id,),
         ):
             event = json.loads(payload)
@@ -267,57 +271,6 @@ class AuditReader:
     def journal_id(self) -> str | None:
         row = self.conn.execute("SELECT journal_id FROM identity WHERE id = 1").fetchone()
         return None if row is None else str(row[0])
-
-    def sent_invoice_ids(self, since: str | None, until: str | None) -> list[str]:
-        """Every invoice with an attempt that started in [since, until), by ID."""
-        # A bound only when given, so that the range is a search of attempts_started (an
-        # "? IS NULL OR" in SQL made it a walk of every attempt).
-        where, bounds = "started_at >= ?", [since or ""]
-        if until is not None:
-            where, bounds = where + " AND started_at < ?", [*bounds, until]
-        rows = self.conn.execute(f"SELECT invoice_id FROM attempts WHERE {where}", bounds)
-        return sorted({invoice_id for (invoice_id,) in rows})
-
-    def sent_among(self, invoice_ids: list[str], since: str | None, until: str | None) -> list[str]:
-        """Those of ``invoice_ids`` with an attempt that started in [since, until), in order:
-        a look at each one's attempts (a top-up's new invoices, not every one sent)."""
-        where, bounds = "invoice_id = ? AND started_at >= ?", [since or ""]
-        if until is not None:
-            where, bounds = where + " AND started_at < ?", [*bounds, until]
-        query = f"SELECT 1 FROM attempts WHERE {where} LIMIT 1"
-        return [
-            invoice_id
-            for invoice_id in invoice_ids
-            if self.conn.execute(query, [invoice_id, *bounds]).fetchone() is not None
-        ]
-
-    def first_misfiled(self, after: int) -> int | None:
-        """The first chain event after ``after`` whose ``invoice_id`` column, which its hash
-        does not cover, is not the invoice its payload's row names (the export files every
-        event by that column)."""
-        row = self.conn.execute(
-            "SELECT seq FROM chain WHERE seq > ? AND invoice_id IS NOT"
-            " json_extract(payload, '$.row.invoice_id') ORDER BY seq LIMIT 1",
-            (after,),
-        ).fetchone()
-        return None if row is None else int(row[0])
-
-    def changed_after(self, seq: int) -> set[str]:
-        """The invoices with a chain event after ``seq``."""
-        # No DISTINCT: with it SQLite walked the whole chain_invoice index, not the range of
-        # seq after ``seq`` (0.2 s at a million invoices, against 0.2 ms).
-        rows = self.conn.execute(
-            "SELECT invoice_id FROM chain WHERE seq > ? AND invoice_id IS NOT NULL", (seq,)
-        )
-        return {invoice_id for (invoice_id,) in rows}
-
-    def first_event_of(self, invoice_ids: list[str]) -> int | None:
-        """The first chain event of any of ``invoice_ids``."""
-        query = "SELECT min(seq) FROM chain WHERE invoice_id = ?"
-        firsts = [
-            self.conn.execute(query, (invoice_id,)).fetchone()[0] for invoice_id in invoice_ids
-        ]
-        return min((int(seq) for seq in firsts if seq is not None), default=None)
 
     # ---- stored bytes ---------------------------------------------------------------------
 
