@@ -26,11 +26,13 @@ from invoicectl.errors import InvoiceBusy, JournalLocked
 from invoicectl.journal import locked_journal, open_journal
 from invoicectl.journal.pg_workers import ClaimLost, Heartbeat
 from invoicectl.journal.records import InvoiceState
-from invoicectl.lifecycle.holds import hold
+from invoicectl.lifecycle.holds import hold, hold_with_evidence
 from invoicectl.lifecycle.sending import begin_attempt, claim_key
 from invoicectl.locations import JournalURL
 from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scanning
+from invoicectl.send.history import HELD_BY
+from invoicectl.send.history_loss import still_as_read
 
 # ---- helpers -----------------------------------------------------------------------------
 
@@ -146,7 +148,8 @@ def two_workers(pg_url: str, tmp_path: Path) -> Iterator[Callable[[float], Any]]
         opened.extend((a, b))
         a.run_id = a.begin_run("send", {})
         a.become_worker(a.run_id, lease)
-        b.become_worker(b.begin_run("send", {}), 30.0)
+        b.run_id = b.begin_run("send", {})
+        b.become_worker(b.run_id, 30.0)
         return a, b, ids
 
     yield make
@@ -400,3 +403,41 @@ def test_every_session_is_ended_when_it_sits_idle_in_a_transaction(pg_url: str):
     with open_journal(JournalURL(pg_url)) as journal:
         (limit,) = journal.db.execute("SHOW idle_in_transaction_session_timeout").fetchone()
     assert limit == "15s"
+
+
+def test_a_scan_leaves_a_renumbered_file_a_live_worker_holds_for_the_next_scan(
+    two_workers, tmp_path: Path
+):
+    """helper-65: the file of an invoice another host was sending now held another number:
+    holding the invoice it used to hold met that host's claim, and the whole scan failed,
+    exit 1, nothing of the outbox recorded."""
+    _a, b, ids = two_workers(30.0)
+    with b.transaction():
+        b.claim_invoices([ids[0]], 1)
+    write_invoice(tmp_path / "outbox", "RENUMBERED-1", name=f"{ids[0]}.xml")
+    write_invoice(tmp_path / "outbox", "NEW-1")
+    with open_journal(b.path) as other:
+        report = scanning(tmp_path / "outbox")(other)
+        assert report.busy == [ids[0]]
+        assert sorted(report.new) == ["NEW-1", "RENUMBERED-1"]  # the rest is settled as ever
+
+
+def test_a_history_check_leaves_what_another_hosts_send_took_up_since_it_read(
+    two_workers, tmp_path: Path
+):
+    """helper-65: two hosts' first sends on one new journal. Host A read its invoices before
+    its search; host B claimed and sent them meanwhile, and A took B's transactions for
+    deliveries made elsewhere: its hold met B's claim (exit 1), or it noted false evidence
+    against an invoice B had sent."""
+    _a, b, ids = two_workers(30.0)
+    with open_journal(b.path) as checking:  # A's check, before its run becomes a worker
+        read_before = checking.invoice(ids[0])
+        with b.transaction():
+            b.claim_invoices([ids[0]], 1)
+
+        hold_with_evidence(checking, read_before, "GoRoute holds it", HELD_BY)  # B holds it
+
+        assert checking.invoice(ids[0]).hold is None
+        begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")  # B's request
+        assert still_as_read(checking, read_before) is None  # no finding of A's any more
+        assert still_as_read(checking, checking.invoice(ids[1])) == checking.invoice(ids[1])

@@ -20,12 +20,13 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from invoicectl.errors import StoredCopyDamaged, UsageError
+from invoicectl.errors import InvoiceBusy, StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import (
     HISTORY_CHECK,
     dismiss_evidence,
+    note_evidence,
     note_verdict,
     standing_evidence,
 )
@@ -73,6 +74,30 @@ def hold_found(journal: JournalBackend, invoice: Invoice, reason: str, by: str) 
     accepted one too, unlike ``hold``: its failed delivery is what lets a new version go."""
     if invoice.hold is None:
         _set_hold(journal, invoice, Transition.hold_found, Hold.held, reason, by)
+
+
+def hold_with_evidence(
+    journal: JournalBackend,
+    invoice: Invoice,
+    reason: str,
+    by: str,
+    existing_transaction_id: str | None = None,
+) -> None:
+    """Held for ``reason``, what GoRoute was found to hold of it, with evidence that stands
+    whoever holds it and whatever its state becomes; a --new-version's keeps no transaction
+    as its own, and an accepted one no evidence (it would stand once the new version made it
+    pending). Nothing, when a live send worker holds it (another host sends it, on a shared
+    journal, and its own check judged it)."""
+    try:
+        if invoice.key_first_used_at is None:
+            found = existing_transaction_id
+            hold(journal, invoice.invoice_id, reason, by, existing_transaction_id=found)
+        else:
+            hold_found(journal, invoice, reason, by)
+    except InvoiceBusy:
+        return
+    if invoice.state is not InvoiceState.accepted:
+        note_evidence(journal, invoice, reason)
 
 
 def abandon(

@@ -270,7 +270,12 @@ class Ingest:
                 f"{invoice_id} was a mistake for it, `invoicectl abandon {invoice_id}`, to send "
                 f"both, `invoicectl release {invoice_id}`"
             )
-            if hold(self.journal, invoice_id, reason, by="scan").done:
+            try:
+                held = hold(self.journal, invoice_id, reason, by="scan").done
+            except InvoiceBusy:  # a live send worker holds it: nothing changed, next scan
+                self.report.busy.append(invoice_id)
+                continue
+            if held:
                 self.report.replaced.append(Problem(invoice_id, reason))
 
     def _hold_the_renumbered(self) -> None:

@@ -50,9 +50,9 @@ from typing import TYPE_CHECKING, Any
 from invoicectl.errors import CredentialsRefused, ExitCode
 from invoicectl.goroute.outcomes import AuthRefused, Rejected, WrongEndpoint
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice, InvoiceState
-from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word, note_evidence
-from invoicectl.lifecycle.holds import hold, hold_found
+from invoicectl.journal.records import Invoice
+from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word
+from invoicectl.lifecycle.holds import hold_with_evidence
 from invoicectl.send.history_loss import (
     MAX_PAGES,
     PAGE_SIZE,
@@ -71,6 +71,7 @@ from invoicectl.send.history_loss import (
     sendable_now,
     sent_only,
     silence_lost,
+    still_as_read,
     to_be_sent,
 )
 from invoicectl.send.history_texts import (
@@ -354,7 +355,7 @@ def _hold_seen_elsewhere(journal: JournalBackend, warn: Callable[[str], None]) -
     for invoice, txns in seen_elsewhere(journal, lambda: sendable_now(journal)):
         if last_word(journal, invoice.invoice_id) is None:  # else it was judged
             reason, existing = found_reason(invoice, txns, by=SEEN_BY)
-            _held_with_evidence(journal, invoice, reason, existing)
+            hold_with_evidence(journal, invoice, reason, HELD_BY, existing)
             held.append(invoice.invoice_id)
     if held:
         warn(
@@ -369,31 +370,22 @@ def _judge(
     found: list[str] = []
     not_checked: list[str] = []
     to_send: list[str] = []
-    for invoice in invoices:
+    for read in invoices:
+        invoice = still_as_read(journal, read)
+        if invoice is None:  # another host's send took it up meanwhile: its own check judged it
+            continue
         invoice_id = invoice.invoice_id
         txns = not_its_own(journal, invoice, sent_only(search.by_number.get(invoice_id, ())))
         if txns:
             reason, existing = found_reason(invoice, txns)
-            _held_with_evidence(journal, invoice, reason, existing)
+            hold_with_evidence(journal, invoice, reason, HELD_BY, existing)
             found.append(invoice_id)
         elif covered(invoice, search.summary, now):
             if to_be_sent(invoice):
                 to_send.append(invoice_id)
         else:  # not vouched for: a release needs --force too
-            _held_with_evidence(journal, invoice, not_checked_reason(invoice, search.summary))
+            hold_with_evidence(
+                journal, invoice, not_checked_reason(invoice, search.summary), HELD_BY
+            )
             not_checked.append(invoice_id)
     return Finding(tuple(found), tuple(not_checked), tuple(to_send))
-
-
-def _held_with_evidence(
-    journal: JournalBackend, invoice: Invoice, reason: str, existing: str | None = None
-) -> None:
-    """Held for ``reason``, with evidence that stands whoever holds it and whatever its
-    state becomes; a --new-version's keeps no transaction as its own, and an accepted one no
-    evidence (it would stand once the new version made the invoice pending)."""
-    if invoice.key_first_used_at is None:
-        hold(journal, invoice.invoice_id, reason, HELD_BY, existing_transaction_id=existing)
-    else:
-        hold_found(journal, invoice, reason, HELD_BY)
-    if invoice.state is not InvoiceState.accepted:
-        note_evidence(journal, invoice, reason)

@@ -338,6 +338,17 @@ def not_its_own(
     return tuple(txn for txn in txns if txn.transaction_id is None or txn.transaction_id not in own)
 
 
+def still_as_read(journal: JournalBackend, invoice: Invoice) -> Invoice | None:
+    """The invoice as the journal holds it now, unless a send (another host's, on a shared
+    journal) took it up since it was read before the search: another state, key or first
+    use of its key. Then what the search found may be that send, which is no finding."""
+    now = journal.invoice(invoice.invoice_id)
+    was = (invoice.state, invoice.idempotency_key, invoice.key_first_used_at)
+    if now is None or (now.state, now.idempotency_key, now.key_first_used_at) != was:
+        return None
+    return now
+
+
 def covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
     """Whether the search saw every transaction that could be a send of ``invoice``."""
     from invoicectl.reconcile.search_result import LOOK_BACK
