@@ -28,6 +28,7 @@ from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history import HELD_BY, HistoryUnchecked
+from invoicectl.send.history_loss import still_as_read
 from invoicectl.send.marker import MARKER_NAME
 
 
@@ -805,3 +806,22 @@ def test_a_number_long_or_with_an_invisible_character_is_found_at_goroute(
     with open_journal(journal_path) as journal:
         held = [journal.invoice(invoice_id) for invoice_id in ids]
     assert all(invoice is not None and invoice.hold == "held" for invoice in held), held
+
+
+def test_an_invoice_a_scan_made_sendable_during_the_search_is_still_judged(
+    outbox: Path, journal_path: Path
+):
+    """helper-66: the check skipped every invoice that changed while it searched, meaning
+    another host's send; an invalid invoice a scan on another host made pending meanwhile
+    was skipped too, though GoRoute held it, and was sent a second time. Only a send skips."""
+    write_invoice(outbox, "X-1", receiver=":no-scheme")  # invalid: no schemeID
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+        read_before = journal.invoice("X-1")
+        assert read_before is not None and read_before.state == "invalid"
+        write_invoice(outbox, "X-1")  # fixed, and scanned by another host meanwhile
+        scan_directory(journal, outbox)
+
+        judged = still_as_read(journal, read_before)
+
+    assert judged is not None and judged.state == "pending"

@@ -515,9 +515,10 @@ def test_a_number_corrected_after_a_send_whose_answer_was_lost_is_held(
     with open_journal(journal_path) as journal:
         renumbered = journal.invoice("INV-2026-0001")
         assert renumbered is not None and renumbered.hold == "held"
-        assert "its file a.xml held invoice INV-2026-O001, sent (unknown)" in str(
-            renumbered.hold_reason
-        )
+        reason = str(renumbered.hold_reason)
+        assert "its file a.xml held invoice INV-2026-O001, sent (unknown)" in reason
+        # helper-66: the advice followed leaves nothing held for ever
+        assert "if not `invoicectl abandon INV-2026-O001` and `invoicectl release" in reason
     assert invoicectl(journal_path, "release", "INV-2026-0001").returncode == 0
     send(settings_for(journal_path), outbox, sandbox.transport())  # the person's word stands
     assert sandbox.stats()["per_invoice"]["INV-2026-0001"] == 1

@@ -420,6 +420,10 @@ def test_a_scan_leaves_a_renumbered_file_a_live_worker_holds_for_the_next_scan(
         report = scanning(tmp_path / "outbox")(other)
         assert report.busy == [ids[0]]
         assert sorted(report.new) == ["NEW-1", "RENUMBERED-1"]  # the rest is settled as ever
+        # helper-66: the invoice the file held goes out now; its new number waits for a person
+        renumbered, new = other.invoice("RENUMBERED-1"), other.invoice("NEW-1")
+        assert (renumbered.hold, new.hold) == ("held", None)
+        assert f"held invoice {ids[0]}, sent (being sent)" in renumbered.hold_reason
 
 
 def test_a_history_check_leaves_what_another_hosts_send_took_up_since_it_read(
@@ -441,3 +445,27 @@ def test_a_history_check_leaves_what_another_hosts_send_took_up_since_it_read(
         begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")  # B's request
         assert still_as_read(checking, read_before) is None  # no finding of A's any more
         assert still_as_read(checking, checking.invoice(ids[1])) == checking.invoice(ids[1])
+
+
+def test_a_renumbered_files_new_number_a_live_worker_holds_is_busy_not_a_failed_scan(
+    two_workers, tmp_path: Path
+):
+    """helper-66: holding the new number of a file whose invoice went out unanswered met
+    another host's claim on that number, and the whole scan failed, nothing recorded."""
+    _a, b, ids = two_workers(30.0)
+    outbox = tmp_path / "outbox"
+    with b.transaction():
+        b.claim_invoices([ids[0]], 1)
+    begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")  # out, unanswered
+    write_invoice(outbox, "RENUM-0", name="elsewhere.xml")
+    with open_journal(b.path) as other:
+        scanning(outbox)(other)
+    with b.transaction():
+        b.claim_invoices(["RENUM-0"], 1)  # another host sends it now
+    (outbox / "elsewhere.xml").unlink()
+    write_invoice(outbox, "RENUM-0", name=f"{ids[0]}.xml")  # the file's number corrected
+
+    with open_journal(b.path) as other:
+        report = scanning(outbox)(other)
+
+    assert "RENUM-0" in report.busy

@@ -212,6 +212,8 @@ class Ingest:
         self.journal = journal
         self.root = root
         self.report = ScanReport()
+        # Files renumbered while another host sent their invoice: held once admitted.
+        self._being_sent: list[tuple[str, str, str, str]] = []
 
     def run(self, scanned: Iterable[ScannedFile]) -> ScanReport:
         journal = self.journal
@@ -272,28 +274,34 @@ class Ingest:
             )
             try:
                 held = hold(self.journal, invoice_id, reason, by="scan").done
-            except InvoiceBusy:  # a live send worker holds it: nothing changed, next scan
+            except InvoiceBusy:  # another host sends it now: its file's new number waits
                 self.report.busy.append(invoice_id)
+                self._being_sent.append((other, name, invoice_id, "being sent"))
                 continue
             if held:
                 self.report.replaced.append(Problem(invoice_id, reason))
 
     def _hold_the_renumbered(self) -> None:
-        """A new invoice whose file held one sent before, with no answer that settles it,
-        is held: its number corrected in the file, most likely, and the first may have been
-        delivered. A person decides, after reconcile says whether GoRoute has it."""
-        for invoice_id, name, sent, state in self.journal.renumbered_after_sending():
+        """A new invoice whose file held one sent before, with no answer that settles it
+        (or one another host sends now), is held: its number corrected in the file, most
+        likely, and the first may be delivered. A person decides, after reconcile."""
+        found = self.journal.renumbered_after_sending()
+        for invoice_id, name, sent, state in [*found, *self._being_sent]:
             held = f"its file {one_line(name)} held invoice {one_line(sent, 80)}"
             if self._released_before(invoice_id, held):
                 continue
             reason = (
                 f"{held}, sent ({state}); if {invoice_id} is it renumbered, sending it could "
                 f"deliver it twice: `invoicectl reconcile` says whether GoRoute has {sent}; "
-                f"if so `invoicectl abandon {invoice_id}`, if not `invoicectl abandon {sent}`; "
-                f"to send both, `invoicectl release {invoice_id}`"
+                f"if so `invoicectl abandon {invoice_id}`; if not `invoicectl abandon {sent}` "
+                f"and `invoicectl release {invoice_id}`; to send both, `invoicectl release "
+                f"{invoice_id}`"
             )
-            if hold(self.journal, invoice_id, reason, by="scan").done:
-                self.report.replaced.append(Problem(invoice_id, reason))
+            try:
+                if hold(self.journal, invoice_id, reason, by="scan").done:
+                    self.report.replaced.append(Problem(invoice_id, reason))
+            except InvoiceBusy:  # a live send worker holds it: nothing changed, next scan
+                self.report.busy.append(invoice_id)
 
     def _released_before(self, invoice_id: str, replaced_by: str) -> bool:
         """Whether an operator released the invoice from this same replacement's hold: the

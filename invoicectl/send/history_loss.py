@@ -340,13 +340,14 @@ def not_its_own(
 
 def still_as_read(journal: JournalBackend, invoice: Invoice) -> Invoice | None:
     """The invoice as the journal holds it now, unless a send (another host's, on a shared
-    journal) took it up since it was read before the search: another state, key or first
-    use of its key. Then what the search found may be that send, which is no finding."""
+    journal) took it up since it was read before the search: a key of its own in use, or
+    another key. Then what the search found may be that send, which is no finding. Any other
+    change (a scan made an invalid one pending, say) leaves it to be judged as it is now."""
     now = journal.invoice(invoice.invoice_id)
-    was = (invoice.state, invoice.idempotency_key, invoice.key_first_used_at)
-    if now is None or (now.state, now.idempotency_key, now.key_first_used_at) != was:
+    if now is None:
         return None
-    return now
+    sent = now.key_first_used_at is not None and invoice.key_first_used_at is None
+    return None if sent or now.idempotency_key != invoice.idempotency_key else now
 
 
 def covered(invoice: Invoice, summary: SearchSummary, now: datetime) -> bool:
