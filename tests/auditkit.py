@@ -12,7 +12,11 @@ from __future__ import annotations
 import hashlib
 import json
 import sqlite3
+from datetime import datetime
 from pathlib import Path
+
+from sendkit import at, emulator, send, settings_for
+from ublfactory import write_invoice
 
 from invoicectl.goroute.client import build_send_body
 from invoicectl.journal import Journal
@@ -95,3 +99,13 @@ def strip_chain(path: Path) -> None:
             conn.execute(f"DROP TABLE {table}")
         conn.execute("CREATE INDEX invoices_state ON invoices(state)")  # m010 replaced it
         conn.execute("DELETE FROM _sqlite_migrations WHERE name >= 'm009'")
+
+
+def sent_on(path: Path, outbox: Path, sends: tuple[tuple[str, datetime], ...]) -> Path:
+    """The journal at ``path`` with each invoice sent at its moment, in a run of its own,
+    each to an emulator of its own, seeded apart (one seed gives the same transaction ids,
+    and a 202 naming another invoice's is no acceptance)."""
+    for seed, (invoice_id, moment) in enumerate(sends):
+        write_invoice(outbox, invoice_id)
+        send(settings_for(path), outbox, emulator(seed=seed).transport(), clocks=at(moment))
+    return path

@@ -15,10 +15,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from auditkit import sent_on
 from logkit import output_of
-from sendkit import at, emulator, send, settings_for
 from typer.testing import CliRunner
-from ublfactory import write_invoice
 
 from invoicectl.cli import app
 from invoicectl.journal import Journal
@@ -33,17 +32,15 @@ def run(*args: str) -> tuple[int, str]:
 @pytest.fixture
 def sent(tmp_path: Path, outbox: Path) -> Path:
     """A-1 sent on 10 January, A-2 and A-3 on 31 January (UTC), each in a run of its own."""
-    path = tmp_path / "state" / "journal.db"
-    for seed, (invoice_id, moment) in enumerate(
+    return sent_on(
+        tmp_path / "state" / "journal.db",
+        outbox,
         (
             ("A-1", datetime(2026, 1, 10, 9, 0, tzinfo=UTC)),
             ("A-2", datetime(2026, 1, 31, 12, 0, tzinfo=UTC)),
             ("A-3", datetime(2026, 1, 31, 13, 0, tzinfo=UTC)),
-        )
-    ):
-        write_invoice(outbox, invoice_id)
-        send(settings_for(path), outbox, emulator(seed=seed).transport(), clocks=at(moment))
-    return path
+        ),
+    )
 
 
 def edit(journal: Path, *statements: str) -> None:

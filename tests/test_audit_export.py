@@ -18,8 +18,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
+from auditkit import sent_on
 from logkit import output_of, said
-from sendkit import at, emulator, send, settings_for
+from sendkit import emulator, send, settings_for
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -328,19 +329,16 @@ def test_a_bad_retention_is_refused_before_a_signing_key_is_made(
 @pytest.fixture
 def sent_over_days(tmp_path: Path, outbox: Path) -> Path:
     """D-1 sent on 10 January, D-2 at noon on 31 January, D-3 half an hour into February
-    (UTC): the times its attempts started. (An emulator each, seeded apart: one seed gives
-    the same transaction ids, and a 202 naming another invoice's is no acceptance.)"""
-    path = tmp_path / "state" / "journal.db"
-    for seed, (invoice_id, moment) in enumerate(
+    (UTC): the times its attempts started."""
+    return sent_on(
+        tmp_path / "state" / "journal.db",
+        outbox,
         (
             ("D-1", datetime(2026, 1, 10, 9, 0, tzinfo=UTC)),
             ("D-2", datetime(2026, 1, 31, 12, 0, tzinfo=UTC)),
             ("D-3", datetime(2026, 2, 1, 0, 30, tzinfo=UTC)),
-        )
-    ):
-        write_invoice(outbox, invoice_id)
-        send(settings_for(path), outbox, emulator(seed=seed).transport(), clocks=at(moment))
-    return path
+        ),
+    )
 
 
 @pytest.mark.parametrize(
