@@ -281,3 +281,21 @@ def test_the_server_never_sees_more_than_the_limit(
     assert all(not (said < t < until - 1e-6) for said, until in holds for t in starts)
     gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
     assert min(gaps, default=limiter.interval) >= limiter.interval - 1e-6
+
+
+def test_a_wait_cut_short_is_counted_for_what_it_lasted() -> None:
+    """helper-68: a Retry-After wait ended by the run's deadline or a stop signal counted 0 s,
+    so the metrics of a run that spent its time waiting out a 429 storm said it never waited."""
+
+    async def main() -> RateLimiter:
+        limiter = exact_limiter()
+        limiter.hold_until(100.0)
+        waiting = asyncio.ensure_future(limiter.acquire())
+        await asyncio.sleep(30.0)
+        waiting.cancel()  # the deadline
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        return limiter
+
+    limiter = run_virtual(main)
+    assert limiter.waited_for_retry_after == 30.0

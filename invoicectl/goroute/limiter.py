@@ -150,9 +150,8 @@ class RateLimiter:
                     break
                 if self.on_wait is not None:
                     self.on_wait(Wait(cause, due - now))
-                await self.sleep(due - now)
+                await self._waited(cause, due - now, now)
                 slept = True
-                self._account(cause, self.clock() - now)
             start = self.clock()
             self._record_start(start, planned=due if slept else start)
 
@@ -163,16 +162,14 @@ class RateLimiter:
                 if self._hold - now > _TOLERANCE:
                     if self.on_wait is not None:
                         self.on_wait(Wait("retry_after", self._hold - now))
-                    await self.sleep(self._hold - now)
-                    self._account("retry_after", self.clock() - now)
+                    await self._waited("retry_after", self._hold - now, now)
                     continue
                 wait = permits(self.interval, self.span, self.rate)
                 asked = self.clock()
                 if wait > _TOLERANCE:
                     if self.on_wait is not None:
                         self.on_wait(Wait("rate", wait))
-                    await self.sleep(wait)
-                    self._account("rate", self.clock() - asked)
+                    await self._waited("rate", wait, asked)
                 late = self.clock() - (asked + wait)
                 if late <= max(self.margin / 2, _TOLERANCE) and self._hold <= self.clock():
                     break
@@ -220,6 +217,14 @@ class RateLimiter:
         # is checked against what really went out.
         self._starts.append(start)
         self._next_paced = max(self._next_paced, anchor + self.interval)
+
+    async def _waited(self, cause: Cause, seconds: float, since: float) -> None:
+        """Sleep ``seconds`` for ``cause``, the time slept counted even when the sleep is cut
+        short (a deadline, a stop signal): a run that ends waiting says how long it waited."""
+        try:
+            await self.sleep(seconds)
+        finally:
+            self._account(cause, self.clock() - since)
 
     def _account(self, cause: Cause, seconds: float) -> None:
         if cause == "retry_after":
