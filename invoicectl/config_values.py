@@ -20,6 +20,7 @@ from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
 from invoicectl.errors import ConfigError, InvoicectlError, UsageError
+from invoicectl.locations import is_database_url, redacted
 from invoicectl.text import CONTROL
 
 
@@ -57,6 +58,10 @@ _MAX_SHOWN = 60
 def refusal(name: str, source: str, must: str, value: Any) -> InvoicectlError:
     """The one line for a bad value; from the command line a usage error, else configuration."""
     shown = repr(value)
+    if isinstance(value, str) and is_database_url(value):
+        # Without its password (a CRLF env file's journal URL, say); what it holds, named.
+        held = sorted({f"U+{ord(char):04X}" for char in CONTROL.findall(value)})
+        shown = repr(redacted(value)) + (f" (holding {', '.join(held)})" if held else "")
     if len(shown) > _MAX_SHOWN:
         shown = shown[:_MAX_SHOWN] + "…"
     error_type = UsageError if source == "option" else ConfigError

@@ -25,6 +25,7 @@ from typing import Any
 
 from invoicectl.arguments import split_option
 from invoicectl.errors import ConfigError, UsageError
+from invoicectl.locations import is_database_url, redacted
 
 SANDBOX = "sandbox"
 ENV = "INVOICECTL_PROFILE"
@@ -126,7 +127,9 @@ def _clashes(profiles: Mapping[str, Profile]) -> list[str]:
     by_journal: dict[str, list[str]] = {}
     for profile in profiles.values():
         if isinstance(journal := profile.values.get("journal"), str):
-            by_journal.setdefault(os.path.expanduser(journal), []).append(profile.name)
+            # A PostgreSQL URL as its password-free form: it is quoted to the operator.
+            shown = redacted(journal) if is_database_url(journal) else os.path.expanduser(journal)
+            by_journal.setdefault(shown, []).append(profile.name)
     return clashes + [
         f"profiles {', '.join(map(repr, names))} have the same journal {journal}: each "
         "account keeps its own (its run lock, its 24-hour windows)"

@@ -160,3 +160,26 @@ def test_the_cli_exits_1_with_one_line_for_a_bad_config_file(tmp_path: Path) -> 
     assert "Traceback" not in run.stderr
     # Nothing changed: the journal was not even created.
     assert not (tmp_path / "j.db").exists()
+
+
+@pytest.mark.parametrize("where", ["option", "environment"])
+def test_a_database_url_refused_for_a_control_character_is_quoted_without_its_password(
+    tmp_path: Path, where: str
+) -> None:
+    """helper-67: a journal URL ending in a CR (a CRLF env file) was refused with its
+    password quoted, into cron mail and log collectors."""
+    url = "postgresql://inv:PgS3cretPW@db.internal/invoices\r"
+    environ = {"HOME": str(tmp_path), "GOROUTE_API_KEY": "sk_test_x"}
+    if where == "option":
+        expected: type[Exception] = UsageError
+        options = {"journal": url}
+    else:
+        expected, options = ConfigError, {}
+        environ["INVOICECTL_JOURNAL"] = url
+
+    with pytest.raises(expected) as refused:
+        resolve(environ=environ, **options)
+
+    message = str(refused.value)
+    assert "PgS3cretPW" not in message
+    assert "postgresql://inv:***@db.internal/invoices' (holding U+000D)" in message

@@ -189,6 +189,10 @@ BAD_PROFILES = {
                        "profile 'acme'", "api_key_file and api_key_env both given"),
     "same sender": ("[profiles.a]\nsender = \"0088:1\"\n[profiles.b]\nsender = \"0088:1\"\n",
                     "profiles 'a', 'b'", "same sender 0088:1"),
+    # helper-67: the password was quoted (in cron mail, on stderr, in --json and doctor)
+    "same database": ("[profiles.a]\njournal = \"postgresql://inv:PgS3cret@db/inv\"\n"
+                      "[profiles.b]\njournal = \"postgresql://inv:PgS3cret@db/inv\"\n",
+                      "profiles 'a', 'b'", "same journal postgresql://inv:***@db/inv:"),
     "not a table": ("[profiles]\nacme = 3\n", "profile 'acme'", "must be a table"),
     "the sandbox": ("[profiles.sandbox]\nrate = 3\n", "profile 'sandbox'", "built in"),
     "out of range": ("[profiles.acme]\nrate = 0\n", "rate (profile acme (config file",
@@ -206,7 +210,7 @@ def test_a_bad_profile_is_one_line_naming_the_profile_and_key(tmp_path: Path, ca
     assert result.exit_code == 1, result.output  # a configuration error, as design.md says
     lines = [line for line in result.stderr.splitlines() if "error" in line]
     assert len(lines) == 1 and profile in lines[0] and problem in lines[0], result.stderr
-    assert "Traceback" not in result.stderr
+    assert "Traceback" not in result.stderr and "PgS3cret" not in result.output
 
 
 def test_every_bad_profile_is_said_at_once(tmp_path: Path) -> None:

@@ -551,3 +551,18 @@ def test_each_profile_writes_a_metrics_file_of_its_own(tmp_path: Path, outbox: P
         )
     assert not (tmp_path / "top.prom").exists()
     assert "writes no top-level metrics_file; give each profile a metrics_file" in result.stderr
+
+
+@pytest.mark.parametrize("named", ["", ",", " , "])
+def test_profiles_naming_none_is_refused_not_a_green_run(
+    tmp_path: Path, outbox: Path, named: str
+) -> None:
+    """helper-67: `--profiles "$PROFILES"` with the variable unset sent nothing and exited
+    0, "nothing needs attention": a monitor stayed green while no invoice went out."""
+    write(outbox, "a1.xml", ACME, "A-1")
+    environ = bureau(tmp_path, "http://127.0.0.1:9", "http://127.0.0.1:9")
+
+    result = cli("send", str(outbox), "--profiles", named, environ=environ)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "--profiles names no profile" in result.stderr

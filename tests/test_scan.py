@@ -702,3 +702,17 @@ def test_a_lookalike_number_an_older_invoicectl_sent_is_amended_by_a_new_file(
     assert report.amended == [decomposed]
     assert journal.invoice(decomposed).state.value == "amended"
     assert not [p for p in report.invalid if p.subject == "a.xml"]  # not unidentified
+
+
+def test_a_journal_named_as_sqlites_memory_database_is_a_file_that_is_kept(
+    tmp_path: Path, outbox: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-67: `--journal :memory:` opened SQLite's database in memory: a send under it
+    said "2 accepted", and every attempt, the chain and the runs were gone when it ended."""
+    monkeypatch.chdir(tmp_path)
+    write_invoice(outbox, "M-1")
+    with open_journal(Path(":memory:")) as journal:
+        scan_directory(journal, outbox)
+    with open_journal(Path(":memory:")) as journal:
+        assert journal.invoice("M-1") is not None
+    assert (tmp_path / ":memory:").stat().st_size > 0

@@ -168,6 +168,8 @@ def _chosen_profiles(only: str | None) -> tuple[list[str], dict[str, str]]:
             raise ConfigError(f"no profile has a sender ({where}): nothing can be routed")
     else:
         chosen = list(dict.fromkeys(name.strip() for name in only.split(",") if name.strip()))
+        if not chosen:  # an unset variable in a cron line: nothing would be sent, exit 0
+            raise UsageError(f"--profiles names no profile ({only!r}); name one or more")
         for name in chosen:
             if name not in known:
                 raise profiles.unknown(name, "option", list(known))

@@ -137,7 +137,9 @@ def open_database(path: Path) -> Database:
     except OSError as error:
         raise JournalError(explain_os(error, path)) from None
     try:
-        conn = sqlite3.connect(path, isolation_level=None)
+        # By its absolute path: SQLite takes ":memory:" (and "") for a database in memory,
+        # which no run keeps; the journal is the file just made, whatever its name.
+        conn = sqlite3.connect(path.absolute(), isolation_level=None)
     except sqlite3.DatabaseError as error:
         raise JournalError(explain_sqlite(error, path)) from None
     try:
