@@ -297,3 +297,21 @@ def test_a_connection_lost_while_the_journal_opens_is_exit_75_like_one_never_mad
     assert "Traceback" not in said
     assert "cannot be reached" in said, said
     assert done.returncode == ExitCode.INCOMPLETE, said
+
+
+@pytest.mark.parametrize("wrong", ["database", "user"])
+def test_a_login_the_server_refuses_is_exit_1_not_a_server_to_try_again(pg_url, wrong):
+    """helper-67: a wrong password, user or database was "cannot be reached ... check that
+    the server is running", exit 75: a monitor read it as passing, and no later run would do
+    better until someone fixed the URL."""
+    # The session's server: postgresql://postgres@127.0.0.1:PORT/DATABASE
+    if wrong == "database":
+        url = pg_url.rpartition("/")[0] + "/nosuchdb"
+    else:
+        url = pg_url.replace("://postgres@", "://nobody@", 1)
+
+    done = _cli("status", "--journal", url)
+
+    said = done.stdout + done.stderr
+    assert done.returncode == ExitCode.COULD_NOT_RUN, said
+    assert "refused the login" in said and "Traceback" not in said

@@ -100,6 +100,12 @@ def explain_pg(error: Exception, location: JournalURL, *, opening: bool = True) 
     )
     import psycopg
 
+    if _refused_login(error):
+        return (
+            f"the journal {location} refused the login: {said}; check the URL's user and "
+            "database, and the password (the URL's, PGPASSWORD or ~/.pgpass)"
+            + ("; nothing was changed" if opening else "")
+        )
     if isinstance(error, psycopg.OperationalError) and not _refused_option(error):
         advice = (
             "check that the server is running and reachable, and the URL's host, port, user "
@@ -117,9 +123,29 @@ def not_connected(error: Exception, location: JournalURL) -> JournalError:
     will do better until the URL is fixed."""
     import psycopg
 
-    if isinstance(error, psycopg.OperationalError) and not _refused_option(error):
+    if (
+        isinstance(error, psycopg.OperationalError)
+        and not _refused_option(error)
+        and not _refused_login(error)
+    ):
         return JournalUnreachable(explain_pg(error, location))
     return JournalError(explain_pg(error, location))
+
+
+# The server's answer to a login it refuses (a wrong password, a user or database it does not
+# have, pg_hba.conf): no later run does better until the URL or the password is fixed, so
+# exit 1, not 75. By SQLSTATE when the server gave one, else by libpq's words.
+_LOGIN_REFUSED_STATES = frozenset({"28P01", "28000", "3D000"})
+_LOGIN_REFUSED_WORDS = re.compile(
+    r"password authentication failed|no password supplied|pg_hba\.conf"
+    r'|(?:database|role) "[^"]*" does not exist'
+)
+
+
+def _refused_login(error: Exception) -> bool:
+    if getattr(error, "sqlstate", None) in _LOGIN_REFUSED_STATES:
+        return True
+    return _LOGIN_REFUSED_WORDS.search(str(error)) is not None
 
 
 def _refused_option(error: Exception) -> bool:
