@@ -54,6 +54,8 @@ from invoicectl.loglines import explain_exit  # noqa: E402
 from invoicectl.profiles import give_option, split_profile  # noqa: E402
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from invoicectl.locations import Location
 
 ROOT_HELP = f"""Send UBL e-invoices to the GoRoute Peppol API; never lose one, never send one twice.
@@ -107,10 +109,11 @@ class _Commands(typer.core.TyperGroup):
             raise
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
-        from invoicectl.cli.endings import run_endings
+        from invoicectl.cli.endings import at_end_unless_begun, run_endings
         from invoicectl.cli.pinging import finish_pings
 
         exit_code = int(ExitCode.OK)
+        at_end_unless_begun(_unbegun_metrics(ctx.meta.get("args", [])))
         try:
             return self._invoke(ctx)
         except typer.Exit as done:
@@ -162,6 +165,22 @@ class _Commands(typer.core.TyperGroup):
             if not _json_error(ctx, message, failure.exit_code):
                 say_error(message)
             raise typer.Exit(int(failure.exit_code)) from None
+
+
+def _unbegun_metrics(args: list[str]) -> Callable[[int], None]:
+    """The metrics file of a command that ends before its run begins (a usage error, a setting
+    refused): ``unbegun_metrics``, imported only then."""
+
+    def write(exit_code: int) -> None:
+        _, rest = split_log_format(options_of(args))
+        _, rest = split_profile(rest)
+        command = next((arg for arg in rest if not arg.startswith("-")), None)
+        if command is not None and exit_code != 0:
+            from invoicectl.cli.unbegun_metrics import write_unbegun
+
+            write_unbegun(command, options_of(args), exit_code)
+
+    return write
 
 
 def answers_in_json(args: list[str]) -> bool:

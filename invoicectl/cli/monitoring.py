@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say
-from invoicectl.cli.endings import at_end
+from invoicectl.cli.endings import at_end, begun
 from invoicectl.text import one_line
 
 if TYPE_CHECKING:
@@ -67,6 +67,7 @@ class AfterRun:
 def metrics_after(settings: Settings, writer: str) -> Iterator[AfterRun]:
     """The metrics file, written when the command has ended, however it ended (an error, a
     signal, the journal locked), with its exit code (``endings``)."""
+    begun()  # what the group would write for a command that never got here is not written
     after = AfterRun()
     path = settings.metrics_file
     if path is not None:
