@@ -6,9 +6,10 @@ oldest work waiting, the last runs, closing key windows, delivery failures) and,
 the run's own (requests by outcome, 429s, time waited, latency histograms) are written to PATH
 through ``prometheus_client.write_to_textfile``: a temporary file beside it, then a rename, so
 the collector never reads half a file. Each write has a registry of its own, never the
-process-wide one. Every sample carries ``writer`` (the command that wrote the file), so that
-one file per command can sit in the collector's directory without two files exposing the same
-series (node_exporter refuses duplicates).
+process-wide one. Every sample carries ``writer`` (the command that wrote the file) and
+``profile`` (the profile it ran as, "" without one), so that one file per command and profile
+can sit in the collector's directory without two files exposing the same series
+(node_exporter refuses duplicates, and drops one file's samples).
 
 prometheus_client is imported here only, and this module only when a metrics file is asked
 for: ``status`` without one starts as fast as before. A file that cannot be written is one
@@ -40,6 +41,8 @@ UNRESOLVED = (InvoiceState.unknown, InvoiceState.key_reused, InvoiceState.amende
 KEY_WINDOW = timedelta(hours=24)  # lifecycle.window's; a key's replays are safe inside it
 CLOSING_WITHIN = timedelta(hours=2)
 LATENCY_BUCKETS = (0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+# Every sample's labels: the command that wrote the file, and the profile it ran as.
+LABELS = ("writer", "profile")
 INGEST_BUCKETS = (1.0, 10.0, 60.0, 300.0, 900.0, 3600.0, 4 * 3600.0, 24 * 3600.0)
 
 
@@ -117,10 +120,11 @@ def registry_of(
     figures: JournalFigures | None,
     run: RunFigures | None,
     exit_code: int | None = None,
+    profile: str | None = None,
 ) -> CollectorRegistry:
     """A registry of this write's own, holding every metric (README, "Metrics"): the run's
     exit code, the journal's figures unless it could not be read (None), and a send's own
-    figures."""
+    figures; each sample labelled with ``writer`` and ``profile`` ("" for none)."""
     from prometheus_client import CollectorRegistry, Gauge, disable_created_metrics
 
     # A ``_created`` series per histogram says when this process made it: noise in a file
@@ -128,63 +132,66 @@ def registry_of(
     disable_created_metrics()  # type: ignore[no-untyped-call]
     registry = CollectorRegistry(auto_describe=True)
 
-    def gauge(name: str, doc: str, *labels: str) -> Gauge:
-        return Gauge(f"invoicectl_{name}", doc, ("writer", *labels), registry=registry)
+    def gauge(name: str, doc: str, *names: str) -> Gauge:
+        return Gauge(f"invoicectl_{name}", doc, (*LABELS, *names), registry=registry)
 
+    labels = (writer, profile or "")
     if exit_code is not None:
-        gauge("run_exit_code", "The run's exit code.").labels(writer).set(exit_code)
+        gauge("run_exit_code", "The run's exit code.").labels(*labels).set(exit_code)
     if figures is not None:
-        _journal_metrics(gauge, writer, figures)
+        _journal_metrics(gauge, labels, figures)
     if run is not None:
-        _run_metrics(registry, writer, run)
+        _run_metrics(registry, labels, run)
     return registry
 
 
-def _journal_metrics(gauge: Callable[..., Gauge], writer: str, figures: JournalFigures) -> None:
+def _journal_metrics(
+    gauge: Callable[..., Gauge], labels: tuple[str, str], figures: JournalFigures
+) -> None:
     states = gauge("invoices", "Invoices in the journal per state.", "state")
     for state, count in figures.states.items():
-        states.labels(writer, state).set(count)
-    gauge("invoices_on_hold", "Invoices held by a person or reconcile.").labels(writer).set(
+        states.labels(*labels, state).set(count)
+    gauge("invoices_on_hold", "Invoices held by a person or reconcile.").labels(*labels).set(
         figures.on_hold
     )
     gauge(
         "oldest_waiting_age_seconds",
         "Age of the oldest pending invoice (since its content was first seen); 0 when none.",
-    ).labels(writer).set(figures.oldest_waiting_seconds)
+    ).labels(*labels).set(figures.oldest_waiting_seconds)
     gauge(
         "oldest_unresolved_age_seconds",
         "Age of the oldest unknown, key_reused or amended invoice; 0 when none.",
-    ).labels(writer).set(figures.oldest_unresolved_seconds)
+    ).labels(*labels).set(figures.oldest_unresolved_seconds)
     gauge(
         "keys_window_closing",
         "Unanswered sends whose key's 24-hour replay window closes within 2 hours.",
-    ).labels(writer).set(figures.keys_closing)
+    ).labels(*labels).set(figures.keys_closing)
     gauge("delivery_failures", "Accepted invoices whose delivery GoRoute reported failed.").labels(
-        writer
+        *labels
     ).set(figures.delivery_failures)
     last = gauge("last_run_timestamp_seconds", "When the last run started.", "command")
     for command, when in figures.last_run.items():
-        last.labels(writer, command).set(when)
+        last.labels(*labels, command).set(when)
     good = gauge("last_success_timestamp_seconds", "When the last exit-0 run ended.", "command")
     for command, when in figures.last_success.items():
-        good.labels(writer, command).set(when)
+        good.labels(*labels, command).set(when)
 
 
-def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> None:
+def _run_metrics(registry: CollectorRegistry, labels: tuple[str, str], run: RunFigures) -> None:
     from prometheus_client import Gauge, Histogram
 
-    def gauge(name: str, doc: str, *labels: str) -> Gauge:
-        return Gauge(f"invoicectl_run_{name}", doc, ("writer", *labels), registry=registry)
+    def gauge(name: str, doc: str, *names: str) -> Gauge:
+        return Gauge(f"invoicectl_run_{name}", doc, (*LABELS, *names), registry=registry)
 
-    gauge("duration_seconds", "How long the run's sending took.").labels(writer).set(run.elapsed)
+    gauge("duration_seconds", "How long the run's sending took.").labels(*labels).set(run.elapsed)
     outcomes = gauge("requests", "The run's send requests per outcome.", "outcome")
     for outcome, count in run.outcomes.items():
-        outcomes.labels(writer, outcome).set(count)
-    gauge("rate_limited_answers", "429 answers the run got.").labels(writer).set(run.rate_limited)
+        outcomes.labels(*labels, outcome).set(count)
+    gauge("rate_limited_answers", "429 answers the run got.").labels(*labels).set(run.rate_limited)
     gauge("waited_rate_limit_seconds", "Time the run waited on its own rate limiter.").labels(
-        writer
+        *labels
     ).set(run.waited_for_rate)
-    gauge("waited_retry_after_seconds", "Time the run waited out Retry-After.").labels(writer).set(
+    gauge("waited_retry_after_seconds", "Time the run waited out Retry-After.").labels(*labels).set(
         run.waited_for_retry_after
     )
     for name, doc, values, buckets in (
@@ -194,8 +201,8 @@ def _run_metrics(registry: CollectorRegistry, writer: str, run: RunFigures) -> N
          run.ingest_to_accept, INGEST_BUCKETS),
     ):  # fmt: skip
         histogram = Histogram(
-            f"invoicectl_run_{name}", doc, ("writer",), buckets=buckets, registry=registry
-        ).labels(writer)
+            f"invoicectl_run_{name}", doc, LABELS, buckets=buckets, registry=registry
+        ).labels(*labels)
         for value in values:
             histogram.observe(value)
 

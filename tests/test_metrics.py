@@ -17,20 +17,22 @@ from typer.testing import CliRunner
 from ublfactory import write_invoice
 
 from invoicectl.cli import app
-from invoicectl.cli.monitoring import write_after_run
+from invoicectl.cli.monitoring import write_run_metrics
 from invoicectl.journal import Journal
 from invoicectl.journal.records import InvoiceState
 from invoicectl.lifecycle.holds import abandon
+from invoicectl.metrics import LABELS
 
 FAST = ["--rate", "60000"]
 
 
 def samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
-    """(sample name, its labels but ``writer``) -> value, from the file as Prometheus reads it."""
+    """(sample name, its labels but ``writer`` and ``profile``) -> value, from the file as
+    Prometheus reads it."""
     found = {}
     for family in text_string_to_metric_families(path.read_text(encoding="utf-8")):
         for sample in family.samples:
-            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k != "writer"))
+            labels = tuple(sorted((k, v) for k, v in sample.labels.items() if k not in LABELS))
             found[(sample.name, labels)] = sample.value
     return found
 
@@ -99,7 +101,7 @@ def test_ages_closing_windows_and_delivery_failures_are_the_journal_s(tmp_path: 
         force(journal, "INV-D", remote_status="delivered")
     prom = tmp_path / "metrics.prom"
 
-    assert write_after_run(prom, journal_path, "status") is None
+    assert write_run_metrics(prom, journal_path, "status") is None
 
     found = samples(prom)
     waiting = found[("invoicectl_oldest_waiting_age_seconds", ())]
@@ -140,7 +142,7 @@ def test_abandoned_invoices_age_in_no_alert(tmp_path: Path):
             assert abandon(journal, invoice_id, "paid by hand", by="ops").done
     prom = tmp_path / "metrics.prom"
 
-    assert write_after_run(prom, journal_path, "status") is None
+    assert write_run_metrics(prom, journal_path, "status") is None
 
     found = samples(prom)
     assert found[("invoicectl_oldest_waiting_age_seconds", ())] == 0

@@ -67,7 +67,7 @@ def test_status_metrics_of_a_missing_journal_say_exit_1(tmp_path: Path, monkeypa
     result = runner.invoke(app, ["status", "--metrics-file", str(metrics)])
 
     assert result.exit_code == 1, result.output
-    assert 'invoicectl_run_exit_code{writer="status"} 1.0' in metrics.read_text()
+    assert 'invoicectl_run_exit_code{profile="",writer="status"} 1.0' in metrics.read_text()
     assert not (tmp_path / "typo").exists()
 
 

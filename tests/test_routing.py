@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sendkit import FAST_RETRY, states
 from test_output_contract import check_golden
 from ublfactory import invoice_xml
@@ -545,10 +546,18 @@ def test_each_profile_writes_a_metrics_file_of_its_own(tmp_path: Path, outbox: P
         result = cli("send", "--all-profiles", str(outbox), *FLAGS, environ=environ)
 
     assert result.returncode == 0, result.stderr
+    series: list[tuple[str, tuple[tuple[str, str], ...]]] = []
     for name in ("acme", "beta"):
-        assert (
-            'invoicectl_run_exit_code{writer="send"} 0.0' in (tmp_path / f"{name}.prom").read_text()
-        )
+        text = (tmp_path / f"{name}.prom").read_text()
+        samples = [
+            sample for family in text_string_to_metric_families(text) for sample in family.samples
+        ]
+        assert {sample.labels["profile"] for sample in samples} == {name}
+        assert {sample.labels["writer"] for sample in samples} == {"send"}
+        series += [(sample.name, tuple(sorted(sample.labels.items()))) for sample in samples]
+    # helper-68: both files held the same series (labels only writer): node_exporter's
+    # textfile collector refuses duplicates and drops one file's samples.
+    assert len(series) == len(set(series)) > 0
     assert not (tmp_path / "top.prom").exists()
     assert "writes no top-level metrics_file; give each profile a metrics_file" in result.stderr
 

@@ -28,9 +28,9 @@ def samples(path: Path) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
     }
 
 
-def exit_code_in(path: Path, writer: str = "send") -> float:
+def exit_code_in(path: Path, writer: str = "send", profile: str = "") -> float:
     found = samples(path)
-    return found[("invoicectl_run_exit_code", (("writer", writer),))]
+    return found[("invoicectl_run_exit_code", (("profile", profile), ("writer", writer)))]
 
 
 def good_send(outbox: Path, prom: Path) -> None:
@@ -39,7 +39,7 @@ def good_send(outbox: Path, prom: Path) -> None:
         app, ["send", str(outbox), "--sandbox", *FAST, "--metrics-file", str(prom)]
     )
     assert good.exit_code == 0, good.output
-    assert exit_code_in(prom) == 0
+    assert exit_code_in(prom, profile="sandbox") == 0
     assert any(name == "invoicectl_invoices" for name, _ in samples(prom))
 
 
@@ -108,8 +108,8 @@ def test_the_config_file_s_metrics_file_is_written_the_profile_s_first(
 
     assert status.exit_code == send.exit_code == 1, (status.output, send.output)
     assert exit_code_in(top, "status") == 1
-    assert exit_code_in(acme, "send") == 1
-    assert ("invoicectl_run_exit_code", (("writer", "send"),)) not in samples(top)
+    assert exit_code_in(acme, "send", profile="acme") == 1
+    assert [labels for name, labels in samples(top)] == [(("profile", ""), ("writer", "status"))]
 
 
 @pytest.mark.parametrize("where", ["option", "config"])

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from functools import partial
 from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say
@@ -22,18 +23,21 @@ if TYPE_CHECKING:
     from invoicectl.settings import Settings
 
 
-def write_after_run(
+def write_run_metrics(
     path: Path,
     journal_path: Location,
     writer: str,
     summary: SendSummary | None = None,
     exit_code: int | None = None,
+    *,
+    profile: str | None = None,
 ) -> str | None:
     """After a run (or a status): its exit code, the journal's figures, and a send's own,
     written to ``path``; None when written, else the one line to say on stderr. Never raises
     for a journal or a file it cannot read or write: the run's exit code is the run's. A
     journal it cannot read leaves the exit code written all the same, so that the file never
-    shows the last good run's."""
+    shows the last good run's. ``profile``: the one the command ran as, a label of every
+    sample."""
     import sqlite3
 
     from invoicectl import metrics
@@ -48,7 +52,7 @@ def write_after_run(
             run = None if summary is None else metrics.send_figures(journal, summary)
     except (InvoicectlError, sqlite3.Error, OSError) as error:
         unreadable = f"cannot read the journal ({error})"
-    refused = metrics.write(path, metrics.registry_of(writer, figures, run, exit_code))
+    refused = metrics.write(path, metrics.registry_of(writer, figures, run, exit_code, profile))
     if refused is not None:
         return refused
     if unreadable is not None:
@@ -68,6 +72,8 @@ def metrics_after(settings: Settings, writer: str) -> Iterator[AfterRun]:
     """The metrics file, written when the command has ended, however it ended (an error, a
     signal, the journal locked), with its exit code (``endings``)."""
     begun()  # what the group would write for a command that never got here is not written
+    # The profile labels every sample: two profiles' files never expose the same series.
+    write_after_run = partial(write_run_metrics, profile=settings.profile)
     after = AfterRun()
     path = settings.metrics_file
     if path is not None:

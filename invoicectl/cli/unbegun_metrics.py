@@ -29,19 +29,31 @@ def write_unbegun(command: str, options: list[str], exit_code: int) -> None:
         return
     if any(option.partition("=")[0] in _NO_METRICS for option in options):
         return
-    path = _metrics_path(options, os.environ)
+    profile = _profile(os.environ, sandbox="--sandbox" in options)
+    path = _metrics_path(options, os.environ, profile)
     if path is None:
         return
     from invoicectl import metrics
     from invoicectl.known_keys import hide_keys
 
-    refused = metrics.write(path, metrics.registry_of(command, None, None, exit_code))
+    registry = metrics.registry_of(command, None, None, exit_code, profile)
+    refused = metrics.write(path, registry)
     if refused is not None:  # the path is the operator's: it may hold anything
         key_file, _ = split_option(options, "--api-key-file")
         say(hide_keys(refused, api_key_file=key_file))
 
 
-def _metrics_path(options: list[str], environ: Mapping[str, str]) -> Path | None:
+def _profile(environ: Mapping[str, str], *, sandbox: bool) -> str | None:
+    """The profile asked for (``--profile``, ``$INVOICECTL_PROFILE``, ``--sandbox``)."""
+    from invoicectl import profiles
+
+    name, _ = profiles.chosen(profiles.given_option(), environ)
+    return profiles.SANDBOX if sandbox else name
+
+
+def _metrics_path(
+    options: list[str], environ: Mapping[str, str], profile: str | None
+) -> Path | None:
     """``--metrics-file``, else the config file's ``metrics_file``, checked as
     ``settings.resolve`` checks it; None when there is none, or none that can be used."""
     from invoicectl import config_values
@@ -52,7 +64,7 @@ def _metrics_path(options: list[str], environ: Mapping[str, str]) -> Path | None
         if given is not None:
             chosen = config_values.text("metrics_file", given, "option")
         else:
-            configured = _configured(environ, sandbox="--sandbox" in options)
+            configured = _configured(environ, profile)
             if configured is None:
                 return None
             chosen = config_values.text("metrics_file", configured, "config file")
@@ -61,18 +73,17 @@ def _metrics_path(options: list[str], environ: Mapping[str, str]) -> Path | None
         return None
 
 
-def _configured(environ: Mapping[str, str], *, sandbox: bool) -> object:
-    """The config file's ``metrics_file``: the chosen profile's, else the top level's (never
-    the top level's in a profile's send run by ``send --all-profiles``)."""
+def _configured(environ: Mapping[str, str], profile: str | None) -> object:
+    """The config file's ``metrics_file``: ``profile``'s, else the top level's (never the top
+    level's in a profile's send run by ``send --all-profiles``)."""
     from invoicectl import profiles
     from invoicectl.settings import ROUTED_ENV, load_config
 
     config = load_config(environ)
-    name, _ = profiles.chosen(profiles.given_option(), environ)
     table: object = {}
-    if name is not None and not sandbox and name != profiles.SANDBOX:
+    if profile is not None and profile != profiles.SANDBOX:
         every = config.get("profiles")
-        table = every.get(name, {}) if isinstance(every, Mapping) else {}
+        table = every.get(profile, {}) if isinstance(every, Mapping) else {}
     if isinstance(table, Mapping) and "metrics_file" in table:
         return table["metrics_file"]
     return None if environ.get(ROUTED_ENV) == "1" else config.get("metrics_file")
