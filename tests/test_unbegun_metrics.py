@@ -148,3 +148,33 @@ def test_a_dry_run_or_help_leaves_the_metrics_file_as_it_is(
 
     assert dry.exit_code == 1 and helped.exit_code == 0, (dry.output, helped.output)
     assert prom.read_text(encoding="utf-8") == written
+
+
+def test_a_signal_after_the_run_s_exit_code_is_recorded_changes_nothing(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-68: a SIGTERM landing just after send recorded its run as exit 0 (here, as the
+    outbox marker is written last) made the process exit 130 while the runs row, and with it
+    the metrics' last success, said 0."""
+    import os
+    import signal
+    import sqlite3
+
+    from invoicectl.send import marker
+
+    write_invoice(outbox, "INV-1")
+    prom, journal = tmp_path / "send.prom", tmp_path / "journal.db"
+    real_write = marker.MarkerKeeper.write
+
+    def write_after_a_signal(keeper: marker.MarkerKeeper) -> None:
+        os.kill(os.getpid(), signal.SIGTERM)  # held by the run's handler: recorded, not raised
+        real_write(keeper)
+
+    monkeypatch.setattr(marker.MarkerKeeper, "write", write_after_a_signal)
+    args = ["--journal", str(journal), "--metrics-file", str(prom)]
+
+    sent = CliRunner().invoke(app, ["send", str(outbox), "--sandbox", *FAST, *args])
+
+    (recorded,) = sqlite3.connect(journal).execute("SELECT exit_code FROM runs").fetchone()
+    assert sent.exit_code == recorded == 0, sent.output
+    assert exit_code_in(prom, profile="sandbox") == 0

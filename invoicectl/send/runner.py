@@ -161,11 +161,13 @@ def send(
             summary.heard_late(signals.received)
             for cause in report.send_causes():
                 summary.add_cause(cause)
+            # The exit code is recorded: a signal from now on (held, never raised) changes
+            # nothing, or the process would exit 130 while the run's row, and the metrics'
+            # last success, said 0 (helper-68).
             journal.finish_run(run_id, int(summary.exit_code), summary.to_dict())
             if keeper is not None:  # every attempt of the run is durable now
                 keeper.durable(journal.last_attempt_of(run_id) or 0)
                 keeper.write()
-    summary.heard_late(signals.received)
     return report, summary
 
 
