@@ -82,7 +82,7 @@ def whole(name: str, value: Any, source: str) -> int:
 def seconds(name: str, value: Any, source: str) -> float:
     """A finite duration in seconds, in its range (no ``nan``, ``inf`` or negatives)."""
     low, high = SECONDS_SETTINGS[name]
-    must = f"a number of seconds from {low:g} to {high:g}"
+    must = f"a number of seconds from {low:,.10g} to {high:,.10g}"  # 2,678,400, not 2.6784e+06
     number = _number(value)
     if number is None or not math.isfinite(number) or not low <= number <= high:
         raise refusal(name, source, must, value)

@@ -168,3 +168,15 @@ def test_a_missing_outbox_makes_no_journal(tmp_path: Path, command: str):
     )  # fmt: skip
     assert code == 1 and "is not a directory" in stderr, stderr
     assert not journal.exists()
+
+
+@pytest.mark.parametrize("deadline", ["nan", "inf", "1e99"])
+def test_a_dry_run_refuses_the_deadline_the_real_send_refuses(
+    tmp_path: Path, outbox: Path, deadline: str
+) -> None:
+    """helper-67: a cron line tried with --dry-run passed (exit 0), then failed for real."""
+    write_invoice(outbox, "D-1")
+    asked = ("send", str(outbox), "--dry-run", "--sandbox", f"--deadline={deadline}")
+    code, said = run(tmp_path, *asked)
+    assert code == 2, said
+    assert "deadline (the command line) must be a number of seconds from 0 to 2,678,400" in said

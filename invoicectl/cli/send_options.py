@@ -21,10 +21,21 @@ BatchSizeOption = Annotated[
     int | None,
     typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
 ]
+
+
+def _deadline(value: float | None) -> float | None:
+    """Checked as a send's options check it (nan, inf, past 31 days), for ``--dry-run`` too,
+    which makes none: a cron line tried with ``--dry-run`` fails as the real one would."""
+    from invoicectl import config_values
+
+    return None if value is None else config_values.seconds("deadline", value, "option")
+
+
 DeadlineOption = Annotated[
     float | None,
     typer.Option(
         min=0,
+        callback=_deadline,
         help=f"Stop after this many seconds, scan included: no new work, and requests "
         f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
         "by the next run under the same key). Exit 75.",
