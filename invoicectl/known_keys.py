@@ -39,6 +39,27 @@ def hide_keys(
     return text
 
 
+def key_hider(
+    environ: Mapping[str, str] | None = None, api_key_file: str | None = None
+) -> Callable[[str], str]:
+    """``hide_keys`` with the keys looked for once, for a command that hides them in many
+    texts (``doctor``'s every message and detail). Never raises, as ``hide_keys``."""
+    try:
+        keys = set(_found_keys(os.environ if environ is None else environ, api_key_file))
+    except Exception:
+        return lambda text: UNCHECKED
+
+    def hide(text: str) -> str:
+        try:
+            for key in keys:
+                text = key.redact(text)
+        except Exception:
+            return UNCHECKED
+        return text
+
+    return hide
+
+
 def _found_keys(environ: Mapping[str, str], api_key_file: str | None) -> Iterator[ApiKey]:
     from invoicectl.goroute.apikey import ENV_VAR, ApiKey
 

@@ -181,3 +181,40 @@ def test_a_key_variable_over_the_cap_is_one_error_line() -> None:
         "GOROUTE_API_KEY is too large to hold an API key (over 4096 bytes); "
         "check it holds the key and nothing else"
     )
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [{"INVOICECTL_PROFILE": KEY}, {"GOROUTE_BASE_URL": f"https://h/?k={KEY}"}],
+    ids=["profile variable", "base url query"],
+)
+def test_doctor_hides_the_key_of_the_key_file_option(
+    tmp_path: Path, environ: dict[str, str]
+) -> None:
+    # helper-67 (r01): send hid a key of --api-key-file pasted into another setting, doctor
+    # printed it, on its lines and in --json.
+    key_file = write_key_file(tmp_path / "key")
+    for extra in ([], ["--json"]):
+        result = runner.invoke(
+            app, ["doctor", "--api-key-file", str(key_file), *extra], env=environ
+        )
+
+        assert result.exit_code == 1, result.output
+        assert_hidden(result.stdout)
+        assert KEY not in result.stderr
+
+
+def test_doctor_hides_the_key_in_every_check(tmp_path: Path) -> None:
+    # A key in the journal's path reaches the journal, lock and disk checks, not only config.
+    key_file = write_key_file(tmp_path / "key")
+    journal = tmp_path / KEY / "journal.db"
+
+    result = runner.invoke(
+        app,
+        ["doctor", "--api-key-file", str(key_file), "--json", "--journal", str(journal)],
+        env={"GOROUTE_BASE_URL": "http://127.0.0.1:9"},
+    )
+
+    assert result.exit_code == 1, result.output
+    assert json.loads(result.stdout)["checks"][0]["name"] == "config"
+    assert KEY not in result.stdout, result.stdout

@@ -8,8 +8,8 @@ fingerprint, and everything a server said is redacted before it reaches a check.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import Any
 
@@ -54,6 +54,12 @@ class Check:
         label = _LABELS.get(self.name, self.name)
         return f"{self.status.value:<7} {label:<12} {self.message}"
 
+    def hidden(self, hide: Callable[[str], str]) -> Check:
+        """This check with ``hide`` (``known_keys.key_hider``) applied to its message and to
+        every text in its details: a key pasted into a setting doctor shows stays hidden."""
+        details = {name: _hidden(value, hide) for name, value in self.details.items()}
+        return replace(self, message=hide(self.message), details=details)
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -61,6 +67,18 @@ class Check:
             "message": self.message,
             "details": {key: self.details.get(key) for key in DETAIL_KEYS[self.name]},
         }
+
+
+def _hidden(value: Any, hide: Callable[[str], str]) -> Any:
+    """``value`` (a detail: text, number, list or mapping of them) with ``hide`` applied to
+    every text in it."""
+    if isinstance(value, str):
+        return hide(value)
+    if isinstance(value, Mapping):
+        return {hide(str(name)): _hidden(item, hide) for name, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_hidden(item, hide) for item in value]
+    return value
 
 
 def ok(name: str, message: str, **details: Any) -> Check:

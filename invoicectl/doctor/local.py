@@ -20,7 +20,6 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.journal.failures import RESTORE, explain_empty, explain_missing
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
-from invoicectl.known_keys import hide_keys
 from invoicectl.settings import Settings, resolve, retention_years
 from invoicectl.text import first_few
 
@@ -42,8 +41,8 @@ def settings_check(
         settings = resolve(journal=journal, sandbox=sandbox, need_key=False, environ=environ)
         retention_years(environ)  # export's alone: a bad one would surface only there
     except InvoicectlError as error:  # a bad value: its own line names it and its source
-        said = hide_keys(str(error), environ)  # the key, pasted into the wrong setting
-        return fail("config", said, config_file=config_name), None
+        # A key pasted into the wrong setting is hidden with every check's text (``run``).
+        return fail("config", str(error), config_file=config_name), None
     sources = {name: settings.sources[name] for name in _SHOWN_SETTINGS if name in settings.sources}
     chosen = [
         f"{name} from {'the command line' if source == 'option' else source}"

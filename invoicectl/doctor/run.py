@@ -31,6 +31,7 @@ from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.journal.health import examine
 from invoicectl.journal.runlock import lock_path_for, lock_state
+from invoicectl.known_keys import key_hider
 from invoicectl.locations import JournalURL
 from invoicectl.settings import Settings
 
@@ -49,10 +50,25 @@ def diagnose(
     now: Callable[[], datetime] = lambda: datetime.now(UTC),
 ) -> Diagnosis:
     environ = os.environ if environ is None else environ
+    # Every message and detail, once, with each key this process can find hidden (the key of
+    # --api-key-file too): a key pasted into a setting doctor shows must not be printed.
+    hide = key_hider(environ, None if api_key_file is None else str(api_key_file))
+    checks = _checks(journal, sandbox, api_key_file, transport, environ, now)
+    return Diagnosis([check.hidden(hide) for check in checks])
+
+
+def _checks(
+    journal: Path | str | None,
+    sandbox: bool,
+    api_key_file: Path | None,
+    transport: httpx.AsyncBaseTransport | None,
+    environ: Mapping[str, str],
+    now: Callable[[], datetime],
+) -> list[Check]:
     config, settings = settings_check(journal, sandbox, environ)
     if settings is None:
         because = "the settings could not be resolved"
-        return Diagnosis([config, *(skipped(name, because) for name in NAMES[1:])])
+        return [config, *(skipped(name, because) for name in NAMES[1:])]
     key_check, key = api_key_check(api_key_file, sandbox, environ)
     checks = {check.name: check for check in (config, key_check)}
     for check in _remote(settings, key, transport, now):
@@ -65,7 +81,7 @@ def diagnose(
         )
         checks["lock"] = _lock(settings.journal)
         checks["disk"] = disk_check(settings.journal)
-    return Diagnosis([checks[name] for name in NAMES])
+    return [checks[name] for name in NAMES]
 
 
 def _database_checks(journal: JournalURL) -> dict[str, Check]:
