@@ -218,3 +218,22 @@ def test_doctor_hides_the_key_in_every_check(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert json.loads(result.stdout)["checks"][0]["name"] == "config"
     assert KEY not in result.stdout, result.stdout
+
+
+@pytest.mark.parametrize("command", ["status", "send --sandbox"])
+def test_a_key_in_the_metrics_path_is_hidden(tmp_path: Path, command: str) -> None:
+    # helper-67 (r04): status, which resolves no key, and send --sandbox, whose key is the
+    # emulator's, printed the real $GOROUTE_API_KEY in "cannot write the metrics file".
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    metrics = tmp_path / KEY / "invoicectl.prom"  # its directory is not there: not written
+    args = [*command.split(), *([str(outbox)] if command != "status" else [])]
+    result = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args, "--metrics-file", str(metrics)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GOROUTE_API_KEY": KEY},
+    )
+
+    assert "cannot write the metrics file" in result.stderr, result.stderr
+    assert_hidden(result.stdout + result.stderr)

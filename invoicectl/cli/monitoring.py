@@ -81,7 +81,9 @@ def metrics_after(settings: Settings, writer: str) -> Iterator[AfterRun]:
         def write(exit_code: int) -> None:
             refused = write_after_run(path, settings.journal, writer, after.summary, exit_code)
             if refused is not None:  # the path is the operator's: it may hold anything
-                say(settings.api_key.redact(refused) if settings.api_key else refused)
+                from invoicectl.known_keys import hide_keys  # every key, not only the run's
+
+                say(hide_keys(settings.api_key.redact(refused) if settings.api_key else refused))
 
         at_end(write)
     yield after
