@@ -14,15 +14,12 @@ unknown key, which may be the key itself), and a place that gives no usable key 
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Mapping
+from typing import Any
 
-if TYPE_CHECKING:
-    from invoicectl.goroute.apikey import ApiKey
+from invoicectl.pasted_keys import UNCHECKED, found_keys, hider
 
-
-UNCHECKED = "[withheld: it could not be checked for the API key; INVOICECTL_DEBUG=1 shows it]"
+__all__ = ["UNCHECKED", "hide_keys", "key_hider"]
 
 
 def hide_keys(
@@ -31,12 +28,7 @@ def hide_keys(
     """``text`` with every API key this process can find redacted (``[redacted]``), or
     withheld whole where one hides in it. Never raises: a text it could not check is not
     shown."""
-    try:
-        for key in set(_found_keys(os.environ if environ is None else environ, api_key_file)):
-            text = key.redact(text)
-    except Exception:
-        return UNCHECKED
-    return text
+    return key_hider(environ, api_key_file)(text)
 
 
 def key_hider(
@@ -44,54 +36,8 @@ def key_hider(
 ) -> Callable[[str], str]:
     """``hide_keys`` with the keys looked for once, for a command that hides them in many
     texts (``doctor``'s every message and detail). Never raises, as ``hide_keys``."""
-    try:
-        keys = set(_found_keys(os.environ if environ is None else environ, api_key_file))
-    except Exception:
-        return lambda text: UNCHECKED
-
-    def hide(text: str) -> str:
-        try:
-            for key in keys:
-                text = key.redact(text)
-        except Exception:
-            return UNCHECKED
-        return text
-
-    return hide
-
-
-def _found_keys(environ: Mapping[str, str], api_key_file: str | None) -> Iterator[ApiKey]:
-    from invoicectl.goroute.apikey import ENV_VAR, ApiKey
-
-    yield from _usable(ApiKey.from_env, environ, ENV_VAR)
-    if api_key_file:
-        yield from _usable(_from_file, api_key_file)
-    config = _config_as_written(environ)
-    tables = config.get("profiles")
-    profiles = list(tables.values()) if isinstance(tables, Mapping) else []
-    for table in (config, *profiles):
-        if not isinstance(table, Mapping):
-            continue
-        name, path = table.get("api_key_env"), table.get("api_key_file")
-        if isinstance(name, str):
-            yield from _usable(ApiKey.from_env, environ, name)
-        if isinstance(path, str):
-            yield from _usable(_from_file, path)
-
-
-def _from_file(path: str) -> ApiKey:
-    """The key in the file at ``path`` (``~`` expanded); an error when there is none."""
-    from invoicectl.goroute.apikey import ApiKey
-
-    return ApiKey.from_file(Path(path).expanduser())
-
-
-def _usable(load: Callable[..., ApiKey], *where: Any) -> Iterator[ApiKey]:
-    """The key ``load(*where)`` gives, if it gives one."""
-    try:
-        yield load(*where)
-    except Exception:  # no key there: that place's own error says why
-        return
+    environ = os.environ if environ is None else environ
+    return hider(found_keys(environ, api_key_file, _config_as_written(environ)))
 
 
 def _config_as_written(environ: Mapping[str, str]) -> Mapping[str, Any]:

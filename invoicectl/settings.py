@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from invoicectl import DEFAULT_BASE_URL, config_values, profiles
+from invoicectl import DEFAULT_BASE_URL, config_values, pasted_keys, profiles
 from invoicectl.config_file import (
     config_label,
     config_path,
@@ -276,7 +276,7 @@ def resolve(
     if tier_name is not None and (not isinstance(tier_name, str) or tier_name not in TIERS):
         raise config_values.refusal("tier", source, " or ".join(map(repr, TIERS)), tier_name)
     tier_rate, tier_concurrency = TIERS[tier_name or DEFAULT_TIER]
-    return Settings(
+    settings = Settings(
         journal=journal_path,
         base_url=base_url,
         api_key=key,
@@ -301,6 +301,8 @@ def resolve(
         sender=table.get("sender"),
         tier=tier_name,
     )
+    pasted_keys.refuse_pasted(settings, api_key_file, environ, config, in_config)
+    return settings
 
 
 def profile_journal(name: str, environ: Mapping[str, str]) -> Path:

@@ -237,3 +237,65 @@ def test_a_key_in_the_metrics_path_is_hidden(tmp_path: Path, command: str) -> No
 
     assert "cannot write the metrics file" in result.stderr, result.stderr
     assert_hidden(result.stdout + result.stderr)
+
+
+def refused(args: list[str], environ: dict[str, str], code: int, *said: str) -> str:
+    """The real process refusing a setting that holds the key: one line, never the key."""
+    result = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args],
+        capture_output=True,
+        text=True,
+        env={**os.environ, **environ},
+    )
+    said_all = result.stdout + result.stderr  # --json: the error is the JSON document
+    assert result.returncode == code, said_all
+    assert KEY not in said_all, said_all
+    assert "holds an API key (not repeated here)" in said_all, said_all
+    for words in said:
+        assert words in said_all, said_all
+    return said_all
+
+
+def test_a_key_in_an_accepted_setting_is_refused_before_anything_runs(tmp_path: Path) -> None:
+    # helper-67 (r09, r09b): a key in the base URL's path or the journal's was accepted, then
+    # printed (doctor, send's warning), written in the outbox marker and bound in the journal.
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    (outbox / "a.xml").write_text("<Invoice/>", encoding="utf-8")
+    with_key = {"GOROUTE_API_KEY": KEY}
+    url = {**with_key, "GOROUTE_BASE_URL": f"http://127.0.0.1:9/peppol-api/{KEY}"}
+    refused(["send", str(outbox)], url, 1, "base_url ($GOROUTE_BASE_URL)")
+    journal = str(tmp_path / f"{KEY}.db")
+    refused(["send", "--sandbox", str(outbox), "--journal", journal], with_key, 2, "--journal")
+    refused(["status"], {**with_key, "INVOICECTL_JOURNAL": journal}, 1, "$INVOICECTL_JOURNAL")
+    pg = f"postgresql://clerk:{KEY}@127.0.0.1:9/journal"
+    refused(["status", "--journal", pg], with_key, 2, "journal (--journal)")
+    assert list(outbox.iterdir()) == [outbox / "a.xml"]  # no marker, no turn
+    assert not (tmp_path / f"{KEY}.db").exists()
+
+
+def test_a_profile_named_by_its_key_is_refused(tmp_path: Path) -> None:
+    key_file = write_key_file(tmp_path / "key")
+    config = tmp_path / "config.toml"
+    config.write_text(f'[profiles.{KEY}]\napi_key_file = "{key_file}"\n', encoding="utf-8")
+    environ = {"INVOICECTL_CONFIG": str(config)}
+
+    refused(["profiles"], environ, 1, f"the name of a profile (config file {config})")
+    refused(["profiles", "--json"], environ, 1, "rename the profile")
+    refused(["--profile", KEY, "status"], environ, 1, "rename the profile")
+    refused(["status"], {**environ, "INVOICECTL_PROFILE": KEY}, 1, "rename the profile")
+
+
+def test_doctor_refuses_a_key_in_the_journal_path_in_its_config_check(tmp_path: Path) -> None:
+    key_file = write_key_file(tmp_path / "key")
+    journal = str(tmp_path / f"{KEY}.db")
+
+    result = runner.invoke(
+        app, ["doctor", "--json", "--api-key-file", str(key_file), "--journal", journal]
+    )
+
+    checks = json.loads(result.stdout)["checks"]
+    assert result.exit_code == 1, result.output
+    assert checks[0]["status"] == "fail"
+    assert "journal (--journal) holds an API key" in checks[0]["message"]
+    assert KEY not in result.stdout

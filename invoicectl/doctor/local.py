@@ -33,12 +33,22 @@ _SHOWN_SETTINGS = (
 
 
 def settings_check(
-    journal: Path | str | None, sandbox: bool, environ: Mapping[str, str]
+    journal: Path | str | None,
+    sandbox: bool,
+    environ: Mapping[str, str],
+    api_key_file: Path | None = None,
 ) -> tuple[Check, Settings | None]:
-    """The settings as a run would resolve them, and where each value came from."""
+    """The settings as a run would resolve them, and where each value came from (the key of
+    ``api_key_file`` is not read, only looked for in the other settings, as a run does)."""
     config_file, config_name = config_path(environ), config_label(environ)
     try:
-        settings = resolve(journal=journal, sandbox=sandbox, need_key=False, environ=environ)
+        settings = resolve(
+            journal=journal,
+            sandbox=sandbox,
+            api_key_file=api_key_file,
+            need_key=False,
+            environ=environ,
+        )
         retention_years(environ)  # export's alone: a bad one would surface only there
     except InvoicectlError as error:  # a bad value: its own line names it and its source
         # A key pasted into the wrong setting is hidden with every check's text (``run``).

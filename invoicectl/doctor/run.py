@@ -65,7 +65,7 @@ def _checks(
     environ: Mapping[str, str],
     now: Callable[[], datetime],
 ) -> list[Check]:
-    config, settings = settings_check(journal, sandbox, environ)
+    config, settings = settings_check(journal, sandbox, environ, api_key_file)
     if settings is None:
         because = "the settings could not be resolved"
         return [config, *(skipped(name, because) for name in NAMES[1:])]
