@@ -13,13 +13,15 @@ the least busy pool always has a free one while fewer requests than that are in 
 from __future__ import annotations
 
 import math
+import os
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 
 import httpx
 
+from invoicectl.errors import ConfigError
 from invoicectl.goroute.apikey import ApiKey
 from invoicectl.goroute.network import run_on_asyncio
 
@@ -42,22 +44,57 @@ def pool_client(
 ) -> httpx.AsyncClient:
     """The client of one pool of ``connections``; over the network (no ``transport``) on
     asyncio's own sockets (``network``) with the process's one TLS context."""
-    client = httpx.AsyncClient(
-        base_url=base_url,
-        headers=headers,
-        timeout=timeout,
-        limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
-        transport=transport,
-        verify=shared_tls_context() if transport is None else True,
-        # Plain http goes only to loopback: no HTTP_PROXY may carry the key, in clear, elsewhere.
-        trust_env=httpx.URL(base_url).scheme != "http",
-        # A redirect would carry the key (and the invoice) to wherever Location points, and
-        # a POST redirect is a second send: never follow one, report it.
-        follow_redirects=False,
-    )
+    # Plain http goes only to loopback: no HTTP_PROXY may carry the key, in clear, elsewhere.
+    trust_env = httpx.URL(base_url).scheme != "http"
+    try:
+        client = httpx.AsyncClient(
+            base_url=base_url,
+            headers=headers,
+            timeout=timeout,
+            limits=httpx.Limits(max_connections=connections, max_keepalive_connections=connections),
+            transport=transport,
+            verify=shared_tls_context() if transport is None else True,
+            trust_env=trust_env,
+            # A redirect would carry the key (and the invoice) to wherever Location points,
+            # and a POST redirect is a second send: never follow one, report it.
+            follow_redirects=False,
+        )
+    except (ValueError, httpx.InvalidURL, ImportError) as error:
+        # httpx reads the proxy variables here: one it cannot use is a setting's error.
+        named = proxy_variables(os.environ) if trust_env else []
+        if not named:
+            raise
+        raise _proxy_refusal(named, error) from None
     if transport is None:
         run_on_asyncio(client)
     return client
+
+
+_PROXY_VARIABLES = ("https_proxy", "all_proxy", "http_proxy", "no_proxy")
+
+
+def proxy_variables(environ: Mapping[str, str]) -> list[str]:
+    """The proxy variables set in ``environ`` (in any case, as httpx reads them), by name."""
+    return sorted(
+        (name for name, value in environ.items() if value and name.lower() in _PROXY_VARIABLES),
+        key=lambda name: (_PROXY_VARIABLES.index(name.lower()), name),
+    )
+
+
+def _proxy_refusal(named: list[str], error: Exception) -> ConfigError:
+    """One line for a proxy variable httpx cannot use, naming the variables and never their
+    values: a proxy URL may hold a password."""
+    which = " or ".join(f"${name}" for name in named)
+    why = (
+        "a socks5:// proxy needs httpx's SOCKS support (pip install 'httpx[socks]')"
+        if isinstance(error, ImportError)
+        else "it is not a proxy URL httpx can use (http://, https:// or socks5://, a host, a "
+        "port from 1 to 65535)"
+    )
+    return ConfigError(
+        f"the proxy of {which} cannot be used: {why}; its value is not repeated here, as it "
+        "may hold a password"
+    )
 
 
 class Lane:
