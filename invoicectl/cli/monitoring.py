@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from functools import partial
 from typing import TYPE_CHECKING
 
 from invoicectl.cli.consoles import say
@@ -72,14 +71,15 @@ def metrics_after(settings: Settings, writer: str) -> Iterator[AfterRun]:
     """The metrics file, written when the command has ended, however it ended (an error, a
     signal, the journal locked), with its exit code (``endings``)."""
     begun()  # what the group would write for a command that never got here is not written
-    # The profile labels every sample: two profiles' files never expose the same series.
-    write_after_run = partial(write_run_metrics, profile=settings.profile)
     after = AfterRun()
     path = settings.metrics_file
     if path is not None:
 
         def write(exit_code: int) -> None:
-            refused = write_after_run(path, settings.journal, writer, after.summary, exit_code)
+            # The profile labels every sample: two profiles' files never expose one series.
+            refused = write_run_metrics(
+                path, settings.journal, writer, after.summary, exit_code, profile=settings.profile
+            )
             if refused is not None:  # the path is the operator's: it may hold anything
                 from invoicectl.known_keys import hide_keys  # every key, not only the run's
 
