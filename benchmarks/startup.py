@@ -106,7 +106,9 @@ def main() -> None:
         env = clean_environment(home)
         (home / "EMPTY").mkdir()
         compile_invoicectl()
-        timed(commands["status"], env)  # creates the empty journal
+        # The empty journal: status refuses a journal that is not there (exit 1), and a
+        # send of an empty outbox (exit 66) creates one.
+        timed(commands["send"], env)
         for command in commands.values():  # warms the page cache
             timed(command, env)
         times: dict[str, list[float]] = {name: [] for name in commands}
