@@ -41,10 +41,12 @@ def one_send(outbox: Path, work: Path, name: str, *args: str) -> dict[str, float
     ):
         started = time.perf_counter()
         summary, cpu, _ = run_invoicectl(
-            outbox, work / f"{name}.db", base_url, key, "--rate", "1000000",
+            outbox, work / f"{name}.db", base_url, key, "--rate", "100000",
             "--concurrency", "50", *args,
         )  # fmt: skip
         elapsed = time.perf_counter() - started
+        if "counts" not in summary:  # refused before it ran: say why, not a KeyError
+            raise SystemExit(f"invoicectl send {name}: {summary.get('error', summary)}")
         served = stats(base_url, key)
     return {
         "elapsed_s": elapsed,
