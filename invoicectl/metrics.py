@@ -236,6 +236,8 @@ def write(path: Path, registry: CollectorRegistry) -> str | None:
         write_to_textfile(str(path), registry)
     except OSError as error:
         return f"invoicectl: cannot write the metrics file {shown}: {error.strerror or error}"
+    except ValueError as error:  # a label the text format cannot hold (UnicodeEncodeError)
+        return f"invoicectl: cannot write the metrics file {shown}: {one_line(str(error), 120)}"
     finally:
         os.umask(strict)
     return None

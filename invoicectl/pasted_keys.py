@@ -49,7 +49,9 @@ def refuse_pasted(
     from invoicectl.errors import ConfigError, UsageError
     from invoicectl.locations import JournalURL
 
-    hide = hider(found_keys(environ, None if api_key_file is None else str(api_key_file), config))
+    secrets = _pastable(
+        found_keys(environ, None if api_key_file is None else str(api_key_file), config)
+    )
     journal = settings.journal
     values = {
         "profile": settings.profile or "",
@@ -57,7 +59,9 @@ def refuse_pasted(
         "journal": journal.connection_url() if isinstance(journal, JournalURL) else str(journal),
     }
     for name, value in values.items():
-        if hide(value) == value:
+        if name != "profile" and settings.sources.get(name) == "default":
+            continue  # nobody gave it: a default holds no key
+        if not any(_holds(value, secret) for secret in secrets):
             continue
         if name == "profile":  # a profile of the config file (another is unknown): a bad one
             raise ConfigError(
@@ -70,6 +74,30 @@ def refuse_pasted(
             f"{name} ({where}) holds an API key (not repeated here): a key goes only in "
             f"$GOROUTE_API_KEY or a key file (--api-key-file); give the {name} without it"
         )
+
+
+# A key shorter than this, or the emulator's published key, is no secret a setting could
+# carry by mistake: a word or a number (a placeholder "App", a key "1") that any path or
+# URL may hold. Longer keys are refused only whole, as typed or percent-encoded: a run of a
+# key's characters (a journal under ~/invoicectl_sandbox/ beside the sandbox's key,
+# "sk_test_invoicectl_sandbox") is no key.
+_SHORTEST_PASTED = 12
+
+
+def _pastable(keys: Iterable[ApiKey]) -> list[str]:
+    from invoicectl.sandbox.config import DEFAULT_API_KEY
+
+    try:
+        secrets = {key.reveal() for key in keys}
+    except Exception:  # a key that could not be read is that place's own error
+        return []
+    return [s for s in secrets if len(s) >= _SHORTEST_PASTED and s != DEFAULT_API_KEY]
+
+
+def _holds(value: str, secret: str) -> bool:
+    from urllib.parse import unquote
+
+    return secret in value or secret in unquote(value)
 
 
 def hider(keys: Iterable[ApiKey]) -> Callable[[str], str]:

@@ -299,3 +299,28 @@ def test_doctor_refuses_a_key_in_the_journal_path_in_its_config_check(tmp_path: 
     assert checks[0]["status"] == "fail"
     assert "journal (--journal) holds an API key" in checks[0]["message"]
     assert KEY not in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("key", "journal"),
+    [
+        # helper-71: a run of the key's characters is no key (the suite's own tmp paths were
+        # refused: pytest named one after a test, "test_invoicectl_...").
+        ("sk_live_invoicectl_receivers_0001", "test_invoicectl_receivers_list0/journal.db"),
+        ("sk_test_invoicectl_sandbox", "invoicectl_sandbox/journal.db"),  # the emulator's key
+        ("App", "App/journal.db"),  # a placeholder, or a word, in another profile's variable
+        ("1", "2026-01/journal.db"),
+    ],
+)
+def test_a_setting_that_only_shares_characters_with_a_key_is_taken(
+    tmp_path: Path, key: str, journal: str
+) -> None:
+    (tmp_path / journal).parent.mkdir(parents=True)
+    done = subprocess.run(
+        [sys.executable, "-m", "invoicectl", "status", "--journal", str(tmp_path / journal)],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "HOME": str(tmp_path), "GOROUTE_API_KEY": key},
+    )
+    assert "holds an API key" not in done.stdout + done.stderr
+    assert "no journal at" in done.stderr  # it got as far as the journal

@@ -178,3 +178,25 @@ def test_a_signal_after_the_run_s_exit_code_is_recorded_changes_nothing(
     (recorded,) = sqlite3.connect(journal).execute("SELECT exit_code FROM runs").fetchone()
     assert sent.exit_code == recorded == 0, sent.output
     assert exit_code_in(prom, profile="sandbox") == 0
+
+
+def test_a_profile_asked_for_and_refused_is_never_a_label_nor_another_jobs_file(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-71: `--profile $GOROUTE_API_KEY` (refused: unknown, the key hidden) wrote the
+    key into the metrics file as its profile label, a file of mode 0644 node_exporter hands
+    on; a typo `--profile acm` wrote over the top-level job's file."""
+    top, mine = tmp_path / "top.prom", tmp_path / "mine.prom"
+    config = tmp_path / "config.toml"
+    config.write_text(f"metrics_file = {json.dumps(str(top))}\n", encoding="utf-8")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    key = "sk_live_main_5d4c0e2a9f1b7c3d"
+    monkeypatch.setenv("GOROUTE_API_KEY", key)
+
+    typo = CliRunner().invoke(app, ["--profile", "acm", "status"])
+    pasted = CliRunner().invoke(app, ["--profile", key, "status", "--metrics-file", str(mine)])
+
+    assert typo.exit_code != 0 and pasted.exit_code != 0
+    assert not top.exists()  # the top-level job's file is not the typo's
+    assert key not in mine.read_text(encoding="utf-8")
+    assert exit_code_in(mine, "status") == pasted.exit_code

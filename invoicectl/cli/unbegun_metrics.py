@@ -30,6 +30,12 @@ def write_unbegun(command: str, options: list[str], exit_code: int) -> None:
     if any(option.partition("=")[0] in _NO_METRICS for option in options):
         return
     profile = _profile(os.environ, sandbox="--sandbox" in options)
+    if profile is not None and not _known(profile, os.environ):
+        # Asked for and refused (unknown, or a key typed in its place): never a label, and
+        # never the file of another job (the top level's, for a typo); --metrics-file only.
+        if split_option(options, "--metrics-file")[0] is None:
+            return
+        profile = None
     path = _metrics_path(options, os.environ, profile)
     if path is None:
         return
@@ -49,6 +55,23 @@ def _profile(environ: Mapping[str, str], *, sandbox: bool) -> str | None:
 
     name, _ = profiles.chosen(profiles.given_option(), environ)
     return profiles.SANDBOX if sandbox else name
+
+
+def _known(profile: str, environ: Mapping[str, str]) -> bool:
+    """Whether ``profile`` is the emulator's or one of the config file's, and no key."""
+    from invoicectl import profiles
+    from invoicectl.known_keys import hide_keys
+    from invoicectl.settings import load_config
+
+    if hide_keys(profile) != profile:
+        return False
+    if profile == profiles.SANDBOX:
+        return True
+    try:
+        every = load_config(environ).get("profiles")
+    except Exception:  # a config file that cannot be read: its own error says why
+        return False
+    return isinstance(every, Mapping) and profile in every
 
 
 def _metrics_path(
