@@ -39,3 +39,6 @@ DEFAULT_RETENTION_YEARS = 10
 
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3
+
+# The emulator's own API key (``invoicectl sandbox``, ``--sandbox``): published, no secret.
+SANDBOX_API_KEY = "sk_test_invoicectl_sandbox"

@@ -85,13 +85,13 @@ _SHORTEST_PASTED = 12
 
 
 def _pastable(keys: Iterable[ApiKey]) -> list[str]:
-    from invoicectl.sandbox.config import DEFAULT_API_KEY
+    from invoicectl.defaults import SANDBOX_API_KEY
 
     try:
         secrets = {key.reveal() for key in keys}
     except Exception:  # a key that could not be read is that place's own error
         return []
-    return [s for s in secrets if len(s) >= _SHORTEST_PASTED and s != DEFAULT_API_KEY]
+    return [s for s in secrets if len(s) >= _SHORTEST_PASTED and s != SANDBOX_API_KEY]
 
 
 def _holds(value: str, secret: str) -> bool:

@@ -233,13 +233,13 @@ def resolve(
         return config_values.whole(name, *pick(name, option, None, default))
 
     if sandbox:
+        from invoicectl.defaults import SANDBOX_API_KEY
         from invoicectl.goroute.apikey import ApiKey
-        from invoicectl.sandbox.config import DEFAULT_API_KEY
 
         sandboxed = "--sandbox" if sources["profile"] == "--sandbox" else "profile sandbox"
         base_url = SANDBOX_BASE_URL
         sources["base_url"] = sandboxed
-        key: ApiKey | None = ApiKey(DEFAULT_API_KEY)
+        key: ApiKey | None = ApiKey(SANDBOX_API_KEY)
         sources["api_key"] = sandboxed
         journal_path = journal_location(
             journal or default_journal_path(environ).with_name("sandbox.db")

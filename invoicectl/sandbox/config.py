@@ -10,9 +10,9 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 # goroute-api.md, tier A: the brief's rate-limit table, stated once (the client's defaults).
-from invoicectl.defaults import TIERS
+from invoicectl.defaults import SANDBOX_API_KEY, TIERS
 
-DEFAULT_API_KEY = "sk_test_invoicectl_sandbox"
+DEFAULT_API_KEY = SANDBOX_API_KEY  # the emulator's own key, stated in defaults
 FORBIDDEN_KEY_PREFIX = "sk_test_forbidden"
 
 ErrorShape = Literal["both", "flat", "nested"]
