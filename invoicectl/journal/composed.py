@@ -11,13 +11,20 @@ from invoicectl.journal.due_dates import DueDateRecords
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.monitoring import MonitoringRecords
+from invoicectl.journal.renumbering import RenumberingRecords
 from invoicectl.journal.scans import ScanRecords
 from invoicectl.journal.sending import SendingRecords
 from invoicectl.journal.sqlite_open import open_database
 
 
 class Journal(
-    InvoiceRecords, SendingRecords, ScanRecords, DueDateRecords, HistoryRecords, MonitoringRecords
+    InvoiceRecords,
+    SendingRecords,
+    ScanRecords,
+    RenumberingRecords,
+    DueDateRecords,
+    HistoryRecords,
+    MonitoringRecords,
 ):
     """One open journal. ``with Journal(path) as journal: ...`` closes it at the end."""
 

@@ -38,6 +38,7 @@ from invoicectl.journal.pg_workers import (
     retire,
 )
 from invoicectl.journal.records import FACT_COLUMNS, Attempt, Invoice, InvoiceState
+from invoicectl.journal.renumbering import RenumberingRecords
 from invoicectl.journal.scans import _COLUMNS, _SAME_STAT, ScanRecords
 from invoicectl.journal.sending import SendingRecords
 from invoicectl.locations import JournalURL
@@ -258,7 +259,9 @@ class WorkerRecords(InvoiceRecords, SendingRecords):
         return [Attempt(**dict(row)) for row in rows]
 
 
-class PgJournal(WorkerRecords, PgScanRecords, HistoryRecords, MonitoringRecords):
+class PgJournal(
+    WorkerRecords, PgScanRecords, RenumberingRecords, HistoryRecords, MonitoringRecords
+):
     """One open PostgreSQL journal; ``with PgJournal(url) as journal: ...`` closes it. The
     SQLite ``Journal``'s parts (``composed``), over a PostgreSQL connection."""
 

@@ -16,12 +16,7 @@ from contextlib import contextmanager
 
 from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import JournalBase
-from invoicectl.journal.records import (
-    FACT_COLUMNS,
-    FoundFile,
-    InvoiceState,
-    ScannedCopy,
-)
+from invoicectl.journal.records import FACT_COLUMNS, FoundFile, InvoiceState, ScannedCopy
 
 _COLUMNS = ", ".join(FACT_COLUMNS)
 _CHAIN_BATCH = 1000
@@ -357,43 +352,3 @@ class ScanRecords(JournalBase):
             {"n": len(directory_prefix), "prefix": directory_prefix},
         )
         return [(name, reason) for name, reason in refused]
-
-    def renumbered_after_sending(self) -> list[tuple[str, str, str, str]]:
-        """(new ID, file name, sent ID, its state) for each invoice never sent nor held whose
-        file held an invoice sent but not accepted nor abandoned, found in no file now: a
-        number corrected after a send of unknown fate (sending both may deliver it twice)."""
-        rows = self.db.execute(
-            "SELECT n.invoice_id, s.name, o.invoice_id, o.state FROM invoices o"
-            " JOIN temp.scan s ON s.path = o.source_path"
-            " JOIN invoices n ON n.invoice_id = s.invoice_id"
-            " WHERE (o.state IN (?, ?, ?) OR (o.state = ? AND o.key_first_used_at IS NOT NULL))"
-            " AND o.hold IS NOT 'abandoned'"
-            " AND o.invoice_id NOT IN (SELECT invoice_id FROM temp.ids)"
-            " AND n.state = ? AND n.key_first_used_at IS NULL AND n.hold IS NULL"
-            " ORDER BY n.invoice_id",
-            (
-                InvoiceState.unknown,
-                InvoiceState.key_reused,
-                InvoiceState.amended,
-                InvoiceState.pending,
-                InvoiceState.pending,
-            ),
-        )
-        return [(new, name, old, str(state)) for new, name, old, state in rows]
-
-    def replaced_in_place(self) -> list[tuple[str, str, str]]:
-        """(invoice ID, file name, the ID now in that file) for each pending, unheld invoice
-        whose file this scan found holding another invoice ID, while no file of this scan
-        holds its own: an invoice number corrected in the file, say, where sending both
-        would deliver one invoice twice. Asked before this scan's new IDs are admitted; it
-        reads the pending invoices (an index), most often none."""
-        rows = self.db.execute(
-            "SELECT i.invoice_id, s.name, s.invoice_id FROM invoices i"
-            " JOIN temp.scan s ON s.path = i.source_path"
-            " WHERE i.state = ? AND i.hold IS NULL AND s.invoice_id IS NOT NULL"
-            " AND s.invoice_id != i.invoice_id"
-            " AND i.invoice_id NOT IN (SELECT invoice_id FROM temp.ids)"
-            " ORDER BY i.invoice_id",
-            (InvoiceState.pending,),
-        )
-        return [(invoice_id, name, other) for invoice_id, name, other in rows]
