@@ -15,7 +15,6 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
-import re
 import stat
 from collections.abc import Mapping
 from typing import Any, NoReturn
@@ -34,20 +33,20 @@ _MAX_KEY_BYTES = 4096
 class ApiKey:
     """An API key whose text never shows up in a repr, a log line or a pickle."""
 
-    __slots__ = ("_secret", "_fingerprint", "_pattern")
+    __slots__ = ("_secret", "_fingerprint", "_forms")
 
     _secret: str
     _fingerprint: str
     # Spells the key out: never handed out either. Compiled at the first redaction (a few
     # ms of every command's start otherwise, and a run that gets no answer needs none).
-    _pattern: re.Pattern[str] | None
+    _forms: redaction.KeyForms | None
 
     def __init__(self, secret: str) -> None:
         secret = secret.strip()
         _check_secret(secret)
         object.__setattr__(self, "_secret", secret)
         object.__setattr__(self, "_fingerprint", _fingerprint_of(secret))
-        object.__setattr__(self, "_pattern", None)
+        object.__setattr__(self, "_forms", None)
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str], name: str = ENV_VAR) -> ApiKey:
@@ -97,11 +96,11 @@ class ApiKey:
     def redact(self, text: str) -> str:
         """``text`` with every echo of the key, plain or encoded, replaced by a marker
         (``redaction``: JSON escapes, percent-encoding, HTML references, mixed)."""
-        pattern = self._pattern
-        if pattern is None:
-            pattern = redaction.key_pattern(self._secret)
-            object.__setattr__(self, "_pattern", pattern)
-        return redaction.redact(text, self._secret, pattern)
+        forms = self._forms
+        if forms is None:
+            forms = redaction.KeyForms(self._secret)
+            object.__setattr__(self, "_forms", forms)
+        return redaction.redact(text, forms)
 
     @property
     def fingerprint(self) -> str:

@@ -4,7 +4,7 @@ A server, or a proxy in front of it, may echo the ``X-API-Key`` header into its 
 not always as it was sent: JSON escapes it (``\\/``, ``\\u0073`` for any character, upper or
 lower hex), a URL or a form percent-encodes it (``%73``, ``%2F``, ``%252F`` twice over), HTML
 writes character references (``&#115;``, ``&#x73;``), and a debugging page may print the
-header's bytes in hex or base64. ``key_pattern`` matches the key with each of its characters
+header's bytes in hex or base64. ``KeyForms.pattern`` matches the key with each of its characters
 in any of the character forms, mixed freely, or its bytes in hex or base64, so one pass
 replaces every echo
 ``redact`` can see; ``redact`` then decodes the text the common ways, alone and in pairs, and
@@ -15,7 +15,7 @@ parsed JSON, keys included.
 
 Keys are visible ASCII without spaces (``apikey._check_secret``), so a space in an echo can
 only be a ``+`` of the key that a form decoder turned into one; the pattern takes it as such.
-The compiled pattern spells the key out: it lives only inside ``ApiKey``.
+``KeyForms`` spells the key out: it lives only inside ``ApiKey``.
 """
 
 from __future__ import annotations
@@ -35,12 +35,29 @@ _JSON_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|(.))", re.DOTALL)
 _JSON_SIMPLE = {"b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
 
 
-def key_pattern(secret: str) -> re.Pattern[str]:
-    """The key, each character written plainly or in any of the encodings named above; or
-    its bytes in hex or base64 (``_encoded_forms``); or a part of it (``_fragments``)."""
-    spelled = "".join(_char_forms(char) for char in secret)
-    forms = [spelled, *map(re.escape, _encoded_forms(secret)), *_fragments(secret)]
-    return re.compile("|".join(forms))
+class KeyForms:
+    """What ``redact`` looks for, made once per key: ``pattern`` matches the key with each of
+    its characters written plainly or in any of the encodings named above, its bytes in hex
+    or base64 (``_encoded_forms``), or a part of it (``_fragments``); the rest are the forms
+    ``_shows`` looks for in each decoding (making them for every string took half of an
+    answer's redaction). It spells the key out: its repr does not."""
+
+    __slots__ = ("secret", "pattern", "encoded", "folded", "letters", "hex")
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.encoded = _encoded_forms(secret)
+        spelled = "".join(_char_forms(char) for char in secret)
+        forms = [spelled, *map(re.escape, self.encoded), *_fragments(secret)]
+        self.pattern = re.compile("|".join(forms))
+        self.folded = secret.casefold()
+        letters = _NOT_LETTER_OR_DIGIT.sub("", self.folded)
+        self.letters = letters if len(letters) >= _BARE_LETTERS else None
+        raw = secret.encode()
+        self.hex = raw.hex() if len(raw) >= _BARE_BYTES else None
+
+    def __repr__(self) -> str:
+        return "KeyForms(...)"
 
 
 # A run of this many of the key's characters, in either case, is redacted wherever it stands:
@@ -80,12 +97,12 @@ def _encoded_forms(secret: str) -> list[str]:
 _SHORTEST_ECHO = 8
 
 
-def redact(text: str, secret: str, pattern: re.Pattern[str]) -> str:
+def redact(text: str, key: KeyForms) -> str:
     """``text`` with every echo of the key replaced by ``MARKER``; ``WITHHELD`` if one hides."""
-    if len(text) < min(_SHORTEST_ECHO, len(secret)):
+    if len(text) < min(_SHORTEST_ECHO, len(key.secret)):
         return text
-    cleaned = pattern.sub(MARKER, text)
-    if any(_shows(view, secret) for view in (cleaned, *_decodings(cleaned))):
+    cleaned = key.pattern.sub(MARKER, text)
+    if any(_shows(view, key) for view in (cleaned, *_decodings(cleaned))):
         return WITHHELD
     return cleaned
 
@@ -110,25 +127,23 @@ _NOT_LETTER_OR_DIGIT = re.compile(r"[^0-9a-z]")
 _BETWEEN_HEX_BYTES = re.compile(r"0?x|[^0-9a-z]")
 
 
-def _shows(view: str, secret: str) -> bool:
+def _shows(view: str, key: KeyForms) -> bool:
     """Whether ``view`` shows the key, whole or broken up by what ``_INSIDE`` matches, in
     either case, or its bytes in hex or base64 broken up the same way (MIME's base64 breaks
     its lines every 76 characters); or the key's letters and digits with anything else
     between them (a key cut into pieces joined by dashes); or its bytes in hex with any
     separators (``73 6b 5f``, ``73:6b:5f``, ``0x73, 0x6b``)."""
-    if secret in view:
+    if key.secret in view:
         return True
     unbroken = _INSIDE.sub("", view)
-    if any(form in unbroken for form in _encoded_forms(secret)):  # base64 wrapped at 76
+    if any(form in unbroken for form in key.encoded):  # base64 wrapped at 76
         return True
     folded = unbroken.casefold()
-    if secret.casefold() in folded:
+    if key.folded in folded:
         return True
-    letters = _NOT_LETTER_OR_DIGIT.sub("", secret.casefold())
-    if len(letters) >= _BARE_LETTERS and letters in _NOT_LETTER_OR_DIGIT.sub("", folded):
+    if key.letters is not None and key.letters in _NOT_LETTER_OR_DIGIT.sub("", folded):
         return True
-    raw = secret.encode()
-    return len(raw) >= _BARE_BYTES and raw.hex() in _BETWEEN_HEX_BYTES.sub("", folded)
+    return key.hex is not None and key.hex in _BETWEEN_HEX_BYTES.sub("", folded)
 
 
 # The CPU time an answer's strings may take to be checked one by one. A GoRoute answer
