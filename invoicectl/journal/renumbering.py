@@ -56,15 +56,29 @@ class RenumberingRecords(JournalBase):
         """(invoice ID, file name, the ID now in that file) for each pending, unheld invoice
         whose file this scan found holding another invoice ID, while no file of this scan
         holds its own: an invoice number corrected in the file, say, where sending both
-        would deliver one invoice twice. Asked before this scan's new IDs are admitted; it
-        reads the pending invoices (an index), most often none."""
-        rows = self.db.execute(
-            "SELECT i.invoice_id, s.name, s.invoice_id FROM invoices i"
-            " JOIN temp.scan s ON s.path = i.source_path"
-            " WHERE i.state = ? AND i.hold IS NULL AND s.invoice_id IS NOT NULL"
-            " AND s.invoice_id != i.invoice_id"
-            " AND i.invoice_id NOT IN (SELECT invoice_id FROM temp.ids)"
-            " ORDER BY i.invoice_id",
+        would deliver one invoice twice. Asked before this scan's new IDs are admitted.
+
+        Two reads: the pending invoices this scan did not find (an index, most often none:
+        then nothing more), then this scan's files at their paths, in one pass. As one join,
+        SQLite read every file of the scan for each of those invoices: a scan of 500 files
+        renumbered before their send read 2.3 million steps in it."""
+        missing: dict[str, list[str]] = {}
+        for path, invoice_id in self.db.execute(
+            "SELECT source_path, invoice_id FROM invoices WHERE state = ? AND hold IS NULL"
+            " AND invoice_id NOT IN (SELECT invoice_id FROM temp.ids)",
             (InvoiceState.pending,),
+        ):
+            missing.setdefault(path, []).append(invoice_id)
+        if not missing:
+            return []
+        found = self.db.execute(
+            "SELECT path, name, invoice_id FROM temp.scan"
+            " WHERE path IN (SELECT value FROM json_each(?)) AND invoice_id IS NOT NULL",
+            (json.dumps(list(missing)),),
         )
-        return [(invoice_id, name, other) for invoice_id, name, other in rows]
+        return sorted(
+            (invoice_id, name, other)
+            for path, name, other in found
+            for invoice_id in missing[path]
+            if other != invoice_id
+        )
