@@ -7,6 +7,7 @@ Asked by a scan (``invoicectl.scan.ingest``) of its own ``temp.scan`` and ``temp
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 
 from invoicectl.journal.database import JournalBase
 from invoicectl.journal.records import InvoiceState
@@ -34,22 +35,18 @@ class RenumberingRecords(JournalBase):
             sent.setdefault(path, []).append((invoice_id, str(state)))
         if not sent:
             return []
-        found = self.db.execute(
-            "SELECT invoice_id, name, path FROM temp.scan"
-            " WHERE path IN (SELECT value FROM json_each(?)) AND invoice_id IS NOT NULL",
-            (json.dumps(list(sent)),),
-        ).fetchall()
+        found = self._files_at(sent)
         unsent = {
             invoice_id
             for (invoice_id,) in self.db.execute(
                 "SELECT invoice_id FROM invoices"
                 " WHERE invoice_id IN (SELECT value FROM json_each(?)) AND state = ?"
                 " AND key_first_used_at IS NULL AND hold IS NULL",
-                (json.dumps([invoice_id for invoice_id, _, _ in found]), InvoiceState.pending),
+                (json.dumps([invoice_id for _, _, invoice_id in found]), InvoiceState.pending),
             )
         }
         return sorted(
-            (new, name, *old) for new, name, path in found if new in unsent for old in sent[path]
+            (new, name, *old) for path, name, new in found if new in unsent for old in sent[path]
         )
 
     def replaced_in_place(self) -> list[tuple[str, str, str]]:
@@ -71,14 +68,21 @@ class RenumberingRecords(JournalBase):
             missing.setdefault(path, []).append(invoice_id)
         if not missing:
             return []
-        found = self.db.execute(
-            "SELECT path, name, invoice_id FROM temp.scan"
-            " WHERE path IN (SELECT value FROM json_each(?)) AND invoice_id IS NOT NULL",
-            (json.dumps(list(missing)),),
-        )
         return sorted(
             (invoice_id, name, other)
-            for path, name, other in found
+            for path, name, other in self._files_at(missing)
             for invoice_id in missing[path]
             if other != invoice_id
         )
+
+    def _files_at(self, paths: Iterable[str]) -> list[tuple[str, str, str]]:
+        """(path, name, invoice ID) of this scan's files at ``paths`` that yield an ID: one
+        pass over them, each path looked up in a set of those given. (Not the plain ``IN
+        (SELECT value FROM json_each(?))``, which PostgreSQL is given as an array to look up
+        by index: here it would compare each file's path with each path given.)"""
+        rows = self.db.execute(
+            "SELECT path, name, invoice_id FROM temp.scan"
+            " WHERE path IN (SELECT p.value FROM json_each(?) AS p) AND invoice_id IS NOT NULL",
+            (json.dumps(list(paths)),),
+        )
+        return [(path, name, invoice_id) for path, name, invoice_id in rows]
