@@ -16,6 +16,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
@@ -33,6 +34,7 @@ from historykit import (
     read_cost,
     steps_at_two_sizes,
 )
+from sendkit import emulator, send, settings_for
 from typer.testing import CliRunner
 from ublfactory import write_invoice
 
@@ -41,7 +43,7 @@ from invoicectl.journal import Journal, open_journal
 from invoicectl.journal.records import Hold, InvoiceState
 from invoicectl.lifecycle.holds import candidates, damaged_content
 from invoicectl.lifecycle.plan import attention, plan
-from invoicectl.locations import Location
+from invoicectl.locations import JournalURL, Location
 from invoicectl.reconcile.subjects import find_subjects
 from invoicectl.render.formats import to_csv, write_csv, write_json_array, write_json_lines
 from invoicectl.render.listing import STATUS_FIELDS, attention_first, status_records, write_tsv
@@ -146,6 +148,60 @@ def test_a_scan_checks_for_pending_files_renumbered_in_proportion_to_its_files(
 
     small, large = scans_of(100), scans_of(500)
     assert large <= small * 5 * 1.2, (small, large)
+
+
+def test_a_postgresql_send_reads_in_proportion_to_its_invoices(pg_server: Any, tmp_path: Path):
+    """Before: each claim of ``concurrency`` invoices planned again from every pending one,
+    so a send's reads grew with the square of its work (at a concurrency of 2, 100 invoices:
+    15,528 rows read; 500: 208,734)."""
+
+    def rows_read(count: int) -> int:
+        url = pg_server.new_database()
+        outbox = tmp_path / f"outbox-{count}"
+        outbox.mkdir()
+        for n in range(count):
+            write_invoice(outbox, f"W-{n:05d}", name=f"{n}.xml")
+        _counting_every_row_fetched(url)
+        settings = settings_for(JournalURL(url))
+        transport = emulator().transport()
+        _report, summary = send(
+            settings, outbox, transport, rate_per_minute=1_000_000, concurrency=2
+        )
+        assert summary.counts() == {"accepted": count}
+        return _pg_rows_read_in(url)
+
+    small, large = rows_read(100), rows_read(500)
+    assert large <= small * 5 * 1.5, (small, large)
+
+
+def _counting_every_row_fetched(url: str) -> None:
+    """An index-only scan fetches no row: turned off for the database's sessions."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        (name,) = conn.execute("SELECT current_database()").fetchone()
+        conn.execute(f'ALTER DATABASE "{name}" SET enable_indexonlyscan = off')
+
+
+def _pg_rows_read_in(url: str) -> int:
+    """The rows every session read from a database's tables, once the server has counted
+    those of the sessions just ended (each reports when it ends; read until it stands).
+    Not the account's rate budget: each request reads up to the limit's number of its
+    entries, and at the tests' limit of 1,000,000 a minute every earlier request is one."""
+    import psycopg
+
+    query = "SELECT coalesce(sum(seq_tup_read + coalesce(idx_tup_fetch, 0)), 0)"
+    query += " FROM pg_stat_user_tables WHERE relname <> 'rate_starts'"
+    counted = -1
+    with psycopg.connect(url, autocommit=True) as conn:
+        for _ in range(40):
+            conn.execute("SELECT pg_stat_clear_snapshot()")
+            (now,) = conn.execute(query).fetchone()
+            if now == counted:
+                return int(now)
+            counted = now
+            time.sleep(0.25)
+    raise AssertionError(f"the server's counts kept moving: {counted}")
 
 
 def test_the_content_check_answers_for_stored_content_only(journal: Journal, tmp_path: Path):
