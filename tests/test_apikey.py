@@ -40,6 +40,8 @@ def test_repr_and_str_show_only_the_fingerprint() -> None:
     assert SECRET not in repr([key, {"k": key}])
     key.redact("the forms a redaction makes once, kept inside the key")
     assert SECRET not in repr(key._forms) and repr(key) == expected
+    with pytest.raises(TypeError):
+        pickle.dumps(key._forms)
 
 
 def test_equality_and_hash_by_value() -> None:

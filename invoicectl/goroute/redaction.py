@@ -25,7 +25,7 @@ import html
 import re
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 from urllib.parse import unquote
 
 MARKER = "[redacted]"
@@ -58,6 +58,9 @@ class KeyForms:
 
     def __repr__(self) -> str:
         return "KeyForms(...)"
+
+    def __reduce_ex__(self, protocol: object) -> NoReturn:
+        raise TypeError("KeyForms cannot be pickled: it spells the API key out")
 
 
 # A run of this many of the key's characters, in either case, is redacted wherever it stands:
