@@ -14,6 +14,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import psycopg
@@ -25,7 +26,7 @@ from ublfactory import write_invoice
 from invoicectl.errors import InvoiceBusy, JournalLocked
 from invoicectl.journal import locked_journal, open_journal
 from invoicectl.journal.pg_workers import ClaimLost, Heartbeat
-from invoicectl.journal.records import InvoiceState
+from invoicectl.journal.records import InvoiceState, SendOrder
 from invoicectl.lifecycle.holds import hold, hold_with_evidence
 from invoicectl.lifecycle.sending import begin_attempt, claim_key
 from invoicectl.locations import JournalURL
@@ -33,6 +34,7 @@ from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scanning
 from invoicectl.send.history import HELD_BY
 from invoicectl.send.history_loss import still_as_read
+from invoicectl.send.workers import Workers, as_worker
 
 # ---- helpers -----------------------------------------------------------------------------
 
@@ -469,3 +471,30 @@ def test_a_renumbered_files_new_number_a_live_worker_holds_is_busy_not_a_failed_
         report = scanning(outbox)(other)
 
     assert "RENUM-0" in report.busy
+
+
+def test_a_claim_takes_a_share_of_the_plan_but_no_more_than_10_s_of_its_rate(pg_url, tmp_path):
+    """A sixteenth of the plan, so that a send does not plan again for every few invoices;
+    never more than its rate limit sends in 10 s, so that an operator's hold waits no longer
+    (helper-74: 625 invoices a claim, 12 minutes at 100 a minute); its concurrency if more."""
+    outbox, _ids = _outbox(tmp_path, 400)
+    _scanned(pg_url, outbox)
+    with open_journal(JournalURL(pg_url)) as journal:
+        run_id = journal.begin_run("send", {}, base_url="http://sandbox.test")
+
+        def claimed(most: int | None, concurrency: int) -> int:
+            with Workers(
+                journal, run_id, order=SendOrder.due, account="a", lease=30.0, most=most
+            ) as work:
+                return len(work.next_batch(concurrency))
+
+        assert claimed(None, 2) == 25
+        assert claimed(10, 2) == 10
+        assert claimed(10, 40) == 40
+    settings = SimpleNamespace(api_key=None)
+    options = SimpleNamespace(order=SendOrder.due, rate_per_minute=60)
+    with (
+        open_journal(JournalURL(pg_url)) as journal,
+        as_worker(journal, settings, options, run_id=1) as work,
+    ):
+        assert work is not None and work.most == 10  # 60 a minute: 10 in 10 s

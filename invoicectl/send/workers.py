@@ -7,11 +7,11 @@ any number of ``invoicectl send`` processes, on any number of hosts, work the sa
   thread every lease / 3 (``journal.pg_workers.Heartbeat``); ``lease`` is 30 s, or
   ``INVOICECTL_WORKER_LEASE`` seconds;
 - it claims its work a batch at a time (``next_batch``: its concurrency, or a sixteenth of
-  what is left): the plan (replays first, then new sends, as one run would take them), read
-  and claimed in one write transaction, skipping what a live worker holds and taking over
-  what a dead one held; the attempts a dead worker left unanswered are closed as unknown in
-  that same transaction, so they are replayed under their key and bytes, and only while the
-  key's 24-hour window is open (``plan``);
+  what is left, at most 10 s of its rate limit): the plan (replays first, then new sends,
+  as one run would take them), read and claimed in one write transaction, skipping what a
+  live worker holds and taking over what a dead one held; the attempts a dead worker left
+  unanswered are closed as unknown in that same transaction, so they are replayed under
+  their key and bytes, and only while the key's 24-hour window is open (``plan``);
 - every attempt row is written only if this worker still holds the claim and its lease
   (``pg_workers.check_claim``, in the attempt's transaction); a worker whose lease is lost
   (``lost``) starts no more requests;
@@ -41,6 +41,11 @@ DEFAULT_LEASE = 30.0
 # 2.7 million rows read). A share of what is left keeps them in proportion (the plans add
 # up to 16 times the work), and shrinks with the work, so no worker holds much of the end.
 _SHARE_OF_PLAN = 16
+# But never more than the rate limit lets it send in this many seconds: an operator's hold
+# or abandon, and a scan's change, wait while a live worker holds the invoice (helper-74:
+# 625 invoices a claim held for 12 minutes at 100 a minute). A slow send plans seldom
+# anyway: at 100 a minute, a claim of 16 every 10 s.
+_CLAIM_SECONDS = 10
 _LEASE_VARIABLE = "INVOICECTL_WORKER_LEASE"
 
 
@@ -70,8 +75,9 @@ def as_worker(journal: Any, settings: Any, options: Any, run_id: int) -> Iterato
         return
     key = settings.api_key
     account = key.fingerprint if key is not None else "no key"
+    most = max(1, options.rate_per_minute * _CLAIM_SECONDS // 60)
     with Workers(
-        journal, run_id, order=options.order, account=account, lease=lease_seconds()
+        journal, run_id, order=options.order, account=account, lease=lease_seconds(), most=most
     ) as work:
         yield work
 
@@ -80,10 +86,18 @@ class Workers:
     """This process as a worker of the journal for one run; ``close()`` retires it."""
 
     def __init__(
-        self, journal: Any, run_id: int, *, order: SendOrder, account: str, lease: float
+        self,
+        journal: Any,
+        run_id: int,
+        *,
+        order: SendOrder,
+        account: str,
+        lease: float,
+        most: int | None = None,
     ) -> None:
         self.journal = journal
         self.order = order
+        self.most = most  # the largest share of the plan a claim takes (``_CLAIM_SECONDS``)
         self.account = account
         self.worker_id = journal.become_worker(run_id, lease)
         self.heartbeat = Heartbeat(journal.path.connection_url(), self.worker_id, lease).start()
@@ -102,16 +116,19 @@ class Workers:
         return bool(batch)
 
     def next_batch(self, limit: int) -> list[tuple[str, bool]]:
-        """At least ``limit`` (invoice ID, replay?), or a share of the plan
-        (``_SHARE_OF_PLAN``), now claimed by this worker, in the plan's order; empty when
-        nothing is left that no live worker holds."""
+        """Up to ``limit`` (invoice ID, replay?), or a share of the plan up to ``most``
+        (``_SHARE_OF_PLAN``) when that is more, now claimed by this worker, in the plan's
+        order; empty when nothing is left that no live worker holds."""
         if self.lost:
             return []
         with self.journal.transaction():
             close_unanswered(self.journal)  # a dead worker's requests: unknown, replayed
             planned = plan(self.journal, self.journal.clock(), self.order)
             candidates = [*planned.replays, *planned.pending]
-            share = max(limit, len(candidates) // _SHARE_OF_PLAN)
+            share = len(candidates) // _SHARE_OF_PLAN
+            if self.most is not None:
+                share = min(share, self.most)
+            share = max(limit, share)
             taken = self.journal.claim_invoices(candidates, share)
         replays = set(planned.replays)
         return [(invoice_id, invoice_id in replays) for invoice_id in taken]
