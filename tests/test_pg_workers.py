@@ -27,6 +27,7 @@ from invoicectl.errors import InvoiceBusy, JournalLocked
 from invoicectl.journal import locked_journal, open_journal
 from invoicectl.journal.pg_workers import ClaimLost, Heartbeat
 from invoicectl.journal.records import InvoiceState, SendOrder
+from invoicectl.lifecycle.evidence import FoundMeanwhile, note_evidence, standing_evidence
 from invoicectl.lifecycle.holds import hold, hold_with_evidence
 from invoicectl.lifecycle.sending import begin_attempt, claim_key
 from invoicectl.locations import JournalURL
@@ -440,13 +441,55 @@ def test_a_history_check_leaves_what_another_hosts_send_took_up_since_it_read(
         read_before = checking.invoice(ids[0])
         with b.transaction():
             b.claim_invoices([ids[0]], 1)
+        begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")  # B's request
 
         hold_with_evidence(checking, read_before, "GoRoute holds it", HELD_BY)  # B holds it
 
-        assert checking.invoice(ids[0]).hold is None
-        begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")  # B's request
+        now = checking.invoice(ids[0])
+        assert now.hold is None and standing_evidence(checking, now) is None  # nothing false
         assert still_as_read(checking, read_before) is None  # no finding of A's any more
         assert still_as_read(checking, checking.invoice(ids[1])) == checking.invoice(ids[1])
+
+
+def test_what_another_hosts_check_finds_in_a_workers_claim_is_held_not_sent(
+    two_workers, tmp_path: Path
+):
+    """helper-74: host B claimed an invoice before host A's history check found it at
+    GoRoute (delivered before the journal was lost, say); A cannot hold what B holds, and B,
+    whose own check came before the invoice was scanned, sent it: delivered twice. Now A
+    notes the evidence, and B's first request meets it in its write transaction."""
+    _a, b, ids = two_workers(30.0)
+    with open_journal(b.path) as checking:
+        with b.transaction():
+            b.claim_invoices([ids[0]], 1)
+        found = "GoRoute holds it: txn-elsewhere"
+        hold_with_evidence(checking, checking.invoice(ids[0]), found, HELD_BY)  # B holds it
+
+        with pytest.raises(FoundMeanwhile) as refused:
+            begin_attempt(b, b.run_id, claim_key(b, ids[0], replay=False), "body")
+        assert refused.value.evidence == found
+        assert b.attempts(ids[0]) == [] and b.invoice(ids[0]).key_first_used_at is None
+
+
+def test_a_send_of_several_hosts_holds_a_claimed_invoice_found_meanwhile(pg_url, tmp_path):
+    """The worker that meets evidence at its first request holds the invoice for a person
+    and sends the rest; nothing is sent for it."""
+    outbox, ids = _outbox(tmp_path, 3)
+    _scanned(pg_url, outbox)
+    with open_journal(JournalURL(pg_url)) as journal:
+        note_evidence(journal, journal.invoice(ids[1]), "GoRoute holds it: txn-elsewhere")
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        finished = _worker(outbox, pg_url, server.base_url, "--trust-new-journal")
+        finished.communicate(timeout=60)
+        stats = sandbox.stats()
+    with open_journal(JournalURL(pg_url)) as journal:
+        held = journal.invoice(ids[1])
+        assert held.hold is not None and "txn-elsewhere" in (held.hold_reason or "")
+        assert journal.attempts(ids[1]) == []
+        assert [journal.invoice(i).state for i in (ids[0], ids[2])] == [InvoiceState.accepted] * 2
+    assert_each_delivered_once(stats, [ids[0], ids[2]])
+    assert ids[1] not in stats["per_invoice"]
 
 
 def test_a_renumbered_files_new_number_a_live_worker_holds_is_busy_not_a_failed_scan(

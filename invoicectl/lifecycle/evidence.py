@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from invoicectl.errors import JournalError
 from invoicectl.journal.records import Event, Invoice, InvoiceState
 
 EVIDENCE = "delivery_evidence"
@@ -143,3 +144,22 @@ def _from_the_row(invoice: Invoice) -> str | None:
             "first send of it)"
         )
     return None
+
+
+class FoundMeanwhile(JournalError):
+    """A first send refused: evidence that GoRoute holds the invoice already stands, noted
+    since it was claimed by another host's history check, which cannot hold an invoice a
+    live worker holds (``holds.hold_with_evidence``). The worker holds it instead."""
+
+    def __init__(self, invoice_id: str, evidence: str) -> None:
+        super().__init__(f"invoice {invoice_id}: {evidence}; nothing was sent")
+        self.invoice_id, self.evidence = invoice_id, evidence
+
+
+def refuse_found_meanwhile(journal: JournalBackend, invoice: Invoice) -> None:
+    """``FoundMeanwhile`` for a first send on a journal several hosts send from (one with a
+    worker registered), where evidence stands; read in the attempt's write transaction."""
+    if invoice.key_first_used_at is None and getattr(journal, "worker_id", None) is not None:
+        evidence = standing_evidence(journal, invoice)
+        if evidence is not None:
+            raise FoundMeanwhile(invoice.invoice_id, evidence)

@@ -86,8 +86,10 @@ def hold_with_evidence(
     """Held for ``reason``, what GoRoute was found to hold of it, with evidence that stands
     whoever holds it and whatever its state becomes; a --new-version's keeps no transaction
     as its own, and an accepted one no evidence (it would stand once the new version made it
-    pending). Nothing, when a live send worker holds it (another host sends it, on a shared
-    journal, and its own check judged it)."""
+    pending). When a live send worker holds it (another host, on a shared journal): the
+    evidence alone, while that worker has not sent it (its claim may predate its own check),
+    which its first request finds (``evidence.refuse_found_meanwhile``) and holds it for;
+    nothing once it has."""
     try:
         if invoice.key_first_used_at is None:
             found = existing_transaction_id
@@ -95,7 +97,10 @@ def hold_with_evidence(
         else:
             hold_found(journal, invoice, reason, by)
     except InvoiceBusy:
-        return
+        now = journal.invoice(invoice.invoice_id)
+        if now is None or now.key_first_used_at is not None:
+            return  # that host's send took it up: what was found may be that send
+        invoice = now
     if invoice.state is not InvoiceState.accepted:
         note_evidence(journal, invoice, reason)
 

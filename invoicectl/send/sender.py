@@ -41,6 +41,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.pg_workers import ClaimLost
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
+from invoicectl.lifecycle.evidence import HISTORY_CHECK, FoundMeanwhile
 from invoicectl.lifecycle.holds import hold, hold_damaged
 from invoicectl.lifecycle.plan import held_for_reconcile, plan
 from invoicectl.lifecycle.sending import (
@@ -106,12 +107,9 @@ class Sender:
         self.on_progress = on_progress
         self.on_wait = on_wait
         self.on_durable_attempt = on_durable_attempt
+        permits = None if work is None else work.permits
         self.limiter = RateLimiter(
-            options.rate_per_minute,
-            clock=monotonic,
-            sleep=sleep,
-            on_wait=on_wait,
-            permits=None if work is None else work.permits,
+            options.rate_per_minute, clock=monotonic, sleep=sleep, on_wait=on_wait, permits=permits
         )
         self.receivers = (
             ReceiverChecks(
@@ -223,13 +221,15 @@ class Sender:
                 continue
             try:
                 result = await self._send_one(invoice_id, replay)
-            except (ClaimLost, TransitionRefused) as refused:
+            except (ClaimLost, TransitionRefused, FoundMeanwhile) as refused:
                 if self.work is None:
                     raise  # one run holds the journal: a refusal is a bug, never data
                 # Another worker took it over, or a scan changed it after the claim:
                 # nothing was sent for it (the guard), and it is left to the plan.
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
+                elif isinstance(refused, FoundMeanwhile):
+                    self._hold(invoice_id, refused.evidence, HISTORY_CHECK, self.held_at_replay)
                 continue
             if result is not None:
                 self.summary.results.append(result)
