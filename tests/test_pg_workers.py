@@ -19,11 +19,12 @@ from typing import Any
 
 import psycopg
 import pytest
-from processkit import send_process
-from sendkit import assert_each_delivered_once, emulator
+from processkit import run_cli, send_process
+from sendkit import assert_each_delivered_once, emulator, send, settings_for
 from ublfactory import write_invoice
 
 from invoicectl.errors import InvoiceBusy, JournalLocked
+from invoicectl.goroute.transactions import Transaction
 from invoicectl.journal import locked_journal, open_journal
 from invoicectl.journal.pg_workers import ClaimLost, Heartbeat
 from invoicectl.journal.records import InvoiceState, SendOrder
@@ -35,6 +36,7 @@ from invoicectl.sandbox import BackgroundServer
 from invoicectl.scan.ingest import scanning
 from invoicectl.send.history import HELD_BY
 from invoicectl.send.history_loss import still_as_read
+from invoicectl.send.history_texts import found_reason
 from invoicectl.send.workers import Workers, as_worker
 
 # ---- helpers -----------------------------------------------------------------------------
@@ -490,6 +492,43 @@ def test_a_send_of_several_hosts_holds_a_claimed_invoice_found_meanwhile(pg_url,
         assert [journal.invoice(i).state for i in (ids[0], ids[2])] == [InvoiceState.accepted] * 2
     assert_each_delivered_once(stats, [ids[0], ids[2]])
     assert ids[1] not in stats["per_invoice"]
+
+
+def test_what_a_worker_holds_as_found_meanwhile_reconcile_judges_and_adopts(pg_url, tmp_path):
+    """helper-75: the hold a worker places for what another host's check found keeps the
+    transaction found, as the check's own hold does: its reason sends the operator to
+    `reconcile`, which judges only a held never-sent invoice with that transaction."""
+    outbox, ids = _outbox(tmp_path, 3)
+    sandbox = emulator()
+    earlier = tmp_path / "earlier"
+    earlier.mkdir()
+    (earlier / f"{ids[1]}.xml").write_bytes((outbox / f"{ids[1]}.xml").read_bytes())
+    send(settings_for(tmp_path / "earlier.db"), earlier, sandbox.transport())  # before the loss
+    (txn,) = [t for t in sandbox.state.book.all() if t.document_id == ids[1]]
+    _scanned(pg_url, outbox)
+    with open_journal(JournalURL(pg_url)) as journal:
+        invoice = journal.invoice(ids[1])
+        seen = Transaction(
+            transaction_id=txn.id,
+            invoice_number=ids[1],
+            document_type=invoice.document_type,
+            receiver=invoice.receiver or invoice.receiver_id,
+            status="delivered",
+        )
+        reason, existing = found_reason(invoice, (seen,))
+        assert existing == txn.id  # what the check's own hold would keep
+        note_evidence(journal, invoice, reason)  # what the check notes when a worker holds it
+    with BackgroundServer(sandbox) as server:
+        finished = _worker(outbox, pg_url, server.base_url, "--trust-new-journal")
+        finished.communicate(timeout=60)
+        with open_journal(JournalURL(pg_url)) as journal:
+            held = journal.invoice(ids[1])
+            assert held.hold is not None and held.existing_transaction_id == txn.id
+        sandbox.advance_clock(3600)  # every delivery final
+        code, out, err = run_cli(JournalURL(pg_url), server.base_url, "reconcile", "--apply")
+    assert code == 0, out + err
+    assert _states(pg_url) == dict.fromkeys(ids, "accepted")
+    assert_each_delivered_once(sandbox.stats(), ids)
 
 
 def test_a_renumbered_files_new_number_a_live_worker_holds_is_busy_not_a_failed_scan(

@@ -20,6 +20,7 @@ the row (``_from_the_row``): a reconcile verdict that found it, or a history che
 
 from __future__ import annotations
 
+import re
 from typing import Protocol
 
 from invoicectl.errors import JournalError
@@ -154,6 +155,10 @@ class FoundMeanwhile(JournalError):
     def __init__(self, invoice_id: str, evidence: str) -> None:
         super().__init__(f"invoice {invoice_id}: {evidence}; nothing was sent")
         self.invoice_id, self.evidence = invoice_id, evidence
+        # The one transaction the check found of it, kept as its hold keeps it, for reconcile
+        # to judge and adopt (the reason's wording: ``send.history_texts.found_reason``).
+        named = re.match(r"GoRoute already holds transaction (\S+) \(", evidence)
+        self.existing = named.group(1) if named else None
 
 
 def refuse_found_meanwhile(journal: JournalBackend, invoice: Invoice) -> None:

@@ -25,6 +25,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.evidence import (
     HISTORY_CHECK,
+    FoundMeanwhile,
     dismiss_evidence,
     note_evidence,
     note_verdict,
@@ -103,6 +104,14 @@ def hold_with_evidence(
         invoice = now
     if invoice.state is not InvoiceState.accepted:
         note_evidence(journal, invoice, reason)
+
+
+def hold_meanwhile(journal: JournalBackend, refused: FoundMeanwhile) -> bool:
+    """A worker's hold of what another host's check found after the worker claimed it, as
+    that check would have held it (``hold_with_evidence``), with the one transaction found
+    for reconcile to judge; whether it was held."""
+    found, why = refused.existing, refused.evidence
+    return hold(journal, refused.invoice_id, why, HISTORY_CHECK, existing_transaction_id=found).done
 
 
 def abandon(

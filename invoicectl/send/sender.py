@@ -41,8 +41,8 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.pg_workers import ClaimLost
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
-from invoicectl.lifecycle.evidence import HISTORY_CHECK, FoundMeanwhile
-from invoicectl.lifecycle.holds import hold, hold_damaged
+from invoicectl.lifecycle.evidence import FoundMeanwhile
+from invoicectl.lifecycle.holds import hold, hold_damaged, hold_meanwhile
 from invoicectl.lifecycle.plan import held_for_reconcile, plan
 from invoicectl.lifecycle.sending import (
     WorkItem,
@@ -228,8 +228,8 @@ class Sender:
                 # nothing was sent for it (the guard), and it is left to the plan.
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
-                elif isinstance(refused, FoundMeanwhile):
-                    self._hold(invoice_id, refused.evidence, HISTORY_CHECK, self.held_at_replay)
+                elif isinstance(refused, FoundMeanwhile) and hold_meanwhile(self.journal, refused):
+                    self.held_at_replay.append(invoice_id)
                 continue
             if result is not None:
                 self.summary.results.append(result)
