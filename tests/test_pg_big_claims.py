@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import signal
 import time
+from typing import Any
 
 import psycopg
 import pytest
@@ -20,6 +21,13 @@ def _claims(url: str) -> dict[int, int]:
     return {int(w): int(n) for w, n in rows}
 
 
+def _wait_for_sends(sandbox: Any, count: int) -> None:
+    """Until the emulator has had ``count`` sends (a minute at most)."""
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and sandbox.stats()["sends_received"] < count:
+        time.sleep(0.02)
+
+
 @pytest.mark.slow
 def test_a_worker_paused_past_its_lease_with_a_big_claim_loses_it_to_the_other(pg_url, tmp_path):
     outbox, ids = _outbox(tmp_path, 400)
@@ -28,9 +36,7 @@ def test_a_worker_paused_past_its_lease_with_a_big_claim_loses_it_to_the_other(p
     with BackgroundServer(sandbox) as server:
         args = ("--concurrency", "2", "--json")
         paused = _worker(outbox, pg_url, server.base_url, *args, lease=2.0)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sandbox.stats()["sends_received"] < 5:
-            time.sleep(0.02)
+        _wait_for_sends(sandbox, 5)
         paused.send_signal(signal.SIGSTOP)
         held = _claims(pg_url)
         assert max(held.values()) >= 20  # a big claim (400 // 16)
@@ -78,9 +84,7 @@ def test_sigterm_with_a_big_claim_queued_gives_it_back(pg_url, tmp_path):
     sandbox = emulator(latency_ms=100.0)
     with BackgroundServer(sandbox) as server:
         first = _worker(outbox, pg_url, server.base_url, "--concurrency", "2", "--json")
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and sandbox.stats()["sends_received"] < 6:
-            time.sleep(0.02)
+        _wait_for_sends(sandbox, 6)
         first.send_signal(signal.SIGTERM)
         out, err = first.communicate(timeout=120)
         assert first.returncode not in (0, 1), (out[-3000:], err)

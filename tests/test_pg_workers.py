@@ -6,6 +6,7 @@ matter (kills, pauses), the emulator over real HTTP (``BackgroundServer``).
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import signal
@@ -482,9 +483,12 @@ def test_a_send_of_several_hosts_holds_a_claimed_invoice_found_meanwhile(pg_url,
         note_evidence(journal, journal.invoice(ids[1]), "GoRoute holds it: txn-elsewhere")
     sandbox = emulator()
     with BackgroundServer(sandbox) as server:
-        finished = _worker(outbox, pg_url, server.base_url, "--trust-new-journal")
-        finished.communicate(timeout=60)
+        finished = _worker(outbox, pg_url, server.base_url, "--trust-new-journal", "--json")
+        out, _err = finished.communicate(timeout=60)
         stats = sandbox.stats()
+    summary = json.loads(out)
+    assert summary["held_for_reconcile"] == [ids[1]] and summary["held_at_replay"] == []
+    assert summary["not_started"] == 0 and summary["exit_code"] == finished.returncode == 4
     with open_journal(JournalURL(pg_url)) as journal:
         held = journal.invoice(ids[1])
         assert held.hold is not None and "txn-elsewhere" in (held.hold_reason or "")

@@ -229,7 +229,8 @@ class Sender:
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
                 elif isinstance(refused, FoundMeanwhile) and hold_meanwhile(self.journal, refused):
-                    self.held_at_replay.append(invoice_id)
+                    self.summary.found_meanwhile += (invoice_id,)
+                    self.summary.held += (invoice_id,)
                 continue
             if result is not None:
                 self.summary.results.append(result)

@@ -82,6 +82,9 @@ class SendSummary:
     held_for_validation: tuple[str, ...] = ()  # invoices held: GoRoute found them invalid
     held_for_damage: tuple[str, ...] = ()  # invoices held: their stored copy is damaged
     held_at_replay: tuple[str, ...] = ()  # held: not the key or body a request carried
+    # Held for reconcile, in ``held`` too: planned, then found at GoRoute by another host's
+    # history check after this worker claimed them (``evidence.FoundMeanwhile``).
+    found_meanwhile: tuple[str, ...] = ()
     durable_commits: int = 0  # commits of attempts and answers (send/commits.py)
     durable_writes: int = 0  # the writes they held: writes / commits is the grouping
     # Live, for the progress bar (not in to_dict): invoices whose last try got no final
@@ -173,6 +176,7 @@ class SendSummary:
             + len(self.held_for_validation)
             + len(self.held_for_damage)
             + len(self.held_at_replay)
+            + len(self.found_meanwhile)
         )
         return self.planned - len(self.results) - held
 
