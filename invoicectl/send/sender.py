@@ -225,7 +225,7 @@ class Sender:
                 if self.work is None:
                     raise  # one run holds the journal: a refusal is a bug, never data
                 # Another worker took it over, or a scan changed it after the claim:
-                # nothing was sent for it (the guard), and it is left to the plan.
+                # nothing was sent for it (the guard); left to the plan, or held if found meanwhile.
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
                 elif isinstance(refused, FoundMeanwhile) and hold_meanwhile(self.journal, refused):
