@@ -86,14 +86,7 @@ class Workers:
     """This process as a worker of the journal for one run; ``close()`` retires it."""
 
     def __init__(
-        self,
-        journal: Any,
-        run_id: int,
-        *,
-        order: SendOrder,
-        account: str,
-        lease: float,
-        most: int | None = None,
+        self, journal: Any, run_id: int, *, order: SendOrder, account: str, lease: float, most: int
     ) -> None:
         self.journal = journal
         self.order = order
@@ -125,10 +118,7 @@ class Workers:
             close_unanswered(self.journal)  # a dead worker's requests: unknown, replayed
             planned = plan(self.journal, self.journal.clock(), self.order)
             candidates = [*planned.replays, *planned.pending]
-            share = len(candidates) // _SHARE_OF_PLAN
-            if self.most is not None:
-                share = min(share, self.most)
-            share = max(limit, share)
+            share = max(limit, min(len(candidates) // _SHARE_OF_PLAN, self.most))
             taken = self.journal.claim_invoices(candidates, share)
         replays = set(planned.replays)
         return [(invoice_id, invoice_id in replays) for invoice_id in taken]
