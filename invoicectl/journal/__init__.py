@@ -147,6 +147,35 @@ def scan_turn(journal: JournalBackend) -> Iterator[None]:
         yield
 
 
+class CheckTurn:
+    """A send's history check (``send/history.py``) on a journal several hosts send from,
+    held from before the scan whose invoices it will check to the check's end: while one
+    host holds it, no other first-sends an invoice (``lifecycle.evidence``), which it might
+    be about to find at GoRoute. A SQLite journal's run lock makes its one run the only one,
+    and this does nothing there."""
+
+    def __init__(self, journal: JournalBackend) -> None:
+        self.journal = journal
+        self._give_back: Callable[[], None] | None = None
+
+    @property
+    def shared(self) -> bool:
+        """Whether other hosts may send from the journal (a PostgreSQL one)."""
+        return not isinstance(self.journal, Journal)
+
+    def take(self) -> None:
+        """Wait for the turn and hold it, until ``give_back`` (nothing on SQLite)."""
+        if self._give_back is None and self.shared:
+            from invoicectl.journal.pg_journal import PgJournal, take_check_turn
+
+            self._give_back = take_check_turn(cast(PgJournal, self.journal))
+
+    def give_back(self) -> None:
+        give_back, self._give_back = self._give_back, None
+        if give_back is not None:
+            give_back()
+
+
 @contextmanager
 def _explained(location: Location) -> Iterator[None]:
     if isinstance(location, JournalURL):

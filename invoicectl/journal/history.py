@@ -109,6 +109,11 @@ class HistoryRecords(JournalBase):
         ).fetchone()
         return row is not None
 
+    def check_underway(self) -> bool:
+        """Whether another host's history check runs (``pg_journal.CheckTurn``): never on a
+        SQLite journal, which one run at a time holds."""
+        return False
+
     def history_check_outcomes(self, why: str, since: str) -> list[dict[str, Any]]:
         """The outcomes of the checks recorded for ``why`` at ``since`` or later."""
         rows = self.db.execute(

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -288,6 +288,16 @@ class PgJournal(
     def savepoints_in_memory(self) -> None:
         """PostgreSQL keeps a savepoint's undo in its own memory: nothing to change."""
 
+    def check_underway(self) -> bool:
+        """Whether another session holds the check turn (``take_check_turn``). Asked in a
+        first send's write transaction, whose shared hold on the turn lasts to its commit:
+        a check starting meanwhile waits for that attempt row, and so never reads its invoice
+        as never sent while it goes out."""
+        (free,) = self.db.execute(
+            f"SELECT pg_try_advisory_xact_lock_shared({_CHECK_LOCK})"
+        ).fetchone()
+        return not free
+
 
 # One run at a time on a PostgreSQL journal, as the SQLite journal's run lock: a session
 # advisory lock, which the server lets go when the connection ends, however the process did.
@@ -296,6 +306,8 @@ class PgJournal(
 _RUN_LOCK = 0x1A7C_0002
 # The scan a send starts with: one at a time among the workers (waited for, not refused).
 _SCAN_LOCK = 0x1A7C_0003
+# A first send's history check, with the scan before it: no worker first-sends meanwhile.
+_CHECK_LOCK = 0x1A7C_0004
 
 
 @contextmanager
@@ -340,3 +352,17 @@ def pg_scan_turn(journal: PgJournal) -> Iterator[None]:
     finally:
         if not conn.raw.closed:
             conn.execute(f"SELECT pg_advisory_unlock({_SCAN_LOCK})")
+
+
+def take_check_turn(journal: PgJournal) -> Callable[[], None]:
+    """The check turn, waited for (another host's check, or the first sends in their write
+    transactions); returns what gives it back. The server lets it go when the session ends,
+    however the process did, so a check that died stops no other host for long."""
+    conn = cast(PgConnection, journal.db.conn)
+    conn.execute(f"SELECT pg_advisory_lock({_CHECK_LOCK})")
+
+    def give_back() -> None:
+        if not conn.raw.closed:
+            conn.execute(f"SELECT pg_advisory_unlock({_CHECK_LOCK})")
+
+    return give_back

@@ -40,13 +40,16 @@ HISTORY_CHECK = "history check"
 
 
 class JournalBackend(Protocol):
-    """What evidence needs of a journal: an invoice's audit trail, read and added to."""
+    """What evidence needs of a journal: an invoice's audit trail, read and added to, and
+    whether another host's history check runs."""
 
     def events(self, invoice_id: str) -> list[Event]: ...
 
     def add_event(
         self, invoice_id: str | None, kind: str, detail: str, run_id: int | None = None
     ) -> None: ...
+
+    def check_underway(self) -> bool: ...
 
 
 def standing_evidence(journal: JournalBackend, invoice: Invoice) -> str | None:
@@ -161,10 +164,29 @@ class FoundMeanwhile(JournalError):
         self.existing = named.group(1) if named else None
 
 
-def refuse_found_meanwhile(journal: JournalBackend, invoice: Invoice) -> None:
-    """``FoundMeanwhile`` for a first send on a journal several hosts send from (one with a
-    worker registered), where evidence stands; read in the attempt's write transaction."""
+# How often a worker whose first send met another host's check asks again (seconds).
+CHECK_POLL = 1.0
+
+
+class CheckUnderway(JournalError):
+    """A first send refused while another host's history check runs (``journal.CheckTurn``):
+    that check may be about to find the invoice at GoRoute. Nothing was sent; the worker asks
+    again once it has ended."""
+
+    def __init__(self, invoice_id: str) -> None:
+        super().__init__(
+            f"invoice {invoice_id}: another host is checking GoRoute's transactions before "
+            "its first send from this journal; nothing was sent for it yet"
+        )
+
+
+def refuse_first_send(journal: JournalBackend, invoice: Invoice) -> None:
+    """On a journal several hosts send from (one with a worker registered), a first send is
+    refused while another host's history check runs (``CheckUnderway``), or where evidence it
+    noted meanwhile stands (``FoundMeanwhile``); read in the attempt's write transaction."""
     if invoice.key_first_used_at is None and getattr(journal, "worker_id", None) is not None:
+        if journal.check_underway():
+            raise CheckUnderway(invoice.invoice_id)
         evidence = standing_evidence(journal, invoice)
         if evidence is not None:
             raise FoundMeanwhile(invoice.invoice_id, evidence)

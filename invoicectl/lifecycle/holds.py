@@ -89,7 +89,7 @@ def hold_with_evidence(
     as its own, and an accepted one no evidence (it would stand once the new version made it
     pending). When a live send worker holds it (another host, on a shared journal): the
     evidence alone, while that worker has not sent it (its claim may predate its own check),
-    which its first request finds (``evidence.refuse_found_meanwhile``) and holds it for;
+    which its first request finds (``evidence.refuse_first_send``) and holds it for;
     nothing once it has."""
     try:
         if invoice.key_first_used_at is None:

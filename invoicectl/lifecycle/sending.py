@@ -31,7 +31,7 @@ from invoicectl.goroute.outcomes import (
 )
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import AttemptAnswer, Invoice, InvoiceState
-from invoicectl.lifecycle.evidence import refuse_found_meanwhile
+from invoicectl.lifecycle.evidence import refuse_first_send
 from invoicectl.lifecycle.keys import idempotency_key
 from invoicectl.lifecycle.refusals import NOT_PROCESSED
 from invoicectl.lifecycle.transitions import Transition, TransitionRefused, check, current, write
@@ -102,7 +102,7 @@ def begin_attempt(
         invoice = current(journal, item.invoice_id)
         check(Transition.use_key, invoice)
         _check_same_key(invoice, item)
-        refuse_found_meanwhile(journal, invoice)
+        refuse_first_send(journal, invoice)
         attempt_id = journal.begin_attempt(
             run_id, item.invoice_id, item.sha256, item.key, body_sha256, started_at=now
         )

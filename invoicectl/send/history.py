@@ -115,13 +115,15 @@ def check_history(
     *,
     transport: httpx.AsyncBaseTransport | None,
     clocks: RunClocks,
+    take_turn: Callable[[], None],
     run: Callable[[Coroutine[Any, Any, Search]], Search] | None = None,
 ) -> tuple[SendOptions, MarkerKeeper | None]:
     """Check GoRoute before a journal with no (or lost) history sends; leave the outbox
     marker naming this journal and run. Returns ``options`` with the deadline less the time
     the check took, and the keeper of the marker written (None when none was), for the run
     to bring up to date as it sends. Raises ``HistoryUnchecked`` when the check was needed
-    and failed.
+    and failed. ``take_turn``: called when it checks (``journal.CheckTurn``; the run may
+    have taken it before its scan).
     ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
     change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
@@ -143,6 +145,8 @@ def check_history(
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
             started = clocks.monotonic()
+    if lost or fresh:  # no other host first-sends from here to the check's end
+        take_turn()
     to_check = never_sent(journal) + again if lost or fresh else []  # read when it matters
     if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"

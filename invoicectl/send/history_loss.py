@@ -31,7 +31,7 @@ from invoicectl.journal.failures import RESTORE
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
-from invoicectl.send.marker import Marker
+from invoicectl.send.marker import Marker, marker_entry, read_marker
 from invoicectl.send.options import SendOptions
 from invoicectl.text import first_few, one_line
 
@@ -93,6 +93,20 @@ def history_lost(
             "its -wal file lost?)"
         )
     return None
+
+
+def check_ahead(
+    journal: JournalBackend, base_url: str, profile: str | None, options: SendOptions
+) -> bool:
+    """Whether this send's history check is certain before its scan (``journal.CheckTurn``):
+    its journal never sent to ``base_url`` nor checked it, or the outbox's marker says it
+    lost history. A long silence shows only after the scan, and takes the turn then."""
+    if not journal.has_sent_to(base_url) and not journal.history_checked(base_url):
+        return True
+    if options.outbox is None:
+        return False
+    marker, _problem = read_marker(options.outbox, marker_entry(base_url, profile))
+    return history_lost(journal, journal.identity(), marker, base_url, options) is not None
 
 
 class NewestPages(NamedTuple):

@@ -18,7 +18,7 @@ from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, binding_of, check_environment
 from invoicectl.errors import ExitCode, worst
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
-from invoicectl.journal import locked_journal, opened_journal, scan_turn
+from invoicectl.journal import CheckTurn, locked_journal, opened_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
 from invoicectl.lifecycle.contradicted import hold_contradicted
@@ -37,6 +37,7 @@ from invoicectl.runs import (
 )
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
+from invoicectl.send.history_loss import check_ahead
 from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
@@ -89,6 +90,11 @@ def send(
                 options.outbox, settings.base_url, journal_id, options.supplier, settings.journal
             )
             held.enter_context(turn)
+        # Where several hosts send, none first-sends while this one's history check runs.
+        check_turn = CheckTurn(journal)
+        held.callback(check_turn.give_back)
+        if check_turn.shared and check_ahead(journal, settings.base_url, settings.profile, options):
+            check_turn.take()  # before the scan: its invoices are the check's
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
@@ -129,8 +135,10 @@ def send(
                 run_id,
                 transport=transport,
                 clocks=clocks,
+                take_turn=check_turn.take,
                 run=lambda main: run_cancelled_by_signals(signals, main),
             )
+            check_turn.give_back()
 
             def bind() -> None:
                 bind_environment(journal, allow_change=allow_environment_change, **binding)

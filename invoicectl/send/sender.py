@@ -41,7 +41,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.pg_workers import ClaimLost
 from invoicectl.journal.records import Invoice, InvoiceState
 from invoicectl.lifecycle.decisions import new_version
-from invoicectl.lifecycle.evidence import FoundMeanwhile
+from invoicectl.lifecycle.evidence import CHECK_POLL, CheckUnderway, FoundMeanwhile
 from invoicectl.lifecycle.holds import hold, hold_damaged, hold_meanwhile
 from invoicectl.lifecycle.plan import held_for_reconcile, plan
 from invoicectl.lifecycle.sending import (
@@ -221,20 +221,21 @@ class Sender:
                 continue
             try:
                 result = await self._send_one(invoice_id, replay)
-            except (ClaimLost, TransitionRefused, FoundMeanwhile) as refused:
+            except (ClaimLost, TransitionRefused, FoundMeanwhile, CheckUnderway) as refused:
                 if self.work is None:
                     raise  # one run holds the journal: a refusal is a bug, never data
-                # Another worker took it over, or a scan changed it after the claim:
-                # nothing was sent for it (the guard); left to the plan, or held if found meanwhile.
+                # Nothing sent (the guard): left to the plan, asked again, or held (evidence).
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
+                elif isinstance(refused, CheckUnderway):
+                    await self.limiter.sleep(CHECK_POLL)
+                    queue.put_nowait((invoice_id, replay))
                 elif isinstance(refused, FoundMeanwhile) and hold_meanwhile(self.journal, refused):
                     self.summary.found_meanwhile += (invoice_id,)
                     self.summary.held += (invoice_id,)
                 continue
             if result is not None:
-                self.summary.results.append(result)
-                self.on_progress(result, self.summary)
+                self._report(result)
 
     async def _send_one(self, invoice_id: str, replay: bool) -> InvoiceResult | None:
         # The key and its bytes, checked against their sha256; nothing written before a request.
@@ -325,7 +326,8 @@ class Sender:
         except asyncio.CancelledError:
             # Unused key back, or unknown: then it counts as unanswered, to be replayed.
             if settle(self.journal, item, None) is InvoiceState.unknown:
-                self._unanswered(item, replay, requests)
+                unanswered = current(self.journal, invoice_id)
+                self._report(InvoiceResult.of(unanswered, item.key, replay, requests))
             raise
         except _WindowClosed:
             outcome = None
@@ -360,9 +362,7 @@ class Sender:
         if hold(self.journal, invoice_id, reason, by=by).done:
             held.append(invoice_id)
 
-    def _unanswered(self, item: WorkItem, replay: bool, requests: int) -> None:
-        invoice = current(self.journal, item.invoice_id)
-        result = InvoiceResult.of(invoice, item.key, replay, requests)
+    def _report(self, result: InvoiceResult) -> None:
         self.summary.results.append(result)
         self.on_progress(result, self.summary)
 

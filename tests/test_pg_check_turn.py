@@ -1,0 +1,151 @@
+"""No host first-sends while another host's history check runs (``journal.CheckTurn``).
+
+helper-74/75: on a PostgreSQL journal, host A's history check (its journal lost history,
+say) reads the invoices it will look for, then searches GoRoute for a while. Host B, sending
+from the same journal, could claim and send one of them during that search: an invoice
+GoRoute already held (delivered before the loss) went out again. Now a check holds a turn
+from before its scan to its end, and a first send's write transaction refuses while another
+session holds it; a check starting waits for first sends already in their transactions.
+
+Real PostgreSQL, the real CLI in subprocesses, the emulator over real HTTP.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from processkit import run_cli, run_send, wait_for
+from sendkit import assert_each_delivered_once, emulator
+from test_pg_workers import _outbox, _scanned, _worker
+from ublfactory import write_invoice
+
+from invoicectl.journal import CheckTurn, open_journal
+from invoicectl.lifecycle.evidence import CheckUnderway, standing_evidence
+from invoicectl.lifecycle.sending import begin_attempt, claim_key
+from invoicectl.locations import JournalURL
+from invoicectl.sandbox import BackgroundServer
+
+
+def _worker_journal(url: str) -> Any:
+    journal: Any = open_journal(JournalURL(url))
+    journal.run_id = journal.begin_run("send", {})
+    journal.become_worker(journal.run_id, 30.0)
+    return journal
+
+
+def test_a_first_send_is_refused_while_another_host_checks_and_goes_out_after(
+    pg_url, tmp_path: Path
+):
+    outbox, ids = _outbox(tmp_path, 2)
+    _scanned(pg_url, outbox)
+    worker = _worker_journal(pg_url)
+    with open_journal(JournalURL(pg_url)) as checking:
+        turn = CheckTurn(checking)
+        turn.take()
+        with worker.transaction():
+            worker.claim_invoices(ids, 2)
+        with pytest.raises(CheckUnderway):
+            begin_attempt(worker, worker.run_id, claim_key(worker, ids[0], replay=False), "b")
+        assert worker.attempts(ids[0]) == [] and worker.invoice(ids[0]).key_first_used_at is None
+
+        turn.give_back()
+        begin_attempt(worker, worker.run_id, claim_key(worker, ids[0], replay=False), "b")
+        assert len(worker.attempts(ids[0])) == 1
+    worker.close()
+
+
+def test_a_check_waits_for_a_first_send_already_in_its_write_transaction(pg_url, tmp_path: Path):
+    """Else the check could read the invoice as never sent while its request leaves."""
+    outbox, ids = _outbox(tmp_path, 1)
+    _scanned(pg_url, outbox)
+    worker = _worker_journal(pg_url)
+    taken = threading.Event()
+    with open_journal(JournalURL(pg_url)) as checking:
+        turn = CheckTurn(checking)
+        with worker.transaction():
+            assert not worker.check_underway()  # the first send's shared hold, to its commit
+            waiting = threading.Thread(target=lambda: (turn.take(), taken.set()))
+            waiting.start()
+            assert not taken.wait(1.0)
+        assert taken.wait(30)
+        waiting.join()
+        assert worker.check_underway()  # and the next first send is refused
+        turn.give_back()
+        assert not worker.check_underway()
+    worker.close()
+
+
+def test_a_check_that_died_lets_the_others_send(pg_url, tmp_path: Path):
+    """The server lets the turn go with the session, however the process ended."""
+    outbox, ids = _outbox(tmp_path, 1)
+    _scanned(pg_url, outbox)
+    worker = _worker_journal(pg_url)
+    checking: Any = open_journal(JournalURL(pg_url))
+    CheckTurn(checking).take()
+    with worker.transaction():
+        assert worker.check_underway()
+    checking.db.conn.raw.close()  # the process gone
+    wait_for(lambda: not _turn_held(pg_url), timeout=30)
+    with worker.transaction():
+        assert not worker.check_underway()
+    worker.close()
+
+
+def _turn_held(url: str) -> bool:
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted",
+            (0x1A7C_0004,),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def test_no_host_sends_what_another_hosts_check_is_finding(pg_url, tmp_path: Path):
+    """Host A's outbox was sent from a journal since lost: its check looks for each of its
+    invoices at GoRoute, slowly. Host B sends from the same journal meanwhile, and its plan
+    takes A's invoices too; the one delivered before the loss must not go out again."""
+    sandbox = emulator()
+    url = JournalURL(pg_url)
+    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
+    outbox_a.mkdir()
+    write_invoice(outbox_a, "DELIVERED-1")
+    _, ids_b = _outbox(tmp_path, 2, prefix="B")
+    (tmp_path / "outbox").rename(outbox_b)
+    with BackgroundServer(sandbox) as server:
+        # Before the loss: the first journal sent outbox A; then the shared journal B's.
+        code, out, err = run_cli(tmp_path / "lost.db", server.base_url, "send", str(outbox_a))
+        assert code == 0, out + err
+        sandbox.advance_clock(2 * 86400)  # its key's window over: a send now delivers again
+        code, output = run_send(outbox_b, url, server.base_url, "--trust-new-journal")
+        assert code == 0, output
+        new_a = ["A-0", "A-1"]
+        for invoice_id in new_a:
+            write_invoice(outbox_a, invoice_id)
+        write_invoice(outbox_b, "B-NEW")
+        sandbox.set_faults(latency_ms=3000)  # A's search takes a while
+
+        host_a = _worker(outbox_a, pg_url, server.base_url, lease=30.0)
+        wait_for(lambda: _known(pg_url, "DELIVERED-1") and _turn_held(pg_url))
+        host_b = _worker(outbox_b, pg_url, server.base_url, "--concurrency", "4", lease=30.0)
+        out_a, err_a = host_a.communicate(timeout=120)
+        out_b, err_b = host_b.communicate(timeout=120)
+        stats = sandbox.stats()
+
+    assert stats["per_invoice"]["DELIVERED-1"] == 1, err_a + err_b  # before the loss only
+    assert_each_delivered_once(stats, [*ids_b, *new_a, "B-NEW"])
+    with open_journal(url) as journal:
+        held = journal.invoice("DELIVERED-1")
+        assert held.hold is not None and journal.attempts("DELIVERED-1") == []
+        assert standing_evidence(journal, held) is not None
+    # Held for reconcile (4); a host whose plan the other holds finds pending work left (75).
+    codes = {host_a.returncode, host_b.returncode}
+    assert 4 in codes and codes <= {4, 75}, err_a + err_b
+
+
+def _known(url: str, invoice_id: str) -> bool:
+    with open_journal(JournalURL(url)) as journal:
+        return any(invoice.invoice_id == invoice_id for invoice in journal.invoices())
