@@ -161,10 +161,12 @@ class TooCostly(ValueError):
 
 
 def redact_data(
-    data: Any, redact_text: Callable[[str], str], clock: Callable[[], float] = time.process_time
+    data: Any, redact_text: Callable[[str], str], clock: Callable[[], float] = time.thread_time
 ) -> Any:
     """Parsed JSON with ``redact_text`` applied to every string in it, keys included;
-    ``TooCostly`` past ``REDACTION_SECONDS`` of ``clock``."""
+    ``TooCostly`` past ``REDACTION_SECONDS`` of ``clock``: the CPU time of the thread that
+    checks them. Not the process's: with other threads running, reading that clock took
+    about 100 us in a send (0.3 for this thread's), a twentieth of an invoice's CPU."""
     return _Redacting(redact_text, clock).data(data)
 
 
