@@ -41,7 +41,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from invoicectl.errors import JournalError
+from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.composed import Journal
 from invoicectl.journal.contents import StoredContents, has_stats_under
 from invoicectl.journal.database import Clock, utc_now
@@ -147,15 +147,40 @@ def scan_turn(journal: JournalBackend) -> Iterator[None]:
         yield
 
 
+# The longest a send waits for another host's check turn, whatever its --deadline: a check
+# searches for 180 s at most, and 30 s for the request in flight, after its scan or its
+# silence probe (90 s at most). One held longer is a process frozen (SIGSTOP, a paused VM).
+TURN_WAIT = 600.0
+
+
+class CheckTurnBusy(JournalError):
+    """Another host's history check held the turn past this send's wait: nothing was sent;
+    exit 75, as for any deadline, the next run continues."""
+
+    exit_code = ExitCode.INCOMPLETE
+
+
 class CheckTurn:
     """A send's history check (``send/history.py``) on a journal several hosts send from,
     held from before the scan whose invoices it will check to the check's end: while one
     host holds it, no other first-sends an invoice (``lifecycle.evidence``), which it might
     be about to find at GoRoute. A SQLite journal's run lock makes its one run the only one,
-    and this does nothing there."""
+    and this does nothing there.
 
-    def __init__(self, journal: JournalBackend) -> None:
+    The wait for it ends with the run's deadline (``left``: seconds, None for none), after
+    ``TURN_WAIT``, or when ``stop`` raises (a stop signal the run holds, between two tries);
+    one it does not hold interrupts the wait where it is, as it does the scan."""
+
+    def __init__(
+        self,
+        journal: JournalBackend,
+        *,
+        left: Callable[[], float | None] = lambda: None,
+        stop: Callable[[], None] = lambda: None,
+    ) -> None:
         self.journal = journal
+        self.left = left
+        self.stop = stop
         self._give_back: Callable[[], None] | None = None
 
     @property
@@ -168,7 +193,19 @@ class CheckTurn:
         if self._give_back is None and self.shared:
             from invoicectl.journal.pg_journal import PgJournal, take_check_turn
 
-            self._give_back = take_check_turn(cast(PgJournal, self.journal))
+            self._give_back = take_check_turn(cast(PgJournal, self.journal), self._between)
+
+    def _between(self, waited: float, holder: str) -> None:
+        self.stop()
+        left = self.left()
+        if waited < TURN_WAIT and (left is None or left > 0):
+            return
+        past = "past this send's --deadline" if waited < TURN_WAIT else f"for {waited:.0f} s"
+        raise CheckTurnBusy(
+            f"the check turn of the journal {self.journal.path} is held by {holder}, another "
+            f"host's history check, {past}: this send waited for it and sent nothing; the "
+            "next run continues"
+        )
 
     def give_back(self) -> None:
         give_back, self._give_back = self._give_back, None

@@ -319,15 +319,7 @@ def pg_run_lock(journal: PgJournal, command: str, *, shared: bool = False) -> It
     kind = "_shared" if shared else ""
     (taken,) = conn.execute(f"SELECT pg_try_advisory_lock{kind}({_RUN_LOCK})").fetchone()
     if not taken:
-        holder = conn.execute(
-            "SELECT a.application_name, a.client_addr, a.pid FROM pg_locks l"
-            " JOIN pg_stat_activity a ON a.pid = l.pid"
-            " WHERE l.locktype = 'advisory' AND l.objid = ? AND l.granted LIMIT 1",
-            (_RUN_LOCK,),
-        ).fetchone()
-        who = (
-            "another invoicectl run" if holder is None else f"{holder[0]} (server pid {holder[2]})"
-        )
+        who = _holder(conn, _RUN_LOCK) or "another invoicectl run"
         alone = "one run at a time, but for send workers, which share it"
         raise JournalLocked(
             f"the journal {journal.path} is in use by {who}: {alone}; {command}"
@@ -354,15 +346,50 @@ def pg_scan_turn(journal: PgJournal) -> Iterator[None]:
             conn.execute(f"SELECT pg_advisory_unlock({_SCAN_LOCK})")
 
 
-def take_check_turn(journal: PgJournal) -> Callable[[], None]:
+# A wait for the check turn is made of waits this long (the session's lock_timeout, 60 s,
+# would end one that a check outlasts): between two, the waiter may stop (``take_check_turn``).
+_TURN_SLICE = "2s"
+
+
+def take_check_turn(
+    journal: PgJournal, between: Callable[[float, str], None]
+) -> Callable[[], None]:
     """The check turn, waited for (another host's check, or the first sends in their write
     transactions); returns what gives it back. The server lets it go when the session ends,
-    however the process did, so a check that died stops no other host for long."""
+    however the process did, so a check that died stops no other host for long. The wait is
+    in slices of ``_TURN_SLICE``, in the server's queue for the lock (first sends arriving
+    meanwhile wait behind it); after each, ``between(seconds waited, holder)`` may raise to
+    stop waiting (a deadline, a stop signal held by the run, ``TURN_WAIT``)."""
+    from psycopg.errors import LockNotAvailable
+
     conn = cast(PgConnection, journal.db.conn)
-    conn.execute(f"SELECT pg_advisory_lock({_CHECK_LOCK})")
+    started = time.monotonic()
+    (before,) = conn.execute("SHOW lock_timeout").fetchone()
+    conn.execute(f"SET lock_timeout = '{_TURN_SLICE}'")
+    try:
+        while True:
+            try:
+                conn.execute(f"SELECT pg_advisory_lock({_CHECK_LOCK})")
+                break
+            except LockNotAvailable:
+                holder = _holder(conn, _CHECK_LOCK) or "a session gone since"
+                between(time.monotonic() - started, holder)
+    finally:
+        if not conn.raw.closed:
+            conn.execute("SELECT set_config('lock_timeout', ?, false)", (before,))
 
     def give_back() -> None:
         if not conn.raw.closed:
             conn.execute(f"SELECT pg_advisory_unlock({_CHECK_LOCK})")
 
     return give_back
+
+
+def _holder(conn: PgConnection, lock: int) -> str | None:
+    """The session holding ``lock``, as ``pg_stat_activity`` names it; None if none does."""
+    row = conn.execute(
+        "SELECT a.application_name, a.pid FROM pg_locks l JOIN pg_stat_activity a"
+        " ON a.pid = l.pid WHERE l.locktype = 'advisory' AND l.objid = ? AND l.granted LIMIT 1",
+        (lock,),
+    ).fetchone()
+    return None if row is None else f"{row[0] or 'a session'} (server pid {row[1]})"

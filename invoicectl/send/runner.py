@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from invoicectl import config_values, event_loop
 from invoicectl.environment import bind_environment, binding_of, check_environment
 from invoicectl.errors import ExitCode, worst
-from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
+from invoicectl.interrupts import Interrupted, RunSignals, run_cancelled_by_signals
 from invoicectl.journal import CheckTurn, locked_journal, opened_journal, scan_turn
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, SendOrder
@@ -91,7 +91,12 @@ def send(
             )
             held.enter_context(turn)
         # Where several hosts send, none first-sends while this one's history check runs.
-        check_turn = CheckTurn(journal)
+        deadline = options.deadline  # the run's, from ``started``
+        check_turn = CheckTurn(
+            journal,
+            left=lambda: None if deadline is None else deadline - (clocks.monotonic() - started),
+            stop=lambda: _stop_if_signalled(signals),
+        )
         held.callback(check_turn.give_back)
         if check_turn.shared and check_ahead(journal, settings.base_url, settings.profile, options):
             check_turn.take()  # before the scan: its invoices are the check's
@@ -177,6 +182,12 @@ def send(
                 keeper.durable(journal.last_attempt_of(run_id) or 0)
                 keeper.write()
     return report, summary
+
+
+def _stop_if_signalled(signals: RunSignals) -> None:
+    """``Interrupted`` by a stop signal the run holds (one it does not is raised at once)."""
+    if signals.undelivered:
+        raise Interrupted(signals.undelivered[0])
 
 
 def _run_loop(
