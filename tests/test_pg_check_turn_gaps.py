@@ -178,3 +178,35 @@ def test_a_stop_signal_ends_the_wait_for_the_turn_before_the_scan(pg_url, tmp_pa
         assert time.monotonic() - started < 10
     assert process.returncode == 130, err
     assert "interrupted by SIGTERM" in err and "Traceback" not in err, err
+
+
+def test_a_worker_waiting_for_another_hosts_check_spends_none_of_the_accounts_budget(
+    pg_url, tmp_path: Path
+):
+    """A worker whose first sends meet another host's check asks again every second. Each
+    ask took a start slot of the account's shared budget (a write of ``rate_starts``), which
+    the replays of every host on the account share, and its summary called the wait "waited
+    N s on the rate limit". It asks the turn first, as cheaply as a read."""
+    outbox, _ids = _outbox(tmp_path, 1)
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        code, output = run_send(outbox, JournalURL(pg_url), server.base_url, "--trust-new-journal")
+        assert code == 0, output
+        for n in range(3):
+            write_invoice(outbox, f"N-{n}")
+        with psycopg.connect(pg_url, autocommit=True) as holder:
+            holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
+            slots = _slots(pg_url)
+            code, output = run_send(
+                outbox, JournalURL(pg_url), server.base_url, "--deadline", "5", "--rate", "60"
+            )
+            assert code == 75, output
+            assert _slots(pg_url) == slots, output  # no request went out, no slot was spent
+            assert "s on the rate limit" not in output or "0.0 s on the rate limit" in output
+        assert sandbox.stats()["per_invoice"].keys() == {"INV-0000"}
+
+
+def _slots(url: str) -> int:
+    with psycopg.connect(url) as conn:
+        row = conn.execute("SELECT count(*) FROM rate_starts").fetchone()
+    return int(row[0]) if row else 0

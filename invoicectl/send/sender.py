@@ -145,8 +145,6 @@ class Sender:
         self.held_for_damage: list[str] = []
         self.held_at_replay: list[str] = []
 
-    # ---- stopping -------------------------------------------------------------------------
-
     def request_stop(self, reason: str) -> None:
         """Take no new work (a signal by name, ``deadline``, ``credentials``, ``outage``,
         ``rate_limit``); ``send.stopping`` says what becomes of the requests in flight."""
@@ -243,6 +241,8 @@ class Sender:
         # The invoice as claimed, then as each write leaves it: under the run's lock nothing
         # else writes it, and every write is conditional on the row's state and key (save).
         record = item.invoice or current(self.journal, invoice_id)
+        if self.work and record.key_first_used_at is None and self.journal.check_underway():
+            raise CheckUnderway(invoice_id)  # asked before a lookup, or a slot of the budget
         answered: Invoice | None = None
         try:
             body = self._body(item)
