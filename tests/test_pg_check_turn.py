@@ -88,7 +88,7 @@ def test_a_check_that_died_lets_the_others_send(pg_url, tmp_path: Path):
     CheckTurn(checking).take()
     with worker.transaction():
         assert worker.check_underway()
-    checking.db.conn.raw.close()  # the process gone
+    checking.close()  # its session gone, as with the process
     wait_for(lambda: not _turn_held(pg_url), timeout=30)
     with worker.transaction():
         assert not worker.check_underway()
@@ -149,3 +149,56 @@ def test_no_host_sends_what_another_hosts_check_is_finding(pg_url, tmp_path: Pat
 def _known(url: str, invoice_id: str) -> bool:
     with open_journal(JournalURL(url)) as journal:
         return any(invoice.invoice_id == invoice_id for invoice in journal.invoices())
+
+
+def test_a_check_begun_and_never_ended_refuses_first_sends_until_one_ends(pg_url, tmp_path: Path):
+    """helper-76: a check whose host died mid-search leaves no turn held, but its invoices
+    unchecked: a worker that outlived it waits (a send since checks again), then sends."""
+    outbox, ids = _outbox(tmp_path, 1)
+    _scanned(pg_url, outbox)
+    worker = _worker_journal(pg_url)
+    base_url = "http://sandbox.test"
+    with worker.transaction():
+        worker.claim_invoices(ids, 1)
+    with open_journal(JournalURL(pg_url)) as other:
+        other.record_history_check(base_url, None, "lost", {"begun": True})  # then it died
+        assert not other.history_checked(base_url)  # a check only begun is none
+        other.record_history_check(base_url, None, "silence", {"seen_elsewhere": []})
+        assert other.unfinished_history_check() is not None  # a silence probe ends none
+        with pytest.raises(CheckUnderway):
+            begin_attempt(worker, worker.run_id, claim_key(worker, ids[0], replay=False), "b")
+
+        other.record_history_check(base_url, None, "lost", {"found": [], "to_send": 1})
+        assert other.unfinished_history_check() is None and other.history_checked(base_url)
+    begin_attempt(worker, worker.run_id, claim_key(worker, ids[0], replay=False), "b")
+    worker.close()
+
+
+def test_a_check_that_did_not_finish_leaves_no_invoice_to_another_outbox(tmp_path: Path):
+    """One SQLite journal, two outboxes: outbox A's marker names a journal since lost, and its
+    check runs out of --deadline; a send of outbox B, whose marker is fine, planned every
+    pending invoice of the journal, A's too, and sent the one delivered before the loss."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
+    outbox_a.mkdir()
+    write_invoice(outbox_a, "DELIVERED-1")
+    _, ids_b = _outbox(tmp_path, 1, prefix="B")
+    (tmp_path / "outbox").rename(outbox_b)
+    with BackgroundServer(sandbox) as server:
+        code, out, err = run_cli(tmp_path / "lost.db", server.base_url, "send", str(outbox_a))
+        assert code == 0, out + err
+        sandbox.advance_clock(2 * 86400)  # its key's window over: a send now delivers again
+        code, output = run_send(outbox_b, journal, server.base_url, "--trust-new-journal")
+        assert code == 0, output
+        sandbox.set_faults(latency_ms=8000)
+        code, output = run_send(outbox_a, journal, server.base_url, "--deadline", "2")
+        assert code == 75, output
+        sandbox.set_faults(latency_ms=0)
+        write_invoice(outbox_b, "B-NEW")
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert code == 4, output  # held for reconcile: GoRoute holds it
+    assert "did not finish" in output
+    assert stats["per_invoice"]["DELIVERED-1"] == 1, output  # before the loss only
+    assert_each_delivered_once(stats, [*ids_b, "B-NEW"])

@@ -37,12 +37,6 @@ def _waiting_for_turn(url: str) -> bool:
     return bool(row and row[0])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helper-76: a check that does not finish (stopped, refused, out of time, its "
-    "process gone) leaves the invoices it scanned pending and unjudged on the shared "
-    "journal; another host's worker, whose own outbox says nothing was lost, sends them",
-)
 @pytest.mark.parametrize("ending", ["SIGTERM", "deadline"])
 def test_a_check_that_did_not_finish_leaves_no_invoice_to_another_host(
     pg_url, tmp_path: Path, ending: str

@@ -48,6 +48,7 @@ from invoicectl.journal.database import Clock, utc_now
 from invoicectl.journal.failures import explain_os, explain_sqlite
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.moved import refuse_if_moved
+from invoicectl.journal.records import TURN_WAIT
 from invoicectl.journal.runlock import RunLock
 from invoicectl.journal.sqlite_open import not_regular, refuse_missing, refuse_not_regular
 from invoicectl.locations import JournalURL, Location
@@ -145,12 +146,6 @@ def scan_turn(journal: JournalBackend) -> Iterator[None]:
 
     with pg_scan_turn(cast(PgJournal, journal)):
         yield
-
-
-# The longest a send waits for another host's check turn, whatever its --deadline: a check
-# searches for 180 s at most, and 30 s for the request in flight, after its scan or its
-# silence probe (90 s at most). One held longer is a process frozen (SIGSTOP, a paused VM).
-TURN_WAIT = 600.0
 
 
 class CheckTurnBusy(JournalError):

@@ -17,6 +17,9 @@ from invoicectl.journal.database import JournalBase
 from invoicectl.journal.failures import explain_lost_row
 from invoicectl.journal.records import JournalIdentity
 
+# The outcome a check records before its search (``record_history_check``), as stored.
+BEGUN = json.dumps({"begun": True})
+
 
 class HistoryRecords(JournalBase):
     def identity(self) -> JournalIdentity:
@@ -103,9 +106,11 @@ class HistoryRecords(JournalBase):
         return None if row is None else str(row[0])
 
     def history_checked(self, base_url: str) -> bool:
-        """Whether a send already checked GoRoute's transactions from this journal."""
+        """Whether a send already checked GoRoute's transactions from this journal (or
+        skipped the check on purpose): a check only begun is none."""
         row = self.db.execute(
-            "SELECT 1 FROM history_checks WHERE base_url = ? LIMIT 1", (base_url,)
+            "SELECT 1 FROM history_checks WHERE base_url = ? AND outcome != ? LIMIT 1",
+            (base_url, BEGUN),
         ).fetchone()
         return row is not None
 
@@ -113,6 +118,19 @@ class HistoryRecords(JournalBase):
         """Whether another host's history check runs (``pg_journal.CheckTurn``): never on a
         SQLite journal, which one run at a time holds."""
         return False
+
+    def unfinished_history_check(self) -> str | None:
+        """The last history check begun (``BEGUN``) that recorded no end after it, by any
+        run (its run stopped, refused, out of time, or its process gone), as "run N at T";
+        None when every one ended. A silence probe's rows are no end."""
+        row = self.db.execute(
+            "SELECT b.run_id, b.checked_at FROM history_checks b WHERE b.id ="
+            " (SELECT max(id) FROM history_checks WHERE outcome = ?) AND NOT EXISTS"
+            " (SELECT 1 FROM history_checks e WHERE e.id > b.id AND e.outcome != ?"
+            "  AND e.outcome NOT LIKE '{\"seen_elsewhere\"%')",
+            (BEGUN, BEGUN),
+        ).fetchone()
+        return None if row is None else f"run {row[0]} at {row[1]}"
 
     def history_check_outcomes(self, why: str, since: str) -> list[dict[str, Any]]:
         """The outcomes of the checks recorded for ``why`` at ``since`` or later."""
@@ -125,6 +143,8 @@ class HistoryRecords(JournalBase):
     def record_history_check(
         self, base_url: str, run_id: int | None, why: str, outcome: dict[str, Any]
     ) -> None:
+        """A check made, skipped on purpose, or ``{"begun": true}`` (``BEGUN``) before its
+        search: a check that never records its end leaves that row the last."""
         with self.transaction():
             cursor = self.db.execute(
                 "INSERT INTO history_checks (base_url, run_id, checked_at, why, outcome)"

@@ -289,14 +289,15 @@ class PgJournal(
         """PostgreSQL keeps a savepoint's undo in its own memory: nothing to change."""
 
     def check_underway(self) -> bool:
-        """Whether another session holds the check turn (``take_check_turn``). Asked in a
-        first send's write transaction, whose shared hold on the turn lasts to its commit:
-        a check starting meanwhile waits for that attempt row, and so never reads its invoice
-        as never sent while it goes out."""
+        """Whether another session holds the check turn (``take_check_turn``), or a check
+        begun never recorded its end (its host stopped or gone: the next send's check ends
+        it). Asked in a first send's write transaction, whose shared hold on the turn lasts
+        to its commit: a check starting meanwhile waits for that attempt row, and so never
+        reads its invoice as never sent while it goes out."""
         (free,) = self.db.execute(
             f"SELECT pg_try_advisory_xact_lock_shared({_CHECK_LOCK})"
         ).fetchone()
-        return not free
+        return not free or self.unfinished_history_check() is not None
 
 
 # One run at a time on a PostgreSQL journal, as the SQLite journal's run lock: a session

@@ -15,6 +15,13 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any, NamedTuple, Protocol
 
+# The longest a send waits for another host's history check on a shared journal (its turn,
+# ``journal.CheckTurn``, or its first sends refused meanwhile), whatever its --deadline: a
+# check searches for 180 s at most, and 30 s for the request in flight, after its scan or
+# its silence probe (90 s at most). One held longer is a process frozen (SIGSTOP, a paused
+# VM), or one that died with no send since to check again.
+TURN_WAIT = 600.0
+
 
 class InvoiceState(StrEnum):
     """The seven states of design.md, in the order reports list them."""

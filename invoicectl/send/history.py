@@ -73,6 +73,7 @@ from invoicectl.send.history_loss import (
     silence_lost,
     still_as_read,
     to_be_sent,
+    unfinished,
 )
 from invoicectl.send.history_texts import (
     Finding,
@@ -133,8 +134,9 @@ def check_history(
     if problem:
         warn(f"invoicectl: warning: {problem}")
     identity = journal.identity()
-    lost = history_lost(journal, identity, marker, base_url, options)
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
+    lost = history_lost(journal, identity, marker, base_url, options)
+    lost = lost or (None if fresh else unfinished(journal))  # after another's turn, if any
     again = new_versions(journal, options.new_versions)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
         probe = _newest_pages(journal, settings, options, transport, clocks, run)
@@ -214,6 +216,8 @@ def _check(
         return timed_out
 
     grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
+    # Its end is recorded below: one that stops first leaves the next send to check again.
+    journal.record_history_check(settings.base_url, run_id, why, {"begun": True})
     try:
         horizon = horizon_of(invoices, journal.clock())
         search = (run or asyncio.run)(

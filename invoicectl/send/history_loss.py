@@ -100,13 +100,23 @@ def check_ahead(
 ) -> bool:
     """Whether this send's history check is certain before its scan (``journal.CheckTurn``):
     its journal never sent to ``base_url`` nor checked it, or the outbox's marker says it
-    lost history. A long silence shows only after the scan, and takes the turn then."""
-    if not journal.has_sent_to(base_url) and not journal.history_checked(base_url):
+    lost history, or a check begun never ended (``unfinished``). A long silence shows only
+    after the scan, and takes the turn then."""
+    fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
+    if fresh or journal.unfinished_history_check() is not None:
         return True
     if options.outbox is None:
         return False
     marker, _problem = read_marker(options.outbox, marker_entry(base_url, profile))
     return history_lost(journal, journal.identity(), marker, base_url, options) is not None
+
+
+def unfinished(journal: JournalBackend) -> str | None:
+    """Why a send checks where a check begun never ended (stopped, refused, out of time, its
+    process gone; another outbox's, or host's): the invoices it read are still unchecked."""
+    if (begun := journal.unfinished_history_check()) is None:
+        return None
+    return f"the history check of the journal {journal.path} begun in {begun} did not finish"
 
 
 class NewestPages(NamedTuple):

@@ -225,7 +225,7 @@ class Sender:
                 # Nothing sent (the guard): left to the plan, asked again, or held (evidence).
                 if isinstance(refused, ClaimLost):
                     self.request_stop("lease_lost")
-                elif isinstance(refused, CheckUnderway):
+                elif isinstance(refused, CheckUnderway) and self.work.may_wait_for_check():
                     await self.limiter.sleep(CHECK_POLL)
                     queue.put_nowait((invoice_id, replay))
                 elif isinstance(refused, FoundMeanwhile) and hold_meanwhile(self.journal, refused):

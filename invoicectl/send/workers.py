@@ -24,13 +24,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 from invoicectl.errors import ConfigError
 from invoicectl.journal.pg_workers import Heartbeat
-from invoicectl.journal.records import SendOrder
+from invoicectl.journal.records import TURN_WAIT, SendOrder
 from invoicectl.lifecycle.plan import plan
 from invoicectl.lifecycle.sending import close_unanswered
 
@@ -93,6 +94,7 @@ class Workers:
         self.most = most  # the largest share of the plan a claim takes (``_CLAIM_SECONDS``)
         self.account = account
         self.worker_id = journal.become_worker(run_id, lease)
+        self._waiting_since: float | None = None  # the first CheckUnderway's time
         self.heartbeat = Heartbeat(journal.path.connection_url(), self.worker_id, lease).start()
 
     @property
@@ -122,6 +124,15 @@ class Workers:
             taken = self.journal.claim_invoices(candidates, share)
         replays = set(planned.replays)
         return [(invoice_id, invoice_id in replays) for invoice_id in taken]
+
+    def may_wait_for_check(self) -> bool:
+        """Whether a first send refused while another send's history check runs, or never
+        ended (``CheckUnderway``), is asked again: for ``TURN_WAIT`` from this run's first
+        refusal. Past it, the run leaves its first sends pending for the next (exit 75): a
+        check whose host froze, or died with no send since to check again, waits no longer."""
+        now = time.monotonic()
+        self._waiting_since = self._waiting_since or now
+        return now - self._waiting_since < TURN_WAIT
 
     def permits(self, interval: float, span: float, rate: int) -> float:
         """Seconds until this caller's slot in the account's shared budget."""
