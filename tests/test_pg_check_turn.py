@@ -104,24 +104,33 @@ def _turn_held(url: str) -> bool:
     return bool(row and row[0])
 
 
+def lost_beside_shared(
+    tmp_path: Path, sandbox: Any, base_url: str, journal: Any, b_count: int
+) -> tuple[Path, Path, list[str]]:
+    """Outbox A, holding DELIVERED-1, sent from a journal since lost (its key's window over:
+    a send of it now delivers again); outbox B, of ``b_count`` invoices, sent from ``journal``
+    (which trusts it new): a check of A beside B's sends."""
+    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
+    outbox_a.mkdir()
+    write_invoice(outbox_a, "DELIVERED-1")
+    _, ids_b = _outbox(tmp_path, b_count, prefix="B")
+    (tmp_path / "outbox").rename(outbox_b)
+    code, out, err = run_cli(tmp_path / "lost.db", base_url, "send", str(outbox_a))
+    assert code == 0, out + err
+    sandbox.advance_clock(2 * 86400)
+    code, output = run_send(outbox_b, journal, base_url, "--trust-new-journal")
+    assert code == 0, output
+    return outbox_a, outbox_b, ids_b
+
+
 def test_no_host_sends_what_another_hosts_check_is_finding(pg_url, tmp_path: Path):
     """Host A's outbox was sent from a journal since lost: its check looks for each of its
     invoices at GoRoute, slowly. Host B sends from the same journal meanwhile, and its plan
     takes A's invoices too; the one delivered before the loss must not go out again."""
     sandbox = emulator()
     url = JournalURL(pg_url)
-    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
-    outbox_a.mkdir()
-    write_invoice(outbox_a, "DELIVERED-1")
-    _, ids_b = _outbox(tmp_path, 2, prefix="B")
-    (tmp_path / "outbox").rename(outbox_b)
     with BackgroundServer(sandbox) as server:
-        # Before the loss: the first journal sent outbox A; then the shared journal B's.
-        code, out, err = run_cli(tmp_path / "lost.db", server.base_url, "send", str(outbox_a))
-        assert code == 0, out + err
-        sandbox.advance_clock(2 * 86400)  # its key's window over: a send now delivers again
-        code, output = run_send(outbox_b, url, server.base_url, "--trust-new-journal")
-        assert code == 0, output
+        outbox_a, outbox_b, ids_b = lost_beside_shared(tmp_path, sandbox, server.base_url, url, 2)
         new_a = ["A-0", "A-1"]
         for invoice_id in new_a:
             write_invoice(outbox_a, invoice_id)
@@ -180,17 +189,9 @@ def test_a_check_that_did_not_finish_leaves_no_invoice_to_another_outbox(tmp_pat
     pending invoice of the journal, A's too, and sent the one delivered before the loss."""
     sandbox = emulator()
     journal = tmp_path / "shared.db"
-    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
-    outbox_a.mkdir()
-    write_invoice(outbox_a, "DELIVERED-1")
-    _, ids_b = _outbox(tmp_path, 1, prefix="B")
-    (tmp_path / "outbox").rename(outbox_b)
     with BackgroundServer(sandbox) as server:
-        code, out, err = run_cli(tmp_path / "lost.db", server.base_url, "send", str(outbox_a))
-        assert code == 0, out + err
-        sandbox.advance_clock(2 * 86400)  # its key's window over: a send now delivers again
-        code, output = run_send(outbox_b, journal, server.base_url, "--trust-new-journal")
-        assert code == 0, output
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, ids_b = lost_beside_shared(*args)
         sandbox.set_faults(latency_ms=8000)
         code, output = run_send(outbox_a, journal, server.base_url, "--deadline", "2")
         assert code == 75, output

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import psycopg
 import pytest
-from processkit import run_cli, run_send, send_process, wait_for
+from processkit import run_send, send_process, wait_for
 from sendkit import emulator
-from test_pg_check_turn import _known, _turn_held
+from test_pg_check_turn import _known, _turn_held, lost_beside_shared
 from test_pg_workers import _outbox, _scanned, _worker
 from ublfactory import write_invoice
 
@@ -48,17 +48,8 @@ def test_a_check_that_did_not_finish_leaves_no_invoice_to_another_host(
     again, unchecked."""
     sandbox = emulator()
     url = JournalURL(pg_url)
-    outbox_a, outbox_b = tmp_path / "a", tmp_path / "b"
-    outbox_a.mkdir()
-    write_invoice(outbox_a, "DELIVERED-1")
-    _, ids_b = _outbox(tmp_path, 1, prefix="B")
-    (tmp_path / "outbox").rename(outbox_b)
     with BackgroundServer(sandbox) as server:
-        code, out, err = run_cli(tmp_path / "lost.db", server.base_url, "send", str(outbox_a))
-        assert code == 0, out + err
-        sandbox.advance_clock(2 * 86400)  # its key's window over: a send now delivers again
-        code, output = run_send(outbox_b, url, server.base_url, "--trust-new-journal")
-        assert code == 0, output
+        outbox_a, outbox_b, _ = lost_beside_shared(tmp_path, sandbox, server.base_url, url, 1)
         # A's search takes a while; past --deadline 2 and its 3 s of grace, with "deadline"
         sandbox.set_faults(latency_ms=8000 if ending == "deadline" else 3000)
         args = ("--deadline", "2") if ending == "deadline" else ()
