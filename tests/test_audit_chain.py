@@ -52,7 +52,7 @@ def test_revisions_runs_history_checks_and_the_binding_are_chained(sent: Locatio
     chained = kinds(sent)
     assert chained.count("revision") == count(sent, "revisions") == len(IDS)
     assert chained.count("run") == 2 * count(sent, "runs")  # at its start and at its end
-    assert chained.count("history_check") == count(sent, "history_checks") == 1
+    assert chained.count("history_check") == count(sent, "history_checks") == 2  # begun, ended
     assert chained.count("environment") == 1
     assert chain_findings(sent) == []
 

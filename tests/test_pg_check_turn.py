@@ -12,13 +12,15 @@ Real PostgreSQL, the real CLI in subprocesses, the emulator over real HTTP.
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import threading
 from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
-from processkit import run_cli, run_send, wait_for
+from processkit import cli_process, run_cli, run_send, wait_for
 from sendkit import assert_each_delivered_once, emulator
 from test_pg_workers import _outbox, _scanned, _worker
 from ublfactory import write_invoice
@@ -203,3 +205,37 @@ def test_a_check_that_did_not_finish_leaves_no_invoice_to_another_outbox(tmp_pat
     assert "did not finish" in output
     assert stats["per_invoice"]["DELIVERED-1"] == 1, output  # before the loss only
     assert_each_delivered_once(stats, [*ids_b, "B-NEW"])
+
+
+def test_a_send_killed_between_its_scan_and_its_check_leaves_its_invoices_to_a_check(
+    tmp_path: Path,
+):
+    """Outbox A's send is killed (-9) once its scan has put A's invoices in the shared
+    journal, before its check began: a send of outbox B must check them, not send them."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, ids_b = lost_beside_shared(*args)
+        sandbox.set_faults(latency_ms=8000)  # were the check reached, it would still search
+        host_a = cli_process(journal, server.base_url, "send", str(outbox_a))
+        wait_for(lambda: _scanned_in(journal, "DELIVERED-1"), timeout=60)
+        host_a.kill()
+        host_a.communicate(timeout=60)
+        sandbox.set_faults(latency_ms=0)
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert code == 4, output  # held for reconcile: GoRoute holds it
+    assert stats["per_invoice"]["DELIVERED-1"] == 1, output  # before the loss only
+    assert_each_delivered_once(stats, ids_b)
+
+
+def _scanned_in(journal: Path, invoice_id: str) -> bool:
+    with contextlib.closing(sqlite3.connect(f"file:{journal}?mode=ro", uri=True)) as conn:
+        try:
+            row = conn.execute(
+                "SELECT 1 FROM invoices WHERE invoice_id = ?", (invoice_id,)
+            ).fetchone()
+        except sqlite3.OperationalError:  # not made yet, or locked a moment
+            return False
+    return row is not None

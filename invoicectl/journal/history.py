@@ -130,7 +130,9 @@ class HistoryRecords(JournalBase):
             "  AND e.outcome NOT LIKE '{\"seen_elsewhere\"%')",
             (BEGUN, BEGUN),
         ).fetchone()
-        return None if row is None else f"run {row[0]} at {row[1]}"
+        if row is None:
+            return None
+        return f"a send at {row[1]}" if row[0] is None else f"run {row[0]} at {row[1]}"
 
     def history_check_outcomes(self, why: str, since: str) -> list[dict[str, Any]]:
         """The outcomes of the checks recorded for ``why`` at ``since`` or later."""

@@ -123,9 +123,8 @@ def check_history(
     marker naming this journal and run. Returns ``options`` with the deadline less the time
     the check took, and the keeper of the marker written (None when none was), for the run
     to bring up to date as it sends. Raises ``HistoryUnchecked`` when the check was needed
-    and failed. ``take_turn``: called when it checks (``journal.CheckTurn``; the run may
-    have taken it before its scan).
-    ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
+    and failed. ``take_turn``: called when it checks (``journal.CheckTurn``, if not taken
+    before its scan). ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
     change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
@@ -165,10 +164,10 @@ def check_history(
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
             options = replace(options, new_versions=finding.unheld(options.new_versions))
-    elif lost:
-        # The marker stays as it is: it is the evidence that this journal lost history, and
-        # an invoice released later must still meet the check.
+    elif lost:  # the marker stays: an invoice released later must still meet the check
         warn(f"{LOUD} {lost}; nothing to send now")
+    if (lost or fresh) and not to_check and journal.unfinished_history_check():
+        journal.record_history_check(base_url, run_id, lost or "fresh", {"to_check": 0})
     _hold_seen_elsewhere(journal, warn)
     keeper = None
     if options.outbox is not None and not (lost and not to_check):
@@ -216,8 +215,9 @@ def _check(
         return timed_out
 
     grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
-    # Its end is recorded below: one that stops first leaves the next send to check again.
-    journal.record_history_check(settings.base_url, run_id, why, {"begun": True})
+    # Begun (unless before the scan), ended below: stopped between, the next send checks.
+    if journal.unfinished_history_check() is None:
+        journal.record_history_check(settings.base_url, run_id, why, {"begun": True})
     try:
         horizon = horizon_of(invoices, journal.clock())
         search = (run or asyncio.run)(

@@ -95,6 +95,9 @@ def history_lost(
     return None
 
 
+AHEAD = "a history check is certain before this send's scan"  # its begun row's why
+
+
 def check_ahead(
     journal: JournalBackend, base_url: str, profile: str | None, options: SendOptions
 ) -> bool:
@@ -105,9 +108,8 @@ def check_ahead(
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     if fresh or journal.unfinished_history_check() is not None:
         return True
-    if options.outbox is None:
-        return False
-    marker, _problem = read_marker(options.outbox, marker_entry(base_url, profile))
+    outbox = options.outbox
+    marker = None if outbox is None else read_marker(outbox, marker_entry(base_url, profile))[0]
     return history_lost(journal, journal.identity(), marker, base_url, options) is not None
 
 

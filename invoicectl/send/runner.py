@@ -37,7 +37,7 @@ from invoicectl.runs import (
 )
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
-from invoicectl.send.history_loss import check_ahead
+from invoicectl.send.history_loss import AHEAD, check_ahead
 from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
@@ -98,8 +98,11 @@ def send(
             stop=lambda: _stop_if_signalled(signals),
         )
         held.callback(check_turn.give_back)
-        if check_turn.shared and check_ahead(journal, settings.base_url, settings.profile, options):
+        if check_ahead(journal, settings.base_url, settings.profile, options):
             check_turn.take()  # before the scan: its invoices are the check's
+            # Begun before the scan: killed before its end, the next send checks them.
+            if journal.unfinished_history_check() is None:
+                journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
