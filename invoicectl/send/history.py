@@ -124,8 +124,8 @@ def check_history(
     the check took, and the keeper of the marker written (None when none was), for the run
     to bring up to date as it sends. Raises ``HistoryUnchecked`` when the check was needed
     and failed. ``take_turn``: called when it checks (``journal.CheckTurn``, if not taken
-    before its scan). ``run`` runs the search (the send's runner: cancelled by a stop signal, since its GETs
-    change nothing remote; ``asyncio.run`` when not given)."""
+    before its scan). ``run`` runs the search (the send's runner: cancelled by a stop
+    signal, since its GETs change nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     entry = marker_entry(base_url, settings.profile)
@@ -166,8 +166,8 @@ def check_history(
             options = replace(options, new_versions=finding.unheld(options.new_versions))
     elif lost:  # the marker stays: an invoice released later must still meet the check
         warn(f"{LOUD} {lost}; nothing to send now")
-    if (lost or fresh) and not to_check and journal.unfinished_history_check():
-        journal.record_history_check(base_url, run_id, lost or "fresh", {"to_check": 0})
+    if lost and not to_check and journal.unfinished_history_check():  # none left unchecked
+        journal.record_history_check(base_url, run_id, lost, {"to_check": 0})
     _hold_seen_elsewhere(journal, warn)
     keeper = None
     if options.outbox is not None and not (lost and not to_check):

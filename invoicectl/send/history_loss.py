@@ -95,22 +95,22 @@ def history_lost(
     return None
 
 
-AHEAD = "a history check is certain before this send's scan"  # its begun row's why
+AHEAD = "a history check is certain: its scan brought invoices"  # its begun row's why
 
 
 def check_ahead(
     journal: JournalBackend, base_url: str, profile: str | None, options: SendOptions
-) -> bool:
-    """Whether this send's history check is certain before its scan (``journal.CheckTurn``):
-    its journal never sent to ``base_url`` nor checked it, or the outbox's marker says it
-    lost history, or a check begun never ended (``unfinished``). A long silence shows only
-    after the scan, and takes the turn then."""
-    fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    if fresh or journal.unfinished_history_check() is not None:
-        return True
+) -> str | None:
+    """Why this send's history check is certain before its scan (``journal.CheckTurn``):
+    ``fresh`` (never sent to ``base_url`` nor checked), ``unfinished`` (a check begun never
+    ended), ``lost`` (the outbox's marker says so); None (a long silence shows later)."""
+    if not journal.has_sent_to(base_url) and not journal.history_checked(base_url):
+        return "fresh"
+    if journal.unfinished_history_check() is not None:
+        return "unfinished"
     outbox = options.outbox
     marker = None if outbox is None else read_marker(outbox, marker_entry(base_url, profile))[0]
-    return history_lost(journal, journal.identity(), marker, base_url, options) is not None
+    return "lost" if history_lost(journal, journal.identity(), marker, base_url, options) else None
 
 
 def unfinished(journal: JournalBackend) -> str | None:

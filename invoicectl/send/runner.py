@@ -98,15 +98,17 @@ def send(
             stop=lambda: _stop_if_signalled(signals),
         )
         held.callback(check_turn.give_back)
-        if check_ahead(journal, settings.base_url, settings.profile, options):
+        ahead = check_ahead(journal, settings.base_url, settings.profile, options)
+        if ahead:
             check_turn.take()  # before the scan: its invoices are the check's
-            # Begun before the scan: killed before its end, the next send checks them.
-            if journal.unfinished_history_check() is None:
-                journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
             report = scan(journal)
+        if ahead == "lost" and (report.new or report.changed or report.amended):
+            # Begun as its scan ends: killed before its check, the next send checks them (a
+            # new journal's does anyway; an idle run writes nothing).
+            journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).
