@@ -52,7 +52,10 @@ def test_revisions_runs_history_checks_and_the_binding_are_chained(sent: Locatio
     chained = kinds(sent)
     assert chained.count("revision") == count(sent, "revisions") == len(IDS)
     assert chained.count("run") == 2 * count(sent, "runs")  # at its start and at its end
-    assert chained.count("history_check") == count(sent, "history_checks") == 2  # begun, ended
+    # A journal's first send checks once: the check begun, then its end (2d2ad6a).
+    assert chained.count("history_check") == count(sent, "history_checks") == 2
+    outcomes = witness_rows(sent, "SELECT outcome FROM history_checks ORDER BY id")
+    assert [json.loads(outcome) for (outcome,) in outcomes][0] == {"begun": True}
     assert chained.count("environment") == 1
     assert chain_findings(sent) == []
 

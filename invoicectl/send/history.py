@@ -166,8 +166,6 @@ def check_history(
             options = replace(options, new_versions=finding.unheld(options.new_versions))
     elif lost:  # the marker stays: an invoice released later must still meet the check
         warn(f"{LOUD} {lost}; nothing to send now")
-    if lost and not to_check and journal.unfinished_history_check():  # none left unchecked
-        journal.record_history_check(base_url, run_id, lost, {"to_check": 0})
     _hold_seen_elsewhere(journal, warn)
     keeper = None
     if options.outbox is not None and not (lost and not to_check):

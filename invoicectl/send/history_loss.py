@@ -95,7 +95,7 @@ def history_lost(
     return None
 
 
-AHEAD = "a history check is certain: its scan brought invoices"  # its begun row's why
+AHEAD = "the outbox's marker says this journal lost history"  # the begun row's why
 
 
 def check_ahead(

@@ -101,14 +101,14 @@ def send(
         ahead = check_ahead(journal, settings.base_url, settings.profile, options)
         if ahead:
             check_turn.take()  # before the scan: its invoices are the check's
+        if ahead == "lost":  # the marker is in this outbox only: begun before its scan
+            # (after the turn), a run stopped before its check leaves what it scanned to the
+            # next send's, of any outbox (a new journal's sends all check; one row at most)
+            journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
             report = scan(journal)
-        if ahead == "lost" and (report.new or report.changed or report.amended):
-            # Begun as its scan ends: killed before its check, the next send checks them (a
-            # new journal's does anyway; an idle run writes nothing).
-            journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).

@@ -1,0 +1,73 @@
+"""helper-77: what a send whose history check is certain leaves when it stops before the
+check begins (``send.history``'s ``{"begun": true}`` row was written only in ``_check``).
+
+Outbox A was sent from a journal since lost; a run of A scans A's invoices into the shared
+journal, then stops before its check begins: a refused --new-version (exit 2), a changed
+environment refused (exit 1), a stop signal in the scan. A send of outbox B, whose marker
+says nothing was lost, plans every pending invoice of the journal, A's too.
+
+Real SQLite and PostgreSQL, the real CLI in subprocesses, the emulator over real HTTP.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from processkit import run_cli, run_send
+from sendkit import assert_each_delivered_once, emulator
+from test_pg_check_turn import lost_beside_shared
+from ublfactory import write_invoice
+
+from invoicectl.journal import open_journal
+from invoicectl.locations import Location
+from invoicectl.sandbox import BackgroundServer
+
+
+def test_a_run_stopped_before_its_check_began_leaves_no_invoice_to_another_outbox(
+    tmp_path: Path, journal_at: Location
+):
+    sandbox = emulator()
+    journal = journal_at
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, ids_b = lost_beside_shared(*args)
+        # A's run: its marker names the lost journal, so its check is certain; it scans A,
+        # then an operator's typo stops it before the check (exit 2, "nothing was sent").
+        code, output = run_send(outbox_a, journal, server.base_url, "--new-version", "NOSUCH")
+        assert code == 2, output
+        with open_journal(journal) as opened:
+            assert opened.invoice("DELIVERED-1") is not None  # scanned, never checked
+        write_invoice(outbox_b, "B-NEW")
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output  # before the loss only
+    assert_each_delivered_once(stats, [*ids_b, "B-NEW"])
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="helper-77: `scan A` and `send A --dry-run` read no marker (and have no base URL "
+    "entry to read): A's invoices enter the shared journal as never sent, unrecorded, and a "
+    "send of outbox B, whose marker is fine, sends them unchecked",
+)
+@pytest.mark.parametrize("scanning", [("scan",), ("send", "--dry-run")])
+def test_a_scan_of_an_outbox_whose_journal_was_lost_leaves_no_invoice_to_another_outbox(
+    tmp_path: Path, scanning: tuple[str, ...]
+):
+    """Outbox A was sent from a journal since lost; A is only scanned into the shared journal
+    (``invoicectl scan``, or a dry run): a send of outbox B must not send A's invoices
+    unchecked."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+        code, out, err = run_cli(
+            journal, server.base_url, scanning[0], str(outbox_a), *scanning[1:]
+        )
+        assert code == 0, out + err
+        write_invoice(outbox_b, "B-NEW")
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
