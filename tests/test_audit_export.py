@@ -758,8 +758,7 @@ def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
 @pytest.mark.parametrize(
     ("edit", "named"),
     [
-        # Event 3 is the history check's begun row, before the first export's segment.
-        ("UPDATE chain SET payload = payload || ' ' WHERE seq = 4", "chain is broken at event 4"),
+        ("UPDATE chain SET payload = payload || ' ' WHERE seq = 3", "chain is broken at event 3"),
         ("UPDATE chain SET hash = printf('%064d', 0) WHERE seq = 5", "chain is broken at event"),
         ("DELETE FROM chain WHERE seq = 7", "chain is broken at event 7"),
         ("DELETE FROM attempts WHERE invoice_id = 'E-001'", "attempt "),
