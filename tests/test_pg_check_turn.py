@@ -20,9 +20,9 @@ from typing import Any
 
 import psycopg
 import pytest
-from processkit import cli_process, run_cli, run_send, wait_for
+from processkit import cli_process, run_cli, run_send, send_process, wait_for
 from sendkit import assert_each_delivered_once, emulator
-from test_pg_workers import _outbox, _scanned, _worker
+from test_pg_workers import _outbox, _scanned, _states, _worker
 from ublfactory import write_invoice
 
 from invoicectl.journal import CheckTurn, open_journal
@@ -239,3 +239,22 @@ def _scanned_in(journal: Path, invoice_id: str) -> bool:
         except sqlite3.OperationalError:  # not made yet, or locked a moment
             return False
     return row is not None
+
+
+def test_a_worker_whose_first_sends_wait_for_an_unfinished_check_says_so(pg_url, tmp_path: Path):
+    """helper-77: a worker waiting on another send's check that never ended ended "2 not
+    started", exit 75, nothing naming the cause."""
+    outbox, ids = _outbox(tmp_path, 20)
+    sandbox = emulator()
+    url = JournalURL(pg_url)
+    with BackgroundServer(sandbox) as server:
+        worker = send_process(
+            outbox, url, server.base_url, "--trust-new-journal", "--rate", "60", "--deadline", "8"
+        )
+        wait_for(lambda: "accepted" in _states(pg_url).values(), timeout=60)
+        with open_journal(url) as other:  # another host's check begins, and its host dies
+            other.record_history_check(server.base_url, None, "lost", {"begun": True})
+        _, err = worker.communicate(timeout=120)
+    assert worker.returncode == 75, err
+    assert "exit 75: first sends wait for the history check begun in a send at" in err, err
+    assert "accepted" in _states(pg_url).values() and "pending" in _states(pg_url).values()

@@ -36,6 +36,10 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
         causes.append(Cause(ExitCode.INTERRUPTED, f"interrupted by {summary.signals[0]}"))
     if "lease_lost" in summary.stops:  # a worker of a shared journal: the rest is another's
         causes.append(Cause(ExitCode.INCOMPLETE, "this worker's lease was lost"))
+    if summary.unsent > 0 and (begun := journal.unfinished_history_check()) is not None:
+        # A worker of a shared journal: first sends wait while another send's check has no end.
+        waiting = f"first sends wait for the history check begun in {begun} to end"
+        causes.append(Cause(ExitCode.INCOMPLETE, waiting))
     if "deadline" in summary.stops:
         left = f", {summary.unsent} not started" if summary.unsent > 0 else ""
         causes.append(Cause(ExitCode.INCOMPLETE, f"deadline reached{left}"))
