@@ -169,9 +169,9 @@ CHECK_POLL = 1.0
 
 
 class CheckUnderway(JournalError):
-    """A first send refused while another host's history check runs (``journal.CheckTurn``):
-    that check may be about to find the invoice at GoRoute. Nothing was sent; the worker asks
-    again once it has ended."""
+    """A first send refused while another host's history check runs (``journal.CheckTurn``),
+    or one begun never recorded its end: that check may find, or have found, the invoice at
+    GoRoute. Nothing was sent; the worker asks again (``send.workers.may_wait_for_check``)."""
 
     def __init__(self, invoice_id: str) -> None:
         super().__init__(
@@ -182,8 +182,9 @@ class CheckUnderway(JournalError):
 
 def refuse_first_send(journal: JournalBackend, invoice: Invoice) -> None:
     """On a journal several hosts send from (one with a worker registered), a first send is
-    refused while another host's history check runs (``CheckUnderway``), or where evidence it
-    noted meanwhile stands (``FoundMeanwhile``); read in the attempt's write transaction."""
+    refused while another host's history check runs or never ended (``CheckUnderway``), or
+    where evidence it noted meanwhile stands (``FoundMeanwhile``); read in the attempt's
+    write transaction."""
     if invoice.key_first_used_at is None and getattr(journal, "worker_id", None) is not None:
         if journal.check_underway():
             raise CheckUnderway(invoice.invoice_id)

@@ -123,9 +123,9 @@ def check_history(
     marker naming this journal and run. Returns ``options`` with the deadline less the time
     the check took, and the keeper of the marker written (None when none was), for the run
     to bring up to date as it sends. Raises ``HistoryUnchecked`` when the check was needed
-    and failed. ``take_turn``: called when it checks (``journal.CheckTurn``, if not taken
-    before its scan). ``run`` runs the search (the send's runner: cancelled by a stop
-    signal, since its GETs change nothing remote; ``asyncio.run`` when not given)."""
+    and failed. ``take_turn``: called before it checks (``journal.CheckTurn``). ``run``
+    runs the search (the send's runner: cancelled by a stop signal, since its GETs change
+    nothing remote; ``asyncio.run`` when not given)."""
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     entry = marker_entry(base_url, settings.profile)
@@ -135,7 +135,9 @@ def check_history(
     identity = journal.identity()
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
     lost = history_lost(journal, identity, marker, base_url, options)
-    lost = lost or (None if fresh else unfinished(journal))  # after another's turn, if any
+    if not fresh and journal.unfinished_history_check():  # or another host's, running:
+        take_turn()  # read again after its turn, once it has ended
+        lost = lost or unfinished(journal)
     again = new_versions(journal, options.new_versions)
     if not (lost or fresh or options.trust_new_journal):  # rolled back with its outbox?
         probe = _newest_pages(journal, settings, options, transport, clocks, run)
@@ -213,8 +215,7 @@ def _check(
         return timed_out
 
     grace = min(_GRACE_SECONDS, options.stop_grace) if deadline_binds else _GRACE_SECONDS
-    # Begun (unless before the scan), ended below: stopped between, the next send checks.
-    if journal.unfinished_history_check() is None:
+    if journal.unfinished_history_check() is None:  # begun unless before the scan; ended below
         journal.record_history_check(settings.base_url, run_id, why, {"begun": True})
     try:
         horizon = horizon_of(invoices, journal.clock())
