@@ -97,11 +97,17 @@ def test_a_check_that_died_lets_the_others_send(pg_url, tmp_path: Path):
     worker.close()
 
 
-def _turn_held(url: str) -> bool:
+# The check turn's advisory lock (``pg_journal._CHECK_LOCK``).
+CHECK_LOCK = 0x1A7C_0004
+
+
+def _turn_held(url: str, granted: bool = True) -> bool:
+    """Whether a session holds the check turn (or, ``granted`` False, waits for it)."""
     with psycopg.connect(url) as conn:
         row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s AND granted",
-            (0x1A7C_0004,),
+            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
+            " AND granted = %s",
+            (CHECK_LOCK, granted),
         ).fetchone()
     return bool(row and row[0])
 

@@ -9,13 +9,16 @@ from __future__ import annotations
 import signal
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
 from processkit import run_send, send_process, wait_for
 from sendkit import emulator
-from test_pg_check_turn import _known, _turn_held, lost_beside_shared
+from test_pg_check_turn import CHECK_LOCK, _known, _turn_held, lost_beside_shared
 from test_pg_workers import _outbox, _scanned, _worker
 from ublfactory import write_invoice
 
@@ -24,17 +27,23 @@ from invoicectl.journal import CheckTurn, CheckTurnBusy, open_journal
 from invoicectl.locations import JournalURL
 from invoicectl.sandbox import BackgroundServer
 
-_CHECK_LOCK = 0x1A7C_0004
-
 
 def _waiting_for_turn(url: str) -> bool:
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND objid = %s"
-            " AND NOT granted",
-            (_CHECK_LOCK,),
-        ).fetchone()
-    return bool(row and row[0])
+    return _turn_held(url, granted=False)
+
+
+@contextmanager
+def _send_waiting_for_turn(pg_url: str, tmp_path: Path) -> Iterator[Any]:
+    """A send of one scanned invoice, waiting for the check turn another session holds:
+    (the holder's connection, the send's process, the emulator, the invoice IDs)."""
+    outbox, ids = _outbox(tmp_path, 1)
+    _scanned(pg_url, outbox)
+    sandbox = emulator()
+    with psycopg.connect(pg_url, autocommit=True) as holder, BackgroundServer(sandbox) as server:
+        holder.execute("SELECT pg_advisory_lock(%s)", (CHECK_LOCK,))
+        process = send_process(outbox, JournalURL(pg_url), server.base_url)
+        wait_for(lambda: _waiting_for_turn(pg_url), timeout=30)
+        yield holder, process, sandbox, ids
 
 
 @pytest.mark.parametrize("ending", ["SIGTERM", "deadline"])
@@ -76,7 +85,7 @@ def test_a_host_waiting_for_the_turn_keeps_its_deadline(pg_url, tmp_path: Path):
     _scanned(pg_url, outbox)
     sandbox = emulator()
     with psycopg.connect(pg_url, autocommit=True) as holder, BackgroundServer(sandbox) as server:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
+        holder.execute("SELECT pg_advisory_lock(%s)", (CHECK_LOCK,))
         started = time.monotonic()
         process = send_process(outbox, JournalURL(pg_url), server.base_url, "--deadline", "3")
         _, err = process.communicate(timeout=120)
@@ -91,15 +100,9 @@ def test_a_host_waits_for_a_check_longer_than_the_lock_timeout(pg_url, tmp_path:
     """A check may hold the turn longer than the session's 60 s lock_timeout (its search
     alone may take 180 s and 30 s of grace): a host that waits for it, with no deadline,
     sends once it ends, instead of failing after 60 s as if the server could not be reached."""
-    outbox, ids = _outbox(tmp_path, 1)
-    _scanned(pg_url, outbox)
-    sandbox = emulator()
-    with psycopg.connect(pg_url, autocommit=True) as holder, BackgroundServer(sandbox) as server:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
-        process = send_process(outbox, JournalURL(pg_url), server.base_url)
-        wait_for(lambda: _waiting_for_turn(pg_url), timeout=30)
+    with _send_waiting_for_turn(pg_url, tmp_path) as (holder, process, sandbox, ids):
         time.sleep(65)
-        holder.execute("SELECT pg_advisory_unlock(%s)", (_CHECK_LOCK,))
+        holder.execute("SELECT pg_advisory_unlock(%s)", (CHECK_LOCK,))
         _, err = process.communicate(timeout=120)
         stats = sandbox.stats()
     assert process.returncode == 0, err
@@ -119,7 +122,7 @@ def test_a_stop_the_run_holds_ends_the_wait_for_the_turn(pg_url):
         psycopg.connect(pg_url, autocommit=True) as holder,
         open_journal(JournalURL(pg_url)) as journal,
     ):
-        holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
+        holder.execute("SELECT pg_advisory_lock(%s)", (CHECK_LOCK,))
         threading.Timer(1.0, stop.set).start()
         started = time.monotonic()
         with pytest.raises(Interrupted):
@@ -127,7 +130,7 @@ def test_a_stop_the_run_holds_ends_the_wait_for_the_turn(pg_url):
         assert time.monotonic() - started < 10
         (timeout,) = journal.db.execute("SHOW lock_timeout").fetchone()
         assert timeout == "1min"  # the session's own, given back
-        holder.execute("SELECT pg_advisory_unlock(%s)", (_CHECK_LOCK,))
+        holder.execute("SELECT pg_advisory_unlock(%s)", (CHECK_LOCK,))
         turn = CheckTurn(journal, left=lambda: 0.0)  # free: taken, whatever the deadline
         turn.take()
         assert _turn_held(pg_url)
@@ -140,7 +143,7 @@ def test_the_wait_for_the_turn_ends_with_the_deadline_and_names_the_holder(pg_ur
         psycopg.connect(pg_url, autocommit=True, application_name="host-a") as holder,
         open_journal(JournalURL(pg_url)) as journal,
     ):
-        holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
+        holder.execute("SELECT pg_advisory_lock(%s)", (CHECK_LOCK,))
         ends = time.monotonic() + 3
         started = time.monotonic()
         with pytest.raises(CheckTurnBusy, match=r"host-a \(server pid \d+\).*--deadline") as busy:
@@ -150,13 +153,7 @@ def test_the_wait_for_the_turn_ends_with_the_deadline_and_names_the_holder(pg_ur
 
 
 def test_a_stop_signal_ends_the_wait_for_the_turn_before_the_scan(pg_url, tmp_path: Path):
-    outbox, _ids = _outbox(tmp_path, 1)
-    _scanned(pg_url, outbox)
-    sandbox = emulator()
-    with psycopg.connect(pg_url, autocommit=True) as holder, BackgroundServer(sandbox) as server:
-        holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
-        process = send_process(outbox, JournalURL(pg_url), server.base_url)
-        wait_for(lambda: _waiting_for_turn(pg_url), timeout=30)
+    with _send_waiting_for_turn(pg_url, tmp_path) as (_holder, process, _sandbox, _ids):
         started = time.monotonic()
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
@@ -180,7 +177,7 @@ def test_a_worker_waiting_for_another_hosts_check_spends_none_of_the_accounts_bu
         for n in range(3):
             write_invoice(outbox, f"N-{n}")
         with psycopg.connect(pg_url, autocommit=True) as holder:
-            holder.execute("SELECT pg_advisory_lock(%s)", (_CHECK_LOCK,))
+            holder.execute("SELECT pg_advisory_lock(%s)", (CHECK_LOCK,))
             slots = _slots(pg_url)
             code, output = run_send(
                 outbox, JournalURL(pg_url), server.base_url, "--deadline", "5", "--rate", "60"

@@ -178,14 +178,9 @@ class CheckTurn:
         self.stop = stop
         self._give_back: Callable[[], None] | None = None
 
-    @property
-    def shared(self) -> bool:
-        """Whether other hosts may send from the journal (a PostgreSQL one)."""
-        return not isinstance(self.journal, Journal)
-
     def take(self) -> None:
         """Wait for the turn and hold it, until ``give_back`` (nothing on SQLite)."""
-        if self._give_back is None and self.shared:
+        if self._give_back is None and not isinstance(self.journal, Journal):
             from invoicectl.journal.pg_journal import PgJournal, take_check_turn
 
             self._give_back = take_check_turn(cast(PgJournal, self.journal), self._between)
