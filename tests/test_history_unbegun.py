@@ -45,21 +45,15 @@ def test_a_run_stopped_before_its_check_began_leaves_no_invoice_to_another_outbo
     assert_each_delivered_once(stats, [*ids_b, "B-NEW"])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="helper-77: `scan A` and `send A --dry-run` read no marker (and have no base URL "
-    "entry to read): A's invoices enter the shared journal as never sent, unrecorded, and a "
-    "send of outbox B, whose marker is fine, sends them unchecked",
-)
 @pytest.mark.parametrize("scanning", [("scan",), ("send", "--dry-run")])
 def test_a_scan_of_an_outbox_whose_journal_was_lost_leaves_no_invoice_to_another_outbox(
-    tmp_path: Path, scanning: tuple[str, ...]
+    tmp_path: Path, journal_at: Location, scanning: tuple[str, ...]
 ):
     """Outbox A was sent from a journal since lost; A is only scanned into the shared journal
     (``invoicectl scan``, or a dry run): a send of outbox B must not send A's invoices
     unchecked."""
     sandbox = emulator()
-    journal = tmp_path / "shared.db"
+    journal = journal_at
     with BackgroundServer(sandbox) as server:
         args = (tmp_path, sandbox, server.base_url, journal, 1)
         outbox_a, outbox_b, _ = lost_beside_shared(*args)
@@ -71,3 +65,48 @@ def test_a_scan_of_an_outbox_whose_journal_was_lost_leaves_no_invoice_to_another
         code, output = run_send(outbox_b, journal, server.base_url)
         stats = sandbox.stats()
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+
+
+def test_a_scan_of_an_outbox_this_journal_sent_leaves_no_check(tmp_path: Path):
+    """The everyday scan: the outbox's marker names this journal and its last run, so a
+    send of any outbox afterwards makes no history check (no GET of the transactions)."""
+    sandbox = emulator()
+    journal = tmp_path / "journal.db"
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    with BackgroundServer(sandbox) as server:
+        code, output = run_send(outbox, journal, server.base_url, "--trust-new-journal")
+        assert code == 0, output
+        write_invoice(outbox, "INV-2")
+        for scanning in (("scan",), ("send", "--dry-run")):
+            code, out, err = run_cli(
+                journal, server.base_url, scanning[0], str(outbox), *scanning[1:]
+            )
+            assert code == 0, out + err
+        with open_journal(journal) as opened:
+            assert opened.unfinished_history_check() is None
+        code, output = run_send(outbox, journal, server.base_url)
+        stats = sandbox.stats()
+    assert code == 0, output
+    assert_each_delivered_once(stats, ["INV-1", "INV-2"])
+
+
+def test_a_scan_leaves_a_check_when_the_marker_of_another_base_url_says_history_was_lost(
+    tmp_path: Path,
+):
+    """The marker's entry for another base URL (a test environment, or the sandbox) names a
+    journal since lost: the scan, which has no base URL of its own, leaves the check to the
+    next send all the same."""
+    sandbox = emulator()
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    with BackgroundServer(sandbox) as server:
+        code, output = run_send(outbox, tmp_path / "lost.db", server.base_url)
+        assert code == 0, output
+        journal = tmp_path / "journal.db"
+        code, out, err = run_cli(journal, "https://elsewhere.example", "scan", str(outbox))
+    assert code == 0, out + err
+    with open_journal(journal) as opened:
+        assert opened.unfinished_history_check() is not None

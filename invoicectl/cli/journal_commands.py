@@ -58,6 +58,7 @@ def scan(
     from invoicectl.journal import locked_journal
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
+    from invoicectl.send.history_ahead import leave_check_to_next_send
 
     path = journal_path(journal, sandbox)
     # The scan opens first: a large first scan starts reading while the journal opens.
@@ -67,6 +68,7 @@ def scan(
         ) as scan,
         locked_journal(path, "scan", create=True) as opened,
     ):
+        leave_check_to_next_send(opened, directory)
         report = scan.into(opened)
     causes = report.exit_causes()
     code = worst(*(cause.code for cause in causes))

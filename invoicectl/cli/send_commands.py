@@ -179,7 +179,7 @@ def send(
         directory, recursive=recursive, supplier=supplier, skip=skip, names=routed_names
     )
     if dry_run:
-        report, plan = runner.dry_run(settings, scan, order=SendOrder(order.value))
+        report, plan = runner.dry_run(settings, scan, SendOrder(order.value), outbox=directory)
         warn_if_empty(report.files + report.left_for_others, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))

@@ -134,7 +134,7 @@ def check_history(
         warn(f"invoicectl: warning: {problem}")
     identity = journal.identity()
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    lost = history_lost(journal, identity, marker, base_url, options)
+    lost = history_lost(journal, identity, marker, options.outbox)
     if not fresh and journal.unfinished_history_check():  # or another host's, running:
         take_turn()  # read again after its turn, once it has ended
         lost = lost or unfinished(journal)

@@ -31,11 +31,12 @@ from invoicectl.journal.failures import RESTORE
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
-from invoicectl.send.marker import Marker, marker_entry, read_marker
-from invoicectl.send.options import SendOptions
+from invoicectl.send.marker import Marker
 from invoicectl.text import first_few, one_line
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from invoicectl.reconcile.search_result import SearchSummary
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
@@ -65,13 +66,11 @@ def history_lost(
     journal: JournalBackend,
     identity: JournalIdentity,
     marker: Marker | None,
-    base_url: str,
-    options: SendOptions,
+    outbox: Path | None,
 ) -> str | None:
-    """Why the outbox's marker says this journal lost history, or None when it does not."""
+    """Why ``outbox``'s marker says this journal lost history, or None when it does not."""
     if marker is None:
         return None
-    outbox = options.outbox
     if marker.journal_id != identity.journal_id:
         return (
             f"the journal {journal.path} (created {identity.created_at}) is not the one "
@@ -93,24 +92,6 @@ def history_lost(
             "its -wal file lost?)"
         )
     return None
-
-
-AHEAD = "the outbox's marker says this journal lost history"  # the begun row's why
-
-
-def check_ahead(
-    journal: JournalBackend, base_url: str, profile: str | None, options: SendOptions
-) -> str | None:
-    """Why this send's history check is certain before its scan (``journal.CheckTurn``):
-    ``fresh`` (never sent to ``base_url`` nor checked), ``unfinished`` (a check begun never
-    ended), ``lost`` (the outbox's marker says so); None (a long silence shows later)."""
-    if not journal.has_sent_to(base_url) and not journal.history_checked(base_url):
-        return "fresh"
-    if journal.unfinished_history_check() is not None:
-        return "unfinished"
-    outbox = options.outbox
-    marker = None if outbox is None else read_marker(outbox, marker_entry(base_url, profile))[0]
-    return "lost" if history_lost(journal, journal.identity(), marker, base_url, options) else None
 
 
 def unfinished(journal: JournalBackend) -> str | None:

@@ -37,7 +37,7 @@ from invoicectl.runs import (
 )
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
-from invoicectl.send.history_loss import AHEAD, check_ahead
+from invoicectl.send.history_ahead import AHEAD, check_ahead, leave_check_to_next_send
 from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
@@ -48,6 +48,8 @@ from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     import httpx
 
     from invoicectl.goroute.limiter import OnWait
@@ -258,9 +260,10 @@ async def _send(
 def dry_run(
     settings: Settings,
     scan: Scan,
-    *,
     order: SendOrder = SendOrder.due,
+    *,
     clocks: Clocks = REAL_CLOCKS,
+    outbox: Path | None = None,
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded, and no API key needed. A base URL the
     send itself would refuse (plain http to a remote host) is refused here too: a plan for
@@ -270,6 +273,8 @@ def dry_run(
     with locked_journal(
         settings.journal, "send --dry-run", clock=clocks.wall, shared=True, create=True
     ) as journal:
+        if outbox is not None:  # its invoices are recorded: another outbox's send checks them
+            leave_check_to_next_send(journal, outbox)
         with scan_turn(journal):
             report = scan(journal)
         now = journal.clock()
