@@ -59,8 +59,10 @@ def scan(
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
     from invoicectl.send.history_ahead import leave_check_to_next_send
+    from invoicectl.settings import resolve
 
-    path = journal_path(journal, sandbox)
+    settings = resolve(journal=journal, sandbox=sandbox, need_key=False)
+    path = settings.journal
     # The scan opens first: a large first scan starts reading while the journal opens.
     with (
         OpenScan(
@@ -68,7 +70,7 @@ def scan(
         ) as scan,
         locked_journal(path, "scan", create=True) as opened,
     ):
-        leave_check_to_next_send(opened, directory)
+        leave_check_to_next_send(opened, directory, settings.base_url, settings.profile)
         report = scan.into(opened)
     causes = report.exit_causes()
     code = worst(*(cause.code for cause in causes))

@@ -370,7 +370,7 @@ def validate(
         max_wait=max_wait,
     )
     report, summary = run_validate(
-        settings, scanning(directory, recursive=recursive), session=_session(settings)
+        settings, scanning(directory, recursive=recursive), _session(settings), outbox=directory
     )
     warn_if_empty(report.files, directory, recursive)
     summary.exit_code = worst(summary.exit_code, report.input_code)

@@ -5,58 +5,49 @@
 A scan records the outbox's invoices in the journal as never sent, whether or not a journal
 since lost sent them. The outbox's marker says so (``history_loss.history_lost``), but only a
 send of that outbox reads it: a send of another outbox into the same journal plans every
-pending invoice, and would send those unchecked. So a scan of an outbox whose marker says the
-journal lost history records a check begun (``{"begun": true}``) before its first file: until a
-send of any outbox has made that check, no invoice goes out for the first time.
+pending invoice, and would send those unchecked. So a run that scans and sends nothing reads
+the marker as a send to its base URL would, and where it says the journal lost history records
+a check begun (``{"begun": true}``) before its first file: until a send of any outbox has made
+that check, no invoice goes out for the first time.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from invoicectl.send.marker import entry_base_url, every_marker, marker_entry, read_marker
+from invoicectl.send.marker import marker_entry, read_marker
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from invoicectl.journal.interface import JournalBackend
-    from invoicectl.send.options import SendOptions
 
 AHEAD = "the outbox's marker says this journal lost history"  # the begun row's why
 
 
 def check_ahead(
-    journal: JournalBackend, base_url: str, profile: str | None, options: SendOptions
+    journal: JournalBackend, base_url: str, profile: str | None, outbox: Path | None
 ) -> str | None:
-    """Why this send's history check is certain before its scan (``journal.CheckTurn``):
+    """Why a send's history check is certain before its scan (``journal.CheckTurn``):
     ``fresh`` (never sent to ``base_url`` nor checked), ``unfinished`` (a check begun never
-    ended), ``lost`` (the outbox's marker says so); None (a long silence shows later)."""
+    ended), ``lost`` (``outbox``'s marker says so); None (a long silence shows later)."""
+    # Imported here: a scan of an outbox no send marked (most) imports no GoRoute code.
     from invoicectl.send.history_loss import history_lost
 
     if not journal.has_sent_to(base_url) and not journal.history_checked(base_url):
         return "fresh"
     if journal.unfinished_history_check() is not None:
         return "unfinished"
-    outbox = options.outbox
     marker = None if outbox is None else read_marker(outbox, marker_entry(base_url, profile))[0]
     return "lost" if history_lost(journal, journal.identity(), marker, outbox) else None
 
 
-def leave_check_to_next_send(journal: JournalBackend, outbox: Path) -> None:
-    """Before a scan that sends nothing (``scan``, ``send --dry-run``): a check begun, left to
-    the next send of any outbox, when an entry of ``outbox``'s marker, for any base URL, says
-    this journal lost history. Nothing when a check begun is unfinished already (one row at
-    most) or no entry says so."""
-    markers = every_marker(outbox)
-    if not markers or journal.unfinished_history_check() is not None:
-        return
-    # Imported here: a scan of an outbox no send marked (most) imports no GoRoute code.
-    from invoicectl.send.history_loss import history_lost
-
-    identity = journal.identity()
-    for marker in markers:
-        if history_lost(journal, identity, marker, outbox):
-            journal.record_history_check(
-                entry_base_url(marker.base_url), None, AHEAD, {"begun": True}
-            )
-            return
+def leave_check_to_next_send(
+    journal: JournalBackend, outbox: Path, base_url: str, profile: str | None
+) -> None:
+    """Before a scan that sends nothing (``scan``, ``send --dry-run``, ``validate``): a
+    check begun, left to the next send of any outbox to ``base_url``, when ``outbox``'s marker
+    says this journal lost history (as ``check_ahead`` reads it). A journal fresh to
+    ``base_url`` needs none (its next send there checks), nor one with a check unfinished."""
+    if check_ahead(journal, base_url, profile, outbox) == "lost":
+        journal.record_history_check(base_url, None, AHEAD, {"begun": True})

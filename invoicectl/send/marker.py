@@ -90,22 +90,6 @@ def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]
         return None, f"the outbox marker {path} is not one invoicectl wrote; it is ignored"
 
 
-def every_marker(outbox: Path) -> list[Marker]:
-    """The last send from ``outbox`` to each base URL (and profile) its marker names; [] when
-    there is no usable marker."""
-    try:
-        sends = _sends(marker_path(outbox).read_text(encoding="utf-8")) or {}
-    except (OSError, UnicodeDecodeError):
-        return []
-    found = (read_marker(outbox, entry)[0] for entry in sends)
-    return [marker for marker in found if marker is not None]
-
-
-def entry_base_url(entry: str) -> str:
-    """The base URL of a marker entry (``marker_entry``)."""
-    return entry.partition(" (profile ")[0]
-
-
 def other_journals(outbox: Path, base_url: str, own: str, journal_id: str) -> dict[str, str]:
     """The journals, other than ``journal_id``, that sent from ``outbox`` to ``base_url``
     itself through another profile than the entry ``own`` (an entry ``BASE_URL (profile

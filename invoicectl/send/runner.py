@@ -100,7 +100,7 @@ def send(
             stop=lambda: _stop_if_signalled(signals),
         )
         held.callback(check_turn.give_back)
-        ahead = check_ahead(journal, settings.base_url, settings.profile, options)
+        ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
         if ahead:
             check_turn.take()  # before the scan: its invoices are the check's
         if ahead == "lost":  # the marker is in this outbox only: begun before its scan
@@ -274,7 +274,7 @@ def dry_run(
         settings.journal, "send --dry-run", clock=clocks.wall, shared=True, create=True
     ) as journal:
         if outbox is not None:  # its invoices are recorded: another outbox's send checks them
-            leave_check_to_next_send(journal, outbox)
+            leave_check_to_next_send(journal, outbox, settings.base_url, settings.profile)
         with scan_turn(journal):
             report = scan(journal)
         now = journal.clock()

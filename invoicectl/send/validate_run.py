@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,6 +27,7 @@ from invoicectl.lifecycle.sending import close_unanswered, message_of
 from invoicectl.lifecycle.transitions import current
 from invoicectl.runs import REAL_CLOCKS, Clocks, Scan, Session, make_client, no_session
 from invoicectl.scan.report import ScanReport
+from invoicectl.send.history_ahead import leave_check_to_next_send
 from invoicectl.send.validations import Validations, problem
 from invoicectl.settings import Settings
 
@@ -83,15 +85,18 @@ class ValidateSummary:
 def validate(
     settings: Settings,
     scan: Scan,
+    session: Session = no_session,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
-    session: Session = no_session,
     clocks: Clocks = REAL_CLOCKS,
+    outbox: Path | None = None,
 ) -> tuple[ScanReport, ValidateSummary]:
     """Scan, then validate every pending invoice not held; hold the invalid."""
     journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall, create=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
+        if outbox is not None:  # its invoices are recorded: another outbox's send checks them
+            leave_check_to_next_send(journal, outbox, settings.base_url, settings.profile)
         report = scan(journal)
         run = _validate(journal, settings, transport or emulated, clocks)
         summary = run_cancelled_by_signals(signals, run)
