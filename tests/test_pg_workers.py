@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
+import socket
 import subprocess
 import threading
 import time
@@ -20,7 +22,7 @@ from typing import Any
 
 import psycopg
 import pytest
-from processkit import run_cli, send_process
+from processkit import run_cli, run_send, send_process
 from sendkit import assert_each_delivered_once, emulator, send, settings_for
 from ublfactory import write_invoice
 
@@ -584,3 +586,31 @@ def test_a_claim_takes_a_share_of_the_plan_but_no_more_than_10_s_of_its_rate(pg_
         as_worker(journal, settings, options, run_id=1) as work,
     ):
         assert work is not None and work.most == 10  # 60 a minute: 10 in 10 s
+
+
+def test_a_send_that_finds_its_invoices_claimed_says_by_whom_and_until_when(pg_url, tmp_path: Path):
+    """A worker killed a moment ago holds its claims until its lease runs out: the next send
+    sends none of them, and its exit line says who holds them and for how long, not only
+    "3 not started" (an operator rerunning a send after a crash saw no reason). Once the
+    lease has run out, the next send takes them over."""
+    outbox, ids = _outbox(tmp_path, 3)
+    _scanned(pg_url, outbox)
+    url = JournalURL(pg_url)
+    sandbox = emulator()
+    with open_journal(url) as stalled, BackgroundServer(sandbox) as server:
+        stalled.become_worker(stalled.begin_run("send", {}), 30.0)
+        assert stalled.claim_invoices(ids, len(ids)) == ids
+        code, output = run_send(outbox, url, server.base_url, "--trust-new-journal")
+        assert code == 75, output
+        holder = f"pid {os.getpid()} on {socket.gethostname()}"
+        assert f"3 claimed by another worker, which sends them ({holder})" in output
+        left = re.search(r"its lease has run out \(in (\d+) s at most\)", output)
+        assert left is not None and 20 <= int(left[1]) <= 30, output
+        assert sandbox.stats()["per_invoice"] == {}
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE workers SET lease_until = 0")  # its lease has run out
+        code, output = run_send(outbox, url, server.base_url)
+        stats = sandbox.stats()
+    assert code == 0, output
+    assert "claimed by" not in output
+    assert_each_delivered_once(stats, ids)

@@ -32,6 +32,7 @@ from invoicectl.journal.pg_workers import (
     check_claim,
     check_not_held,
     claim,
+    claimed_elsewhere,
     idle_limit_ms,
     register,
     reserve_slot,
@@ -216,6 +217,9 @@ class WorkerRecords(InvoiceRecords, SendingRecords):
         assert self.worker_id is not None
         return claim(self.db, self.worker_id, candidates, limit)
 
+    def claimed_elsewhere(self) -> str | None:
+        return claimed_elsewhere(self.db, self.worker_id)
+
     def reserve_slot(self, account: str, interval: float, span: float, rate: int) -> float:
         return reserve_slot(self.db, account, interval, span, rate)
 
@@ -272,9 +276,8 @@ class PgJournal(
         return self
 
     def clock_offset(self) -> float:
-        """Seconds the database server's clock is ahead of this host's (negative: behind),
-        from the middle of one round trip. Leases and the shared budget use the server's
-        clock; a key's 24-hour window is reckoned from the host's (``doctor`` says)."""
+        """Seconds the server's clock is ahead of this host's (negative: behind), from one round
+        trip. Leases and the shared budget use it; a key's window, the host's (``doctor``)."""
         before = time.time()
         (server,) = self.db.execute("SELECT extract(epoch FROM clock_timestamp())").fetchone()
         return float(server) - (before + time.time()) / 2
@@ -289,11 +292,10 @@ class PgJournal(
         """PostgreSQL keeps a savepoint's undo in its own memory: nothing to change."""
 
     def check_underway(self) -> bool:
-        """Whether another session holds the check turn (``take_check_turn``), or a check
-        begun never recorded its end (its host stopped or gone: the next send's check ends
-        it). Asked in a first send's write transaction, whose shared hold on the turn lasts
-        to its commit: a check starting meanwhile waits for that attempt row, and so never
-        reads its invoice as never sent while it goes out."""
+        """Whether another session holds the check turn (``take_check_turn``), or a check begun
+        never recorded its end (its host stopped or gone: the next send's check ends it). Asked
+        in a first send's write transaction, whose shared hold on the turn lasts to its commit:
+        a check starting meanwhile waits for that attempt row, never reading it as unsent."""
         (free,) = self.db.execute(
             f"SELECT pg_try_advisory_xact_lock_shared({_CHECK_LOCK})"
         ).fetchone()

@@ -31,6 +31,7 @@ Why a worker can never send an invoice another now holds (the races, in turn):
 
 from __future__ import annotations
 
+import math
 import os
 import socket
 import threading
@@ -143,6 +144,33 @@ def check_not_held(db: Any, worker_id: int | None, invoice_id: str) -> None:
             f"invoice {invoice_id} is being sent by a worker on {row[0]} (pid {row[1]});"
             " nothing was changed. Try again when that send has finished"
         )
+
+
+def claimed_elsewhere(db: Any, worker_id: int | None) -> str | None:
+    """The invoices still to send or replay that live workers other than ``worker_id`` hold,
+    and who holds them: what a run that could not claim them says at its end. A worker killed
+    a moment ago holds its claims until its lease runs out (its heartbeat renews it no more);
+    None when no other worker holds any."""
+    rows = db.execute(
+        f"SELECT w.host, w.pid, count(*), w.lease_until - {NOW} FROM claims c"
+        " JOIN workers w ON w.id = c.worker_id JOIN invoices i ON i.invoice_id = c.invoice_id"
+        " WHERE c.worker_id != COALESCE(CAST(? AS BIGINT), 0) AND i.state IN (?, ?)"
+        f" AND w.lease_until > {NOW} GROUP BY w.id, w.host, w.pid ORDER BY w.id",
+        (worker_id, "pending", "unknown"),
+    ).fetchall()
+    if not rows:
+        return None
+    held = sum(int(row[2]) for row in rows)
+    who = ", ".join(f"pid {pid} on {host}" for host, pid, _count, _left in rows[:3])
+    one = len(rows) == 1
+    workers = "another worker, which sends" if one else f"{len(rows)} other workers, which send"
+    stopped = "it has stopped, the next send takes them" if one else "one has stopped, the next"
+    stopped += "" if one else " send takes its claims"
+    longest = math.ceil(max(float(row[3]) for row in rows))
+    return (
+        f"{held} claimed by {workers} them ({who}); if {stopped} over once its lease has run "
+        f"out (in {longest} s at most)"
+    )
 
 
 def reserve_slot(db: Any, account: str, interval: float, span: float, rate: int) -> float:

@@ -149,6 +149,11 @@ class SendingRecords(JournalBase):
         rows = self.db.execute("SELECT * FROM attempts WHERE outcome IS NULL ORDER BY id")
         return [Attempt(**dict(row)) for row in rows]
 
+    def claimed_elsewhere(self) -> str | None:
+        """Who else holds invoices still to send (``pg_workers.claimed_elsewhere``): on a SQLite
+        journal, which one run at a time holds, nobody."""
+        return None
+
     def attempt_starts_since(self, since: str) -> list[str]:
         """When each request that started at or after ``since`` started."""
         rows = self.db.execute("SELECT started_at FROM attempts WHERE started_at >= ?", (since,))
