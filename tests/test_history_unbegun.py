@@ -19,6 +19,7 @@ from sendkit import assert_each_delivered_once, emulator
 from test_pg_check_turn import lost_beside_shared
 from ublfactory import write_invoice
 
+from invoicectl import DEFAULT_BASE_URL
 from invoicectl.journal import open_journal
 from invoicectl.locations import Location
 from invoicectl.sandbox import BackgroundServer
@@ -113,3 +114,28 @@ def test_a_scan_leaves_no_check_for_another_base_urls_entry(tmp_path: Path):
             assert code == 0, out + err
     with open_journal(journal) as opened:
         assert opened.unfinished_history_check() is None
+
+
+@pytest.mark.parametrize("scanning", [("scan",), ("send", "--dry-run")])
+def test_a_scan_under_another_base_url_than_the_journal_sends_to_leaves_the_check(
+    tmp_path: Path, scanning: tuple[str, ...]
+):
+    """helper-78: the cron that sends has $GOROUTE_BASE_URL; the operator's scan by hand
+    does not (a scan never needed one), so it reads the default base URL's entry of A's
+    marker, finds the journal "fresh" there and leaves nothing: the next send of B, to the
+    base URL the journal is bound to, sent A's DELIVERED-1 again. The journal's binding
+    names the entry its sends read."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+        code, out, err = run_cli(
+            journal, DEFAULT_BASE_URL, scanning[0], str(outbox_a), *scanning[1:]
+        )
+        assert code == 0, out + err
+        write_invoice(outbox_b, "B-NEW")
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+    assert_each_delivered_once(stats, ["B-NEW"])

@@ -46,8 +46,17 @@ def leave_check_to_next_send(
     journal: JournalBackend, outbox: Path, base_url: str, profile: str | None
 ) -> None:
     """Before a scan that sends nothing (``scan``, ``send --dry-run``, ``validate``): a
-    check begun, left to the next send of any outbox to ``base_url``, when ``outbox``'s marker
-    says this journal lost history (as ``check_ahead`` reads it). A journal fresh to
-    ``base_url`` needs none (its next send there checks), nor one with a check unfinished."""
-    if check_ahead(journal, base_url, profile, outbox) == "lost":
-        journal.record_history_check(base_url, None, AHEAD, {"begun": True})
+    check begun, left to the next send of any outbox, when ``outbox``'s marker says this
+    journal lost history (as ``check_ahead`` reads it) for this run's base URL and profile,
+    or for those the journal is bound to: the ones its sends use, where a scan's may differ
+    (a scan needs no base URL: its environment may lack the send's ``$GOROUTE_BASE_URL``, or
+    its ``--profile``). A journal fresh to the base URL needs none (its next send there
+    checks), nor one with a check unfinished."""
+    entries = {(base_url, profile)}
+    if (bound := journal.bound_base_url()) is not None:
+        bound_url, named, rest = bound.partition(" (profile ")
+        entries.add((bound_url, rest[:-1] if named and rest.endswith(")") else None))
+    for url, name in sorted(entries, key=str):
+        if check_ahead(journal, url, name, outbox) == "lost":
+            journal.record_history_check(url, None, AHEAD, {"begun": True})
+            return
