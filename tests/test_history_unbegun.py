@@ -12,16 +12,17 @@ Real SQLite and PostgreSQL, the real CLI in subprocesses, the emulator over real
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
-from processkit import run_cli, run_send
+from processkit import run_cli, run_send, send_process, wait_for
 from sendkit import assert_each_delivered_once, emulator
 from test_pg_check_turn import lost_beside_shared
 from ublfactory import write_invoice
 
 from invoicectl import DEFAULT_BASE_URL
 from invoicectl.journal import open_journal
-from invoicectl.locations import Location
+from invoicectl.locations import JournalURL, Location
 from invoicectl.sandbox import BackgroundServer
 
 
@@ -139,3 +140,46 @@ def test_a_scan_under_another_base_url_than_the_journal_sends_to_leaves_the_chec
         stats = sandbox.stats()
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
     assert_each_delivered_once(stats, ["B-NEW"])
+
+
+def _another_hosts_slow_check(tmp_path: Path, sandbox: Any, base_url: str, url: JournalURL):
+    """Outbox A beside a shared PostgreSQL journal (``lost_beside_shared``), and host 2's
+    send of outbox C, sent from another journal since lost, in its check's search (slow):
+    A's and B's paths, and host 2's process (its first sends wait at most its --deadline of
+    40 s)."""
+    outbox_a, outbox_b, _ = lost_beside_shared(tmp_path, sandbox, base_url, url, 1)
+    outbox_c = tmp_path / "c"
+    outbox_c.mkdir()
+    write_invoice(outbox_c, "C-1")
+    code, out, err = run_cli(tmp_path / "lost-c.db", base_url, "send", str(outbox_c))
+    assert code == 0, out + err
+    write_invoice(outbox_c, "C-NEW")
+    sandbox.set_faults(latency_ms=4000)  # host 2's search takes a while
+    host_2 = send_process(outbox_c, url, base_url, "--no-receiver-check", "--deadline", "40")
+    wait_for(lambda: sandbox.state.limiter.in_flight() > 0)  # its search has begun
+    return outbox_a, outbox_b, host_2
+
+
+def test_a_dry_run_beside_another_hosts_check_leaves_the_check_to_the_next_send(
+    pg_url: str, tmp_path: Path
+):
+    """helper-78: a PostgreSQL journal, where a dry run runs beside send workers. Host 2's
+    send of outbox C (sent from another lost journal) checks, slowly; meanwhile host 1's
+    `send A --dry-run` found a check unfinished (host 2's), so recorded none, and scanned A.
+    Host 2's check had read the journal's never-sent invoices before A's were there; it
+    ended, and host 2 then sent A's DELIVERED-1 a second time. Now the dry run waits for
+    that check's end, and leaves one of its own to the next send."""
+    sandbox = emulator()
+    url = JournalURL(pg_url)
+    with BackgroundServer(sandbox) as server:
+        outbox_a, outbox_b, host_2 = _another_hosts_slow_check(
+            tmp_path, sandbox, server.base_url, url
+        )
+        code, out, err = run_cli(url, server.base_url, "send", str(outbox_a), "--dry-run")
+        assert code in (0, 4), out + err  # 4: after host 2's check, which held C-1
+        _, err_2 = host_2.communicate(timeout=120)
+        sandbox.set_faults(latency_ms=0)
+        code, output = run_send(outbox_b, url, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
+    assert_each_delivered_once(stats, ["C-NEW"])

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from invoicectl.send.marker import marker_entry, read_marker
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from invoicectl.journal.interface import JournalBackend
@@ -43,7 +44,11 @@ def check_ahead(
 
 
 def leave_check_to_next_send(
-    journal: JournalBackend, outbox: Path, base_url: str, profile: str | None
+    journal: JournalBackend,
+    outbox: Path,
+    base_url: str,
+    profile: str | None,
+    take_turn: Callable[[], None] = lambda: None,
 ) -> None:
     """Before a scan that sends nothing (``scan``, ``send --dry-run``, ``validate``): a
     check begun, left to the next send of any outbox, when ``outbox``'s marker says this
@@ -51,12 +56,22 @@ def leave_check_to_next_send(
     or for those the journal is bound to: the ones its sends use, where a scan's may differ
     (a scan needs no base URL: its environment may lack the send's ``$GOROUTE_BASE_URL``, or
     its ``--profile``). A journal fresh to the base URL needs none (its next send there
-    checks), nor one with a check unfinished."""
+    checks), nor one with a check unfinished.
+
+    ``take_turn``: where a check may run beside this scan (a dry run beside another host's
+    send workers; ``scan`` and ``validate`` are alone on a journal), the check turn
+    (``CheckTurn.take``), taken when a check may be due and held by the caller through the
+    scan: a check running elsewhere read its invoices before this scan, and its end would
+    end this one's too, so it is read again once that check has ended."""
     entries = {(base_url, profile)}
     if (bound := journal.bound_base_url()) is not None:
         bound_url, named, rest = bound.partition(" (profile ")
         entries.add((bound_url, rest[:-1] if named and rest.endswith(")") else None))
-    for url, name in sorted(entries, key=str):
+    ordered = sorted(entries, key=str)
+    if not any(check_ahead(journal, url, name, outbox) for url, name in ordered):
+        return
+    take_turn()
+    for url, name in ordered:
         if check_ahead(journal, url, name, outbox) == "lost":
             journal.record_history_check(url, None, AHEAD, {"begun": True})
             return

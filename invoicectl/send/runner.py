@@ -273,10 +273,15 @@ def dry_run(
     with locked_journal(
         settings.journal, "send --dry-run", clock=clocks.wall, shared=True, create=True
     ) as journal:
-        if outbox is not None:  # its invoices are recorded: another outbox's send checks them
-            leave_check_to_next_send(journal, outbox, settings.base_url, settings.profile)
-        with scan_turn(journal):
-            report = scan(journal)
+        check_turn = CheckTurn(journal)  # another host's send may check beside a dry run
+        try:
+            if outbox is not None:  # its invoices recorded: another outbox's send checks them
+                base_url, profile = settings.base_url, settings.profile
+                leave_check_to_next_send(journal, outbox, base_url, profile, check_turn.take)
+            with scan_turn(journal):
+                report = scan(journal)
+        finally:
+            check_turn.give_back()
         now = journal.clock()
         planned = plan(journal, now, order)
         counts = journal.state_counts()
