@@ -183,3 +183,26 @@ def test_a_dry_run_beside_another_hosts_check_leaves_the_check_to_the_next_send(
         stats = sandbox.stats()
     assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
     assert_each_delivered_once(stats, ["C-NEW"])
+
+
+def test_a_send_that_waited_for_another_hosts_check_then_stopped_leaves_its_check(
+    pg_url: str, tmp_path: Path
+):
+    """helper-78: host 1's send of outbox A (its marker: a journal since lost) met host 2's
+    check running, so read "unfinished", not "lost", before it waited for the turn, and
+    recorded no check begun; once host 2's check had ended it scanned A and stopped before its
+    own (a refused --new-version, exit 2), and A's DELIVERED-1 went out again unchecked."""
+    sandbox = emulator()
+    url = JournalURL(pg_url)
+    with BackgroundServer(sandbox) as server:
+        outbox_a, outbox_b, host_2 = _another_hosts_slow_check(
+            tmp_path, sandbox, server.base_url, url
+        )
+        code, output = run_send(outbox_a, url, server.base_url, "--new-version", "NOSUCH")
+        assert code == 2, output
+        _, err_2 = host_2.communicate(timeout=120)
+        sandbox.set_faults(latency_ms=0)
+        code, output = run_send(outbox_b, url, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
+    assert_each_delivered_once(stats, ["C-NEW"])

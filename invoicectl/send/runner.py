@@ -103,6 +103,9 @@ def send(
         ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
         if ahead:
             check_turn.take()  # before the scan: its invoices are the check's
+            # Read again: another host's check that held the turn ("unfinished") has ended,
+            # and its end would leave this outbox's lost invoices with no check begun.
+            ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
         if ahead == "lost":  # the marker is in this outbox only: begun before its scan
             # (after the turn), a run stopped before its check leaves what it scanned to the
             # next send's, of any outbox (a new journal's sends all check; one row at most)
