@@ -206,3 +206,28 @@ def test_a_send_that_waited_for_another_hosts_check_then_stopped_leaves_its_chec
         stats = sandbox.stats()
     assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
     assert_each_delivered_once(stats, ["C-NEW"])
+
+
+@pytest.mark.xfail(strict=True, reason="helper-78: a recursive run reads the top marker only")
+@pytest.mark.parametrize("first", [("scan", "--recursive"), ("send", "--recursive")])
+def test_a_recursive_run_reads_the_marker_of_a_subdirectory_sent_on_its_own(
+    tmp_path: Path, first: tuple[str, ...]
+):
+    """Still open: outbox A, sent on its own from a journal since lost, is now a subdirectory
+    of the outbox a recursive scan or send reads into a journal with history: only the top
+    directory's marker is read (and written), so A's DELIVERED-1 goes out again (by the
+    recursive send itself, or by the next send of outbox B after the scan). Pre-existing in
+    `send --recursive`; a fix must also decide which markers a recursive send writes, or
+    every later run would check again."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+        parent = tmp_path / "parent"
+        parent.mkdir()
+        outbox_a.rename(parent / "a")
+        run_cli(journal, server.base_url, first[0], str(parent), *first[1:])
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
