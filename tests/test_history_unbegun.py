@@ -231,3 +231,24 @@ def test_a_recursive_run_reads_the_marker_of_a_subdirectory_sent_on_its_own(
         code, output = run_send(outbox_b, journal, server.base_url)
         stats = sandbox.stats()
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+
+
+def test_a_send_refused_for_another_base_url_leaves_the_check_of_what_it_scanned(
+    tmp_path: Path,
+):
+    """helper-78: `send A` run without the cron's $GOROUTE_BASE_URL (the default base URL):
+    the journal is fresh there, so no check is begun before its scan; the journal's binding
+    then refuses the base URL (exit 1), after the scan. A's DELIVERED-1 sat unchecked, and
+    the next send of outbox B, to the journal's own base URL, sent it a second time."""
+    sandbox = emulator()
+    journal = tmp_path / "shared.db"
+    with BackgroundServer(sandbox) as server:
+        args = (tmp_path, sandbox, server.base_url, journal, 1)
+        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+        code, output = run_send(outbox_a, journal, DEFAULT_BASE_URL)
+        assert code == 1 and "is bound to" in output, output
+        write_invoice(outbox_b, "B-NEW")
+        code, output = run_send(outbox_b, journal, server.base_url)
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+    assert_each_delivered_once(stats, ["B-NEW"])

@@ -101,6 +101,7 @@ def send(
         )
         held.callback(check_turn.give_back)
         ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
+        own_entry = marker_entry(settings.base_url, settings.profile)
         if ahead:
             check_turn.take()  # before the scan: its invoices are the check's
             # Read again: another host's check that held the turn ("unfinished") has ended,
@@ -110,6 +111,11 @@ def send(
             # (after the turn), a run stopped before its check leaves what it scanned to the
             # next send's, of any outbox (a new journal's sends all check; one row at most)
             journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
+        elif options.outbox is not None and journal.bound_base_url() not in (None, own_entry):
+            # Bound elsewhere, this send is refused after its scan: what the marker says for
+            # the journal's own base URL is left to the next send there, as a scan's is.
+            base_url, profile = settings.base_url, settings.profile
+            leave_check_to_next_send(journal, options.outbox, base_url, profile, check_turn.take)
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
