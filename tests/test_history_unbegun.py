@@ -11,6 +11,7 @@ Real SQLite and PostgreSQL, the real CLI in subprocesses, the emulator over real
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -26,25 +27,47 @@ from invoicectl.locations import JournalURL, Location
 from invoicectl.sandbox import BackgroundServer
 
 
+def _send_of_b_after(
+    tmp_path: Path, journal: Location, run_a: Callable[[str, Path], None]
+) -> tuple[dict[str, Any], str, list[str]]:
+    """Outbox A, holding DELIVERED-1, sent from a journal since lost, beside outbox B, sent
+    from ``journal`` (``lost_beside_shared``); ``run_a(base URL, A)``; then a send of B with
+    a new invoice. The emulator's stats, that send's output, and B's invoices."""
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        outbox_a, outbox_b, ids_b = lost_beside_shared(
+            tmp_path, sandbox, server.base_url, journal, 1
+        )
+        run_a(server.base_url, outbox_a)
+        write_invoice(outbox_b, "B-NEW")
+        _code, output = run_send(outbox_b, journal, server.base_url)
+        return sandbox.stats(), output, [*ids_b, "B-NEW"]
+
+
+def _cli_of_a(journal: Location, *args: str, code: int = 0, base_url: str | None = None):
+    """``run_a`` for ``_send_of_b_after``: ``invoicectl ARGS... A``, exiting ``code``."""
+
+    def run_a(served: str, outbox_a: Path) -> None:
+        found, out, err = run_cli(journal, base_url or served, *args[:1], str(outbox_a), *args[1:])
+        assert found == code, out + err
+
+    return run_a
+
+
 def test_a_run_stopped_before_its_check_began_leaves_no_invoice_to_another_outbox(
     tmp_path: Path, journal_at: Location
 ):
-    sandbox = emulator()
-    journal = journal_at
-    with BackgroundServer(sandbox) as server:
-        args = (tmp_path, sandbox, server.base_url, journal, 1)
-        outbox_a, outbox_b, ids_b = lost_beside_shared(*args)
+    def stopped(base_url: str, outbox_a: Path) -> None:
         # A's run: its marker names the lost journal, so its check is certain; it scans A,
         # then an operator's typo stops it before the check (exit 2, "nothing was sent").
-        code, output = run_send(outbox_a, journal, server.base_url, "--new-version", "NOSUCH")
+        code, output = run_send(outbox_a, journal_at, base_url, "--new-version", "NOSUCH")
         assert code == 2, output
-        with open_journal(journal) as opened:
+        with open_journal(journal_at) as opened:
             assert opened.invoice("DELIVERED-1") is not None  # scanned, never checked
-        write_invoice(outbox_b, "B-NEW")
-        code, output = run_send(outbox_b, journal, server.base_url)
-        stats = sandbox.stats()
+
+    stats, output, ids_b = _send_of_b_after(tmp_path, journal_at, stopped)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output  # before the loss only
-    assert_each_delivered_once(stats, [*ids_b, "B-NEW"])
+    assert_each_delivered_once(stats, ids_b)
 
 
 @pytest.mark.parametrize("scanning", [("scan",), ("send", "--dry-run"), ("validate",)])
@@ -54,19 +77,9 @@ def test_a_scan_of_an_outbox_whose_journal_was_lost_leaves_no_invoice_to_another
     """Outbox A was sent from a journal since lost; A is only scanned into the shared journal
     (``invoicectl scan``, or a dry run): a send of outbox B must not send A's invoices
     unchecked."""
-    sandbox = emulator()
-    journal = journal_at
-    with BackgroundServer(sandbox) as server:
-        args = (tmp_path, sandbox, server.base_url, journal, 1)
-        outbox_a, outbox_b, _ = lost_beside_shared(*args)
-        code, out, err = run_cli(
-            journal, server.base_url, scanning[0], str(outbox_a), *scanning[1:]
-        )
-        assert code == 0, out + err
-        write_invoice(outbox_b, "B-NEW")
-        code, output = run_send(outbox_b, journal, server.base_url)
-        stats = sandbox.stats()
+    stats, output, ids_b = _send_of_b_after(tmp_path, journal_at, _cli_of_a(journal_at, *scanning))
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+    assert_each_delivered_once(stats, ids_b)
 
 
 def test_a_scan_of_an_outbox_this_journal_sent_leaves_no_check(tmp_path: Path):
@@ -126,20 +139,11 @@ def test_a_scan_under_another_base_url_than_the_journal_sends_to_leaves_the_chec
     marker, finds the journal "fresh" there and leaves nothing: the next send of B, to the
     base URL the journal is bound to, sent A's DELIVERED-1 again. The journal's binding
     names the entry its sends read."""
-    sandbox = emulator()
     journal = tmp_path / "shared.db"
-    with BackgroundServer(sandbox) as server:
-        args = (tmp_path, sandbox, server.base_url, journal, 1)
-        outbox_a, outbox_b, _ = lost_beside_shared(*args)
-        code, out, err = run_cli(
-            journal, DEFAULT_BASE_URL, scanning[0], str(outbox_a), *scanning[1:]
-        )
-        assert code == 0, out + err
-        write_invoice(outbox_b, "B-NEW")
-        code, output = run_send(outbox_b, journal, server.base_url)
-        stats = sandbox.stats()
+    run_a = _cli_of_a(journal, *scanning, base_url=DEFAULT_BASE_URL)
+    stats, output, ids_b = _send_of_b_after(tmp_path, journal, run_a)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
-    assert_each_delivered_once(stats, ["B-NEW"])
+    assert_each_delivered_once(stats, ids_b)
 
 
 def _another_hosts_slow_check(tmp_path: Path, sandbox: Any, base_url: str, url: JournalURL):
@@ -219,17 +223,15 @@ def test_a_recursive_run_reads_the_marker_of_a_subdirectory_sent_on_its_own(
     recursive send itself, or by the next send of outbox B after the scan). Pre-existing in
     `send --recursive`; a fix must also decide which markers a recursive send writes, or
     every later run would check again."""
-    sandbox = emulator()
     journal = tmp_path / "shared.db"
-    with BackgroundServer(sandbox) as server:
-        args = (tmp_path, sandbox, server.base_url, journal, 1)
-        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+
+    def within_parent(base_url: str, outbox_a: Path) -> None:
         parent = tmp_path / "parent"
         parent.mkdir()
         outbox_a.rename(parent / "a")
-        run_cli(journal, server.base_url, first[0], str(parent), *first[1:])
-        code, output = run_send(outbox_b, journal, server.base_url)
-        stats = sandbox.stats()
+        run_cli(journal, base_url, first[0], str(parent), *first[1:])
+
+    stats, output, _ = _send_of_b_after(tmp_path, journal, within_parent)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
 
 
@@ -240,15 +242,12 @@ def test_a_send_refused_for_another_base_url_leaves_the_check_of_what_it_scanned
     the journal is fresh there, so no check is begun before its scan; the journal's binding
     then refuses the base URL (exit 1), after the scan. A's DELIVERED-1 sat unchecked, and
     the next send of outbox B, to the journal's own base URL, sent it a second time."""
-    sandbox = emulator()
     journal = tmp_path / "shared.db"
-    with BackgroundServer(sandbox) as server:
-        args = (tmp_path, sandbox, server.base_url, journal, 1)
-        outbox_a, outbox_b, _ = lost_beside_shared(*args)
+
+    def refused(_base_url: str, outbox_a: Path) -> None:
         code, output = run_send(outbox_a, journal, DEFAULT_BASE_URL)
         assert code == 1 and "is bound to" in output, output
-        write_invoice(outbox_b, "B-NEW")
-        code, output = run_send(outbox_b, journal, server.base_url)
-        stats = sandbox.stats()
+
+    stats, output, ids_b = _send_of_b_after(tmp_path, journal, refused)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
-    assert_each_delivered_once(stats, ["B-NEW"])
+    assert_each_delivered_once(stats, ids_b)
