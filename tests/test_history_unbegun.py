@@ -146,22 +146,32 @@ def test_a_scan_under_another_base_url_than_the_journal_sends_to_leaves_the_chec
     assert_each_delivered_once(stats, ids_b)
 
 
-def _another_hosts_slow_check(tmp_path: Path, sandbox: Any, base_url: str, url: JournalURL):
+def _beside_another_hosts_slow_check(
+    tmp_path: Path, pg_url: str, run_a: Callable[[str, Path], None]
+) -> tuple[dict[str, Any], str]:
     """Outbox A beside a shared PostgreSQL journal (``lost_beside_shared``), and host 2's
-    send of outbox C, sent from another journal since lost, in its check's search (slow):
-    A's and B's paths, and host 2's process (its first sends wait at most its --deadline of
-    40 s)."""
-    outbox_a, outbox_b, _ = lost_beside_shared(tmp_path, sandbox, base_url, url, 1)
-    outbox_c = tmp_path / "c"
-    outbox_c.mkdir()
-    write_invoice(outbox_c, "C-1")
-    code, out, err = run_cli(tmp_path / "lost-c.db", base_url, "send", str(outbox_c))
-    assert code == 0, out + err
-    write_invoice(outbox_c, "C-NEW")
-    sandbox.set_faults(latency_ms=4000)  # host 2's search takes a while
-    host_2 = send_process(outbox_c, url, base_url, "--no-receiver-check", "--deadline", "40")
-    wait_for(lambda: sandbox.state.limiter.in_flight() > 0)  # its search has begun
-    return outbox_a, outbox_b, host_2
+    send of outbox C, sent from another journal since lost, in its check's search (slow; its
+    first sends wait at most its --deadline of 40 s); ``run_a(base URL, A)`` meanwhile; then,
+    host 2 done, a send of B. The emulator's stats, and host 2's and B's output."""
+    sandbox = emulator()
+    url = JournalURL(pg_url)
+    with BackgroundServer(sandbox) as server:
+        base_url = server.base_url
+        outbox_a, outbox_b, _ = lost_beside_shared(tmp_path, sandbox, base_url, url, 1)
+        outbox_c = tmp_path / "c"
+        outbox_c.mkdir()
+        write_invoice(outbox_c, "C-1")
+        code, out, err = run_cli(tmp_path / "lost-c.db", base_url, "send", str(outbox_c))
+        assert code == 0, out + err
+        write_invoice(outbox_c, "C-NEW")
+        sandbox.set_faults(latency_ms=4000)  # host 2's search takes a while
+        host_2 = send_process(outbox_c, url, base_url, "--no-receiver-check", "--deadline", "40")
+        wait_for(lambda: sandbox.state.limiter.in_flight() > 0)  # its search has begun
+        run_a(base_url, outbox_a)
+        _, err_2 = host_2.communicate(timeout=120)
+        sandbox.set_faults(latency_ms=0)
+        _code, output = run_send(outbox_b, url, base_url)
+        return sandbox.stats(), err_2 + output
 
 
 def test_a_dry_run_beside_another_hosts_check_leaves_the_check_to_the_next_send(
@@ -173,19 +183,13 @@ def test_a_dry_run_beside_another_hosts_check_leaves_the_check_to_the_next_send(
     Host 2's check had read the journal's never-sent invoices before A's were there; it
     ended, and host 2 then sent A's DELIVERED-1 a second time. Now the dry run waits for
     that check's end, and leaves one of its own to the next send."""
-    sandbox = emulator()
-    url = JournalURL(pg_url)
-    with BackgroundServer(sandbox) as server:
-        outbox_a, outbox_b, host_2 = _another_hosts_slow_check(
-            tmp_path, sandbox, server.base_url, url
-        )
-        code, out, err = run_cli(url, server.base_url, "send", str(outbox_a), "--dry-run")
+
+    def dry_run(base_url: str, outbox_a: Path) -> None:
+        code, out, err = run_cli(JournalURL(pg_url), base_url, "send", str(outbox_a), "--dry-run")
         assert code in (0, 4), out + err  # 4: after host 2's check, which held C-1
-        _, err_2 = host_2.communicate(timeout=120)
-        sandbox.set_faults(latency_ms=0)
-        code, output = run_send(outbox_b, url, server.base_url)
-        stats = sandbox.stats()
-    assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
+
+    stats, output = _beside_another_hosts_slow_check(tmp_path, pg_url, dry_run)
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
     assert_each_delivered_once(stats, ["C-NEW"])
 
 
@@ -196,19 +200,13 @@ def test_a_send_that_waited_for_another_hosts_check_then_stopped_leaves_its_chec
     check running, so read "unfinished", not "lost", before it waited for the turn, and
     recorded no check begun; once host 2's check had ended it scanned A and stopped before its
     own (a refused --new-version, exit 2), and A's DELIVERED-1 went out again unchecked."""
-    sandbox = emulator()
-    url = JournalURL(pg_url)
-    with BackgroundServer(sandbox) as server:
-        outbox_a, outbox_b, host_2 = _another_hosts_slow_check(
-            tmp_path, sandbox, server.base_url, url
-        )
-        code, output = run_send(outbox_a, url, server.base_url, "--new-version", "NOSUCH")
+
+    def stopped(base_url: str, outbox_a: Path) -> None:
+        code, output = run_send(outbox_a, JournalURL(pg_url), base_url, "--new-version", "NOSUCH")
         assert code == 2, output
-        _, err_2 = host_2.communicate(timeout=120)
-        sandbox.set_faults(latency_ms=0)
-        code, output = run_send(outbox_b, url, server.base_url)
-        stats = sandbox.stats()
-    assert stats["per_invoice"].get("DELIVERED-1") == 1, err_2 + output
+
+    stats, output = _beside_another_hosts_slow_check(tmp_path, pg_url, stopped)
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
     assert_each_delivered_once(stats, ["C-NEW"])
 
 
