@@ -249,3 +249,30 @@ def test_a_send_refused_for_another_base_url_leaves_the_check_of_what_it_scanned
     stats, output, ids_b = _send_of_b_after(tmp_path, journal, refused)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
     assert_each_delivered_once(stats, ids_b)
+
+
+def test_a_scan_of_a_profiles_journal_without_its_profile_leaves_no_check(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-78: `scan OUTBOX --journal <profile p's journal>` without `--profile p` read
+    the marker's no-profile entry, which names the journal of the sends made without a
+    profile: "lost", and a check begun on every such scan (and a full check on every next
+    send). The journal's binding names the entry its sends read: p's, whole."""
+    config = tmp_path / "config.toml"
+    config.write_text("[profiles.p]\n", encoding="utf-8")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    journal_p = tmp_path / "p.db"
+    with BackgroundServer(emulator()) as server:
+        code, output = run_send(outbox, journal_p, server.base_url, "--profile", "p")
+        assert code == 0, output
+        code, output = run_send(outbox, tmp_path / "plain.db", server.base_url)
+        assert code in (0, 4), output  # 4: INV-1, sent through profile p, is held
+        write_invoice(outbox, "INV-2")
+        code, out, err = run_cli(journal_p, server.base_url, "scan", str(outbox))
+    assert code == 0, out + err
+    with open_journal(journal_p) as opened:
+        assert opened.unfinished_history_check() is None

@@ -52,26 +52,22 @@ def leave_check_to_next_send(
 ) -> None:
     """Before a scan that sends nothing (``scan``, ``send --dry-run``, ``validate``): a
     check begun, left to the next send of any outbox, when ``outbox``'s marker says this
-    journal lost history (as ``check_ahead`` reads it) for this run's base URL and profile,
-    or for those the journal is bound to: the ones its sends use, where a scan's may differ
-    (a scan needs no base URL: its environment may lack the send's ``$GOROUTE_BASE_URL``, or
-    its ``--profile``). A journal fresh to the base URL needs none (its next send there
-    checks), nor one with a check unfinished.
+    journal lost history (as ``check_ahead`` reads it) for the base URL and profile the
+    journal is bound to, the ones its sends use (a scan's may differ: it needs no base URL,
+    its environment may lack the send's ``$GOROUTE_BASE_URL``, its ``--profile``, and
+    another profile's entry names another journal), else for this run's. A journal fresh to
+    the base URL needs none (its next send there checks), nor one with a check unfinished.
 
     ``take_turn``: where a check may run beside this scan (a dry run beside another host's
     send workers; ``scan`` and ``validate`` are alone on a journal), the check turn
     (``CheckTurn.take``), taken when a check may be due and held by the caller through the
     scan: a check running elsewhere read its invoices before this scan, and its end would
     end this one's too, so it is read again once that check has ended."""
-    entries = {(base_url, profile)}
     if (bound := journal.bound_base_url()) is not None:
-        bound_url, named, rest = bound.partition(" (profile ")
-        entries.add((bound_url, rest[:-1] if named and rest.endswith(")") else None))
-    ordered = sorted(entries, key=str)
-    if not any(check_ahead(journal, url, name, outbox) for url, name in ordered):
+        base_url, named, rest = bound.partition(" (profile ")
+        profile = rest[:-1] if named and rest.endswith(")") else None
+    if check_ahead(journal, base_url, profile, outbox) is None:
         return
     take_turn()
-    for url, name in ordered:
-        if check_ahead(journal, url, name, outbox) == "lost":
-            journal.record_history_check(url, None, AHEAD, {"begun": True})
-            return
+    if check_ahead(journal, base_url, profile, outbox) == "lost":
+        journal.record_history_check(base_url, None, AHEAD, {"begun": True})
