@@ -614,3 +614,25 @@ def test_a_send_that_finds_its_invoices_claimed_says_by_whom_and_until_when(pg_u
     assert code == 0, output
     assert "claimed by" not in output
     assert_each_delivered_once(stats, ids)
+
+
+def test_invoices_two_stalled_workers_hold_are_named_with_both(pg_url, tmp_path: Path):
+    """Several holders: each named, and the longest lease left; an accepted invoice one of
+    them still holds a claim on is nothing left to send, so not counted."""
+    outbox, ids = _outbox(tmp_path, 4)
+    _scanned(pg_url, outbox)
+    url = JournalURL(pg_url)
+    with open_journal(url) as first, open_journal(url) as second, open_journal(url) as third:
+        first.become_worker(first.begin_run("send", {}), 20.0)
+        second.become_worker(second.begin_run("send", {}), 40.0)
+        assert first.claim_invoices(ids[:2], 2) == ids[:2]
+        assert second.claim_invoices(ids[2:], 2) == ids[2:]
+        with psycopg.connect(pg_url) as conn:
+            conn.execute("UPDATE invoices SET state = 'accepted' WHERE invoice_id = %s", (ids[3],))
+        said = third.claimed_elsewhere()
+    holder = f"pid {os.getpid()} on {socket.gethostname()}"
+    assert said is not None and said.startswith(
+        f"3 claimed by 2 other workers, which send them ({holder}, {holder}); if one has "
+        "stopped, the next send takes its claims over once its lease has run out (in "
+    ), said
+    assert 30 < int(said.rsplit("(in ", 1)[1].split()[0]) <= 40, said

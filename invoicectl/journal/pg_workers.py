@@ -162,14 +162,16 @@ def claimed_elsewhere(db: Any, worker_id: int | None) -> str | None:
         return None
     held = sum(int(row[2]) for row in rows)
     who = ", ".join(f"pid {pid} on {host}" for host, pid, _count, _left in rows[:3])
-    one = len(rows) == 1
-    workers = "another worker, which sends" if one else f"{len(rows)} other workers, which send"
-    stopped = "it has stopped, the next send takes them" if one else "one has stopped, the next"
-    stopped += "" if one else " send takes its claims"
+    if len(rows) == 1:
+        holders, stopped = "another worker, which sends them", "it has stopped, the next send"
+        stopped += " takes them over"
+    else:
+        holders = f"{len(rows)} other workers, which send them"
+        stopped = "one has stopped, the next send takes its claims over"
     longest = math.ceil(max(float(row[3]) for row in rows))
     return (
-        f"{held} claimed by {workers} them ({who}); if {stopped} over once its lease has run "
-        f"out (in {longest} s at most)"
+        f"{held} claimed by {holders} ({who}); if {stopped} once its lease has run out (in "
+        f"{longest} s at most)"
     )
 
 
