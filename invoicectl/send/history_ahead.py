@@ -43,6 +43,27 @@ def check_ahead(
     return "lost" if history_lost(journal, journal.identity(), marker, outbox) else None
 
 
+def begin_check_ahead(
+    journal: JournalBackend,
+    base_url: str,
+    profile: str | None,
+    outbox: Path | None,
+    take_turn: Callable[[], None],
+) -> str | None:
+    """``check_ahead``, read again once the check turn is taken (``take_turn``, when any check
+    is due): another host's check that held it ("unfinished") has ended since, and its end
+    would leave this outbox's lost invoices with no check begun. When "lost", a check begun
+    is recorded, before the scan: a run stopped before its check leaves what it scanned to
+    the next send's, of any outbox (one row at most while one is unfinished)."""
+    if check_ahead(journal, base_url, profile, outbox) is None:
+        return None
+    take_turn()
+    ahead = check_ahead(journal, base_url, profile, outbox)
+    if ahead == "lost":
+        journal.record_history_check(base_url, None, AHEAD, {"begun": True})
+    return ahead
+
+
 def leave_check_to_next_send(
     journal: JournalBackend,
     outbox: Path,
@@ -60,14 +81,8 @@ def leave_check_to_next_send(
 
     ``take_turn``: where a check may run beside this scan (a dry run beside another host's
     send workers; ``scan`` and ``validate`` are alone on a journal), the check turn
-    (``CheckTurn.take``), taken when a check may be due and held by the caller through the
-    scan: a check running elsewhere read its invoices before this scan, and its end would
-    end this one's too, so it is read again once that check has ended."""
+    (``CheckTurn.take``), held by the caller through the scan (``begin_check_ahead``)."""
     if (bound := journal.bound_base_url()) is not None:
         base_url, named, rest = bound.partition(" (profile ")
         profile = rest[:-1] if named and rest.endswith(")") else None
-    if check_ahead(journal, base_url, profile, outbox) is None:
-        return
-    take_turn()
-    if check_ahead(journal, base_url, profile, outbox) == "lost":
-        journal.record_history_check(base_url, None, AHEAD, {"begun": True})
+    begin_check_ahead(journal, base_url, profile, outbox, take_turn)

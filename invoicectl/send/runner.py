@@ -37,7 +37,7 @@ from invoicectl.runs import (
 )
 from invoicectl.scan.report import ScanReport
 from invoicectl.send.history import check_history
-from invoicectl.send.history_ahead import AHEAD, check_ahead, leave_check_to_next_send
+from invoicectl.send.history_ahead import begin_check_ahead, leave_check_to_next_send
 from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
@@ -100,21 +100,13 @@ def send(
             stop=lambda: _stop_if_signalled(signals),
         )
         held.callback(check_turn.give_back)
-        ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
-        own_entry = marker_entry(settings.base_url, settings.profile)
-        if ahead:
-            check_turn.take()  # before the scan: its invoices are the check's
-            # Read again: another host's check that held the turn ("unfinished") has ended,
-            # and its end would leave this outbox's lost invoices with no check begun.
-            ahead = check_ahead(journal, settings.base_url, settings.profile, options.outbox)
-        if ahead == "lost":  # the marker is in this outbox only: begun before its scan
-            # (after the turn), a run stopped before its check leaves what it scanned to the
-            # next send's, of any outbox (a new journal's sends all check; one row at most)
-            journal.record_history_check(settings.base_url, None, AHEAD, {"begun": True})
-        elif options.outbox is not None and journal.bound_base_url() not in (None, own_entry):
+        # The turn before the scan when a check is due: its invoices are the check's.
+        base_url, profile = settings.base_url, settings.profile
+        ahead = begin_check_ahead(journal, base_url, profile, options.outbox, check_turn.take)
+        bound_elsewhere = journal.bound_base_url() not in (None, marker_entry(base_url, profile))
+        if ahead != "lost" and options.outbox is not None and bound_elsewhere:
             # Bound elsewhere, this send is refused after its scan: what the marker says for
             # the journal's own base URL is left to the next send there, as a scan's is.
-            base_url, profile = settings.base_url, settings.profile
             leave_check_to_next_send(journal, options.outbox, base_url, profile, check_turn.take)
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
