@@ -25,6 +25,7 @@ from invoicectl import DEFAULT_BASE_URL
 from invoicectl.journal import open_journal
 from invoicectl.locations import JournalURL, Location
 from invoicectl.sandbox import BackgroundServer
+from invoicectl.send.marker import read_marker
 
 
 def _send_of_b_after(
@@ -210,7 +211,6 @@ def test_a_send_that_waited_for_another_hosts_check_then_stopped_leaves_its_chec
     assert_each_delivered_once(stats, ["C-NEW"])
 
 
-@pytest.mark.xfail(strict=True, reason="helper-78: a recursive run reads the top marker only")
 @pytest.mark.parametrize("first", [("scan", "--recursive"), ("send", "--recursive")])
 def test_a_recursive_run_reads_the_marker_of_a_subdirectory_sent_on_its_own(
     tmp_path: Path, first: tuple[str, ...]
@@ -231,6 +231,40 @@ def test_a_recursive_run_reads_the_marker_of_a_subdirectory_sent_on_its_own(
 
     stats, output, _ = _send_of_b_after(tmp_path, journal, within_parent)
     assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+
+
+def test_a_recursive_send_marks_the_subdirectories_it_checked_as_its_own(tmp_path: Path):
+    """After a recursive send has checked what a subdirectory's marker said was lost, the
+    subdirectory's marker names this journal too: the next recursive send, and a send of the
+    subdirectory on its own, check nothing again (else every later run would make a full
+    check), and a send of the subdirectory from another journal finds the shared one's."""
+    journal = tmp_path / "shared.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        outbox_a, _outbox_b, _ids_b = lost_beside_shared(
+            tmp_path, sandbox, server.base_url, journal, 1
+        )
+        parent = tmp_path / "parent"
+        parent.mkdir()
+        sub = outbox_a.rename(parent / "a")
+        code, output = run_send(parent, journal, server.base_url, "--recursive")
+        assert code == 4 and "is not the one" in output, output  # DELIVERED-1 held
+        with open_journal(journal) as opened:
+            own_id = opened.identity().journal_id
+        for outbox in (parent, sub):
+            marker = read_marker(outbox, server.base_url)[0]
+            assert marker is not None and marker.journal_id == own_id
+        for number, outbox, args in ((1, parent, ("--recursive",)), (2, sub, ())):
+            write_invoice(sub, f"A-NEW-{number}")
+            code, output = run_send(outbox, journal, server.base_url, *args)
+            assert "lost history" not in output and "is not the one" not in output, output
+            assert code == 4, output  # DELIVERED-1 still held for reconcile
+        write_invoice(sub, "A-NEW-3")
+        code, output = run_send(sub, tmp_path / "other.db", server.base_url)
+        assert "is not the one" in output, output
+        stats = sandbox.stats()
+    assert stats["per_invoice"].get("DELIVERED-1") == 1, output
+    assert_each_delivered_once(stats, ["A-NEW-1", "A-NEW-2", "A-NEW-3"])
 
 
 def test_a_send_refused_for_another_base_url_leaves_the_check_of_what_it_scanned(

@@ -22,6 +22,7 @@ from ublfactory import write_invoice
 from invoicectl.errors import ExitCode, JournalLocked
 from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
+from invoicectl.send.marker import MARKER_NAME, marked_below
 from invoicectl.send.options import SendOptions
 from invoicectl.send.outbox_turns import TURNS, outbox_turn
 
@@ -153,3 +154,23 @@ def test_two_accounts_sending_at_once_never_both_send_a_new_invoice(tmp_path: Pa
     received = [account.stats()["per_invoice"].get("S-2", 0) for account in accounts.values()]
     assert received == [1, 0]
     assert states(tmp_path / "b.db")["S-2"] == "pending"
+
+
+def test_a_recursive_send_meets_the_turn_of_a_marked_subdirectorys_own_send(
+    tmp_path: Path, outbox: Path
+):
+    """A subdirectory holding a marker of its own is an outbox another journal sends on its
+    own: a recursive send of its parent takes a turn there too, and meets that send's, as a
+    send of the subdirectory itself would. A subdirectory without a marker is walked past."""
+    marked, plain = outbox / "a", outbox / "b"
+    for directory, invoice_id in ((marked, "S-1"), (plain, "S-2")):
+        directory.mkdir()
+        write_invoice(directory, invoice_id)
+    (marked / MARKER_NAME).write_text('{"sends": {}}\n')
+    assert marked_below(outbox) == (marked,)
+    settings = settings_for(tmp_path / "j.db", base_url=BASE)
+    options = SendOptions(policy=FAST_RETRY, outbox=outbox, marked_below=marked_below(outbox))
+    with turn(marked, B), pytest.raises(JournalLocked, match=str(marked)):
+        runner.send(settings, scanning(outbox, recursive=True), options,
+                    transport=emulator().transport())  # fmt: skip
+    assert states(tmp_path / "j.db") == {}  # refused before its scan

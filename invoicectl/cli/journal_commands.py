@@ -59,6 +59,7 @@ def scan(
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
     from invoicectl.send.history_ahead import leave_check_to_next_send
+    from invoicectl.send.marker import outboxes_of
     from invoicectl.settings import resolve
 
     settings = resolve(journal=journal, sandbox=sandbox, need_key=False)
@@ -70,7 +71,8 @@ def scan(
         ) as scan,
         locked_journal(path, "scan", create=True) as opened,
     ):
-        leave_check_to_next_send(opened, directory, settings.base_url, settings.profile)
+        outboxes = outboxes_of(directory, recursive)
+        leave_check_to_next_send(opened, outboxes, settings.base_url, settings.profile)
         report = scan.into(opened)
     causes = report.exit_causes()
     code = worst(*(cause.code for cause in causes))

@@ -45,13 +45,18 @@ from invoicectl.cli.send_options import (
     AllProfilesOption,
     BatchSizeOption,
     DeadlineOption,
+    DryRunOption,
     NewVersionOption,
+    NoReceiverCheckOption,
     OrderOption,
     ProfileSetOption,
+    RefreshReceiversOption,
     RoutedNamesOption,
     SendOrderChoice,
     SkipInvoiceOption,
     SupplierOption,
+    TrustNewJournalOption,
+    ValidateOption,
 )
 from invoicectl.errors import worst
 from invoicectl.loglines import explain_exit
@@ -83,42 +88,11 @@ def send(
     new_version: NewVersionOption = None,
     allow_environment_change: AllowEnvironmentChangeOption = False,
     order: OrderOption = SendOrderChoice.due,
-    no_receiver_check: Annotated[
-        bool,
-        typer.Option(
-            "--no-receiver-check",
-            help="Send without looking receivers up first (the participant lookup).",
-        ),
-    ] = False,
-    refresh_receivers: Annotated[
-        bool,
-        typer.Option(
-            "--refresh-receivers", help="Look every receiver up again, however fresh its check."
-        ),
-    ] = False,
-    validate: Annotated[
-        bool,
-        typer.Option(
-            "--validate",
-            help="Have GoRoute validate each new revision before its first send; hold what it "
-            "finds invalid (a failed validation does not stop the send).",
-        ),
-    ] = False,
-    trust_new_journal: Annotated[
-        bool,
-        typer.Option(
-            "--trust-new-journal",
-            help="Send from a journal with no history at this base URL (or one that lost it) "
-            "without first checking GoRoute's transactions for what it already holds. Only "
-            "when no other journal ever sent these invoices.",
-        ),
-    ] = False,
-    dry_run: Annotated[
-        bool,
-        typer.Option(
-            "--dry-run", help="Scan and plan (the order, and what would be late); send nothing."
-        ),
-    ] = False,
+    no_receiver_check: NoReceiverCheckOption = False,
+    refresh_receivers: RefreshReceiversOption = False,
+    validate: ValidateOption = False,
+    trust_new_journal: TrustNewJournalOption = False,
+    dry_run: DryRunOption = False,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
     metrics_file: MetricsFileOption = None,
@@ -148,6 +122,7 @@ def send(
     from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import outbox_root, scanning
     from invoicectl.send import runner
+    from invoicectl.send.marker import outboxes_of
     from invoicectl.settings import resolve
 
     if all_profiles or profile_set is not None:
@@ -179,7 +154,8 @@ def send(
         directory, recursive=recursive, supplier=supplier, skip=skip, names=routed_names
     )
     if dry_run:
-        report, plan = runner.dry_run(settings, scan, SendOrder(order.value), outbox=directory)
+        outboxes = outboxes_of(directory, recursive)
+        report, plan = runner.dry_run(settings, scan, SendOrder(order.value), outboxes=outboxes)
         warn_if_empty(report.files + report.left_for_others, directory, recursive)
         if as_json:
             print(to_json({"scan": report.to_dict(), **plan.to_dict()}))
@@ -205,7 +181,12 @@ def send(
                 check_receivers=not no_receiver_check,
                 refresh_receivers=refresh_receivers,
                 validate=validate,
-                history={"outbox": directory, "trust_new_journal": trust_new_journal, "warn": say},
+                history={
+                    "outbox": directory,
+                    "marked_below": outboxes_of(directory, recursive)[1:],
+                    "trust_new_journal": trust_new_journal,
+                    "warn": say,
+                },
                 supplier=supplier,
                 skip_invoices=skip,
             ),
@@ -356,6 +337,7 @@ def validate(
     """
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import scanning
+    from invoicectl.send.marker import outboxes_of
     from invoicectl.send.validate_run import validate as run_validate
     from invoicectl.settings import resolve
 
@@ -369,9 +351,8 @@ def validate(
         max_attempts=max_attempts,
         max_wait=max_wait,
     )
-    report, summary = run_validate(
-        settings, scanning(directory, recursive=recursive), _session(settings), outbox=directory
-    )
+    scan, outboxes = scanning(directory, recursive=recursive), outboxes_of(directory, recursive)
+    report, summary = run_validate(settings, scan, _session(settings), outboxes=outboxes)
     warn_if_empty(report.files, directory, recursive)
     summary.exit_code = worst(summary.exit_code, report.input_code)
     if as_json:

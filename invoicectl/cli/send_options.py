@@ -79,3 +79,39 @@ ProfileSetOption = Annotated[
     typer.Option("--profiles", metavar="A,B", help="As --all-profiles, these only.",
                  show_default=False),
 ]  # fmt: skip
+NoReceiverCheckOption = Annotated[
+    bool,
+    typer.Option(
+        "--no-receiver-check",
+        help="Send without looking receivers up first (the participant lookup).",
+    ),
+]
+RefreshReceiversOption = Annotated[
+    bool,
+    typer.Option(
+        "--refresh-receivers", help="Look every receiver up again, however fresh its check."
+    ),
+]
+ValidateOption = Annotated[
+    bool,
+    typer.Option(
+        "--validate",
+        help="Have GoRoute validate each new revision before its first send; hold what it "
+        "finds invalid (a failed validation does not stop the send).",
+    ),
+]
+TrustNewJournalOption = Annotated[
+    bool,
+    typer.Option(
+        "--trust-new-journal",
+        help="Send from a journal with no history at this base URL (or one that lost it) "
+        "without first checking GoRoute's transactions for what it already holds. Only "
+        "when no other journal ever sent these invoices.",
+    ),
+]
+DryRunOption = Annotated[
+    bool,
+    typer.Option(
+        "--dry-run", help="Scan and plan (the order, and what would be late); send nothing."
+    ),
+]

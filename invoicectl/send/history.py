@@ -53,6 +53,7 @@ from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice
 from invoicectl.lifecycle.evidence import HISTORY_CHECK, last_word
 from invoicectl.lifecycle.holds import hold_with_evidence
+from invoicectl.send.history_ahead import marked_lost
 from invoicectl.send.history_loss import (
     MAX_PAGES,
     PAGE_SIZE,
@@ -62,7 +63,6 @@ from invoicectl.send.history_loss import (
     NewestRead,
     RunClocks,
     covered,
-    history_lost,
     horizon_of,
     never_sent,
     new_versions,
@@ -86,7 +86,7 @@ from invoicectl.send.history_texts import (
     not_checked_reason,
     unchecked,
 )
-from invoicectl.send.marker import Marker, MarkerKeeper, marker_entry, read_marker, write_marker
+from invoicectl.send.marker import Marker, MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 from invoicectl.text import first_few
@@ -129,12 +129,10 @@ def check_history(
     started = clocks.monotonic()
     base_url, warn = settings.base_url, options.warn
     entry = marker_entry(base_url, settings.profile)
-    marker, problem = read_marker(options.outbox, entry) if options.outbox else (None, None)
-    if problem:
-        warn(f"invoicectl: warning: {problem}")
+    outboxes = options.marked()
     identity = journal.identity()
     fresh = not journal.has_sent_to(base_url) and not journal.history_checked(base_url)
-    lost = history_lost(journal, identity, marker, options.outbox)
+    lost = marked_lost(journal, entry, outboxes, warn)
     if not fresh and journal.unfinished_history_check():  # or another host's, running:
         take_turn()  # read again after its turn, once it has ended
         lost = lost or unfinished(journal)
@@ -178,10 +176,7 @@ def check_history(
             run_id=run_id,
             run_started_at=journal.run_started_at(run_id) or journal.now(),
         )
-        if (problem := write_marker(options.outbox, here)) is not None:
-            warn(f"invoicectl: warning: {problem}")
-        else:
-            keeper = MarkerKeeper(options.outbox, here, warn)
+        keeper = MarkerKeeper(outboxes, here, warn).start()
     if options.deadline is not None:
         left = max(0.0, options.deadline - (clocks.monotonic() - started))
         options = replace(options, deadline=left)

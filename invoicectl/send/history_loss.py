@@ -1,6 +1,6 @@
-"""How a send tells that its journal may have lost history (``history_lost``: the outbox's
-marker; ``silence_lost``: a long silence), and how far back a check of it looks
-(``horizon_of``).
+"""How a send tells that its journal may have lost history in a long silence
+(``silence_lost``; what the outbox's marker says, ``history_ahead.marked_lost``), and how far
+back a check of it looks (``horizon_of``).
 
 A journal rolled back together with its outbox (a VM snapshot restored, a whole disk's backup)
 keeps a marker that agrees with it, so ``history_lost`` sees nothing, and the invoices it sent
@@ -29,14 +29,11 @@ from invoicectl.goroute.times import parse_time
 from invoicectl.goroute.transactions import Transaction, TransactionPage
 from invoicectl.journal.failures import RESTORE
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Hold, Invoice, InvoiceState, JournalIdentity
+from invoicectl.journal.records import Hold, Invoice, InvoiceState
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
-from invoicectl.send.marker import Marker
 from invoicectl.text import first_few, one_line
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from invoicectl.reconcile.search_result import SearchSummary
 
 # The newest 20,000 transactions at most: 200 pages take 2 minutes at the standard tier's
@@ -60,38 +57,6 @@ class RunClocks(Protocol):
     def monotonic(self) -> Callable[[], float]: ...
     @property
     def sleep(self) -> Callable[[float], Awaitable[None]]: ...
-
-
-def history_lost(
-    journal: JournalBackend,
-    identity: JournalIdentity,
-    marker: Marker | None,
-    outbox: Path | None,
-) -> str | None:
-    """Why ``outbox``'s marker says this journal lost history, or None when it does not."""
-    if marker is None:
-        return None
-    if marker.journal_id != identity.journal_id:
-        return (
-            f"the journal {journal.path} (created {identity.created_at}) is not the one "
-            f"{outbox} was last sent from ({marker.describe()}): the history of those sends "
-            "is not in this one"
-        )
-    if journal.run_started_at(marker.run_id) != marker.run_started_at:
-        return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
-            f"run {marker.run_id} ({marker.run_started_at}), which it no longer holds (an "
-            "older backup restored, or its -wal file lost?)"
-        )
-    through = marker.attempts_through
-    if through is not None and (held := journal.last_attempt_of(marker.run_id) or 0) < through:
-        return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
-            f"run {marker.run_id} ({marker.run_started_at}), whose requests it holds only up "
-            f"to attempt {held}, not {through} (a backup taken during that run restored, or "
-            "its -wal file lost?)"
-        )
-    return None
 
 
 def unfinished(journal: JournalBackend) -> str | None:

@@ -57,6 +57,26 @@ def marker_path(outbox: Path) -> Path:
     return outbox / MARKER_NAME
 
 
+def outboxes_of(outbox: Path, recursive: bool) -> tuple[Path, ...]:
+    """The directories whose markers a run of ``outbox`` reads: the outbox first, then, when
+    it is ``recursive``, the subdirectories ``marked_below`` it."""
+    return (outbox, *marked_below(outbox)) if recursive else (outbox,)
+
+
+def marked_below(outbox: Path) -> tuple[Path, ...]:
+    """The subdirectories of ``outbox`` a recursive scan reads (links not followed, as its
+    walk) that hold a marker of their own: each an outbox once sent on its own, then moved
+    below this one, whose invoices a journal since lost may have sent. A recursive run reads
+    and writes their markers as its outbox's (``send/history.py``). Sorted; one walk of the
+    tree's names, no file read."""
+    below = [
+        Path(directory)
+        for directory, _subdirs, files in os.walk(outbox)
+        if MARKER_NAME in files and directory != str(outbox)
+    ]
+    return tuple(sorted(below, key=lambda path: path.parts))
+
+
 def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]:
     """(the marker of the last send to ``base_url`` from ``outbox``, None), (None, None) when
     there is none, or (None, why the file is unusable)."""
@@ -167,13 +187,15 @@ class MarkerKeeper:
 
     EVERY = 1.0
 
-    def __init__(self, outbox: Path, marker: Marker, warn: Callable[[str], None]) -> None:
-        self.outbox = outbox
+    def __init__(
+        self, outboxes: tuple[Path, ...], marker: Marker, warn: Callable[[str], None]
+    ) -> None:
+        self.outboxes = outboxes  # the outbox, then its marked subdirectories (``marked_below``)
         self.marker = marker
         self.warn = warn
         self.through = 0  # the last attempt known durable
         self.written = 0
-        self.failed = False
+        self.failed: set[Path] = set()  # one line each, not one a second
         self._lock = threading.Lock()  # the last write, from the run's end, waits for another
 
     def durable(self, attempt_id: int) -> None:
@@ -191,12 +213,20 @@ class MarkerKeeper:
     def write(self) -> None:
         with self._lock:
             through = self.through
-            if through == self.written or self.failed:
+            if through == self.written:
                 return
-            problem = write_marker(self.outbox, replace(self.marker, attempts_through=through))
             self.written = through
-            if problem is not None:
-                self.failed = True  # one line, not one a second
+            self._write_each(replace(self.marker, attempts_through=through))
+
+    def start(self) -> MarkerKeeper:
+        """The marker written in each outbox before the run's first request."""
+        self._write_each(self.marker)
+        return self
+
+    def _write_each(self, marker: Marker) -> None:
+        for outbox in self.outboxes:
+            if outbox not in self.failed and (problem := write_marker(outbox, marker)):
+                self.failed.add(outbox)
                 self.warn(f"invoicectl: warning: {problem}")
 
 

@@ -35,7 +35,14 @@ class SendOptions:
     refresh_receivers: bool = False  # look every receiver up again, however fresh
     validate: bool = False  # GoRoute's validation of each revision before its first send
     outbox: Path | None = None  # where the history marker lives; None: no marker
+    # the outbox's subdirectories a recursive scan reads that hold markers of their own
+    # (``marker.marked_below``): read and written as the outbox's
+    marked_below: tuple[Path, ...] = ()
     trust_new_journal: bool = False  # send from a journal with no history without checking
     supplier: str | None = None  # only this supplier's invoices (scheme:id): a profile's sender
     skip_invoices: tuple[str, ...] = ()  # of that supplier, sent through another's account
     warn: Callable[[str], None] = field(default=_stderr, compare=False, repr=False)
+
+    def marked(self) -> tuple[Path, ...]:
+        """The directories whose markers the run reads and writes: the outbox first."""
+        return () if self.outbox is None else (self.outbox, *self.marked_below)

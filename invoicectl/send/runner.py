@@ -8,7 +8,7 @@ and one that comes after the loop still makes the run's exit code 130.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from contextlib import ExitStack, suppress
 from dataclasses import replace
 from datetime import datetime, timedelta
@@ -86,10 +86,10 @@ def send(
         settings.journal, "send", clock=clocks.wall, shared=True, create=True
     )
     with RunSignals() as signals, journal_lock as journal, ExitStack() as held:
-        if options.outbox is not None:  # two journals never send from one outbox at once
-            journal_id = journal.identity().journal_id
+        journal_id = journal.identity().journal_id
+        for outbox in options.marked():  # two journals never send from one outbox at once
             turn = outbox_turn(
-                options.outbox, settings.base_url, journal_id, options.supplier, settings.journal
+                outbox, settings.base_url, journal_id, options.supplier, settings.journal
             )
             held.enter_context(turn)
         # Where several hosts send, none first-sends while this one's history check runs.
@@ -102,12 +102,12 @@ def send(
         held.callback(check_turn.give_back)
         # The turn before the scan when a check is due: its invoices are the check's.
         base_url, profile = settings.base_url, settings.profile
-        ahead = begin_check_ahead(journal, base_url, profile, options.outbox, check_turn.take)
+        ahead = begin_check_ahead(journal, base_url, profile, options.marked(), check_turn.take)
         bound_elsewhere = journal.bound_base_url() not in (None, marker_entry(base_url, profile))
-        if ahead != "lost" and options.outbox is not None and bound_elsewhere:
+        if ahead != "lost" and bound_elsewhere:
             # Bound elsewhere, this send is refused after its scan: what the marker says for
             # the journal's own base URL is left to the next send there, as a scan's is.
-            leave_check_to_next_send(journal, options.outbox, base_url, profile, check_turn.take)
+            leave_check_to_next_send(journal, options.marked(), base_url, profile, check_turn.take)
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
             close_unanswered(journal)
@@ -131,9 +131,10 @@ def send(
             options = replace(options, deadline=left)
         with recorded_run(journal, "send", run_options or {}, settings) as run_id:
             hold_contradicted(journal)  # a row edited or lost: never sent twice for it
-            if options.supplier is None and options.outbox is not None:  # it takes every file
+            if options.supplier is None:  # it takes every file
                 entry = (settings.base_url, marker_entry(settings.base_url, settings.profile))
-                hold_sent_by_others(journal, options.outbox, entry, opened_journal)
+                for outbox in options.marked():
+                    hold_sent_by_others(journal, outbox, entry, opened_journal)
             # Nothing to send or replay (most cron runs): no request can go out, so neither
             # the client nor the emulator (``--sandbox``) is built, nor the sender imported.
             idle = nothing_to_send(journal, options)
@@ -264,7 +265,7 @@ def dry_run(
     order: SendOrder = SendOrder.due,
     *,
     clocks: Clocks = REAL_CLOCKS,
-    outbox: Path | None = None,
+    outboxes: Sequence[Path] = (),
 ) -> tuple[ScanReport, DryRun]:
     """Scan and plan; no request, no run recorded, and no API key needed. A base URL the
     send itself would refuse (plain http to a remote host) is refused here too: a plan for
@@ -276,9 +277,8 @@ def dry_run(
     ) as journal:
         check_turn = CheckTurn(journal)  # another host's send may check beside a dry run
         try:
-            if outbox is not None:  # its invoices recorded: another outbox's send checks them
-                base_url, profile = settings.base_url, settings.profile
-                leave_check_to_next_send(journal, outbox, base_url, profile, check_turn.take)
+            base_url, profile = settings.base_url, settings.profile  # another outbox's send
+            leave_check_to_next_send(journal, outboxes, base_url, profile, check_turn.take)
             with scan_turn(journal):
                 report = scan(journal)
         finally:

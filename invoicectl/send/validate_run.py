@@ -9,6 +9,7 @@ journal; a revision validated before is answered from there, with no request.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,14 +90,14 @@ def validate(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     clocks: Clocks = REAL_CLOCKS,
-    outbox: Path | None = None,
+    outboxes: Sequence[Path] = (),
 ) -> tuple[ScanReport, ValidateSummary]:
     """Scan, then validate every pending invoice not held; hold the invalid."""
     journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall, create=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
-        if outbox is not None:  # its invoices are recorded: another outbox's send checks them
-            leave_check_to_next_send(journal, outbox, settings.base_url, settings.profile)
+        # Its invoices are recorded: another outbox's send checks them.
+        leave_check_to_next_send(journal, outboxes, settings.base_url, settings.profile)
         report = scan(journal)
         run = _validate(journal, settings, transport or emulated, clocks)
         summary = run_cancelled_by_signals(signals, run)
