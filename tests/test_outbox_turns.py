@@ -156,21 +156,26 @@ def test_two_accounts_sending_at_once_never_both_send_a_new_invoice(tmp_path: Pa
     assert states(tmp_path / "b.db")["S-2"] == "pending"
 
 
+@pytest.mark.parametrize("sent_on_its_own", ["marker", "turn only"])
 def test_a_recursive_send_meets_the_turn_of_a_marked_subdirectorys_own_send(
-    tmp_path: Path, outbox: Path
+    tmp_path: Path, outbox: Path, sent_on_its_own: str
 ):
     """A subdirectory holding a marker of its own is an outbox another journal sends on its
     own: a recursive send of its parent takes a turn there too, and meets that send's, as a
-    send of the subdirectory itself would. A subdirectory without a marker is walked past."""
+    send of the subdirectory itself would. So does one whose first send has its turn but no
+    marker yet (written after its scan and history check; helper-79). A subdirectory with
+    neither is walked past."""
     marked, plain = outbox / "a", outbox / "b"
     for directory, invoice_id in ((marked, "S-1"), (plain, "S-2")):
         directory.mkdir()
         write_invoice(directory, invoice_id)
-    (marked / MARKER_NAME).write_text('{"sends": {}}\n')
-    assert marked_below(outbox) == (marked,)
+    if sent_on_its_own == "marker":
+        (marked / MARKER_NAME).write_text('{"sends": {}}\n')
     settings = settings_for(tmp_path / "j.db", base_url=BASE)
-    options = SendOptions(policy=FAST_RETRY, outbox=outbox, marked_below=marked_below(outbox))
-    with turn(marked, B), pytest.raises(JournalLocked, match=str(marked)):
-        runner.send(settings, scanning(outbox, recursive=True), options,
-                    transport=emulator().transport())  # fmt: skip
+    with turn(marked, B):
+        assert marked_below(outbox) == (marked,)
+        options = SendOptions(policy=FAST_RETRY, outbox=outbox, marked_below=marked_below(outbox))
+        with pytest.raises(JournalLocked, match=str(marked)):
+            runner.send(settings, scanning(outbox, recursive=True), options,
+                        transport=emulator().transport())  # fmt: skip
     assert states(tmp_path / "j.db") == {}  # refused before its scan

@@ -71,9 +71,10 @@ def marked_lost(
     warn: Callable[[str], None] = lambda line: None,
 ) -> str | None:
     """Why the marker entry ``entry`` of one of ``outboxes`` (an outbox, and the
-    subdirectories with markers of their own a recursive run reads: ``marker.marked_below``)
-    says this journal lost history; None when none does. A marker that cannot be used is a
-    warning (``warn``), not a reason: a journal with no history is checked anyway."""
+    subdirectories a recursive run reads as outboxes of their own: ``marker.marked_below``)
+    says this journal lost history; None when none does (a subdirectory without a marker).
+    A marker that cannot be used is a warning (``warn``), not a reason: a journal with no
+    history is checked anyway."""
     identity = journal.identity()
     for outbox in outboxes:
         marker, problem = read_marker(outbox, entry)
