@@ -111,7 +111,8 @@ class Settings:
         """What one send run is asked to do: its pacing, its retries, its deadline, the
         invoices to send under their next key, the order of new sends, and whether receivers
         are looked up first and documents validated by GoRoute. ``history``: the history
-        check's options (``outbox``, ``trust_new_journal``, ``warn``; ``send/history.py``)."""
+        check's options (``outbox``, ``recursive``, ``trust_new_journal``, ``warn``;
+        ``send/history.py``)."""
         from invoicectl.journal.records import SendOrder
         from invoicectl.send.options import SendOptions
 

@@ -22,17 +22,24 @@ from ublfactory import write_invoice
 from invoicectl.errors import ExitCode, JournalLocked
 from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
-from invoicectl.send.marker import MARKER_NAME, marked_below
+from invoicectl.send.marker import MARKER_NAME
 from invoicectl.send.options import SendOptions
-from invoicectl.send.outbox_turns import TURNS, outbox_turn
+from invoicectl.send.outbox_turns import TURNS, marked_below, outbox_turn
 
 BASE = "https://api.goroute.example"
 A, B = "a" * 32, "b" * 32
 ACME, BETA = "0088:5790000435951", "0192:987654321"
 
 
-def turn(outbox: Path, journal_id: str, supplier: str | None = None, base_url: str = BASE) -> Any:
-    return outbox_turn(outbox, base_url, journal_id, supplier, Path(f"/srv/{journal_id[0]}.db"))
+def turn(
+    outbox: Path,
+    journal_id: str,
+    supplier: str | None = None,
+    base_url: str = BASE,
+    below: bool = False,
+) -> Any:
+    journal = Path(f"/srv/{journal_id[0]}.db")
+    return outbox_turn(outbox, base_url, journal_id, supplier, journal, below)
 
 
 def test_a_second_journal_sending_every_file_is_refused_naming_the_first(outbox: Path):
@@ -179,3 +186,55 @@ def test_a_recursive_send_meets_the_turn_of_a_marked_subdirectorys_own_send(
             runner.send(settings, scanning(outbox, recursive=True), options,
                         transport=emulator().transport())  # fmt: skip
     assert states(tmp_path / "j.db") == {}  # refused before its scan
+
+
+def test_a_send_of_a_subdirectory_meets_a_recursive_send_of_a_directory_above_it(outbox: Path):
+    """The recursive send takes the files of every directory under its outbox: another
+    journal's send of one of them, however deep, is refused while it runs (helper-79)."""
+    deep = outbox / "a" / "b"
+    deep.mkdir(parents=True)
+    with turn(outbox, A, below=True):
+        for directory in (outbox / "a", deep):
+            refused = pytest.raises(JournalLocked, match=f"from {outbox} and every directory")
+            with refused, turn(directory, B):
+                pass  # pragma: no cover - refused before
+        with pytest.raises(JournalLocked), turn(deep, B, below=True):
+            pass  # pragma: no cover - refused before
+        # The same journal's workers, another GoRoute, another supplier's files: no conflict.
+        with turn(deep, A), turn(deep, B, base_url="http://127.0.0.1:8080"):
+            pass
+    with turn(outbox, A, supplier=ACME, below=True), turn(deep, B, supplier=BETA):
+        pass
+    with turn(outbox, A), turn(deep, B):  # a send of the top directory's own files only
+        pass
+    with turn(deep, B):  # the recursive send has ended
+        pass
+
+
+def test_a_send_of_a_subdirectory_is_refused_while_a_recursive_send_of_its_parent_runs(
+    tmp_path: Path, outbox: Path
+):
+    sub = outbox / "a"
+    sub.mkdir()
+    write_invoice(sub, "S-1")
+    settings = settings_for(tmp_path / "j.db", base_url=BASE)
+    with turn(outbox, B, below=True), pytest.raises(JournalLocked, match=f"from {outbox} and"):
+        runner.send(settings, scanning(sub), SendOptions(policy=FAST_RETRY, outbox=sub),
+                    transport=emulator().transport())  # fmt: skip
+    assert states(tmp_path / "j.db") == {}  # refused before its scan
+
+
+def test_a_recursive_send_walks_for_subdirectories_again_once_it_holds_its_turn(
+    tmp_path: Path, outbox: Path
+):
+    """A subdirectory another journal began sending after the command walked the tree (the
+    options made with no ``marked_below``) is met all the same."""
+    sub = outbox / "a"
+    sub.mkdir()
+    write_invoice(sub, "S-1")
+    settings = settings_for(tmp_path / "j.db", base_url=BASE)
+    options = SendOptions(policy=FAST_RETRY, outbox=outbox, recursive=True)
+    with turn(sub, B), pytest.raises(JournalLocked, match=str(sub)):
+        runner.send(settings, scanning(outbox, recursive=True), options,
+                    transport=emulator().transport())  # fmt: skip
+    assert states(tmp_path / "j.db") == {}

@@ -59,7 +59,7 @@ def scan(
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import OpenScan
     from invoicectl.send.history_ahead import leave_check_to_next_send
-    from invoicectl.send.marker import outboxes_of
+    from invoicectl.send.outbox_turns import outboxes_of
     from invoicectl.settings import resolve
 
     settings = resolve(journal=journal, sandbox=sandbox, need_key=False)

@@ -122,7 +122,7 @@ def send(
     from invoicectl.render.send import SendOutput, stop_line
     from invoicectl.scan.ingest import outbox_root, scanning
     from invoicectl.send import runner
-    from invoicectl.send.marker import outboxes_of
+    from invoicectl.send.outbox_turns import outboxes_of
     from invoicectl.settings import resolve
 
     if all_profiles or profile_set is not None:
@@ -183,7 +183,7 @@ def send(
                 validate=validate,
                 history={
                     "outbox": directory,
-                    "marked_below": outboxes_of(directory, recursive)[1:],
+                    "recursive": recursive,
                     "trust_new_journal": trust_new_journal,
                     "warn": say,
                 },
@@ -337,7 +337,7 @@ def validate(
     """
     from invoicectl.render.formats import to_json
     from invoicectl.scan.ingest import scanning
-    from invoicectl.send.marker import outboxes_of
+    from invoicectl.send.outbox_turns import outboxes_of
     from invoicectl.send.validate_run import validate as run_validate
     from invoicectl.settings import resolve
 

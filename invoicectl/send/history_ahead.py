@@ -12,7 +12,7 @@ send to its base URL would, and where it says the journal lost history records a
 no invoice goes out for the first time.
 
 A recursive run reads, beside its outbox's marker, those of the subdirectories it scans that
-hold one of their own (``marker.marked_below``): an outbox sent on its own, then moved below
+hold one of their own (``outbox_turns.marked_below``): an outbox sent on its own, then moved below
 another, keeps the memory of the journal that sent it.
 """
 
@@ -71,7 +71,7 @@ def marked_lost(
     warn: Callable[[str], None] = lambda line: None,
 ) -> str | None:
     """Why the marker entry ``entry`` of one of ``outboxes`` (an outbox, and the
-    subdirectories a recursive run reads as outboxes of their own: ``marker.marked_below``)
+    subdirectories a recursive run reads as outboxes of their own: ``outbox_turns.marked_below``)
     says this journal lost history; None when none does (a subdirectory without a marker).
     A marker that cannot be used is a warning (``warn``), not a reason: a journal with no
     history is checked anyway."""

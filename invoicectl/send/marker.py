@@ -26,8 +26,6 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from invoicectl.send.outbox_turns import TURNS
-
 MARKER_NAME = ".invoicectl-journal"
 
 
@@ -57,29 +55,6 @@ def marker_entry(base_url: str, profile: str | None) -> str:
 
 def marker_path(outbox: Path) -> Path:
     return outbox / MARKER_NAME
-
-
-def outboxes_of(outbox: Path, recursive: bool) -> tuple[Path, ...]:
-    """The directories whose markers a run of ``outbox`` reads: the outbox first, then, when
-    it is ``recursive``, the subdirectories ``marked_below`` it."""
-    return (outbox, *marked_below(outbox)) if recursive else (outbox,)
-
-
-def marked_below(outbox: Path) -> tuple[Path, ...]:
-    """The subdirectories of ``outbox`` a recursive scan reads (links not followed, as its
-    walk) that hold a marker of their own: each an outbox once sent on its own, then moved
-    below this one, whose invoices a journal since lost may have sent. A recursive run reads
-    and writes their markers as its outbox's (``send/history.py``) and takes its turn in each
-    (``send/outbox_turns.py``). A subdirectory with turns but no marker yet counts too: a
-    send of it on its own takes its turn at its start and writes its marker only after its
-    scan and history check, which can last minutes. Sorted; one walk of the tree's names,
-    no file read."""
-    below = [
-        Path(directory)
-        for directory, subdirs, files in os.walk(outbox)
-        if (MARKER_NAME in files or TURNS in subdirs) and directory != str(outbox)
-    ]
-    return tuple(sorted(below, key=lambda path: path.parts))
 
 
 def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]:

@@ -35,9 +35,12 @@ class SendOptions:
     refresh_receivers: bool = False  # look every receiver up again, however fresh
     validate: bool = False  # GoRoute's validation of each revision before its first send
     outbox: Path | None = None  # where the history marker lives; None: no marker
-    # the outbox's subdirectories a recursive scan reads that hold markers of their own
-    # (``marker.marked_below``): read and written as the outbox's
+    # the outbox's subdirectories a recursive scan reads that hold markers (or turns) of
+    # their own (``outbox_turns.marked_below``): read and written as the outbox's
     marked_below: tuple[Path, ...] = ()
+    # the scan reads every directory under the outbox: the run holds a turn on them all,
+    # and walks for ``marked_below`` again once it holds it (``runner.send``)
+    recursive: bool = False
     trust_new_journal: bool = False  # send from a journal with no history without checking
     supplier: str | None = None  # only this supplier's invoices (scheme:id): a profile's sender
     skip_invoices: tuple[str, ...] = ()  # of that supplier, sent through another's account

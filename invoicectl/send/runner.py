@@ -42,7 +42,7 @@ from invoicectl.send.idle import idle_run, nothing_to_send
 from invoicectl.send.marker import MarkerKeeper, marker_entry
 from invoicectl.send.options import SendOptions
 from invoicectl.send.other_accounts import hold_sent_by_others
-from invoicectl.send.outbox_turns import outbox_turn
+from invoicectl.send.outbox_turns import marked_below, outbox_turn
 from invoicectl.send.stopping import Stopping
 from invoicectl.send.summary import DryRun, Progress, SendSummary
 from invoicectl.settings import Settings
@@ -87,11 +87,7 @@ def send(
     )
     with RunSignals() as signals, journal_lock as journal, ExitStack() as held:
         journal_id = journal.identity().journal_id
-        for outbox in options.marked():  # two journals never send from one outbox at once
-            turn = outbox_turn(
-                outbox, settings.base_url, journal_id, options.supplier, settings.journal
-            )
-            held.enter_context(turn)
+        options = _hold_turns(options, held, settings, journal_id)
         # Where several hosts send, none first-sends while this one's history check runs.
         deadline = options.deadline  # the run's, from ``started``
         check_turn = CheckTurn(
@@ -191,6 +187,30 @@ def send(
                 keeper.durable(journal.last_attempt_of(run_id) or 0)
                 keeper.write()
     return report, summary
+
+
+def _hold_turns(
+    options: SendOptions, held: ExitStack, settings: Settings, journal_id: str
+) -> SendOptions:
+    """Two journals never send from one outbox at once: the run's turn on each directory
+    whose marker it reads, held by ``held``. A recursive run walks for them again once it
+    holds its outbox's turn, which a send of a subdirectory taken since meets."""
+
+    def take(outbox: Path, below: bool = False) -> None:
+        held.enter_context(
+            outbox_turn(
+                outbox, settings.base_url, journal_id, options.supplier, settings.journal, below
+            )
+        )
+
+    if options.outbox is None:
+        return options
+    take(options.outbox, below=options.recursive)
+    if options.recursive:
+        options = replace(options, marked_below=marked_below(options.outbox))
+    for outbox in options.marked_below:
+        take(outbox)
+    return options
 
 
 def _stop_if_signalled(signals: RunSignals) -> None:
