@@ -86,8 +86,7 @@ def send(
         settings.journal, "send", clock=clocks.wall, shared=True, create=True
     )
     with RunSignals() as signals, journal_lock as journal, ExitStack() as held:
-        journal_id = journal.identity().journal_id
-        options = _hold_turns(options, held, settings, journal_id)
+        options = _hold_turns(options, held, settings, journal)
         # Where several hosts send, none first-sends while this one's history check runs.
         deadline = options.deadline  # the run's, from ``started``
         check_turn = CheckTurn(
@@ -190,11 +189,14 @@ def send(
 
 
 def _hold_turns(
-    options: SendOptions, held: ExitStack, settings: Settings, journal_id: str
+    options: SendOptions, held: ExitStack, settings: Settings, journal: JournalBackend
 ) -> SendOptions:
     """Two journals never send from one outbox at once: the run's turn on each directory
     whose marker it reads, held by ``held``. A recursive run walks for them again once it
     holds its outbox's turn, which a send of a subdirectory taken since meets."""
+    if options.outbox is None:
+        return options
+    journal_id = journal.identity().journal_id
 
     def take(outbox: Path, below: bool = False) -> None:
         held.enter_context(
@@ -203,8 +205,6 @@ def _hold_turns(
             )
         )
 
-    if options.outbox is None:
-        return options
     take(options.outbox, below=options.recursive)
     if options.recursive:
         options = replace(options, marked_below=marked_below(options.outbox))
