@@ -224,6 +224,23 @@ def test_a_send_of_a_subdirectory_is_refused_while_a_recursive_send_of_its_paren
     assert states(tmp_path / "j.db") == {}  # refused before its scan
 
 
+def test_a_subdirectory_where_no_turn_can_be_made_still_meets_a_recursive_send_above(
+    tmp_path: Path, outbox: Path
+):
+    """An ERP user's drop directory the sender cannot write (here: turns cannot be made
+    in it) holds no turn of its own, but the recursive send above it still counts
+    (helper-80)."""
+    sub = outbox / "a"
+    sub.mkdir()
+    write_invoice(sub, "S-1")
+    (sub / TURNS).write_text("not a directory")  # no turn can be made in sub
+    settings = settings_for(tmp_path / "j.db", base_url=BASE)
+    with turn(outbox, A, below=True), pytest.raises(JournalLocked, match=f"from {outbox} and"):
+        runner.send(settings, scanning(sub), SendOptions(policy=FAST_RETRY, outbox=sub),
+                    transport=emulator().transport())  # fmt: skip
+    assert states(tmp_path / "j.db") == {}
+
+
 def test_a_recursive_send_walks_for_subdirectories_again_once_it_holds_its_turn(
     tmp_path: Path, outbox: Path
 ):

@@ -64,13 +64,14 @@ def outbox_turn(
     None for every file; ``journal``: where it is, named (without a password) to another run
     this one refuses; ``below``: the send also takes the files of every directory under it."""
     directory = outbox / TURNS
+    prefix, takes = _digest(base_url), _EVERY if supplier is None else _digest(supplier)
     try:
         directory.mkdir(mode=0o700, exist_ok=True)
         gate = _opened(directory / _GATE)
-    except OSError:  # a read-only outbox: no turns, as no marker
+    except OSError:  # a read-only outbox: no turns, as no marker; those above still count
+        _refuse_below_others(outbox, prefix, journal_id, takes)
         yield
         return
-    prefix, takes = _digest(base_url), _EVERY if supplier is None else _digest(supplier)
     names = [f"{prefix}-{journal_id}-{takes}.lock"]
     if below:
         names.append(f"{_BELOW}{names[0]}")
