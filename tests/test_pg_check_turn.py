@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -26,10 +27,12 @@ from test_pg_workers import _outbox, _scanned, _states, _worker
 from ublfactory import write_invoice
 
 from invoicectl.journal import CheckTurn, open_journal
+from invoicectl.journal.records import SendOrder
 from invoicectl.lifecycle.evidence import CheckUnderway, standing_evidence
 from invoicectl.lifecycle.sending import begin_attempt, claim_key
 from invoicectl.locations import JournalURL
 from invoicectl.sandbox import BackgroundServer
+from invoicectl.send import workers
 
 
 def _worker_journal(url: str) -> Any:
@@ -264,3 +267,35 @@ def test_a_worker_whose_first_sends_wait_for_an_unfinished_check_says_so(pg_url,
     assert worker.returncode == 75, err
     assert "exit 75: first sends wait for the history check begun in a send at" in err, err
     assert "accepted" in _states(pg_url).values() and "pending" in _states(pg_url).values()
+
+
+def test_a_long_run_waits_for_each_check_it_meets_not_only_the_first(
+    pg_url, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The wait for another host's check counts from the first refusal since a claim found
+    no check underway: a check met an hour into a run is waited for as the first was (it was
+    never waited for at all, and the run's first sends were left for the next run)."""
+    outbox, _ids = _outbox(tmp_path, 2)
+    _scanned(pg_url, outbox)
+    monkeypatch.setattr(workers, "TURN_WAIT", 0.3)  # the heartbeat's clock left alone
+    journal: Any = open_journal(JournalURL(pg_url))
+    run_id = journal.begin_run("send", {})
+    with (
+        open_journal(JournalURL(pg_url)) as checking,
+        workers.Workers(
+            journal, run_id, order=SendOrder.due, account="acct", lease=30.0, most=10
+        ) as work,
+    ):
+        turn = CheckTurn(checking)
+        turn.take()
+        assert work.may_wait_for_check()
+        time.sleep(0.4)
+        assert not work.may_wait_for_check()  # the first check waited for long enough
+        work.next_batch(1)  # a claim while the check is underway: the wait goes on counting
+        assert not work.may_wait_for_check()
+        turn.give_back()
+        work.next_batch(1)  # a claim with no check underway: a next one is waited for anew
+        turn.take()
+        assert work.may_wait_for_check()
+        turn.give_back()
+    journal.close()

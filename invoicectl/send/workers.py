@@ -117,6 +117,8 @@ class Workers:
         if self.lost:
             return []
         with self.journal.transaction():
+            if self._waiting_since is not None and not self.journal.check_underway():
+                self._waiting_since = None  # the check met has ended: a next one, anew
             close_unanswered(self.journal)  # a dead worker's requests: unknown, replayed
             planned = plan(self.journal, self.journal.clock(), self.order)
             candidates = [*planned.replays, *planned.pending]
@@ -127,8 +129,9 @@ class Workers:
 
     def may_wait_for_check(self) -> bool:
         """Whether a first send refused while another send's history check runs, or never
-        ended (``CheckUnderway``), is asked again: for ``TURN_WAIT`` from this run's first
-        refusal. Past it, the run leaves its first sends pending for the next (exit 75): a
+        ended (``CheckUnderway``), is asked again: for ``TURN_WAIT`` from the first refusal
+        since a claim found no check underway (``next_batch``; a long run may meet several
+        checks). Past it, the run leaves its first sends pending for the next (exit 75): a
         check whose host froze, or died with no send since to check again, waits no longer."""
         now = time.monotonic()
         self._waiting_since = self._waiting_since or now
