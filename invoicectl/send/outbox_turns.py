@@ -47,6 +47,11 @@ _EVERY = "every"
 _BELOW = "below-"  # a recursive send's turn on the directories under its outbox
 _GATE_WAIT = 5.0  # seconds; the gate is held for an instant, unless a holder is stopped
 _GATE_PAUSE = 0.01
+# The end of each refusal's line: why, and what the operator does.
+_BOTH_WOULD_SEND = (
+    "both take its new invoices, and each would send them once more: this run sent nothing, "
+    "the next one goes on once that one has ended"
+)
 
 
 @contextmanager
@@ -125,9 +130,8 @@ def _refuse_beside_others(
     holder = _held_turn(directory, "", prefix, journal_id, takes)
     if holder is not None:
         raise JournalLocked(
-            f"a send through another journal is sending from {outbox} now ({holder}); both "
-            "take its new invoices, and each would send them once more: this run sent "
-            "nothing, the next one goes on once that one has ended"
+            f"a send through another journal is sending from {outbox} now ({holder}); "
+            f"{_BOTH_WOULD_SEND}"
         )
 
 
@@ -154,9 +158,7 @@ def _refuse_below_others(outbox: Path, prefix: str, journal_id: str, takes: str)
         if holder is not None:
             raise JournalLocked(
                 f"a send through another journal is sending from {above} and every directory "
-                f"under it, {outbox} among them, now ({holder}); both take its new invoices, "
-                "and each would send them once more: this run sent nothing, the next one goes "
-                "on once that one has ended"
+                f"under it, {outbox} among them, now ({holder}); {_BOTH_WOULD_SEND}"
             )
 
 
