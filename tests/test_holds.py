@@ -341,6 +341,35 @@ def test_an_accepted_invoice_whose_delivery_failed_can_be_abandoned(
             check_new_version(journal, "F-1", journal.clock())
 
 
+def test_a_bulk_abandon_of_failed_deliveries_abandons_them(outbox: Path, journal_path: Location):
+    """helper-81: `abandon F-1` settled a failed delivery, but `abandon --verdict
+    delivery_failed --yes` said "nothing to abandon" (exit 0), and every cron run went on
+    exiting 4. A delivered invoice is still never chosen, nor is one by a bulk hold."""
+    from invoicectl.reconcile.runner import reconcile
+
+    for invoice_id, receiver in (("F-1", "9915:reject-all"), ("F-2", "9915:reject-all")):
+        write_invoice(outbox, invoice_id, receiver=receiver)
+    write_invoice(outbox, "D-1")
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport())
+    sandbox.advance_clock(600)
+    reconcile(settings, transport=sandbox.transport())
+    held = invoicectl(journal_path, "hold", "--state", "accepted", "--reason", "x", "--yes")
+    assert "nothing to hold" in held.stdout + held.stderr, held
+
+    done = invoicectl(
+        journal_path, "abandon", "--verdict", "delivery_failed", "--reason", "on paper", "--yes"
+    )
+
+    assert done.returncode == 0, done
+    with open_journal(journal_path) as journal:
+        holds = {invoice.invoice_id: invoice.hold for invoice in journal.invoices()}
+    assert holds == {"F-1": "abandoned", "F-2": "abandoned", "D-1": None}, done
+    again = invoicectl(journal_path, "abandon", "--state", "accepted", "--reason", "x", "--yes")
+    assert "nothing to abandon" in again.stdout + again.stderr, again
+
+
 def test_status_says_an_abandoned_failed_delivery_asks_nothing(
     outbox: Path, journal_path: Location
 ):

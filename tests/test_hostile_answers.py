@@ -9,6 +9,7 @@ client that reads them whole fails the test instead of eating the machine (the e
 from __future__ import annotations
 
 import base64
+import gzip
 import json
 import re
 import time
@@ -184,6 +185,33 @@ async def test_a_small_compressed_answer_is_read() -> None:
     behaviour = answer(202, packed, {**JSON, "Content-Encoding": "deflate"})
     outcome = await against(behaviour, post)
     assert outcome == Accepted(transaction_id="tx_9", http_status=202, duration=outcome.duration)
+
+
+@pytest.mark.anyio
+async def test_a_gzip_answer_of_several_members_is_read_whole() -> None:
+    """helper-82: RFC 1952 reads a body of several gzip members as their concatenation. Two
+    answers in one ({"transaction_id": "tx_a"}{"transaction_id": "tx_b"}) were taken for the
+    first alone, the invoice accepted as tx_a, tx_b thrown away; the same text uncompressed
+    is no answer. Members that together make one answer are read as one."""
+    two = gzip.compress(b'{"transaction_id": "tx_a"}') + gzip.compress(
+        b'{"transaction_id": "tx_b"}'
+    )
+    outcome = await against(answer(202, two, {**JSON, "Content-Encoding": "gzip"}), post)
+    assert isinstance(outcome, Transient) and outcome.sent, outcome
+
+    halves = gzip.compress(b'{"transaction_id":') + gzip.compress(b' "tx_9"}')
+    outcome = await against(answer(202, halves, {**JSON, "Content-Encoding": "gzip"}), post)
+    assert outcome == Accepted(transaction_id="tx_9", http_status=202, duration=outcome.duration)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("tail", ["cut short", "not gzip after it"])
+async def test_a_compressed_answer_cut_short_or_followed_by_junk_is_not_read(tail: str) -> None:
+    packed = gzip.compress(b'{"transaction_id": "tx_1"}')
+    body = packed[:-6] if tail == "cut short" else packed + b"{junk}"
+    outcome = await against(answer(202, body, {**JSON, "Content-Encoding": "gzip"}), post)
+    assert isinstance(outcome, Transient) and outcome.sent, outcome
+    assert "the answer was not read" in outcome.reason
 
 
 @pytest.mark.anyio

@@ -358,6 +358,47 @@ def test_an_echoed_key_reaches_no_journal_report_or_terminal(
     assert_key_nowhere(isolated_environment, *outputs)
 
 
+def test_a_key_echoed_in_utf16_reaches_no_journal_or_terminal(
+    outbox: Path, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """helper-82: a proxy echoing the request's headers as UTF-16 text, with no charset (read
+    as UTF-8: a NUL after each character of the key). Redaction looked through white space
+    and invisible characters only, and this key has 15 letters and digits, one short of the
+    letters-only check: the key was stored in the journal's raw body, and `send` and `show`
+    printed it as s\\x00k\\x00_..., which anyone reads back. The same with %00 between its
+    characters, percent-encoded."""
+    write_invoice(outbox, "U16-1")
+    write_invoice(outbox, "U16-2")
+    utf16 = ("bad key " + SECRET).encode("utf-16-le")
+    spaced = "".join(f"%{ord(c):02X}%00" for c in SECRET)
+    percent = ("bad key " + spaced).encode()
+    by_invoice = {
+        "U16-1": answer(400, utf16, {"Content-Type": "text/plain"}),
+        "U16-2": answer(400, percent, {"Content-Type": "text/plain"}),
+    }
+
+    def documents(request: Request) -> Any:
+        return by_invoice[json.loads(request.body)["metadata"]["invoice_id"]]
+
+    runner = CliRunner()
+    served = routes({("POST", "/api/v1/documents"): per_request(documents)})
+    with HostileServer(api(served)) as server:
+        monkeypatch.setenv("GOROUTE_BASE_URL", server.base_url)
+        monkeypatch.setenv("GOROUTE_API_KEY", SECRET)
+        sent = runner.invoke(app, ["send", str(outbox), "--trust-new-journal",
+                                   "--no-receiver-check", "--max-attempts", "1"])  # fmt: skip
+        shown = [runner.invoke(app, ["show", invoice_id]) for invoice_id in by_invoice]
+
+    assert sent.exit_code == 3, sent.output
+    assert journal_states(isolated_environment) == {"U16-1": "rejected", "U16-2": "rejected"}
+    outputs = [sent.stdout, sent.stderr, *(result.stdout + result.stderr for result in shown)]
+    stored = isolated_environment.read_bytes()
+    assert SECRET.encode("utf-16-le") not in stored and spaced.encode() not in stored
+    for text in outputs:
+        assert "\\x00".join(SECRET) not in text and spaced not in text, text
+    assert_key_nowhere(isolated_environment, *outputs)
+
+
 @pytest.mark.parametrize("name", ["plain", "json unicode lower", "url every char", "html"])
 def test_an_echoed_key_in_a_401_reaches_no_terminal(
     name: str, outbox: Path, isolated_environment: Path, monkeypatch: pytest.MonkeyPatch

@@ -214,6 +214,28 @@ def test_an_operator_cannot_change_an_invoice_a_live_worker_holds(two_workers):
         assert hold(operator, ids[1], "checking", by="clerk").done  # not held by a worker
 
 
+def test_a_bulk_hold_meeting_an_invoice_a_worker_holds_says_what_it_held(two_workers):
+    """helper-81: `hold --state pending --yes` held three invoices, committed one by one,
+    then met the one a worker held: exit 1, "nothing was changed", and not a word of the three
+    it had held (a bulk release the same: released invoices going out, the operator told
+    nothing happened). Now the busy one is refused in its own line (exit 2), the rest said."""
+    _a, b, ids = two_workers(30.0)
+    with b.transaction():
+        b.claim_invoices([ids[-1]], 1)
+
+    code, stdout, stderr = run_cli(
+        b.path, "http://127.0.0.1:9", "hold", "--state", "pending", "--reason", "freeze", "--yes"
+    )
+
+    assert code == 2, (stdout, stderr)
+    with open_journal(b.path) as journal:
+        held = sorted(invoice.invoice_id for invoice in journal.invoices() if invoice.hold)
+    assert held == ids[:-1]
+    said = [line.split(" ", 1)[1].split(":")[0] for line in stdout.splitlines() if line.strip()]
+    assert said == ids, stdout  # each line stamped with its time: not a terminal
+    assert f"{ids[-1]}: it is being sent by a worker on" in stdout
+
+
 def test_unanswered_attempts_of_a_live_worker_are_in_flight_not_abandoned(two_workers):
     a, b, ids = two_workers(0.6)
     with a.transaction():

@@ -84,6 +84,41 @@ def test_a_409_after_a_lost_answer_then_an_edit_is_amended_not_sent_again(
             check_new_version(journal, "INV-9", journal.clock())
 
 
+def test_a_409_waits_for_the_operators_word_not_for_the_clock_alone(
+    outbox: Path, journal_path: Location
+):
+    """helper-81: INV-9's first request was delivered and its answer lost; the retry got 409.
+    25 hours on, with no reconcile (it cannot look a 409 up), `--new-version` went out under
+    the next key on the clock alone and GoRoute delivered INV-9 twice. Now it waits for the
+    operator's `release --force`, given after looking at GoRoute; then the new key goes."""
+    from datetime import UTC, datetime, timedelta
+
+    from sendkit import at
+
+    from invoicectl.lifecycle.holds import release
+
+    write_invoice(outbox, "INV-9")
+    server = Refusing(lose_first=True)
+    settings = settings_for(journal_path)
+    options = {"check_receivers": False, "trust_new_journal": True, "warn": lambda line: None}
+    send(settings, outbox, httpx.MockTransport(server), **options)
+    later = at(datetime.now(UTC) + timedelta(hours=25))
+
+    with pytest.raises(UsageError, match=r"release INV-9 --force`, then --new-version"):
+        send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",),
+             clocks=later, **options)  # fmt: skip
+    assert server.delivered == [("invoice-INV-9", "INV-9")]
+
+    with open_journal(journal_path) as journal:
+        assert not release(journal, "INV-9", "clerk").done  # not held: no word without --force
+        word = release(journal, "INV-9", "clerk", force=True)
+        assert word.done and "may hold a delivery under it" in word.message, word
+    send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",), clocks=later,
+         **options)  # fmt: skip
+
+    assert server.delivered == [("invoice-INV-9", "INV-9"), ("invoice-INV-9-v2", "INV-9")]
+
+
 def test_a_plain_refusal_is_corrected_under_the_next_key(outbox: Path, journal_path: Location):
     write_invoice(outbox, "INV-8", amount="100.00")
     server = Refusing(lose_first=False, refuse_first=True)

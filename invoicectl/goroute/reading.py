@@ -110,6 +110,8 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
         if size > limit:
             raise BodyUnreadable(f"with more than {limit} bytes")
         chunks.append(chunk)
+    if inflate:
+        inflate.check_ended()
     return b"".join(chunks)
 
 
@@ -140,7 +142,9 @@ def _inflater(encoding: str) -> _Inflater | None:
 
 
 class _Inflater:
-    """gzip or zlib (auto-detected), or raw deflate, which servers also send as "deflate"."""
+    """gzip or zlib (auto-detected), or raw deflate, which servers also send as "deflate".
+    A gzip body may hold several members, read as their concatenation (RFC 1952): reading
+    only the first took two answers in one body for the first alone (helper-82)."""
 
     def __init__(self, *, raw_fallback: bool) -> None:
         self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)
@@ -149,7 +153,21 @@ class _Inflater:
 
     def __call__(self, data: bytes, room: int) -> bytes:
         """At most ``room`` bytes out of ``data``: a full ``room`` means over the cap, and the
-        input left over is never inflated."""
+        input left over is never inflated. Bytes after a member's end start the next one."""
+        out = self._inflate(data, room)
+        while self._decoder.eof and self._decoder.unused_data and len(out) < room:
+            rest = self._decoder.unused_data
+            self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)
+            out += self._inflate(rest, room - len(out))
+        return out
+
+    def check_ended(self) -> None:
+        """``BodyUnreadable`` when the body stopped inside a compressed stream: cut short,
+        whatever its first bytes inflate to."""
+        if self._started and not self._decoder.eof:
+            raise BodyUnreadable("with a compressed body cut short")
+
+    def _inflate(self, data: bytes, room: int) -> bytes:
         try:
             out = self._decoder.decompress(data, room)
         except zlib.error:

@@ -111,9 +111,12 @@ def redact(text: str, key: KeyForms) -> str:
 
 
 # What may stand inside a key echoed back without hiding it from a reader: white space,
-# invisible characters (soft hyphen, zero-width ones, bidi marks, BOM) and markup tags.
+# invisible characters (soft hyphen, zero-width ones, bidi marks, BOM), markup tags, and the
+# control characters no text holds between its letters: a key echoed in UTF-16 and read as
+# UTF-8 has a NUL after each character (helper-82: it reached the journal and the terminal).
 _INSIDE = re.compile(
-    r"<[^<>]{0,200}>|[\s\u00ad\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
+    r"<[^<>]{0,200}>"
+    r"|[\s\x00-\x08\x0e-\x1f\x7f\u00ad\u180e\u200b-\u200f\u2028-\u202e\u2060-\u2064\ufeff]"
 )
 
 
