@@ -146,6 +146,35 @@ def test_an_abandoned_invoice_is_never_sent_and_asks_nothing_more(journal_path: 
     assert kinds == [("abandon", "by tester: sent by post on 3 May")]
 
 
+def test_an_unknown_send_is_abandoned_only_once_reconcile_has_looked_it_up(
+    journal_path: Path, outbox: Path
+):
+    """helper-81: U-1's answer was lost and GoRoute delivered it. At 2 a.m. the clerk
+    abandoned it ("will send by post"): taken without a word, never looked up again, and the
+    customer got it twice. Now the abandon waits for reconcile (or --force); reconcile finds
+    the delivery, and the clerk learns it was sent."""
+    from invoicectl.reconcile.runner import reconcile
+
+    write_invoice(outbox, "U-1")
+    sandbox = emulator(drop_rate=1.0)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=ONE_TRY)
+    sandbox.set_faults(drop_rate=0.0)
+    assert states(journal_path) == {"U-1": "unknown"}
+
+    with open_journal(journal_path) as journal:
+        refused = abandon(journal, "U-1", "will send by post", "clerk")
+        assert not refused.done
+        assert "no `invoicectl reconcile` has looked it up since" in refused.message
+        assert abandon(journal, "U-1", "x", "clerk", dry_run=True, force=True).done
+    reconcile(settings, apply=True, transport=sandbox.transport())
+
+    assert states(journal_path) == {"U-1": "accepted"}
+    with open_journal(journal_path) as journal:
+        sent = abandon(journal, "U-1", "will send by post", "clerk")
+    assert not sent.done and "it was sent" in sent.message
+
+
 def test_no_new_version_for_a_held_invoice(journal_path: Path, outbox: Path):
     lost_answer(journal_path, outbox, "INV-1")
     decide(journal_path, "hold", "INV-1", reason="reconcile first")
@@ -408,7 +437,8 @@ def test_status_lines_say_an_invoice_is_held_or_abandoned_and_why(
     write_invoice(outbox, "P-1")
     with open_journal(journal_path) as journal:
         scan_directory(journal, outbox)
-        assert abandon(journal, "U-1", "settled by phone", "clerk").done
+        # Settled by phone: the clerk knows what GoRoute holds (no reconcile has looked).
+        assert abandon(journal, "U-1", "settled by phone", "clerk", force=True).done
         assert hold(journal, "P-1", "checking the VAT", "clerk").done
 
     done = subprocess.run(

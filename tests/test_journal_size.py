@@ -267,9 +267,10 @@ def test_a_bulk_action_reads_only_what_it_can_change(journal: Journal, action: s
     assert flat(steps_at_two_sizes(journal, choose))
     if action == "release":
         assert chosen == {"all": ["NOW-2"], "accepted": []}
-    else:  # never an accepted invoice; hold: not one already held; abandon: the held too
-        unsettled = ["NOW-0", "NOW-1"] + (["NOW-2"] if action == "abandon" else [])
-        assert chosen == {"all": unsettled, "accepted": []}
+    elif action == "hold":  # never an accepted invoice, nor one already held
+        assert chosen == {"all": ["NOW-0", "NOW-1"], "accepted": []}
+    else:  # the held too, and of the accepted only the failed delivery (by its index)
+        assert chosen == {"all": ["NOW-0", "NOW-1", "NOW-2", "NOW-5"], "accepted": ["NOW-5"]}
 
 
 def test_reconcile_reads_only_what_needs_a_lookup_or_a_verdict(journal: Journal):

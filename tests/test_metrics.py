@@ -139,7 +139,7 @@ def test_abandoned_invoices_age_in_no_alert(tmp_path: Path):
             key_first_used_at=(now - timedelta(hours=23)).isoformat(),
         )
         for invoice_id in ("INV-A", "INV-B"):
-            assert abandon(journal, invoice_id, "paid by hand", by="ops").done
+            assert abandon(journal, invoice_id, "paid by hand", by="ops", force=True).done
     prom = tmp_path / "metrics.prom"
 
     assert write_run_metrics(prom, journal_path, "status") is None

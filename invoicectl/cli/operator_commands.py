@@ -40,6 +40,14 @@ ForceOption = Annotated[
         "does not).",
     ),
 ]
+AbandonForceOption = Annotated[
+    bool,
+    typer.Option(
+        "--force",
+        help="Also abandon an invoice whose send may have been delivered and that no reconcile "
+        "has looked up since (you know what GoRoute holds).",
+    ),
+]
 StateFilter = Annotated[
     list[str] | None,
     typer.Option("--state", help="All invoices in this state (repeatable).", show_default=False),
@@ -140,10 +148,13 @@ def abandon(
     sandbox: SandboxOption = False,
     as_json: JsonOption = False,
     quiet: QuietOption = False,
+    force: AbandonForceOption = False,
 ) -> None:
     """Settled outside invoicectl: never send these again.
 
-    They stay in the journal and the reports; the decision is logged with who and why.
+    They stay in the journal and the reports; the decision is logged with who and why. An
+    invoice whose send may have been delivered (unknown, key_reused, a 409) is abandoned
+    only once reconcile has looked it up, or with --force.
 
     \b
     Example:
@@ -159,6 +170,7 @@ def abandon(
         dry_run,
         journal_path(journal, sandbox),
         _output(as_json, quiet),
+        force,
     )
 
 

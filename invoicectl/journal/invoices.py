@@ -316,6 +316,19 @@ class InvoiceRecords(JournalBase):
         rows = self.db.execute(f"{sql} ORDER BY invoice_id", [*params, *named])
         return [invoice_id for (invoice_id,) in rows]
 
+    def failed_deliveries(self, verdict: str | None, holds: Sequence[Hold | None]) -> list[str]:
+        """IDs, in order, of the accepted invoices whose delivery failed (by the index
+        ``invoices_delivery_failed``), with that last ``verdict``, whose hold is one of
+        ``holds``: the accepted invoices an ``abandon`` may settle."""
+        where, params = _filtered((), verdict)
+        rows = self.db.execute(
+            "SELECT invoice_id, hold FROM invoices WHERE state = 'accepted'"
+            f" AND remote_status = 'failed'{where.replace(' WHERE', ' AND')} ORDER BY invoice_id",
+            params,
+        )
+        wanted = {None if hold is None else str(hold) for hold in holds}
+        return [invoice_id for invoice_id, hold in rows if hold in wanted]
+
     # ---- writing (the lifecycle's) --------------------------------------------------------
 
     def save(self, invoice: Invoice, *, was: Invoice, touch: bool = True) -> bool:

@@ -38,13 +38,10 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     window_closed_now = window_closed(first_use, now)
     if _may_be_delivered(invoice) and not window_closed_now:
         raise UsageError(_replay_first(invoice) if first_use else _undated(invoice))
-    if refusal_may_hide_delivery(journal, invoice) and not window_closed_now:
-        raise UsageError(
-            f"invoice {invoice_id} was refused under key {invoice.idempotency_key}, but may have "
-            "been delivered under it all the same (a 409, or a request before the refusal got "
-            "no answer), and a new key could deliver it twice: wait until the key's 24-hour "
-            "window has closed and `invoicectl reconcile` has looked it up"
-        )
+    if refusal_may_hide_delivery(journal, invoice) and not (
+        window_closed_now and dismissed_since_first_use(journal, invoice)
+    ):
+        raise UsageError(_refused_may_be_delivered(invoice, window_closed_now))
     if (evidence := standing_evidence(journal, invoice)) is not None:
         raise UsageError(
             f"invoice {invoice_id}: {evidence}, and a new key could deliver it twice: "
@@ -76,6 +73,20 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     return invoice
 
 
+def _refused_may_be_delivered(invoice: Invoice, window_closed_now: bool) -> str:
+    """Why ``--new-version`` waits for the operator's word on a refusal that may hide a
+    delivery: reconcile cannot look a 409 up (it names no transaction)."""
+    invoice_id = invoice.invoice_id
+    wait = "" if window_closed_now else "once the key's 24-hour window has closed, "
+    return (
+        f"invoice {invoice_id} was refused under key {invoice.idempotency_key}, but may have "
+        "been delivered under it all the same (a 409, or a request before the refusal got no "
+        "answer), and a new key could deliver it twice; reconcile cannot tell (a 409 names no "
+        f"transaction): {wait}look for it at GoRoute, and only once you know it was not "
+        f"delivered, `invoicectl release {invoice_id} --force`, then --new-version"
+    )
+
+
 def _first_use(journal: JournalBackend, invoice: Invoice, now: datetime) -> str | None:
     """When the key first carried a request, as the journal can date it: its recorded first
     use, else the earliest start of an attempt under it (a first use lost, or changed by
@@ -97,7 +108,7 @@ def _undated(invoice: Invoice) -> str:
         f"whose first use the journal cannot date ({invoice.key_first_used_at!r}: no time, or "
         "later than now, the clock having gone back since): GoRoute's 24-hour window for it "
         "may be open, and a new key could deliver it twice. `invoicectl reconcile` looks it "
-        f"up; `invoicectl abandon {invoice.invoice_id}` if you know it was delivered; once "
+        f"up; `invoicectl abandon {invoice.invoice_id} --force` if you know it was delivered; once "
         "the clock is past that time by 24 hours, --new-version is taken"
     )
 

@@ -31,6 +31,7 @@ from invoicectl.lifecycle.evidence import (
     note_verdict,
     standing_evidence,
 )
+from invoicectl.lifecycle.refusals import refusal_word_due, send_not_looked_up
 from invoicectl.lifecycle.transitions import Transition, TransitionRefused, allowed, write
 from invoicectl.lifecycle.window import window_open
 
@@ -115,17 +116,26 @@ def hold_meanwhile(journal: JournalBackend, refused: FoundMeanwhile) -> bool:
 
 
 def abandon(
-    journal: JournalBackend, invoice_id: str, reason: str, by: str, *, dry_run: bool = False
+    journal: JournalBackend,
+    invoice_id: str,
+    reason: str,
+    by: str,
+    *,
+    dry_run: bool = False,
+    force: bool = False,
 ) -> Decision:
     """The operator settled ``invoice_id`` outside invoicectl: never send it again. An
     accepted invoice only when its delivery failed (sent on paper, say): a new version is all
-    that was left to send of it."""
+    that was left to send of it. One whose send may have been delivered, only once reconcile
+    has looked it up (``refusals.send_not_looked_up``), or with ``force``."""
     invoice = _known(journal, invoice_id)
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, f"already abandoned ({invoice.hold_reason})")
     delivered = invoice.state is InvoiceState.accepted and invoice.remote_status != "failed"
     if delivered or not allowed(Transition.abandon, invoice.state):
         return Decision(invoice_id, False, f"{invoice.state}: it was sent; nothing to abandon")
+    if not force and (unjudged := send_not_looked_up(journal, invoice)) is not None:
+        return Decision(invoice_id, False, unjudged)
     if not dry_run:
         _set_hold(journal, invoice, Transition.abandon, Hold.abandoned, reason, by)
     return Decision(invoice_id, True, f"abandoned ({invoice.state}): {reason}")
@@ -146,12 +156,14 @@ def release(
     if invoice.hold is Hold.abandoned:
         return Decision(invoice_id, False, "abandoned, which is final")
     evidence = standing_evidence(journal, invoice)
+    # What --force answers: the evidence, or a refusal that may hide a delivery (a 409).
+    word = evidence or refusal_word_due(journal, invoice)
     if invoice.hold is None:
-        if not (force and evidence):  # reconcile found it, and nobody held it: the word alone
+        if not (force and word):  # found, or refused as a duplicate, and not held: the word alone
             return Decision(invoice_id, False, "not held")
         if not dry_run:
-            dismiss_evidence(journal, invoice, f"by {by} with --force: {evidence}")
-        return Decision(invoice_id, True, f"not held; the evidence dismissed ({evidence})")
+            dismiss_evidence(journal, invoice, f"by {by} with --force: {word}")
+        return Decision(invoice_id, True, f"not held; the evidence dismissed ({word})")
     if not force and evidence is not None:
         # A send of a key the journal has no answer for (``hold_found``) no reconcile judges.
         adopts = "`invoicectl reconcile --apply` adopts that transaction if it is this invoice's; "
@@ -166,8 +178,8 @@ def release(
     if not dry_run:
         with journal.transaction():
             _lift(journal, invoice, f"by {by} (was held: {invoice.hold_reason})")
-            if evidence is not None:
-                dismiss_evidence(journal, invoice, f"released with --force by {by}: {evidence}")
+            if force and word is not None:
+                dismiss_evidence(journal, invoice, f"released with --force by {by}: {word}")
     was = f"held by {invoice.held_by}: {invoice.hold_reason}"
     again = ""
     if invoice.held_by == "receiver check":
@@ -196,13 +208,14 @@ def decide(
 ) -> Decision:
     """An operator's ``hold``, ``release`` or ``abandon`` of one invoice. Refused, nothing
     written, when the invoice changed between reading it and writing the decision (another
-    operator's, say): the decision was taken on what no longer holds."""
+    operator's, say): the decision was taken on what no longer holds; and when a send worker
+    holds it (a PostgreSQL journal): a bulk decision goes on with the others, each said."""
     try:
         if action == "release":
             return release(journal, invoice_id, by, dry_run=dry_run, force=force)
         if action == "hold":
             return hold(journal, invoice_id, reason, by, dry_run=dry_run)
-        return abandon(journal, invoice_id, reason, by, dry_run=dry_run)
+        return abandon(journal, invoice_id, reason, by, dry_run=dry_run, force=force)
     except TransitionRefused:
         return Decision(
             invoice_id,
@@ -210,6 +223,8 @@ def decide(
             f"changed by another command while {action} was deciding; nothing changed: "
             f"look again (`invoicectl show {invoice_id}`)",
         )
+    except InvoiceBusy as busy:  # a send worker holds it: refused alone, the rest go on
+        return Decision(invoice_id, False, str(busy).replace(f"invoice {invoice_id} is", "it is"))
 
 
 def record_verdict(
@@ -310,16 +325,18 @@ def candidates(
     verdict: str | None = None,
 ) -> list[str]:
     """The invoices a bulk ``hold``, ``release`` or ``abandon`` acts on: those matching the
-    filters that the action can change. A release, only those held; a hold or an abandon,
-    never an accepted invoice (GoRoute has it), nor one already so or abandoned. Read from
-    the indexes: a journal of a million accepted costs what the others hold."""
+    filters that the action can change. A release, only those held; a hold, never an accepted
+    invoice (GoRoute has it), nor one already held or abandoned; an abandon, no accepted
+    invoice but one whose delivery failed (as ``abandon`` of one invoice), nor one abandoned.
+    Read from the indexes: a journal of a million accepted costs what the others hold."""
     if action == "release":
         return journal.invoice_ids(states, verdict, (Hold.held,))
     unaccepted = [state for state in states or InvoiceState if state is not InvoiceState.accepted]
-    if not unaccepted:
-        return []
     holds: tuple[Hold | None, ...] = (None,) if action == "hold" else (None, Hold.held)
-    return journal.invoice_ids(unaccepted, verdict, holds)
+    chosen = journal.invoice_ids(unaccepted, verdict, holds) if unaccepted else []
+    if action == "abandon" and (not states or InvoiceState.accepted in states):
+        chosen = sorted([*chosen, *journal.failed_deliveries(verdict, holds)])
+    return chosen
 
 
 # ---- files that disagree on a sent invoice's number --------------------------------------

@@ -1,11 +1,14 @@
 """Whether a refusal shows that nothing was delivered (``refusal_may_hide_delivery``): what
-lets an edit go out under the next key at once, and what makes ``--new-version`` wait."""
+lets an edit go out under the next key at once, and what makes ``--new-version`` wait for the
+operator's word (``refusal_word_due``); and whether a send that may have been delivered was
+looked up before an operator abandons it (``send_not_looked_up``)."""
 
 from __future__ import annotations
 
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice
 from invoicectl.journal.records import InvoiceState as S
+from invoicectl.lifecycle.window import moment
 
 # Attempts whose request the API refused unread, or that never left: no send under their
 # key (``sending`` gives such a key back).
@@ -27,3 +30,52 @@ def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool
         for attempt in journal.attempts(invoice.invoice_id)
         if attempt.idempotency_key == invoice.idempotency_key
     )
+
+
+def refusal_word_due(journal: JournalBackend, invoice: Invoice) -> str | None:
+    """Why a refused invoice may hide a delivery (``refusal_may_hide_delivery``), as the
+    operator's ``release --force`` dismisses it; None when it may not. Reconcile cannot settle
+    it: a 409 names no transaction, so only the operator's word, given after looking at
+    GoRoute, lets ``--new-version`` send it under the next key."""
+    if not refusal_may_hide_delivery(journal, invoice):
+        return None
+    return (
+        f"GoRoute refused key {invoice.idempotency_key} (a 409, or after a request that got no"
+        " answer) and may hold a delivery under it"
+    )
+
+
+def send_not_looked_up(journal: JournalBackend, invoice: Invoice) -> str | None:
+    """Why an abandon could hide a delivery from the operator: a request under the invoice's
+    key may have reached GoRoute with no answer that settles it (unknown, key_reused, a 409,
+    an unanswered replay pending), and no reconcile has judged it since the key was first
+    used. Abandoned, it is never looked up again: a clerk who posts it would not learn that
+    GoRoute delivered it too (helper-81)."""
+    state = invoice.state
+    if state in (S.amended, S.invalid):
+        state = invoice.state_before_amend or state
+    unsettled = state in (S.unknown, S.key_reused) or (
+        state is S.pending and invoice.key_first_used_at is not None
+    )
+    if not (unsettled or refusal_may_hide_delivery(journal, invoice)):
+        return None
+    if _judged_since(invoice.verdict_at, invoice.key_first_used_at):
+        return None
+    return (
+        f"{invoice.state}: its request under key {invoice.idempotency_key} may have been "
+        "delivered, and no `invoicectl reconcile` has looked it up since; abandoned, it is "
+        "never looked up again. Run `invoicectl reconcile` first (a delivery it finds is "
+        "adopted with --apply), or `abandon --force` if you know what GoRoute holds"
+    )
+
+
+def _judged_since(verdict_at: str | None, first_used_at: str | None) -> bool:
+    """Whether a verdict was recorded after the key first carried a request."""
+    if not verdict_at:
+        return False
+    if not first_used_at:
+        return True
+    try:
+        return moment(verdict_at) >= moment(first_used_at)
+    except ValueError:  # a time changed by hand: not judged since
+        return False

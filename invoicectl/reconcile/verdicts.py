@@ -230,8 +230,8 @@ class Verdict(StrEnum):
         Guidance(
             "needs a decision (409)",
             True,
-            "ask GoRoute whether it was already delivered; "
-            "if not, `invoicectl send DIR --new-version ID`",
+            "ask GoRoute whether it was already delivered; if not, `invoicectl release ID "
+            "--force` (your word), then `invoicectl send DIR --new-version ID`",
             ExitCode.NEEDS_RECONCILE,
         ),
     )
