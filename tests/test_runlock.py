@@ -205,3 +205,40 @@ def test_a_lock_file_that_is_a_link_is_refused_not_followed(journal: Path, tmp_p
     with pytest.raises(JournalError, match="lock file .* is not a regular file"):
         RunLock(journal).acquire()
     assert elsewhere.read_text() == "keep me\n"
+
+
+def test_a_send_whose_lock_file_was_removed_stops_and_the_next_sends_nothing_twice(
+    tmp_path: Path, outbox: Path
+):
+    """helper-83: a clean-up removed the lock file while a send ran; a second send locked a
+    new one and ran beside the first (18 of 40 requests sent again, under the same keys), and
+    one of them ended in "changed while record_answer was being written", exit 1. Now the
+    first notices before its next invoice and takes no more work (exit 6, one line); each
+    invoice is delivered once, and a send after both finds nothing left to do."""
+    from processkit import run_send, send_process, wait_for
+    from sendkit import assert_each_delivered_once, emulator
+    from ublfactory import write_invoice
+
+    from invoicectl.sandbox import BackgroundServer
+
+    ids = [f"L-{n:03d}" for n in range(40)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        first = send_process(outbox, journal, server.base_url, "--rate", "240")
+        try:
+            wait_for(lambda: sandbox.stats()["accepted"] >= 3, 60)
+            lock_path_for(journal).unlink()  # a clean-up of "stale" files
+            code, output = run_send(outbox, journal, server.base_url, "--rate", "6000")
+        finally:
+            first_out, first_err = first.communicate(timeout=120)
+        last_code, last_output = run_send(outbox, journal, server.base_url)
+
+    assert first.returncode == ExitCode.LOCKED, first_out + first_err
+    assert "its run lock file was removed or replaced during the run" in first_err
+    assert "Traceback" not in first_err + output + last_output
+    assert code in (ExitCode.OK, ExitCode.INCOMPLETE), output  # the other's in flight: replays
+    assert last_code == ExitCode.OK, last_output
+    assert_each_delivered_once(sandbox.stats(), ids)

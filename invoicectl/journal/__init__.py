@@ -120,9 +120,10 @@ def locked_journal(
     if not create:
         refuse_missing(path)
     refuse_not_regular(path)  # before its lock file is made beside it
-    with _explained(path), RunLock(path, command=command):
+    with _explained(path), RunLock(path, command=command) as lock:
         refuse_if_moved(path, command)
         with Journal(path, clock) as journal:
+            journal.run_lock_lost = lock.lost
             yield journal
 
 

@@ -108,6 +108,10 @@ def utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _never() -> bool:
+    return False
+
+
 class JournalBase:
     """What every part of the journal holds: where it is, its clock, its connection (opened
     by the backend's class: ``composed.Journal`` for SQLite, ``pg_journal.PgJournal``)."""
@@ -117,6 +121,9 @@ class JournalBase:
         self.clock = clock
         self.db = db
         self.closed = False
+        # Whether the run lock this journal is held under was lost (``RunLock.lost``): set
+        # by ``locked_journal`` for a SQLite journal; a send stops taking work when it is.
+        self.run_lock_lost: Callable[[], bool] = _never
 
     def close(self) -> None:
         self.closed = True

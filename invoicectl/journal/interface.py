@@ -39,6 +39,7 @@ from invoicectl.journal.records import (
 class JournalBackend(Protocol):
     path: Path
     clock: Callable[[], datetime]
+    run_lock_lost: Callable[[], bool]
 
     # ---- the connection -------------------------------------------------------------------
     def now(self) -> str: ...

@@ -151,6 +151,11 @@ class RunLock:
         write_holder(fd, self.holder)
         return self.holder
 
+    def lost(self) -> bool:
+        """Whether the lock file was removed or replaced since it was locked (a person, or a
+        clean-up of old files): another run may then lock a new one and run beside this."""
+        return self._fd is not None and not _still_named(self.path, self._fd)
+
     def release(self) -> None:
         """Clear the description and drop the lock (closing the descriptor drops it)."""
         if self._fd is None:

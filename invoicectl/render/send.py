@@ -18,7 +18,7 @@ from invoicectl.loglines import tag
 from invoicectl.render.status import print_scan_report
 from invoicectl.render.waits import PLAIN_WAIT_SHOWN, WaitLines
 from invoicectl.scan.report import ScanReport
-from invoicectl.send.summary import DryRun, InvoiceResult, SendSummary
+from invoicectl.send.summary import LOCK_LOST, DryRun, InvoiceResult, SendSummary
 from invoicectl.text import first_few, one_line
 
 if TYPE_CHECKING:  # the bar and the table are drawn on a terminal only: imported there
@@ -236,6 +236,8 @@ def stop_line(summary: SendSummary, *, deadline: float | None, outage_after: int
         )
     elif "rate_limit" in stops:
         what = "GoRoute kept answering 429 (rate limited) beyond --max-wait; stopped"
+    elif "lock_lost" in stops:
+        what = f"the journal's run lock file was {LOCK_LOST}; stopped taking work"
     else:
         return None
     parts = [f"invoicectl: {what}"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.plan import attention_causes
-from invoicectl.send.summary import SendSummary
+from invoicectl.send.summary import LOCK_LOST, SendSummary
 
 
 def exit_code_for(summary: SendSummary, journal: JournalBackend) -> ExitCode:
@@ -36,6 +36,8 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
         causes.append(Cause(ExitCode.INTERRUPTED, f"interrupted by {summary.signals[0]}"))
     if "lease_lost" in summary.stops:  # a worker of a shared journal: the rest is another's
         causes.append(Cause(ExitCode.INCOMPLETE, "this worker's lease was lost"))
+    if "lock_lost" in summary.stops:
+        causes.append(Cause(ExitCode.LOCKED, f"its run lock file was {LOCK_LOST}"))
     if summary.unsent > 0 and (begun := journal.unfinished_history_check()) is not None:
         # A worker of a shared journal: first sends wait while another send's check has no end.
         waiting = f"first sends wait for the history check begun in {begun} to end"

@@ -146,16 +146,17 @@ class Sender:
         self.held_at_replay: list[str] = []
 
     def request_stop(self, reason: str) -> None:
-        """Take no new work (a signal by name, ``deadline``, ``credentials``, ``outage``,
-        ``rate_limit``); ``send.stopping`` says what becomes of the requests in flight."""
+        """Take no new work, for ``reason`` (``send.stopping``: what becomes of those in flight)."""
         self.stopping.stop(reason)
 
     def should_stop(self) -> bool:
         deadline = self.options.deadline
         if deadline is not None and self.monotonic() - self._started >= deadline:
             self.request_stop("deadline")
-        if self.work is not None and self.work.lost:
-            self.request_stop("lease_lost")  # another worker may take over what it holds
+        if self.work is not None and self.work.lost:  # another worker may take over its work
+            self.request_stop("lease_lost")
+        elif self.journal.run_lock_lost():  # another run may be starting beside this one
+            self.request_stop("lock_lost")
         return self.stopping.stopped
 
     # ---- the run --------------------------------------------------------------------------
@@ -367,8 +368,7 @@ class Sender:
         self.on_progress(result, self.summary)
 
     def _watch_for_outage(self, outcome: Outcome) -> None:
-        """Invoices that each used up their retries, one after another: GoRoute is down.
-        Stop rather than march every remaining invoice through the same wait."""
+        """Invoices that each used up their retries in a row: GoRoute is down; stop, not wait."""
         if not isinstance(outcome, Transient):
             self._unanswered_in_a_row = 0
             return

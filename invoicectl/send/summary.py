@@ -19,6 +19,11 @@ from invoicectl.send.stopping import SIGNAL_NAMES
 
 # Stops the next run gets past on its own: it continues where this one ended.
 _INTERRUPTIONS = SIGNAL_NAMES | {"deadline", "outage", "rate_limit"}
+# Why a SQLite send stopped taking work ("lock_lost"), after "its run lock file was".
+LOCK_LOST = (
+    "removed or replaced during the run (a clean-up of old files?), so another run may have "
+    "started beside this one"
+)
 
 
 @dataclass(frozen=True)
