@@ -342,3 +342,54 @@ def test_a_time_or_key_version_changed_by_hand_is_one_line_or_nothing(
         with pytest.raises(JournalError, match=re.escape(refused)):
             send(settings, outbox, sandbox.transport())
         assert sandbox.stats()["sends_received"] == 1
+
+
+def _stale_state_index(journal: Path, outbox: Path, base_url: str) -> None:
+    """Three invoices scanned, then sent and accepted, then the page of the index
+    ``invoices_state_id`` written back as it was before the send (a lost write, or an older
+    page restored): as many entries as the table has rows, under their old states. SQLite's
+    quick_check says ok; integrity_check finds the entries missing."""
+    from processkit import run_cli
+
+    for invoice_id in ("A-000", "A-001", "A-002"):
+        write_invoice(outbox, invoice_id)
+    assert run_cli(journal, base_url, "scan", str(outbox))[0] == 0
+    before = journal.read_bytes()
+    assert run_cli(journal, base_url, "send", str(outbox), "--rate", "60000")[0] == 0
+    conn = sqlite3.connect(journal)
+    page_size = conn.execute("PRAGMA page_size").fetchone()[0]
+    (root,) = conn.execute(
+        "SELECT rootpage FROM sqlite_master WHERE name = 'invoices_state_id'"
+    ).fetchone()
+    conn.close()
+    data = bytearray(journal.read_bytes())
+    start = (root - 1) * page_size
+    data[start : start + page_size] = before[start : start + page_size]
+    journal.write_bytes(bytes(data))
+    conn = sqlite3.connect(journal)
+    assert conn.execute("PRAGMA quick_check").fetchall() == [("ok",)]
+    conn.close()
+
+
+def test_an_index_page_out_of_step_is_found_by_doctor_and_named_by_send(
+    tmp_path: Path, outbox: Path
+):
+    """helper-83: `doctor` said "quick_check ok" (it compared index entries with table rows by
+    count only), and `send` planned the three accepted invoices again as replays through the
+    stale index, then stopped on "invoice A-000 is accepted: claim_key may not start there",
+    with no word of damage or of what to do. Nothing is sent again either way."""
+    from processkit import run_cli
+
+    from invoicectl.sandbox import BackgroundServer
+
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        _stale_state_index(journal, outbox, server.base_url)
+        doctor = run_cli(journal, server.base_url, "doctor")
+        sent = run_cli(journal, server.base_url, "send", str(outbox), "--rate", "60000")
+
+    assert doctor[0] == 1 and "REINDEX invoices" in doctor[1], doctor
+    assert sandbox.stats()["sends_received"] == 3  # nothing again
+    assert sent[0] == 1 and "Traceback" not in sent[2], sent
+    assert "or it is damaged (an index out of step with its rows" in sent[2], sent

@@ -3,7 +3,8 @@
 ``examine(path)`` opens the file with ``mode=ro`` (as ``audit`` does), so that a doctor run
 creates, changes and migrates nothing: what it finds is SQLite's ``quick_check`` (the
 integrity check without the index cross-checks: seconds for a journal of millions of rows,
-not minutes), the base URL the journal is bound to, whether its schema is this version's,
+not minutes), with the cross-checks for the invoices table alone (``_invoices_indexes``),
+the base URL the journal is bound to, whether its schema is this version's,
 and its size with its WAL. A file SQLite cannot read at all is a ``JournalHealth`` whose
 ``error`` says why, never an exception.
 """
@@ -73,7 +74,9 @@ def examine(path: Path) -> JournalHealth:
         missing = lacking_schema(conn) if schema == "current" else []
         return replace(
             found,
-            problems=_stale_indexes(conn) if said == ["ok"] else _problems(said),
+            problems=_stale_indexes(conn) or _invoices_indexes(conn)
+            if said == ["ok"]
+            else _problems(said),
             bound_base_url=_bound_base_url(conn),
             schema="damaged" if missing else schema,
             missing=missing,
@@ -122,6 +125,21 @@ def _stale_indexes(conn: sqlite3.Connection) -> list[str]:
                 f"index {name} lists {by_index} rows, table {table} {in_table}: REINDEX {name}"
             )
     return found
+
+
+def _invoices_indexes(conn: sqlite3.Connection) -> list[str]:
+    """The invoices table's indexes checked entry by entry against its rows (SQLite's
+    ``integrity_check`` of that one table: 0.36 s at 100,000 invoices). Every send plans,
+    and ``status`` counts, by those indexes; one page of one written back as it was before
+    a send lists as many rows as the table, in other states (helper-83: sent invoices
+    planned again as replays, counted as pending), which counts alone do not see."""
+    if not _has_table(conn, "invoices"):
+        return []
+    rows = conn.execute("PRAGMA integrity_check(invoices)")  # no limit beside a table
+    said = [str(line) for (line,) in rows.fetchmany(_MAX_PROBLEMS)]
+    if said == ["ok"]:
+        return []
+    return [f"{line}: REINDEX invoices" for line in _problems(said)]
 
 
 def _bound_base_url(conn: sqlite3.Connection) -> str | None:

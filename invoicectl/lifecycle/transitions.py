@@ -84,7 +84,17 @@ ALLOWED: Mapping[Transition, frozenset[InvoiceState]] = {
 
 
 class TransitionRefused(JournalError):
-    """A transition asked for in a state it may not start from: a bug, never data."""
+    """A transition asked for in a state it may not start from, or over a row that changed
+    meanwhile: within one run, a bug, never data; met by a person, another command beside it
+    or a damaged journal (an index listing rows in other states than they hold: helper-83),
+    which the message says with what to do."""
+
+    def __init__(self, what: str) -> None:
+        super().__init__(
+            f"{what}: the journal changed beside this command (another one running?), or it "
+            "is damaged (an index out of step with its rows: `invoicectl doctor` checks; "
+            "REINDEX mends it, or restore the journal from a backup)"
+        )
 
 
 def allowed(transition: Transition, state: InvoiceState) -> bool:
