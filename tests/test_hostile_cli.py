@@ -7,13 +7,16 @@ in-process through Typer's runner, still over real loopback HTTP to ``tests/host
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -568,3 +571,49 @@ def test_an_echoed_key_in_a_lookup_or_validation_reaches_nothing(
     assert_key_nowhere(
         isolated_environment, *(text for r in results for text in (r.stdout, r.stderr))
     )
+
+
+@pytest.fixture
+def never_accepting() -> Iterator[int]:
+    """A port whose listen queue is full: the kernel drops every further SYN, so a connect
+    hangs (as to a host behind a firewall that drops packets) and nothing can be sent."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        with contextlib.suppress(BlockingIOError):  # the handshake goes on in the kernel
+            filler.connect(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.2)
+    try:
+        yield port
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+def test_a_connect_cut_by_the_request_limit_is_no_unknown_send(
+    tmp_path: Path, outbox: Path, never_accepting: int
+) -> None:
+    """helper-82: INVOICECTL_REQUEST_TIMEOUT below the 10 s connect timeout, the request's
+    limit fired while the TCP handshake was still pending: no byte had left, yet the invoice
+    was "unknown" (its key used, reconcile's after 24 h). The connect now times out first."""
+    write_invoice(outbox, "BH-1")
+    journal = tmp_path / "journal.db"
+    env = cli_env(f"http://127.0.0.1:{never_accepting}", journal, INVOICECTL_REQUEST_TIMEOUT="1")
+    code, _, stdout, stderr = run_cli(
+        ["send", str(outbox), "--trust-new-journal", "--no-receiver-check", "--max-attempts", "1"],
+        env,
+        tmp_path,
+        timeout=20,
+    )
+    assert code == 75, stdout + stderr
+    with Journal(journal) as opened:
+        (attempt,) = opened.attempts("BH-1")
+    assert attempt.outcome == "not_sent", attempt.message
+    assert journal_states(journal) == {"BH-1": "pending"}

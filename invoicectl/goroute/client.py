@@ -102,6 +102,8 @@ _VERSION_BYTES = 64 * 1024
 # A request's time limit grows by a second for every this many bytes it sends, so a 15 MB
 # document on a slow uplink is not cut off (and left unknown) run after run.
 _SLOW_UPLINK_BYTES_PER_SECOND = 256 * 1024
+# The share of the request's limit a connection may take to be made (``GoRouteClient``).
+_CONNECT_SHARE = 0.8
 
 logger = logging.getLogger(__name__)
 
@@ -162,8 +164,12 @@ class GoRouteClient:
         self._no_lookup = False  # neither route does
         self._api = ApiCheck(self._get, list(PROBES.values()))
         self._requests = RequestBuilder(_FIXED_PATHS)
+        # A connection not made within the request's limit times out as a connect, before the
+        # limit does: a request that never left is no "unknown" send (helper-82: a 1 s limit
+        # cut a hanging handshake, and the invoice waited for reconcile for nothing).
+        connect = min(connect_timeout, request_timeout * _CONNECT_SHARE)
         self._timeout = httpx.Timeout(
-            connect=connect_timeout, read=read_timeout, write=write_timeout, pool=pool_timeout
+            connect=connect, read=read_timeout, write=write_timeout, pool=pool_timeout
         )
         headers = {
             "User-Agent": f"invoicectl/{__version__}",
