@@ -215,6 +215,22 @@ async def test_a_compressed_answer_cut_short_or_followed_by_junk_is_not_read(tai
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("malformed", [["tx_a"], {"id": "tx_a"}, True])
+async def test_a_malformed_transaction_id_is_not_passed_over_for_another_field(
+    malformed: object,
+) -> None:
+    """helper-82: a 202 whose ``transaction_id`` was a list, beside ``"id": "tx_other"``, was
+    accepted as tx_other. The field there decides: unusable, the send is unconfirmed (replayed
+    under the same key, which GoRoute answers with the original id)."""
+    body = {"transaction_id": malformed, "id": "tx_other"}
+    outcome = await against(answer_json(202, body), post)
+    assert isinstance(outcome, Transient) and outcome.sent, outcome
+    assert "without a transaction id" in outcome.reason
+    only_id = await against(answer_json(202, {"transaction_id": None, "id": "tx_9"}), post)
+    assert only_id == Accepted(transaction_id="tx_9", http_status=202, duration=only_id.duration)
+
+
+@pytest.mark.anyio
 async def test_an_unknown_content_encoding_is_not_read() -> None:
     behaviour = answer(202, b"\x00\x01", {**JSON, "Content-Encoding": "br"})
     outcome = await against(behaviour, post)

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from invoicectl.goroute.identifiers import checked_id, usable_id, why_unusable
-from invoicectl.goroute.jsontext import first_text, json_or_none, text_of
+from invoicectl.goroute.jsontext import first_text, json_or_none, present_text, text_of
 from invoicectl.goroute.outcomes import (
     Accepted,
     AuthRefused,
@@ -239,7 +239,7 @@ def accepted(answer: Answer) -> Accepted | Transient:
     id if it was in fact sent.
     """
     data = answer.data
-    transaction_id = first_text(data, "transaction_id", "id") if isinstance(data, dict) else None
+    transaction_id = present_text(data, "transaction_id", "id") if isinstance(data, dict) else None
     if transaction_id is None:
         why = "without a transaction id"
     elif not usable_id(transaction_id):

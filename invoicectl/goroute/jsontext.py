@@ -33,6 +33,17 @@ def first_text(data: Mapping[str, Any], *names: str) -> str | None:
     return None
 
 
+def present_text(data: Mapping[str, Any], *names: str) -> str | None:
+    """``text_of`` the first of ``names`` the data holds (not null): a field there but
+    unusable (a list, an object) is read as no text, never passed over for the next name.
+    A 202 with ``"transaction_id": ["x"], "id": "tx_other"`` was accepted as ``tx_other``
+    (helper-82); its id is unconfirmed, and the send replayed under the same key."""
+    for name in names:
+        if data.get(name) is not None:
+            return text_of(data[name])
+    return None
+
+
 # GoRoute's answers nest three or four levels; a body nested deeper than this is no answer of
 # its (and walking it, as ``redaction.redact_data`` does, would overflow Python's stack at
 # about 500 levels).
