@@ -157,3 +157,63 @@ def test_an_old_keys_verdict_frees_no_new_key_when_the_key_cannot_be_dated(
 
         with pytest.raises(UsageError, match="could deliver it twice"):
             check_new_version(journal, "INV-1", journal.clock())
+
+
+def test_a_word_given_before_the_409_frees_no_new_key(outbox: Path, journal_path: Location):
+    """helper-84: INV-9's first request was delivered, its answer lost (unknown). Reconcile
+    found evidence of something else; the operator dismissed *that* (`release --force`). The
+    replay got 409, and 25 h on --new-version went out on that earlier word: GoRoute held
+    INV-9 twice. Only a word given after the refusal counts."""
+    from datetime import UTC, datetime, timedelta
+
+    from sendkit import at
+
+    from invoicectl.goroute.retry import RetryPolicy
+    from invoicectl.lifecycle.holds import record_verdict, release
+
+    write_invoice(outbox, "INV-9")
+    server = Refusing(lose_first=True)
+    settings = settings_for(journal_path)
+    options = {"check_receivers": False, "trust_new_journal": True, "warn": lambda line: None}
+    send(settings, outbox, httpx.MockTransport(server), policy=RetryPolicy(1), **options)
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-9").state == "unknown"
+        record_verdict(journal, "INV-9", "unknown_ambiguous", journal.now())
+        word = release(journal, "INV-9", "clerk", force=True)  # on the ambiguous finding
+        assert word.done, word
+    send(settings, outbox, httpx.MockTransport(server), **options)  # the replay: 409
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-9").state == "rejected"
+    later = at(datetime.now(UTC) + timedelta(hours=25))
+
+    with pytest.raises(UsageError, match=r"release INV-9 --force`, then --new-version"):
+        send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",),
+             clocks=later, **options)  # fmt: skip
+    assert server.delivered == [("invoice-INV-9", "INV-9")]
+
+    with open_journal(journal_path) as journal:
+        assert release(journal, "INV-9", "clerk", force=True).done  # the word, on the 409
+    send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",), clocks=later,
+         **options)  # fmt: skip
+    assert server.delivered[1:] == [("invoice-INV-9-v2", "INV-9")]
+
+
+def test_abandon_after_a_refusal_no_reconcile_looks_up_asks_for_the_operators_word(
+    outbox: Path, journal_path: Location
+):
+    """helper-84: INV-7's first request got no answer, its retry a 400: rejected, and the
+    refusal may hide a delivery. `abandon` sent the operator to reconcile, which looks up only
+    409s and never judged INV-7: a dead end. It now says to look at GoRoute, then --force."""
+    from invoicectl.lifecycle.holds import abandon
+
+    write_invoice(outbox, "INV-7")
+    server = Refusing(lose_first=True, repeat_status=400)
+    options = {"check_receivers": False, "trust_new_journal": True, "warn": lambda line: None}
+    send(settings_for(journal_path), outbox, httpx.MockTransport(server), **options)
+
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-7").state == "rejected"
+        refused = abandon(journal, "INV-7", "sent by post", "clerk")
+        assert not refused.done and "reconcile` first" not in refused.message
+        assert "Look for it at GoRoute, then `abandon --force`" in refused.message
+        assert abandon(journal, "INV-7", "sent by post", "clerk", force=True).done

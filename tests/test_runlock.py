@@ -242,3 +242,38 @@ def test_a_send_whose_lock_file_was_removed_stops_and_the_next_sends_nothing_twi
     assert code in (ExitCode.OK, ExitCode.INCOMPLETE), output  # the other's in flight: replays
     assert last_code == ExitCode.OK, last_output
     assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def test_a_send_whose_journal_directory_is_renamed_does_not_stop_as_if_its_lock_were_lost(
+    tmp_path: Path, outbox: Path
+):
+    """helper-84: the journal's directory renamed while a send runs (the journal, its lock file
+    and its lock the same files; a run through the new name meets the same lock). The lock
+    check looked the old path up, found nothing, and the send stopped as if its lock were lost
+    (exit 6). The name is now looked up in the lock's directory, held open."""
+    from processkit import run_send, send_process, wait_for
+    from sendkit import assert_each_delivered_once, emulator
+    from ublfactory import write_invoice
+
+    from invoicectl.sandbox import BackgroundServer
+
+    ids = [f"R-{n:03d}" for n in range(20)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    (tmp_path / "state-a").mkdir()
+    journal = tmp_path / "state-a" / "journal.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server:
+        first = send_process(outbox, journal, server.base_url, "--rate", "240")
+        try:
+            wait_for(lambda: sandbox.stats()["accepted"] >= 3, 60)
+            (tmp_path / "state-a").rename(tmp_path / "state-b")
+        finally:
+            out, err = first.communicate(timeout=120)
+        moved = tmp_path / "state-b" / "journal.db"
+        last_code, last_output = run_send(outbox, moved, server.base_url)
+
+    assert "lock file was removed or replaced" not in err, err
+    assert first.returncode == ExitCode.OK, out + err
+    assert last_code == ExitCode.OK, last_output
+    assert_each_delivered_once(sandbox.stats(), ids)

@@ -150,13 +150,22 @@ class _Inflater:
         self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)
         self._raw_fallback = raw_fallback
         self._started = False
+        self._padded = False  # zero bytes came after the last member: only zeros may follow
 
     def __call__(self, data: bytes, room: int) -> bytes:
         """At most ``room`` bytes out of ``data``: a full ``room`` means over the cap, and the
-        input left over is never inflated. Bytes after a member's end start the next one."""
+        input left over is never inflated. Bytes after a member's end start the next one;
+        zero bytes there are padding, as gzip(1) reads them (helper-84)."""
+        if self._padded:
+            if data.strip(b"\0"):
+                raise BodyUnreadable("with a corrupt compressed body")
+            return b""
         out = self._inflate(data, room)
         while self._decoder.eof and self._decoder.unused_data and len(out) < room:
             rest = self._decoder.unused_data
+            if not rest.strip(b"\0"):
+                self._padded = True
+                break
             self._decoder = zlib.decompressobj(zlib.MAX_WBITS | 32)
             out += self._inflate(rest, room - len(out))
         return out

@@ -106,6 +106,7 @@ class RunLock:
         self.command = command
         self._now = now
         self._fd: int | None = None
+        self._directory: int | None = None  # the lock's directory, open: see ``lost``
         self.holder: LockHolder | None = None
 
     def __enter__(self) -> RunLock:
@@ -147,20 +148,39 @@ class RunLock:
                 f"was removed or replaced {_LOCK_TRIES} times while being locked"
             )
         self._fd = fd
+        try:
+            self._directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        except OSError:  # then ``lost`` looks the name up by the path
+            self._directory = None
         self.holder = LockHolder.this_process(self.command, self._now())
         write_holder(fd, self.holder)
         return self.holder
 
     def lost(self) -> bool:
         """Whether the lock file was removed or replaced since it was locked (a person, or a
-        clean-up of old files): another run may then lock a new one and run beside this."""
-        return self._fd is not None and not _still_named(self.path, self._fd)
+        clean-up of old files): another run may then lock a new one and run beside this. The
+        name is looked up in the directory the lock was taken in, held open, so a directory
+        renamed on the way (the lock still there, and found through the new name by any
+        other run) is no lost lock (helper-84)."""
+        if self._fd is None:
+            return False
+        if self._directory is None:
+            return not _still_named(self.path, self._fd)
+        try:
+            named = os.stat(self.path.name, dir_fd=self._directory, follow_symlinks=False)
+        except OSError:
+            return True
+        held = os.fstat(self._fd)
+        return held.st_nlink == 0 or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino)
 
     def release(self) -> None:
         """Clear the description and drop the lock (closing the descriptor drops it)."""
         if self._fd is None:
             return
         fd, self._fd = self._fd, None
+        if self._directory is not None:
+            os.close(self._directory)
+            self._directory = None
         try:
             # Cleared first, while still ours: a clean exit leaves no description behind.
             os.ftruncate(fd, 0)

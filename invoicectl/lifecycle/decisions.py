@@ -10,7 +10,12 @@ from datetime import datetime
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
-from invoicectl.lifecycle.evidence import dismissed_since_first_use, standing_evidence
+from invoicectl.lifecycle.evidence import (
+    DISMISSED,
+    dismissed_since_first_use,
+    last_word,
+    standing_evidence,
+)
 from invoicectl.lifecycle.keys import idempotency_key, next_key
 from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
@@ -39,7 +44,7 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     if _may_be_delivered(invoice) and not window_closed_now:
         raise UsageError(_replay_first(invoice) if first_use else _undated(invoice))
     if refusal_may_hide_delivery(journal, invoice) and not (
-        window_closed_now and dismissed_since_first_use(journal, invoice)
+        window_closed_now and _word_since_refusal(journal, invoice)
     ):
         raise UsageError(_refused_may_be_delivered(invoice, window_closed_now))
     if (evidence := standing_evidence(journal, invoice)) is not None:
@@ -71,6 +76,24 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "GoRoute holds, and for accepted invoices whose delivery failed"
         )
     return invoice
+
+
+def _word_since_refusal(journal: JournalBackend, invoice: Invoice) -> bool:
+    """Whether the operator's ``release --force`` is the last word on the invoice, given
+    after the last request under its key ended (the refusal): a word given before it, on
+    other evidence, says nothing of what that request delivered (helper-84)."""
+    last = last_word(journal, invoice.invoice_id)
+    if last is None or last.kind != DISMISSED:
+        return False
+    ends = [
+        attempt.finished_at or attempt.started_at
+        for attempt in journal.attempts(invoice.invoice_id)
+        if attempt.idempotency_key == invoice.idempotency_key
+    ]
+    try:
+        return all(moment(last.at) >= moment(end) for end in ends)
+    except ValueError:  # a time changed by hand: no word since
+        return False
 
 
 def _refused_may_be_delivered(invoice: Invoice, window_closed_now: bool) -> str:

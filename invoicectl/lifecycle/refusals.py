@@ -61,6 +61,13 @@ def send_not_looked_up(journal: JournalBackend, invoice: Invoice) -> str | None:
         return None
     if _judged_since(invoice.verdict_at, invoice.key_first_used_at):
         return None
+    if not unsettled:  # a refusal reconcile cannot look up (it judges 409s, finding nothing)
+        return (
+            f"{invoice.state}, but GoRoute may hold a delivery under key "
+            f"{invoice.idempotency_key} all the same (a 409, or a request before the refusal "
+            "got no answer), which no reconcile can look up; abandoned, nobody would learn it. "
+            "Look for it at GoRoute, then `abandon --force`"
+        )
     return (
         f"{invoice.state}: its request under key {invoice.idempotency_key} may have been "
         "delivered, and no `invoicectl reconcile` has looked it up since; abandoned, it is "
