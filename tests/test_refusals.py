@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -84,6 +85,14 @@ def test_a_409_after_a_lost_answer_then_an_edit_is_amended_not_sent_again(
             check_new_version(journal, "INV-9", journal.clock())
 
 
+def _new_version_of_inv_9(
+    settings: Any, outbox: Path, server: Refusing, clocks: Any, options: dict[str, Any]
+) -> None:
+    """``send --new-version INV-9`` to ``server``, at ``clocks``' time."""
+    send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",), clocks=clocks,
+         **options)  # fmt: skip
+
+
 def test_a_409_waits_for_the_operators_word_not_for_the_clock_alone(
     outbox: Path, journal_path: Location
 ):
@@ -105,16 +114,14 @@ def test_a_409_waits_for_the_operators_word_not_for_the_clock_alone(
     later = at(datetime.now(UTC) + timedelta(hours=25))
 
     with pytest.raises(UsageError, match=r"release INV-9 --force`, then --new-version"):
-        send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",),
-             clocks=later, **options)  # fmt: skip
+        _new_version_of_inv_9(settings, outbox, server, later, options)
     assert server.delivered == [("invoice-INV-9", "INV-9")]
 
     with open_journal(journal_path) as journal:
         assert not release(journal, "INV-9", "clerk").done  # not held: no word without --force
         word = release(journal, "INV-9", "clerk", force=True)
         assert word.done and "may hold a delivery under it" in word.message, word
-    send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",), clocks=later,
-         **options)  # fmt: skip
+    _new_version_of_inv_9(settings, outbox, server, later, options)
 
     assert server.delivered == [("invoice-INV-9", "INV-9"), ("invoice-INV-9-v2", "INV-9")]
 
@@ -187,14 +194,12 @@ def test_a_word_given_before_the_409_frees_no_new_key(outbox: Path, journal_path
     later = at(datetime.now(UTC) + timedelta(hours=25))
 
     with pytest.raises(UsageError, match=r"release INV-9 --force`, then --new-version"):
-        send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",),
-             clocks=later, **options)  # fmt: skip
+        _new_version_of_inv_9(settings, outbox, server, later, options)
     assert server.delivered == [("invoice-INV-9", "INV-9")]
 
     with open_journal(journal_path) as journal:
         assert release(journal, "INV-9", "clerk", force=True).done  # the word, on the 409
-    send(settings, outbox, httpx.MockTransport(server), new_versions=("INV-9",), clocks=later,
-         **options)  # fmt: skip
+    _new_version_of_inv_9(settings, outbox, server, later, options)
     assert server.delivered[1:] == [("invoice-INV-9-v2", "INV-9")]
 
 

@@ -74,7 +74,7 @@ def examine(path: Path) -> JournalHealth:
         missing = lacking_schema(conn) if schema == "current" else []
         return replace(
             found,
-            problems=_stale_indexes(conn) or _invoices_indexes(conn)
+            problems=(_stale_indexes(conn) or _invoices_indexes(conn))
             if said == ["ok"]
             else _problems(said),
             bound_base_url=_bound_base_url(conn),

@@ -166,12 +166,7 @@ class RunLock:
             return False
         if self._directory is None:
             return not _still_named(self.path, self._fd)
-        try:
-            named = os.stat(self.path.name, dir_fd=self._directory, follow_symlinks=False)
-        except OSError:
-            return True
-        held = os.fstat(self._fd)
-        return held.st_nlink == 0 or (named.st_dev, named.st_ino) != (held.st_dev, held.st_ino)
+        return not _still_named(self.path.name, self._fd, self._directory)
 
     def release(self) -> None:
         """Clear the description and drop the lock (closing the descriptor drops it)."""
@@ -245,14 +240,15 @@ def _not_a_lock_file(path: Path) -> JournalError:
     )
 
 
-def _still_named(path: Path, fd: int) -> bool:
-    """Whether ``path`` still names the file open as ``fd``."""
+def _still_named(path: Path | str, fd: int, directory: int | None = None) -> bool:
+    """Whether ``path`` (in the open ``directory``, when given) still names the file open as
+    ``fd``, and that file still has a name at all."""
     try:
-        named = os.stat(path, follow_symlinks=False)
+        named = os.stat(path, dir_fd=directory, follow_symlinks=False)
     except OSError:
         return False
     held = os.fstat(fd)
-    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+    return held.st_nlink > 0 and (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
 
 def _held_per_kernel(info: os.stat_result) -> bool | None:

@@ -17,7 +17,7 @@ from invoicectl.lifecycle.evidence import (
     standing_evidence,
 )
 from invoicectl.lifecycle.keys import idempotency_key, next_key
-from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
+from invoicectl.lifecycle.refusals import beneath, refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import datable, moment, window_closed
 
@@ -57,8 +57,8 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     if unsettled and not dismissed_since_first_use(journal, invoice):
         # An edited file (amended over unknown or key_reused) does not settle what its key's
         # send did: the same rule, so that an edit is never a way round reconcile's verdict.
-        beneath = _beneath(invoice)
-        shown = state if beneath is state else f"{state} over {beneath}"
+        before = beneath(invoice)
+        shown = state if before is state else f"{state} over {before}"
         raise UsageError(
             f"invoice {invoice_id} is {shown} and `invoicectl reconcile` has not shown, since "
             f"its key was first used, that GoRoute holds no delivery of it (verdict: "
@@ -66,7 +66,7 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
             "reconcile` and follow its verdict (where it found a send, `invoicectl release "
             f"{invoice_id} --force` once you know it is no delivery of this invoice)"
         )
-    if _beneath(invoice) is InvoiceState.accepted and invoice.remote_status != "failed":
+    if beneath(invoice) is InvoiceState.accepted and invoice.remote_status != "failed":
         # An edit of an accepted invoice's file settles nothing about its delivery.
         raise UsageError(_not_failed(invoice))
     if not allowed(Transition.new_version, state):
@@ -196,7 +196,7 @@ def _may_be_delivered(invoice: Invoice) -> bool:
     if invoice.key_first_used_at is None:
         return False
     settled = (InvoiceState.accepted, InvoiceState.rejected, InvoiceState.key_reused)
-    return _beneath(invoice) not in settled
+    return beneath(invoice) not in settled
 
 
 # Reconcile's verdicts that showed a send under the key is no delivery of the invoice.
@@ -212,18 +212,11 @@ _SHOWN_UNDELIVERED = frozenset(
 )
 
 
-def _beneath(invoice: Invoice) -> InvoiceState:
-    """The state an amended (or invalid) invoice's key left it in."""
-    if invoice.state in (InvoiceState.amended, InvoiceState.invalid):
-        return invoice.state_before_amend or invoice.state
-    return invoice.state
-
-
 def _not_shown_undelivered(invoice: Invoice, first_used: str | None) -> bool:
     """An unknown or key_reused invoice (an amended one too, over either) that reconcile has
     not judged, since its key was first used (``first_used``, as dated), to hold no delivery
     at GoRoute (found, in progress, or not judged at all)."""
-    if _beneath(invoice) not in (InvoiceState.unknown, InvoiceState.key_reused):
+    if beneath(invoice) not in (InvoiceState.unknown, InvoiceState.key_reused):
         return False
     if invoice.verdict not in _SHOWN_UNDELIVERED or not invoice.verdict_at:
         return True

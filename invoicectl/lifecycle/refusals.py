@@ -15,15 +15,19 @@ from invoicectl.lifecycle.window import moment
 NOT_PROCESSED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent")
 
 
+def beneath(invoice: Invoice) -> S:
+    """The state an amended (or invalid) invoice's key left it in."""
+    if invoice.state in (S.amended, S.invalid):
+        return invoice.state_before_amend or invoice.state
+    return invoice.state
+
+
 def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool:
     """Whether a rejected invoice (or one amended or held over a rejection) may have been
     delivered all the same: its refusal was a 409 ("conflict (duplicate)": goroute-api.md
     treats it as a key reuse without an id), or an earlier request under the same key may have
     reached GoRoute and got no final answer (a lost answer, then a refusal of the retry)."""
-    beneath = invoice.state
-    if beneath in (S.amended, S.invalid):
-        beneath = invoice.state_before_amend or beneath
-    if beneath is not S.rejected or invoice.idempotency_key is None:
+    if beneath(invoice) is not S.rejected or invoice.idempotency_key is None:
         return False
     return any(
         attempt.http_status == 409 or attempt.outcome not in (*NOT_PROCESSED, "rejected")
@@ -51,9 +55,7 @@ def send_not_looked_up(journal: JournalBackend, invoice: Invoice) -> str | None:
     an unanswered replay pending), and no reconcile has judged it since the key was first
     used. Abandoned, it is never looked up again: a clerk who posts it would not learn that
     GoRoute delivered it too (helper-81)."""
-    state = invoice.state
-    if state in (S.amended, S.invalid):
-        state = invoice.state_before_amend or state
+    state = beneath(invoice)
     unsettled = state in (S.unknown, S.key_reused) or (
         state is S.pending and invoice.key_first_used_at is not None
     )
