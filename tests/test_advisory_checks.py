@@ -93,12 +93,16 @@ def test_a_hanging_validation_holds_no_send(tmp_path: Path, outbox: Path) -> Non
     assert states(tmp_path / "journal.db") == dict.fromkeys(ids, "accepted")
 
 
-def test_three_failed_lookups_in_a_row_end_the_lookups(journal_path: Path, outbox: Path) -> None:
-    """503s for R-00, R-01, an answer for R-02, then 503s: the breaker opens after R-05."""
+@pytest.mark.parametrize("status", [503, 408])
+def test_three_failed_lookups_in_a_row_end_the_lookups(
+    journal_path: Path, outbox: Path, status: int
+) -> None:
+    """503s (or 408s: a proxy that stopped waiting) for R-00, R-01, an answer for R-02, then
+    more of them: the breaker opens after R-05."""
     twelve_receivers(outbox)
     sandbox = emulator()
     for number in range(RECEIVERS):
-        error = None if number == 2 else 503
+        error = None if number == 2 else status
         sandbox.stage_participant(f"9915:receiver-{number:02d}", lookup_error=error)
 
     _, summary = send(

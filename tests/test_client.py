@@ -520,6 +520,19 @@ async def test_other_4xx_are_rejected(
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("status", [408, 421, 425])
+async def test_a_4xx_that_says_the_request_was_not_taken_is_transient(
+    api: respx.MockRouter, client: GoRouteClient, status: int
+) -> None:
+    """408 (a proxy stopped waiting), 421 and 425 say the request may be sent again: the
+    same key and bytes are replayed, where a permanent refusal would leave a document that
+    was never taken waiting for an operator."""
+    outcome = await send_answered(api, client, answer(status, {"message": "try again"}))
+    assert isinstance(outcome, Transient)
+    assert outcome.http_status == status and "try again" in outcome.reason
+
+
+@pytest.mark.anyio
 async def test_terminal_control_characters_in_server_text_are_escaped(
     api: respx.MockRouter, client: GoRouteClient
 ) -> None:

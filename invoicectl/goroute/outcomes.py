@@ -7,6 +7,7 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
     ├── Accepted        2xx with a transaction id: the document is sent
     ├── RateLimited     429: wait ``retry_after`` seconds (None: no header), same key and bytes
     ├── Rejected        400/404/409/413/other 4xx: permanent for this document, never retried
+    │                   (not those in ``REPEATABLE``: they are ``Transient``)
     ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
     ├── AuthRefused     401/403: every request would fail alike; stop the run
     ├── WrongEndpoint   a 404/405 page that is not the API's: the base URL is wrong; stop
@@ -17,7 +18,17 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from http import HTTPStatus
 from typing import Any, TypeGuard
+
+# The 4xx answers that say the request was not taken and may be sent again (RFC 9110 and
+# 8470): 408, the server (or a proxy in front of it) stopped waiting for the request; 421,
+# it reached a server that does not answer for this host; 425, the server would not risk a
+# replay of early data. Refused as permanent, a document never sent would wait for an operator;
+# the same key and bytes again are safe whatever the server did.
+REPEATABLE = frozenset(
+    (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.MISDIRECTED_REQUEST, HTTPStatus.TOO_EARLY)
+)
 
 
 @dataclass(frozen=True)

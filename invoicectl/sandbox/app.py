@@ -53,7 +53,12 @@ Sleep = Callable[[float], Awaitable[None]]
 Handler = Callable[[Request], Awaitable[Response]]
 BASE_PATH = "/peppol-api"
 MAX_PAGE = 1000
-SERVER_ERROR_CODES = {500: "INTERNAL_ERROR", 502: "BAD_GATEWAY", 503: "SERVICE_UNAVAILABLE"}
+SERVER_ERROR_CODES = {
+    408: "REQUEST_TIMEOUT",  # a lookup's only: what a proxy in front answers when it gave up
+    500: "INTERNAL_ERROR",
+    502: "BAD_GATEWAY",
+    503: "SERVICE_UNAVAILABLE",
+}
 # uvicorn's own logger: ``invoicectl sandbox`` prints it on stderr in uvicorn's format.
 _log = logging.getLogger("uvicorn.error")
 

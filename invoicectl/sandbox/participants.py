@@ -36,7 +36,7 @@ BOTH = ("Invoice", "CreditNote")
 NOT_REGISTERED = "9915:not-registered"
 INVOICES_ONLY = "9915:invoices-only"
 INVALID_CERT = "9915:invalid-cert"
-LOOKUP_ERRORS = (500, 502, 503)
+LOOKUP_ERRORS = (408, 500, 502, 503)
 NOT_FOUND_MESSAGE = "Participant not registered on the Peppol network"
 _YEAR = 365 * 86_400.0
 

@@ -79,7 +79,8 @@ class Sandbox:
 
     def stage_participant(self, participant: str, **options: Any) -> Registration:
         """Register ``participant`` otherwise than by default: ``registered``,
-        ``document_types`` (e.g. ``("Invoice",)``), ``lookup_error`` (a 5xx for its lookups)."""
+        ``document_types`` (e.g. ``("Invoice",)``), ``lookup_error`` (a 5xx or 408 for its
+        lookups)."""
         return self.state.stage_participant(participant, **options)
 
     def participant(self, participant: str) -> Registration:

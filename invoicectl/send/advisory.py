@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import replace
 
-from invoicectl.goroute.outcomes import Outcome, Transient
+from invoicectl.goroute.outcomes import REPEATABLE, Outcome, Transient
 from invoicectl.goroute.retry import RetryPolicy
 
 # Seconds one check may take, its answer included; far more than a working API needs.
@@ -45,8 +45,11 @@ async def within(asking: Awaitable[Outcome], what: str, carried: int = 0) -> Out
 
 
 def unanswered(outcome: Outcome) -> bool:
-    """Whether GoRoute gave no answer: a timeout, no connection, a 5xx."""
-    return isinstance(outcome, Transient) and (outcome.http_status or 500) >= 500
+    """Whether GoRoute gave no answer: a timeout, no connection, a 5xx, a 408."""
+    if not isinstance(outcome, Transient):
+        return False
+    status = outcome.http_status or 500
+    return status >= 500 or status in REPEATABLE
 
 
 class Breaker:
