@@ -101,6 +101,71 @@ def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
     assert_each_delivered_once(sandbox.stats(), ids)
 
 
+def test_an_operators_hold_of_a_damaged_copy_outlasts_its_repair(outbox: Path, journal_path: Path):
+    """The operator froze every pending invoice (one by its ID, the rest with a bulk ``hold
+    --state pending``) while three were held for damaged copies: the rescan that repairs
+    those copies must not lift the operator's freeze and send them (helper-81's suspicion:
+    the bulk hold skipped them, a hold by ID said 'already held', and the repair released
+    them)."""
+    ids = [f"D-{number:04d}" for number in range(30)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    settings = settings_for(journal_path)
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, outbox)
+    damage(journal_path, DAMAGED)
+    sandbox = emulator()
+    send(settings, outbox, sandbox.transport(), concurrency=2)  # sends 27, holds the three
+    later = outbox.parent / "later"  # a new one, pending and never held (a scan of the
+    later.mkdir()
+    write_invoice(later, "D-0030")  # outbox would repair the copies already)
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, later)
+    journal_arg = cli_journal(journal_path)
+    runner = CliRunner()
+
+    by_id = runner.invoke(
+        app, ["hold", DAMAGED[0], "--reason", "month-end freeze", "--journal", journal_arg]
+    )
+    bulk = runner.invoke(
+        app,
+        ["hold", "--state", "pending", "--reason", "month-end freeze", "--yes"]
+        + ["--journal", journal_arg],
+    )
+
+    assert by_id.exit_code == 0, by_id.output
+    assert "was held by stored copy check" in by_id.output
+    assert bulk.exit_code == 0, bulk.output
+    assert sorted(line.split(":")[0] for line in bulk.output.splitlines()) == [
+        *DAMAGED[1:],
+        "D-0030",
+    ]
+    with open_journal(journal_path) as journal:
+        report = scan_directory(journal, outbox)
+        assert report.repaired == []
+        for invoice_id in (*DAMAGED, "D-0030"):
+            row = journal.invoice(invoice_id)
+            assert row.hold is not None and row.held_by != "stored copy check", invoice_id
+            assert row.hold_reason.startswith("month-end freeze"), row.hold_reason
+    send(settings, outbox, sandbox.transport(), concurrency=2)
+    assert sandbox.stats()["sends_received"] == 27  # nothing frozen went out
+
+    # Released, the damaged three meet their damage again (the operator's hold left the
+    # copies as they were: the release said why they were held) and are held for it; the
+    # next scan repairs them, and they go, once each.
+    (outbox / "D-0030.xml").write_bytes((later / "D-0030.xml").read_bytes())
+    released = runner.invoke(
+        app, ["release", "--state", "pending", "--yes", "--journal", journal_arg]
+    )
+    assert released.exit_code == 0, released.output
+    assert released.output.count("was held by stored copy check") == len(DAMAGED)
+    _, summary = send(settings, outbox, sandbox.transport(), concurrency=2)
+    assert sorted(summary.held_for_damage) == list(DAMAGED)
+    report, _ = send(settings, outbox, sandbox.transport(), concurrency=2)
+    assert sorted(report.repaired) == list(DAMAGED)
+    assert_each_delivered_once(sandbox.stats(), [*ids, "D-0030"])
+
+
 def test_a_damaged_copy_under_an_unknown_send_is_held_not_replayed_with_other_bytes(
     outbox: Path, journal_path: Path
 ):

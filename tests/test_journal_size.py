@@ -41,7 +41,8 @@ from ublfactory import write_invoice
 from invoicectl.cli import app
 from invoicectl.journal import Journal, open_journal
 from invoicectl.journal.records import Hold, InvoiceState
-from invoicectl.lifecycle.holds import candidates, damaged_content
+from invoicectl.lifecycle.bulk import candidates
+from invoicectl.lifecycle.holds import damaged_content
 from invoicectl.lifecycle.plan import attention, plan
 from invoicectl.locations import JournalURL, Location
 from invoicectl.reconcile.subjects import find_subjects

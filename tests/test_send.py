@@ -23,6 +23,7 @@ from ublfactory import write_invoice
 
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
 from invoicectl.journal import open_journal
+from invoicectl.lifecycle.holds import decide
 from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.runs import Clocks
@@ -333,6 +334,35 @@ def test_an_unanswered_invoice_is_not_replayed_while_two_files_disagree_on_its_n
     send(settings, outbox, sandbox.transport())
     assert states(journal_path) == {"INV-1": "amended"}
     assert "INV-1" not in sandbox.stats()["per_invoice"]
+
+
+def test_an_operators_hold_over_a_clash_outlasts_the_clash(outbox: Path, journal_path: Path):
+    """An unanswered invoice held while two files disagree on its number, then frozen by the
+    operator: the scan that finds one file left lifts the duplicate check's hold, never the
+    operator's. Released, it is replayed under its key, once."""
+    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
+    sandbox = emulator(error_rate=1.0)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
+    sandbox.set_faults(error_rate=0.0)
+    send(settings, outbox, sandbox.transport())
+    with open_journal(journal_path) as journal:
+        assert journal.invoice("INV-1").held_by == "duplicate check"
+        frozen = decide(journal, "hold", "INV-1", "ops", reason="month-end freeze")
+        assert frozen.done and "was held by duplicate check" in frozen.message
+
+    (outbox / "b.xml").unlink()
+    send(settings, outbox, sandbox.transport())
+
+    with open_journal(journal_path) as journal:
+        row = journal.invoice("INV-1")
+        assert (row.state, row.held_by) == ("unknown", "ops")
+        assert "INV-1" not in sandbox.stats()["per_invoice"]
+        assert decide(journal, "release", "INV-1", "ops").done
+    send(settings, outbox, sandbox.transport())
+    assert states(journal_path) == {"INV-1": "accepted"}
+    assert_each_delivered_once(sandbox.stats(), ["INV-1"])
 
 
 def test_new_version_of_a_pending_invoice_is_refused(outbox: Path, journal_path: Path):

@@ -188,7 +188,7 @@ def _decide(
 ) -> None:
     from invoicectl.journal import locked_journal
     from invoicectl.journal.records import InvoiceState
-    from invoicectl.lifecycle import holds
+    from invoicectl.lifecycle import bulk, holds
 
     if ids and (states or verdict):
         raise UsageError(f"give invoice IDs or --state/--verdict to {action}, not both")
@@ -208,7 +208,7 @@ def _decide(
         # must not keep every cron send out for that hour. The answer stands for exactly
         # the invoices it was asked about.
         with locked_journal(path, action, shared=True) as opened:
-            asked = holds.candidates(opened, action, wanted, verdict)
+            asked = bulk.candidates(opened, action, wanted, verdict)
         _confirm(action, len(asked))
     # Beside send workers (a PostgreSQL journal): an invoice one holds is refused, one line.
     with locked_journal(path, action, shared=True) as opened:
@@ -217,7 +217,7 @@ def _decide(
             raise UsageError(
                 f"no invoice {', '.join(map(repr, missing))} in the journal {path}; nothing changed"
             )
-        chosen = list(ids or ()) or holds.candidates(opened, action, wanted, verdict)
+        chosen = list(ids or ()) or bulk.candidates(opened, action, wanted, verdict)
         if asked is not None and chosen != asked:
             raise UsageError(
                 f"the invoices to {action} changed while you answered ({len(asked)} then, "

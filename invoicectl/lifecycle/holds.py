@@ -11,7 +11,10 @@ and is never sent again. Each decision is an event naming who, and why.
 A send holds an invoice itself when the bytes the journal stored for it no longer match their
 sha256 (``hold_damaged``, by ``STORED_COPY_CHECK``): those bytes are never sent, and the rest of
 the outbox goes on. A rescan of a file whose bytes match rewrites the stored copy
-(``journal.scans``), and ``lift_repaired`` lifts the hold.
+(``journal.scans``), and ``lift_repaired`` lifts the hold. A scan lifts a hold for files that
+disagree on a number (``hold_clash``) too, once one is left. An operator's hold of an invoice
+either holds (``SCAN_LIFTED``) takes that hold over, and only a release lifts it then: the
+operator froze it, and a repaired file must not send it.
 """
 
 from __future__ import annotations
@@ -22,7 +25,14 @@ from typing import Any
 
 from invoicectl.errors import InvoiceBusy, StoredCopyDamaged, UsageError
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
+from invoicectl.journal.records import (
+    DUPLICATE_CHECK,
+    SCAN_LIFTED,
+    STORED_COPY_CHECK,
+    Hold,
+    Invoice,
+    InvoiceState,
+)
 from invoicectl.lifecycle.evidence import (
     HISTORY_CHECK,
     FoundMeanwhile,
@@ -53,18 +63,23 @@ def hold(
     *,
     dry_run: bool = False,
     existing_transaction_id: str | None = None,
+    take_over: bool = False,
 ) -> Decision:
     """Keep ``invoice_id`` from being sent or replayed until it is released.
 
     ``existing_transaction_id``: a transaction GoRoute already holds for this never-sent
     invoice (a send's history check found it), kept for ``reconcile`` to judge and adopt.
+    ``take_over`` (an operator's hold): a hold a scan would lift by itself becomes this one.
     """
     invoice = _known(journal, invoice_id)
-    if invoice.hold is not None:
+    taken_over = take_over and invoice.hold is Hold.held and invoice.held_by in SCAN_LIFTED
+    if invoice.hold is not None and not taken_over:
         return Decision(invoice_id, False, f"already {invoice.hold} ({invoice.hold_reason})")
     if not allowed(Transition.hold, invoice.state):
         return Decision(invoice_id, False, f"{invoice.state}: nothing left to hold")
     found = {"existing_transaction_id": existing_transaction_id} if existing_transaction_id else {}
+    if taken_over:
+        reason = f"{reason} (was held by {invoice.held_by}: {invoice.hold_reason})"
     if not dry_run:
         _set_hold(journal, invoice, Transition.hold, Hold.held, reason, by, **found)
     return Decision(invoice_id, True, f"held ({invoice.state}): {reason}")
@@ -214,7 +229,7 @@ def decide(
         if action == "release":
             return release(journal, invoice_id, by, dry_run=dry_run, force=force)
         if action == "hold":
-            return hold(journal, invoice_id, reason, by, dry_run=dry_run)
+            return hold(journal, invoice_id, reason, by, dry_run=dry_run, take_over=True)
         return abandon(journal, invoice_id, reason, by, dry_run=dry_run, force=force)
     except TransitionRefused:
         return Decision(
@@ -318,27 +333,6 @@ def _next(invoice: Invoice, now: datetime) -> str:
     return f"{state}; as before the hold"
 
 
-def candidates(
-    journal: JournalBackend,
-    action: str,
-    states: tuple[InvoiceState, ...] = (),
-    verdict: str | None = None,
-) -> list[str]:
-    """The invoices a bulk ``hold``, ``release`` or ``abandon`` acts on: those matching the
-    filters that the action can change. A release, only those held; a hold, never an accepted
-    invoice (GoRoute has it), nor one already held or abandoned; an abandon, no accepted
-    invoice but one whose delivery failed (as ``abandon`` of one invoice), nor one abandoned.
-    Read from the indexes: a journal of a million accepted costs what the others hold."""
-    if action == "release":
-        return journal.invoice_ids(states, verdict, (Hold.held,))
-    unaccepted = [state for state in states or InvoiceState if state is not InvoiceState.accepted]
-    holds: tuple[Hold | None, ...] = (None,) if action == "hold" else (None, Hold.held)
-    chosen = journal.invoice_ids(unaccepted, verdict, holds) if unaccepted else []
-    if action == "abandon" and (not states or InvoiceState.accepted in states):
-        chosen = sorted([*chosen, *journal.failed_deliveries(verdict, holds)])
-    return chosen
-
-
 # ---- files that disagree on a sent invoice's number --------------------------------------
 
 
@@ -361,9 +355,6 @@ def lift_clash(journal: JournalBackend, invoice: Invoice) -> None:
 
 
 # ---- a damaged stored copy ----------------------------------------------------------------
-
-# Who holds an invoice whose stored copy is damaged (the hold's ``held_by``).
-STORED_COPY_CHECK = "stored copy check"
 
 
 def hold_damaged(journal: JournalBackend, invoice_id: str, damage: StoredCopyDamaged) -> Decision:
