@@ -226,6 +226,21 @@ async def test_a_charset_that_is_no_text_encoding_reads_as_utf8(
 
 @pytest.mark.anyio
 @pytest.mark.parametrize(
+    ("literal", "expected_id"), [("1e2", "1e2"), ("12.50", "12.50"), ("9007199254740993", None)]
+)
+async def test_a_numeric_id_is_kept_as_the_server_wrote_it(
+    api: respx.MockRouter, client: GoRouteClient, literal: str, expected_id: str | None
+) -> None:
+    """helper-82: ``1e2`` was kept as "100.0", an id no lookup finds (a float's text is
+    Python's, not the server's); a large integer is exact as JSON reads it."""
+    body = f'{{"transaction_id": {literal}, "status": "pending"}}'
+    outcome = await send_answered(api, client, answer(202, body))
+    assert isinstance(outcome, Accepted)
+    assert outcome.transaction_id == (expected_id or literal)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
     ("status", "body", "expected_id"),
     [
         (202, {"transaction_id": "txn_01HQ", "status": "pending"}, "txn_01HQ"),

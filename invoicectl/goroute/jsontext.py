@@ -15,13 +15,29 @@ from typing import Any
 
 
 def text_of(value: Any) -> str | None:
-    """A non-empty string from a JSON scalar; numbers become text, anything else None."""
+    """A non-empty string from a JSON scalar; numbers become text (as the server wrote
+    them, ``_Number``), anything else None."""
     if isinstance(value, str):
         value = value.strip()
         return value or None
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
-        return str(value)
+        return value.literal if isinstance(value, _Number) else str(value)
     return None
+
+
+class _Number(float):
+    """A JSON number with a fraction or an exponent, which keeps the text it was written in:
+    an id written ``1e2`` is no ``100.0`` (helper-82), and a lookup of the one never finds the
+    other."""
+
+    __slots__ = ("literal",)
+    literal: str
+
+
+def _number(literal: str) -> float:
+    number = _Number(literal)
+    number.literal = literal
+    return number
 
 
 def first_text(data: Mapping[str, Any], *names: str) -> str | None:
@@ -72,7 +88,7 @@ def json_or_none(text: str) -> Any:
     if not text.strip():
         return None
     try:
-        data = json.loads(text, object_pairs_hook=_one_value_a_key)
+        data = json.loads(text, object_pairs_hook=_one_value_a_key, parse_float=_number)
     except (ValueError, RecursionError):
         return None
     return None if deeper_than(data, MAX_DEPTH) else data
