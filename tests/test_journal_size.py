@@ -172,6 +172,7 @@ def test_a_postgresql_send_reads_in_proportion_to_its_invoices(pg_server: Any, t
         return _pg_rows_read_in(url)
 
     small, large = rows_read(100), rows_read(500)
+    print("ROWS", small, large, large / small)
     assert large <= small * 5 * 1.5, (small, large)
 
 

@@ -85,8 +85,9 @@ def test_migrations_are_applied_once_and_a_newer_schema_is_refused(pg_url):
         (applied,) = conn.execute("SELECT count(*) FROM journal_migrations").fetchone()
         conn.execute("INSERT INTO journal_migrations VALUES ('m999_future', 'x')")
     assert applied == len(MIGRATIONS) + len(PG_MIGRATIONS)  # shared, then pg001_invoice_total
-    with pytest.raises(Exception, match="newer invoicectl"):
+    with pytest.raises(Exception, match="newer invoicectl") as refused:
         open_journal(journal_location(pg_url))
+    assert str(refused.value).startswith(f"the journal {journal_location(pg_url)} was written")
 
 
 def _cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -22,6 +22,7 @@ from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked, UsageError
 from invoicectl.journal import Journal, locked_journal, open_journal, peek_stored
+from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.migrations import m001_initial
 from invoicectl.journal.runlock import RunLock
 from invoicectl.lifecycle.decisions import check_new_version
@@ -486,8 +487,11 @@ def test_journal_from_a_newer_version_is_refused(tmp_path: Path):
             "INSERT INTO _sqlite_migrations (migration_set, name, applied_at)"
             " VALUES ('invoicectl', 'm999_future', 'x')"
         )
-    with pytest.raises(JournalError, match="newer invoicectl"):
+    with pytest.raises(JournalError, match=f"the journal {path} was written by a newer invoicectl"):
         Journal(path)
+    # verify and export read it without opening it to write: named there too (helper-83)
+    with AuditReader(path) as reader, pytest.raises(JournalError, match=f"journal {path} was"):
+        reader.up_to_date()
 
 
 def test_corpus_scan_reports_every_repeated_id(journal: Journal):

@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 from invoicectl.journal.audit_choice import ChoiceReads
 from invoicectl.journal.chain import COVERED
 from invoicectl.journal.chain import head as chain_head
-from invoicectl.journal.migrations import up_to_date
+from invoicectl.journal.migrations import NewerJournal, up_to_date
 from invoicectl.journal.packing import unpack
 
 
@@ -127,7 +127,10 @@ class AuditReader(ChoiceReads):
     def up_to_date(self) -> bool:
         """Whether every migration of this invoicectl is applied (False: an older one wrote
         the journal, and the next command that opens it to write upgrades it)."""
-        return up_to_date(self.conn)
+        try:
+            return up_to_date(self.conn)
+        except NewerJournal as newer:
+            raise newer.at(self.path) from None
 
     def lacking(self) -> list[str]:
         """What of this version's schema (``table`` or ``table.column``) a journal brought

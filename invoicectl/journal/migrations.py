@@ -298,6 +298,22 @@ def user_tables(conn: sqlite3.Connection) -> list[str]:
     return [str(name) for (name,) in rows]
 
 
+class NewerJournal(JournalError):
+    """A journal that holds migrations this version does not know (``all_applied``);
+    ``at`` names it, which that check cannot (helper-83: a cron host with several journals
+    was told "the journal", not which)."""
+
+    def __init__(self, unknown: set[str], journal: str = "the journal") -> None:
+        super().__init__(
+            f"{journal} was written by a newer invoicectl "
+            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
+        )
+        self.unknown = unknown
+
+    def at(self, location: object) -> NewerJournal:
+        return NewerJournal(self.unknown, f"the journal {location}")
+
+
 def up_to_date(conn: sqlite3.Connection) -> bool:
     return all_applied(_applied(conn), MIGRATIONS)
 
@@ -307,10 +323,7 @@ def all_applied(applied: set[str], migrations: Sequence[Callable[..., None]]) ->
     ``applied`` holds one this version does not know (a newer invoicectl wrote the journal)."""
     ours = [migration.__name__ for migration in migrations]
     if unknown := applied - set(ours):
-        raise JournalError(
-            "the journal was written by a newer invoicectl "
-            f"(unknown migrations: {', '.join(sorted(unknown))}); upgrade invoicectl"
-        )
+        raise NewerJournal(unknown)
     missing = [name for name in ours if name not in applied]
     for name in missing:
         if name in _CHAIN_MIGRATIONS and applied.intersection(ours[ours.index(name) + 1 :]):

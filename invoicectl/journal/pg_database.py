@@ -17,7 +17,7 @@ from typing import Any
 
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.database import Database
-from invoicectl.journal.migrations import MIGRATIONS, all_applied
+from invoicectl.journal.migrations import MIGRATIONS, NewerJournal, all_applied
 from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection
 from invoicectl.journal.pg_dialect import translate_schema
 from invoicectl.journal.shape import TABLES, refuse_lacking
@@ -83,6 +83,9 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
     except psycopg.Error as error:  # a connection lost here is as unreachable as before it
         conn.close()
         raise not_connected(error, location) from None
+    except NewerJournal as newer:
+        conn.close()
+        raise newer.at(location) from None
     except BaseException:
         conn.close()
         raise

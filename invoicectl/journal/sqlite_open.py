@@ -20,7 +20,7 @@ from invoicectl.journal.failures import (
     explain_os,
     explain_sqlite,
 )
-from invoicectl.journal.migrations import bring_up_to_date, refuse_foreign
+from invoicectl.journal.migrations import NewerJournal, bring_up_to_date, refuse_foreign
 from invoicectl.journal.shape import SHAPE_DIGEST, missing_schema, refuse_lacking, shape_digest
 
 # SQLite's default is 4 KB. A scan stores megabytes of bytes, which WAL mode writes twice (to
@@ -161,6 +161,9 @@ def open_database(path: Path) -> Database:
     except sqlite3.DatabaseError as error:
         conn.close()
         raise JournalError(explain_sqlite(error, path)) from None
+    except NewerJournal as newer:
+        conn.close()
+        raise newer.at(path) from None
     except BaseException:
         conn.close()
         raise
