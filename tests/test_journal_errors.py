@@ -94,6 +94,30 @@ def test_a_read_only_journal_is_told_to_be_made_writable_not_to_free_disk_space(
     assert "free space" not in line and "free disk space" not in line
 
 
+@pytest.mark.parametrize("suffix", ["-shm", "-wal"])
+def test_a_directory_where_the_wal_or_shm_goes_is_named_not_taken_for_a_read_only_journal(
+    outbox: Path, tmp_path: Path, suffix: str
+):
+    """helper-83: a directory named like the journal's -shm made SQLite call the journal
+    read-only, and the advice sent a person to chmod the journal; doctor passed it."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "SHM-1")
+    assert cli("scan", str(outbox), "--journal", str(journal)).returncode == 0
+    write_invoice(outbox, "SHM-2")
+    sidecar = Path(f"{journal}{suffix}")
+    sidecar.unlink(missing_ok=True)
+    sidecar.mkdir()
+
+    line = one_line(cli("scan", str(outbox), "--journal", str(journal)))
+    doctor = cli("doctor", "--journal", str(journal))
+
+    assert f"{sidecar} beside it is a directory" in line and "move it aside" in line
+    assert "chmod" not in line
+    assert f"journal      {journal} cannot be used: {sidecar} beside it" in doctor.stdout, (
+        doctor.stdout
+    )
+
+
 def test_a_journal_in_a_read_only_directory_names_the_directory_and_the_cause(
     tmp_path: Path, read_only, outbox: Path
 ):

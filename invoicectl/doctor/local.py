@@ -17,7 +17,7 @@ from invoicectl.config_file import config_label, config_path
 from invoicectl.doctor.checks import Check, fail, ok, warn
 from invoicectl.errors import InvoicectlError
 from invoicectl.goroute.apikey import ApiKey
-from invoicectl.journal.failures import RESTORE, explain_empty, explain_missing
+from invoicectl.journal.failures import RESTORE, explain_empty, explain_missing, odd_sidecar
 from invoicectl.journal.health import JournalHealth
 from invoicectl.journal.runlock import LockState, lock_path_for
 from invoicectl.settings import Settings, resolve, retention_years
@@ -115,6 +115,8 @@ def journal_check(health: JournalHealth, base_url: str) -> Check:
         # A fresh journal would pass every check: a mistyped or unmounted path must not.
         unwritable = "" if health.writable else "; its directory is not writable by this user"
         return fail("journal", explain_missing(path) + unwritable, **details)
+    if odd := odd_sidecar(path):  # SQLite reads it as read-only, or cannot open it
+        return fail("journal", f"{path} cannot be used: {odd}", **details)
     if health.error is not None:
         return fail("journal", f"{path} cannot be read as a journal: {health.error}", **details)
     if health.size == 0 and health.wal_size == 0:

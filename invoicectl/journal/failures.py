@@ -4,8 +4,8 @@ A cron job's log gets one line per failure; "cannot use: No space left on device
 file, and "free disk space" is wrong advice for a journal that is read-only or immutable. So
 every SQLite or system error on the journal is read here, by its kind, into one line: which
 file, what the system or SQLite said, and what a person does about it. SQLite's kind is its
-extended error name (``sqlite_errorname``, Python 3.11+); the system's is ``errno``. Pure:
-nothing here touches the journal.
+extended error name (``sqlite_errorname``, Python 3.11+); the system's is ``errno``. Nothing
+here touches the journal; ``odd_sidecar`` looks at what lies beside it.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ from __future__ import annotations
 import errno
 import re
 import sqlite3
+import stat
 from pathlib import Path
 
 _KEPT = "everything committed before is kept"
@@ -92,6 +93,9 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
     """One line for a SQLite error on ``journal``: the file, SQLite's words, the advice."""
     where = f"the journal {journal}" if journal else "the journal"
     name = getattr(error, "sqlite_errorname", "") or ""
+    readonly = name.startswith(("SQLITE_READONLY", "SQLITE_CANTOPEN"))
+    if journal and readonly and (odd := odd_sidecar(journal)):
+        return f"{where} could not be used ({error}): {odd}"
     for prefix, advice in _SQLITE_ADVICE:
         if name.startswith(prefix):
             return f"{where} could not be used ({error}): {advice}"
@@ -106,6 +110,25 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
         f"{where} could not be written or read ({error}); {_KEPT}: run again, and if it "
         "recurs, check the disk"
     )
+
+
+def odd_sidecar(journal: Path) -> str | None:
+    """What to do when the -wal or -shm beside ``journal`` is there but no regular file (a
+    directory, say): SQLite then calls the journal read-only, and "make it writable" sends a
+    person to the wrong file (helper-83). None when both are files or absent."""
+    for suffix in ("-wal", "-shm"):
+        sidecar = Path(f"{journal}{suffix}")
+        try:
+            mode = sidecar.lstat().st_mode
+        except OSError:
+            continue
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "no regular file"
+            return (
+                f"{sidecar} beside it is {kind}, where SQLite keeps the journal's {suffix[1:]} "
+                f"file: move it aside (with no invoicectl running) and run again; {_KEPT}"
+            )
+    return None
 
 
 def explain_lost_row(journal: Path, what: str) -> str:
