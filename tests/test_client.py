@@ -313,6 +313,9 @@ async def test_a_202_naming_two_transactions_is_no_answer(
     repeated = '{"transaction_id": "txn_1", "transaction_id": "txn_1"}'
     same = await send_answered(api, client, answer(202, repeated))
     assert isinstance(same, Accepted) and same.transaction_id == "txn_1"
+    # Equal numbers in two spellings are two ids once an id keeps its spelling (helper-85).
+    spelt_twice = '{"transaction_id": 1e2, "transaction_id": 100.0}'
+    assert isinstance(await send_answered(api, client, answer(202, spelt_twice)), Transient)
 
 
 @pytest.mark.anyio

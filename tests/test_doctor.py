@@ -265,6 +265,22 @@ def test_a_wrong_base_url_fails_and_says_so(monkeypatch: pytest.MonkeyPatch) -> 
     assert "the base URL is wrong" in lines["credentials"]
 
 
+def test_a_proxy_that_stopped_waiting_is_try_again_later_not_a_wrong_url(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """helper-85: a proxy's 408 page (HTML) was "not GoRoute's JSON: the base URL is wrong",
+    exit 1; it says to ask again, as a 503 does: exit 75."""
+    page = answer(408, b"<html><h1>408 Request Time-out</h1></html>", {"Content-Type": "text/html"})
+    with HostileServer(page) as server:
+        result = doctor(monkeypatch, server.base_url)
+
+    assert result.exit_code == 75, result.output
+    lines = by_name(result)
+    assert "answered 408" in lines["base_url"] and "try again later" in lines["base_url"]
+    assert "try again later" in lines["credentials"]
+    assert "base URL is wrong" not in result.output
+
+
 @pytest.mark.parametrize(
     ("key", "status"), [("sk_test_not_a_key_at_all", 401), ("sk_test_forbidden_1", 403)]
 )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -23,6 +24,7 @@ from ublfactory import write_invoice
 
 from invoicectl.errors import EnvironmentMismatch, ExitCode, UsageError
 from invoicectl.journal import open_journal
+from invoicectl.lifecycle import holds
 from invoicectl.lifecycle.holds import decide
 from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
@@ -359,9 +361,69 @@ def test_an_operators_hold_over_a_clash_outlasts_the_clash(outbox: Path, journal
         row = journal.invoice("INV-1")
         assert (row.state, row.held_by) == ("unknown", "ops")
         assert "INV-1" not in sandbox.stats()["per_invoice"]
-        assert decide(journal, "release", "INV-1", "ops").done
+        released = decide(journal, "release", "INV-1", "ops")
+        assert released.done and "the duplicate check held it for" in released.message
     send(settings, outbox, sandbox.transport())
     assert states(journal_path) == {"INV-1": "accepted"}
+    assert_each_delivered_once(sandbox.stats(), ["INV-1"])
+
+
+def test_an_operators_hold_over_a_clash_is_refused_when_released_meanwhile(
+    outbox: Path, journal_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-85: operator B released the duplicate check's hold between operator A's read
+    and write of a takeover. A's write, which changed only who held it and why, was not
+    checked against the hold A read: A was told "held" over a row left unheld, and the next
+    send replayed it. A is refused now, as any decision on a row that changed meanwhile."""
+    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
+    sandbox = emulator(error_rate=1.0)
+    settings = settings_for(journal_path)
+    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
+    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
+    sandbox.set_faults(error_rate=0.0)
+    send(settings, outbox, sandbox.transport())
+    real = holds._known
+
+    def released_meanwhile(journal: Any, invoice_id: str) -> Any:
+        read = real(journal, invoice_id)
+        monkeypatch.setattr(holds, "_known", real)
+        assert holds.decide(journal, "release", invoice_id, "opsB").done  # operator B
+        return read
+
+    with open_journal(journal_path) as journal:
+        monkeypatch.setattr(holds, "_known", released_meanwhile)
+        frozen = holds.decide(journal, "hold", "INV-1", "opsA", reason="month-end freeze")
+        row = journal.invoice("INV-1")
+
+    assert not frozen.done and "changed by another command" in frozen.message
+    assert (row.hold, row.held_by) == (None, None)  # B's release stands, and says so
+
+
+def test_a_408_to_a_document_post_is_replayed_under_its_key(outbox: Path, journal_path: Path):
+    """A 408 (a proxy that stopped waiting) spends the key as any unanswered request: the
+    invoice is unknown, and the next run replays the same key, delivered once."""
+    write_invoice(outbox, "INV-1")
+    sandbox = emulator()
+    keys: list[str] = []
+
+    class Answering408(httpx.AsyncBaseTransport):
+        async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+            if request.method == "POST" and request.url.path.endswith("/documents"):
+                keys.append(request.headers["Idempotency-Key"])
+                if len(keys) <= 2:
+                    await request.aread()
+                    return httpx.Response(408, json={"message": "proxy stopped waiting"})
+            return await sandbox.transport().handle_async_request(request)
+
+    settings = settings_for(journal_path)
+    send(settings, outbox, Answering408(), policy=attempts_policy(2))
+    with open_journal(journal_path) as journal:
+        row = journal.invoice("INV-1")
+        assert (row.state, row.idempotency_key) == ("unknown", "invoice-INV-1")
+    send(settings, outbox, Answering408())
+
+    assert states(journal_path) == {"INV-1": "accepted"}
+    assert keys == ["invoice-INV-1"] * 3
     assert_each_delivered_once(sandbox.stats(), ["INV-1"])
 
 

@@ -22,7 +22,7 @@ from invoicectl.errors import ExitCode
 from invoicectl.goroute.answers import Answer
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.endpoint import suspicious
-from invoicectl.goroute.outcomes import Transient
+from invoicectl.goroute.outcomes import REPEATABLE, Transient
 from invoicectl.text import folded_line
 
 PROBE_SECONDS = 10.0  # one probe's whole time, answer included
@@ -95,7 +95,7 @@ def _base_url_check(answer: Answer | Transient, base_url: str, redact: Redact) -
         if facts["status"] is not None and facts["status"].casefold() not in _HEALTHY:
             return warn("base_url", f"{message}: it does not say ok", **details)
         return ok("base_url", message, **details)
-    if answer.status == HTTPStatus.TOO_MANY_REQUESTS or answer.status >= 500:
+    if _later(answer.status):
         why = f"{seen}: {_said(answer)}; GoRoute is not answering normally, try again later"
         return fail("base_url", why, code=_LATER, **details)
     if 300 <= answer.status < 400:
@@ -126,7 +126,7 @@ def _credentials_check(answer: Answer | Transient, fingerprint: str, redact: Red
         return ok(
             "credentials", f"the key is accepted ({seen}, {answer.duration:.2f} s)", **details
         )
-    if answer.status == HTTPStatus.TOO_MANY_REQUESTS or answer.status >= 500:
+    if _later(answer.status):
         why = f"{seen}: {_said(answer)}; the key could not be checked now, try again later"
         return fail("credentials", why, code=_LATER, **details)
     if suspicious(answer) or answer.ok:
@@ -187,6 +187,11 @@ _WRONG_URL = (
     "the base URL is wrong (check GOROUTE_BASE_URL or base_url; it is usually "
     "https://app.goroute.ai/peppol-api)"
 )
+
+
+def _later(status: int) -> bool:
+    """A 429, a 5xx, or a 4xx that says to ask again (a proxy's 408): not now, not wrong."""
+    return status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500 or status in REPEATABLE
 
 
 def _status(answer: Answer | Transient) -> int | None:

@@ -100,7 +100,7 @@ def _one_value_a_key(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     the body is no answer (a send's is then unanswered, replayed under its key)."""
     data: dict[str, Any] = {}
     for key, value in pairs:
-        if key in data and data[key] != value:
-            raise ValueError(f"the key {key!r} twice, with two values")
+        if key in data and (data[key] != value or text_of(data[key]) != text_of(value)):
+            raise ValueError(f"the key {key!r} twice, with two values")  # 1e2 is no 100.0
         data[key] = value
     return data

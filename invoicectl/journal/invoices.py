@@ -53,6 +53,7 @@ _STILL_SQL = "SELECT 1 FROM invoices" + _WHERE_STILL
 # kind and when it was placed): two operators at once must not undo each other's decision, a
 # release writing over an abandon made since it read the row.
 _WHERE_HOLD_STILL = " AND hold IS ? AND held_at IS ?"
+_HOLD_COLUMNS = frozenset(("hold", "held_at", "held_by", "hold_reason"))
 
 
 @cache
@@ -61,7 +62,7 @@ def _save_sql(columns: tuple[str, ...]) -> str:
         "UPDATE invoices SET "
         + ", ".join(f"{c} = ?" for c in columns)
         + _WHERE_STILL
-        + (_WHERE_HOLD_STILL if "hold" in columns else "")
+        + (_WHERE_HOLD_STILL if _HOLD_COLUMNS & set(columns) else "")
         + " RETURNING *"
     )
 
@@ -349,7 +350,7 @@ class InvoiceRecords(JournalBase):
         if not changed:
             row = self.db.execute(_STILL_SQL, where).fetchone()
             return row is not None
-        if "hold" in changed:
+        if changed.keys() & _HOLD_COLUMNS:
             where = (*where, was.hold, was.held_at)
         with self.transaction():
             rows = self.db.execute(_save_sql(tuple(changed)), (*changed.values(), *where))

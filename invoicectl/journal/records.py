@@ -53,8 +53,8 @@ class Hold(StrEnum):
 # Who holds a sent invoice found in several files with different content (its ``held_by``,
 # ``lifecycle.holds.hold_clash``): a hold the scan that finds one file left lifts.
 DUPLICATE_CHECK = "duplicate check"
-# Who holds an invoice whose stored copy is damaged (``lifecycle.damaged``): a hold the scan
-# that reads the file's bytes whole again lifts.
+# Who holds an invoice whose stored copy is damaged (``lifecycle.holds.hold_damaged``): a hold
+# the scan that reads the file's bytes whole again lifts.
 STORED_COPY_CHECK = "stored copy check"
 # The holds a scan lifts by itself once their cause is gone; an operator's hold takes either
 # over (``lifecycle.holds.hold``), and only a release lifts it then.

@@ -207,8 +207,15 @@ def release(
             "; `send --validate` holds the same content again (fix the file for a new "
             "revision, or send without `--validate`)"
         )
+    elif taken := _taken_over(invoice.hold_reason):
+        again = f"; unless what the {taken} held it for is gone, the scan before it holds it again"
     next_step = _next(invoice, journal.clock())
     return Decision(invoice_id, True, f"released ({was}): {next_step}{again}")
+
+
+def _taken_over(reason: str | None) -> str | None:
+    """The scan's holder whose hold an operator's took over (``hold``), as its reason says."""
+    return next((by for by in SCAN_LIFTED if f"(was held by {by}: " in (reason or "")), None)
 
 
 def decide(
