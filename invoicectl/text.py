@@ -32,6 +32,11 @@ def first_few(items: Sequence[str], most: int) -> str:
     return ", ".join(map(one_line, items[:most])) + (", ..." if len(items) > most else "")
 
 
+def cut(text: str, limit: int, marker: str = "…[truncated]") -> str:
+    """``text`` up to ``limit`` characters, with ``marker`` after it when it was longer."""
+    return text if len(text) <= limit else text[:limit] + marker
+
+
 def folded_line(text: str) -> str:
     """Text from a server on one line: its white space folded to single spaces, and every
     other control character (an escape sequence that would clear a terminal or fake a log

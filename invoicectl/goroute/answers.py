@@ -39,13 +39,16 @@ from invoicectl.goroute.outcomes import (
     Transient,
 )
 from invoicectl.goroute.redaction import redact_data
-from invoicectl.text import folded_line
+from invoicectl.text import cut, folded_line
 
 KEY_REUSED_CODE = "IDEMPOTENCY_KEY_REUSED"
 
 # The journal keeps the raw body of every non-2xx answer; an HTML error page from a proxy can be
-# large, and nothing past the first screenful helps anyone.
+# large, and nothing past the first screenful helps anyone. Only that much of an answer's text,
+# and a margin that holds an echo of the key cut there, is redacted and kept: all of a 30 MB
+# answer full of escapes took minutes of CPU (helper-82). Its JSON is parsed whole.
 MAX_RAW_BODY = 64 * 1024
+_TEXT_KEPT = MAX_RAW_BODY + 4096
 _MAX_MESSAGE = 200
 _MAX_DETAILS = 200
 _MAX_DETAIL_LINE = 1000
@@ -111,7 +114,7 @@ class Answer:
         # put into raw JSON text could land after a backslash and break the document.
         unredacted = _decoded(body, response)
         data = redact_data(json_or_none(unredacted), redact)  # TooCostly: see ``exchange``
-        text = redact(unredacted)
+        text = redact(cut(unredacted, _TEXT_KEPT, _TRUNCATED))
         header_id = text_of(response.headers.get("X-Request-Id"))
         return cls(
             status=response.status_code,
@@ -132,9 +135,7 @@ class Answer:
 
     @property
     def raw_body(self) -> str:
-        if len(self.text) <= MAX_RAW_BODY:
-            return self.text
-        return self.text[:MAX_RAW_BODY] + _TRUNCATED
+        return cut(self.text, MAX_RAW_BODY, _TRUNCATED)
 
     def common(self) -> dict[str, Any]:
         """The Outcome fields every answer fills."""
