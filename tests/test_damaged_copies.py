@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from backends import cli_journal, witness_execute, witness_rows
@@ -53,9 +54,9 @@ def status_code(journal_path: Location) -> tuple[int, list[dict]]:
     return result.exit_code, json.loads(result.stdout)
 
 
-def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
-    outbox: Path, journal_path: Path
-):
+def thirty_with_three_damaged(outbox: Path, journal_path: Location) -> tuple[list[str], Any, Any]:
+    """Thirty invoices scanned, ``DAMAGED``'s stored copies damaged: their IDs, the settings
+    and an emulator."""
     ids = [f"D-{number:04d}" for number in range(30)]
     for invoice_id in ids:
         write_invoice(outbox, invoice_id)
@@ -64,6 +65,13 @@ def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
         scan_directory(journal, outbox)
     damage(journal_path, DAMAGED)
     sandbox = emulator()
+    return ids, settings, sandbox
+
+
+def test_three_damaged_copies_hold_three_invoices_and_the_rest_are_sent(
+    outbox: Path, journal_path: Path
+):
+    ids, settings, sandbox = thirty_with_three_damaged(outbox, journal_path)
 
     _, summary = send(settings, outbox, sandbox.transport(), concurrency=2)
 
@@ -107,14 +115,7 @@ def test_an_operators_hold_of_a_damaged_copy_outlasts_its_repair(outbox: Path, j
     those copies must not lift the operator's freeze and send them (helper-81's suspicion:
     the bulk hold skipped them, a hold by ID said 'already held', and the repair released
     them)."""
-    ids = [f"D-{number:04d}" for number in range(30)]
-    for invoice_id in ids:
-        write_invoice(outbox, invoice_id)
-    settings = settings_for(journal_path)
-    with open_journal(journal_path) as journal:
-        scan_directory(journal, outbox)
-    damage(journal_path, DAMAGED)
-    sandbox = emulator()
+    ids, settings, sandbox = thirty_with_three_damaged(outbox, journal_path)
     send(settings, outbox, sandbox.transport(), concurrency=2)  # sends 27, holds the three
     later = outbox.parent / "later"  # a new one, pending and never held (a scan of the
     later.mkdir()

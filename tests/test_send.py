@@ -31,6 +31,7 @@ from invoicectl.reconcile.runner import reconcile
 from invoicectl.runs import Clocks
 from invoicectl.scan.ingest import scanning
 from invoicectl.send import runner
+from invoicectl.settings import Settings
 
 
 @pytest.fixture
@@ -338,10 +339,9 @@ def test_an_unanswered_invoice_is_not_replayed_while_two_files_disagree_on_its_n
     assert "INV-1" not in sandbox.stats()["per_invoice"]
 
 
-def test_an_operators_hold_over_a_clash_outlasts_the_clash(outbox: Path, journal_path: Path):
-    """An unanswered invoice held while two files disagree on its number, then frozen by the
-    operator: the scan that finds one file left lifts the duplicate check's hold, never the
-    operator's. Released, it is replayed under its key, once."""
+def _unknown_and_held_for_a_clash(outbox: Path, journal_path: Path) -> tuple[Any, Settings]:
+    """INV-1's send unanswered (a 5xx), then a second file with its number in other content:
+    held by the duplicate check. The emulator, answering again, and the settings."""
     write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
     sandbox = emulator(error_rate=1.0)
     settings = settings_for(journal_path)
@@ -349,6 +349,14 @@ def test_an_operators_hold_over_a_clash_outlasts_the_clash(outbox: Path, journal
     write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
     sandbox.set_faults(error_rate=0.0)
     send(settings, outbox, sandbox.transport())
+    return sandbox, settings
+
+
+def test_an_operators_hold_over_a_clash_outlasts_the_clash(outbox: Path, journal_path: Path):
+    """An unanswered invoice held while two files disagree on its number, then frozen by the
+    operator: the scan that finds one file left lifts the duplicate check's hold, never the
+    operator's. Released, it is replayed under its key, once."""
+    sandbox, settings = _unknown_and_held_for_a_clash(outbox, journal_path)
     with open_journal(journal_path) as journal:
         assert journal.invoice("INV-1").held_by == "duplicate check"
         frozen = decide(journal, "hold", "INV-1", "ops", reason="month-end freeze")
@@ -375,13 +383,7 @@ def test_an_operators_hold_over_a_clash_is_refused_when_released_meanwhile(
     and write of a takeover. A's write, which changed only who held it and why, was not
     checked against the hold A read: A was told "held" over a row left unheld, and the next
     send replayed it. A is refused now, as any decision on a row that changed meanwhile."""
-    write_invoice(outbox, "INV-1", amount="100.00", name="a.xml")
-    sandbox = emulator(error_rate=1.0)
-    settings = settings_for(journal_path)
-    send(settings, outbox, sandbox.transport(), policy=attempts_policy(1))
-    write_invoice(outbox, "INV-1", amount="120.00", name="b.xml")
-    sandbox.set_faults(error_rate=0.0)
-    send(settings, outbox, sandbox.transport())
+    sandbox, settings = _unknown_and_held_for_a_clash(outbox, journal_path)
     real = holds._known
 
     def released_meanwhile(journal: Any, invoice_id: str) -> Any:
