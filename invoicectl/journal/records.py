@@ -117,6 +117,13 @@ class Invoice:
         return cls(**values)
 
 
+def beneath(invoice: Invoice) -> InvoiceState:
+    """The state an amended (or invalid) invoice's key left it in."""
+    if invoice.state in (InvoiceState.amended, InvoiceState.invalid):
+        return invoice.state_before_amend or invoice.state
+    return invoice.state
+
+
 def peppol_id(scheme: str | None, identifier: str | None) -> str | None:
     """A Peppol participant as ``scheme:id``; None when either part is missing."""
     return f"{scheme}:{identifier}" if scheme and identifier else None

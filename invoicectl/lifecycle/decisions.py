@@ -9,7 +9,7 @@ from datetime import datetime
 
 from invoicectl.errors import UsageError
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState
+from invoicectl.journal.records import DUPLICATE_CHECK, Hold, Invoice, InvoiceState, beneath
 from invoicectl.lifecycle.evidence import (
     DISMISSED,
     dismissed_since_first_use,
@@ -17,7 +17,7 @@ from invoicectl.lifecycle.evidence import (
     standing_evidence,
 )
 from invoicectl.lifecycle.keys import idempotency_key, next_key
-from invoicectl.lifecycle.refusals import beneath, refusal_may_hide_delivery
+from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import datable, moment, window_closed
 

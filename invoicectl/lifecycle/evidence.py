@@ -24,7 +24,7 @@ import re
 from typing import Protocol
 
 from invoicectl.errors import JournalError
-from invoicectl.journal.records import Event, Invoice, InvoiceState
+from invoicectl.journal.records import Event, Invoice, InvoiceState, beneath
 
 EVIDENCE = "delivery_evidence"
 CLEARED = "evidence_cleared"  # reconcile showed the transaction is no delivery of it
@@ -99,8 +99,10 @@ def note_verdict(
 
 def _key_held_unseen(invoice: Invoice, verdict: str) -> bool:
     """A key GoRoute refused as used (422) naming a transaction it then says it does not
-    know: something under the key reached it, and nothing shows it was no delivery."""
-    return verdict == "not_found" and invoice.state is InvoiceState.key_reused
+    know: something under the key reached it, and nothing shows it was no delivery. Also
+    beneath an edit (helper-86: amended over key_reused, the 404 noted nothing, and
+    ``--new-version`` went out)."""
+    return verdict == "not_found" and beneath(invoice) is InvoiceState.key_reused
 
 
 def _found(invoice: Invoice, verdict: str) -> str:

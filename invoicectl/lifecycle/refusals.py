@@ -6,20 +6,13 @@ looked up before an operator abandons it (``send_not_looked_up``)."""
 from __future__ import annotations
 
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import Invoice
+from invoicectl.journal.records import Invoice, beneath
 from invoicectl.journal.records import InvoiceState as S
 from invoicectl.lifecycle.window import moment
 
 # Attempts whose request the API refused unread, or that never left: no send under their
 # key (``sending`` gives such a key back).
 NOT_PROCESSED = ("auth_refused", "wrong_endpoint", "rate_limited", "not_sent")
-
-
-def beneath(invoice: Invoice) -> S:
-    """The state an amended (or invalid) invoice's key left it in."""
-    if invoice.state in (S.amended, S.invalid):
-        return invoice.state_before_amend or invoice.state
-    return invoice.state
 
 
 def refusal_may_hide_delivery(journal: JournalBackend, invoice: Invoice) -> bool:

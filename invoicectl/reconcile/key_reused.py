@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import replace
 
 from invoicectl.goroute.outcomes import Outcome
-from invoicectl.goroute.transactions import Found, NotFound
+from invoicectl.goroute.transactions import Found, NotFound, Transaction
 from invoicectl.reconcile.failed_lookups import lookup_failed
-from invoicectl.reconcile.matching import matched
+from invoicectl.reconcile.matching import api_side, compare, matched
 from invoicectl.reconcile.verdicts import (
     ApiSide,
     Case,
@@ -40,8 +40,34 @@ def judge_key_reused(
         )
     if not isinstance(outcome, Found):
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
-    case = matched(invoice_id, side, outcome.transaction, txn_id, adopt=Verdict.already_sent)
+    txn = outcome.transaction
+    if (unsure := _unsure_difference(invoice_id, side, txn)) is not None:
+        return build_case(
+            invoice_id, Verdict.lookup_failed, side, api=api_side(txn, txn_id), detail=unsure
+        )
+    case = matched(invoice_id, side, txn, txn_id, adopt=Verdict.already_sent)
     return _never_sent_here(case) if side.state == "pending" else case
+
+
+def _unsure_difference(invoice_id: str, side: JournalSide, txn: Transaction) -> str | None:
+    """Why the transaction's GET cannot show it is another document, though it differs:
+    ``different_document`` clears the evidence that GoRoute may hold a delivery, and a send
+    then goes out (helper-86). A record with no invoice number ties it to nothing, and a
+    transaction a history check found in the list as this invoice that its GET says is
+    another contradicts the list: neither is taken over the other, as for a search's match
+    (``unanswered``). None when it matches, or names another number (a 422's own GET)."""
+    differences = compare(invoice_id, side, txn)
+    if not differences:
+        return None
+    said = "; ".join(differences)
+    if not (txn.invoice_number or "").strip():
+        return f"GoRoute's record carries no invoice number ({said}): whether it is this is unknown"
+    if side.state == "pending":
+        return (
+            f"the history check found this transaction in the list as this invoice, but its own "
+            f"GET says otherwise ({said}); what happened is still unknown"
+        )
+    return None
 
 
 def _never_sent_here(case: Case) -> Case:

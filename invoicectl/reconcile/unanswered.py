@@ -65,7 +65,8 @@ def judge_searched(
         row = ours[0]
         fetch = (fetched or {}).get(row.transaction_id or "", _NOT_FETCHED)
         if fetch is _NOT_FETCHED:  # the first judgment, which asks for the GET
-            return matched(invoice_id, side, row, row.transaction_id, adopt=adopt, window=window)
+            case = matched(invoice_id, side, row, row.transaction_id, adopt=adopt, window=window)
+            return _short_of_earlier(case, side, search.summary)
         if not isinstance(fetch, Found):  # what the match holds is not known: nothing adopted
             return lookup_failed(invoice_id, side, fetch, api_side(row), window)
         txn = fetch.transaction
@@ -81,7 +82,8 @@ def judge_searched(
                 "still unknown",
                 window=window,
             )
-        return matched(invoice_id, side, txn, row.transaction_id, adopt=adopt, window=window)
+        case = matched(invoice_id, side, txn, row.transaction_id, adopt=adopt, window=window)
+        return _short_of_earlier(case, side, search.summary)
     if ours:
         return build_case(
             invoice_id,
@@ -91,6 +93,28 @@ def judge_searched(
             window=window,
         )
     return _not_found_in_list(invoice_id, side, search.summary, window)
+
+
+def _short_of_earlier(case: Case, side: JournalSide, summary: SearchSummary) -> Case:
+    """``case``, unless it shows no delivery (its one match failed) from a search that stopped
+    short of ``LOOK_BACK`` before the first attempt: an earlier delivery of the invoice may lie
+    beyond, as for no match at all, and a verdict about this send must not clear evidence of
+    that one (helper-86: a busy account's list, cut at its page bound, cleared it)."""
+    if case.verdict is not Verdict.sent_then_failed or summary.complete:
+        return case
+    first, reached = first_time(side), parse_time(summary.reached)
+    if first is not None and reached is not None and reached <= first - LOOK_BACK:
+        return case
+    return build_case(
+        case.invoice_id,
+        Verdict.unknown_search_incomplete,
+        side,
+        api=case.api,
+        detail=f"{case.detail}; but the search was incomplete ({summary.note}) and did not "
+        f"reach back {LOOK_BACK.days} days before the first attempt: an earlier delivery may "
+        "lie beyond it",
+        window=(case.window_open, case.window_closes_at),
+    )
 
 
 # A list match whose own GET was not asked for (yet): judged on its row, which asks for it.

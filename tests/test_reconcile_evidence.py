@@ -1,0 +1,165 @@
+"""Verdicts that say "no delivery" clear the evidence that GoRoute may hold one; they must be
+reached only on what shows it (helper-86).
+
+Each case below once ended in a verdict of no delivery (``different_document``,
+``sent_then_failed``) or noted no evidence, where GoRoute did hold a delivery: the evidence
+was cleared, a plain ``release`` or ``--new-version`` was then allowed, and the invoice went
+out a second time.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from reconcile_staging import NOW, add_invoice, run_reconcile, sent
+from sendkit import emulator, send, settings_for
+from ublfactory import write_invoice
+
+from invoicectl.errors import UsageError
+from invoicectl.journal import open_journal
+from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.holds import release
+from invoicectl.reconcile.runner import reconcile
+from invoicectl.reconcile.verdicts import Verdict
+from invoicectl.scan.ingest import scan_directory
+
+
+class EditedGet(httpx.AsyncBaseTransport):
+    """The emulator, with each transaction's own GET edited by ``edit`` (its list row not)."""
+
+    def __init__(self, inner: httpx.AsyncBaseTransport, edit: Any) -> None:
+        self.inner, self.edit = inner, edit
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        response = await self.inner.handle_async_request(request)
+        if request.method == "GET" and "/api/v1/transactions/" in request.url.path:
+            await response.aread()
+            body = json.loads(response.content)
+            self.edit(body)
+            return httpx.Response(response.status_code, json=body)
+        return response
+
+
+def _another_receiver(body: dict[str, Any]) -> None:
+    body["receiver"] = {"scheme": "9915", "identifier": "someone-else"}
+
+
+def _no_number(body: dict[str, Any]) -> None:
+    body.pop("document_id", None)
+
+
+@pytest.mark.parametrize("edit", [_another_receiver, _no_number])
+def test_a_history_checks_find_whose_get_disagrees_is_not_cleared(tmp_path: Path, edit: Any):
+    """GoRoute holds INV-1, delivered; a new journal's history check held it with that
+    transaction. Its GET naming another receiver than its list row, or no number at all,
+    was `different_document`: evidence cleared, and `release` sent INV-1 again."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    write_invoice(outbox, "INV-1")
+    goroute = emulator()
+    goroute.add_transaction("INV-1", status="delivered")
+    settings = settings_for(tmp_path / "j.db")
+    send(settings, outbox, goroute.transport(), warn=lambda line: None)
+
+    report = reconcile(settings, apply=True, transport=EditedGet(goroute.transport(), edit))
+
+    assert [case.verdict for case in report.cases] == [Verdict.lookup_failed]
+    with open_journal(tmp_path / "j.db") as journal:
+        refused = release(journal, "INV-1", by="clerk")  # the evidence stands
+        assert not refused.done and "it could be delivered twice" in refused.message
+    send(settings, outbox, goroute.transport(), warn=lambda line: None)
+    assert goroute.stats()["sends_received"] == 0
+
+
+def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
+    """The first reconcile found another version delivered under the 422's transaction; a
+    second, whose GET carried no number, cleared that as `different_document`."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        existing = goroute.add_transaction(
+            "INV-1", status="delivered", metadata={"sha256": "c" * 64}
+        ).id
+        sent(
+            journal,
+            "INV-1",
+            "key_reused",
+            http_status=422,
+            existing_transaction_id=existing,
+            hours_ago=30,  # the window closed: only the evidence stands in the way
+        )
+        first = run_reconcile(journal, goroute.transport(), apply=True)
+        second = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
+
+        assert [case.verdict for case in first.cases] == [Verdict.other_version]
+        assert [case.verdict for case in second.cases] == [Verdict.lookup_failed]
+        assert "carries no invoice number" in second.cases[0].detail
+        refused = release(journal, "INV-1", by="clerk")  # the evidence stands
+        assert not refused.done and "it could be delivered twice" in refused.message
+
+
+def test_one_failed_match_in_a_search_cut_short_keeps_evidence_of_an_earlier_delivery(
+    tmp_path: Path,
+):
+    """INV-1 was delivered two days before this journal's unanswered send, whose own
+    transaction failed. A second reconcile, its search cut at two pages of a busy list, saw
+    only the failed one: `sent_then_failed` cleared the evidence of the delivery."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        sent(journal, "INV-1", "unknown", hours_ago=30)
+        first_attempt = (NOW - timedelta(hours=30)).timestamp()
+        goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
+        goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
+        first = run_reconcile(journal, goroute.transport(), apply=True)
+        for n in range(9):  # the account's traffic since
+            goroute.add_transaction(f"OTHER-{n}", created_at=NOW.timestamp() - 600 + n)
+        second = run_reconcile(
+            journal, goroute.transport(), apply=True, list_limit=5, max_list_pages=2
+        )
+
+        assert [case.verdict for case in first.cases] == [Verdict.unknown_ambiguous]
+        (case,) = second.cases
+        assert case.verdict is Verdict.unknown_search_incomplete
+        assert "failed; but the search was incomplete" in case.detail
+        refused = release(journal, "INV-1", by="clerk")  # the evidence stands
+        assert not refused.done and "it could be delivered twice" in refused.message
+
+
+def test_a_404_for_the_transaction_a_422_named_is_evidence_beneath_an_edit(tmp_path: Path):
+    """Amended over key_reused, the 404 for the 422's transaction noted no evidence (the
+    state was no longer key_reused), and `--new-version` went out; without the edit it is
+    refused."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        unknown_txn = "txn_000000000000000000000001"
+        sent(
+            journal,
+            "INV-1",
+            "key_reused",
+            http_status=422,
+            existing_transaction_id=unknown_txn,
+            hours_ago=30,
+        )
+        write_invoice(outbox, "INV-1", amount="999.00")
+        scan_directory(journal, outbox, workers=1)
+        assert journal.invoice("INV-1").state == "amended"
+
+        report = run_reconcile(journal, goroute.transport(), apply=True)
+
+        assert [case.verdict for case in report.cases] == [Verdict.not_found]
+        assert "delivery_evidence" in [event.kind for event in journal.events("INV-1")]
+        with pytest.raises(UsageError, match="then answered 404 for it"):
+            check_new_version(journal, "INV-1", datetime.now(UTC))
