@@ -676,6 +676,7 @@ def test_a_top_up_after_a_range_that_covers_it_needs_no_list_of_what_the_parts_h
     opening = text.index('\n, "invoices": {') + len('\n, "invoices": {')
     padding = " " * 20_000  # long enough to be read at its ends
     manifest.write_text(text[:opening] + "\n  <damaged>," + padding + text[opening:])
+    signed_as_is(dest / "0001", sent_over_days)
     note(sent_over_days, "D-2")
 
     code, output = run("export", str(dest), *journal)
@@ -688,6 +689,14 @@ def test_a_top_up_after_a_range_that_covers_it_needs_no_list_of_what_the_parts_h
         f"invoicectl: error: {dest / '0001'}/manifest.json cannot be read; run invoicectl"
         f" verify-export {dest}"
     )
+
+
+def signed_as_is(part: Path, journal: Path) -> None:
+    """``part``'s manifest, edited by hand, signed again with the journal's key: a manifest
+    export wrote oddly (an older invoicectl, say). One not as signed is refused before it is
+    read (``tests/test_export_top_up_checks.py``)."""
+    key, _ = load_or_create(journal.parent / "signing-key.pem")
+    (part / "manifest.sig").write_bytes(key.sign((part / "manifest.json").read_bytes()))
 
 
 def note(journal: Path, invoice_id: str) -> None:
@@ -707,6 +716,7 @@ def test_a_top_up_over_a_manifest_no_one_can_read_says_so_in_one_line(
     manifest = dest / "0001" / "manifest.json"
     text = manifest.read_text().replace('"head_seq"', '"head_', 1)
     manifest.write_text(text.replace('"files": [', '"files": [' + " " * padding, 1))
+    signed_as_is(dest / "0001", sent)
 
     code, output = run("export", str(dest), "--journal", str(sent))
 
@@ -747,6 +757,7 @@ def test_a_top_up_after_a_part_whose_range_is_not_as_export_records_it(
     manifest = dest / "0001" / "manifest.json"
     manifest.write_text(manifest.read_text().replace('"since": "2026-01-31T00:00:00+00:00"',
                                                      '"since": 5'))  # fmt: skip
+    signed_as_is(dest / "0001", sent_over_days)
     note(sent_over_days, "D-3")
 
     code, output = run("export", str(dest), *journal, "--since", "2026-02-01")

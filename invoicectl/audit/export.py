@@ -37,7 +37,7 @@ from invoicectl.audit.files import (
 )
 from invoicectl.audit.manifest import FORMAT, file_sha256, held, parts, safe_name
 from invoicectl.audit.signing import SigningKey
-from invoicectl.audit.top_up import anchored, choose
+from invoicectl.audit.top_up import anchored, choose, reaching_back
 from invoicectl.errors import ExportError
 from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.chain import follows
@@ -103,7 +103,7 @@ def export(
         result.head = reader.head()
         last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0
         chosen = choose(reader, earlier, since, until, invoice_ids, last)
-        _refuse_rows_gone(reader, last)
+        _refuse_rows_gone(reader, reaching_back(reader, chosen, last))
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)

@@ -17,13 +17,17 @@ from pathlib import Path
 from typing import Any
 
 from invoicectl.audit.manifest import last_head, part_range, unlisted
+from invoicectl.audit.signing import public_key_from_pem, signature_holds
 from invoicectl.errors import ExportError, UsageError
 from invoicectl.journal.audit import AuditReader
+from invoicectl.journal.chain import follows
 
 
 def anchored(reader: AuditReader, part: Path, head: int) -> int:
-    """The last part's head, where the next begins, once this journal is shown to hold its
-    chain to there unchanged: parts handed out are a record a rewrite cannot reach."""
+    """The last part's head, where the next begins, once its manifest is shown to be as
+    signed and this journal to hold its chain to there unchanged: parts handed out are a
+    record a rewrite cannot reach."""
+    _refuse_unsigned(part)
     seq, digest, journal_id = last_head(part)
     if journal_id != reader.journal_id():
         raise ExportError(
@@ -37,6 +41,46 @@ def anchored(reader: AuditReader, part: Path, head: int) -> int:
             "exported. `invoicectl verify` and `invoicectl verify-export` tell more"
         )
     return seq
+
+
+def reaching_back(reader: AuditReader, chosen: list[str], last: int) -> int:
+    """Where a part's checks of the journal's rows start (``export._refuse_rows_gone``): on
+    a top-up, at the chosen invoices' first event, once the chain from there to the last
+    part's head is shown unbroken. A part vouches for each invoice's rows, which their last
+    events before that head also record: a row edited with its event there, or an attempt
+    deleted and its events filed under no invoice, passed the checks that began at the head
+    (helper-87). From the head itself when no chosen invoice has an event before it."""
+    first = reader.first_event_of(chosen) if last and chosen else None
+    if first is None or first > last:
+        return last
+    previous = reader.chain_hash(first - 1)
+    expected = first
+    for event in reader.chain(after=first - 1, upto=last):
+        if event.seq != expected or not follows(previous, event.payload, event.hash):
+            raise ExportError(
+                f"the journal's hash chain is broken at event {expected}, before the last "
+                "part's head (changed outside invoicectl); nothing was exported. `invoicectl "
+                "verify` tells what was changed; a backup restores it"
+            )
+        previous, expected = event.hash, event.seq + 1
+    return first - 1
+
+
+def _refuse_unsigned(part: Path) -> None:
+    """A last part whose manifest is not what its signature covers names another head than
+    the one it was made with: a top-up from there would leave events in no part, for good,
+    or blame the journal for a rewrite (helper-87)."""
+    try:
+        data = (part / "manifest.json").read_bytes()
+        signature = (part / "manifest.sig").read_bytes()
+        public = public_key_from_pem((part / "signing-key.pub").read_bytes())
+    except OSError:
+        public = None
+    if public is None or not signature_holds(public, signature, data):
+        raise ExportError(
+            f"{part}/manifest.json is not as signed (or its signature or key cannot be read); "
+            f"nothing was exported. Run invoicectl verify-export {part.parent}"
+        )
 
 
 def choose(
