@@ -65,6 +65,10 @@ def test_an_export_verifies_and_holds_the_exact_bytes_sent(
     evidence = json.loads((part / "E-001" / "evidence.json").read_text())
     assert evidence["current"]["state"] == "accepted"
     assert evidence["attempts"][0]["http_status"] == 202
+    # the answer as kept, and the row's content and hold fields (helper-87: only events had them)
+    assert {"raw_body", "duration", "retry_after"} <= set(evidence["attempts"][0])
+    assert evidence["current"]["current_sha256"] == evidence["current"]["key_sha256"]
+    assert {"held_by", "held_at", "due_date", "key_version"} <= set(evidence["current"])
     assert [change["state"] for change in evidence["history"]] == ["pending", "accepted"]
     code, output = run("verify-export", str(dest))
     assert code == 0, output

@@ -46,7 +46,7 @@ from invoicectl.journal.sqlite_open import refuse_missing
 _ATTEMPT_FIELDS = (
     "id", "run_id", "started_at", "finished_at", "idempotency_key", "revision_sha256",
     "body_sha256", "outcome", "http_status", "error_code", "message", "request_id",
-    "transaction_id", "existing_transaction_id",
+    "transaction_id", "existing_transaction_id", "retry_after", "duration", "raw_body",
 )  # fmt: skip
 
 
@@ -375,7 +375,7 @@ _CURRENT = (
     "state", "reason", "transaction_id", "existing_transaction_id", "remote_status",
     "remote_checked_at", "accepted_at", "hold", "hold_reason", "verdict", "verdict_at",
     "receiver_scheme", "receiver_id", "document_type", "issue_date", "payable_amount",
-    "currency",
+    "currency", "due_date", "held_by", "held_at", "key_version", "key_sha256", "current_sha256",
 )  # fmt: skip
 _WATCHED = ("state", "remote_status", "verdict", "hold")
 
