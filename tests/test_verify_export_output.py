@@ -135,3 +135,16 @@ def test_an_event_line_that_is_not_utf8_is_named_in_a_short_line(exported: Path)
     assert code == 1, output
     assert output[1].startswith("0001/events.jsonl: cannot be read as a chain segment (")
     assert len(output[1]) < 300, output[1]
+
+
+def test_what_an_interrupted_export_left_and_a_file_named_as_a_part_are_named(exported: Path):
+    """helper-87: verify-export said ok over both; the next export removes the first, and
+    cannot write its part over the second."""
+    (exported / ".0002.partial-999999").mkdir()
+    (exported / "0002").write_text("not a part")
+
+    code, lines = verify_export(exported)
+
+    assert code != 0
+    assert any(".0002.partial-999999" in line and "interrupted" in line for line in lines), lines
+    assert any("0002" in line and "not a directory" in line for line in lines), lines

@@ -15,7 +15,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, NamedTuple
 
 from invoicectl.audit.findings import Finding
-from invoicectl.audit.manifest import SIGNED, file_sha256, parts
+from invoicectl.audit.manifest import PART_NAME, SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
 from invoicectl.journal.chain import link
 from invoicectl.text import one_line
@@ -27,7 +27,7 @@ def verify_export(
     """(every problem found, how many parts were checked); ``keys``, when given, gets each
     signed part's key id in turn: a part re-signed with a key of its own verifies by itself,
     so which keys signed is for the auditor to see (and pin with ``trusted``)."""
-    found: list[Finding] = []
+    found: list[Finding] = [*_strays(dest)]
     checked = parts(dest)
     if not checked:
         found.append(Finding(str(dest), "holds no export (no part directory 0001, 0002, ...)"))
@@ -53,6 +53,20 @@ def verify_export(
             found.append(Finding(part.name, "its chain segment does not follow the part before"))
         previous_head = head
     return found, len(checked)
+
+
+def _strays(dest: Path) -> list[Finding]:
+    """What DEST holds beside its parts that says something went wrong: an export's work
+    directory left by one killed midway, and a part's name on something not a directory,
+    which the next export cannot write over. Both went unsaid (helper-87)."""
+    strays = []
+    for child in sorted(dest.iterdir()) if dest.is_dir() else ():
+        if child.name.startswith(".") and child.name.rpartition(".partial-")[2].isdigit():
+            why = "left by an export that was interrupted; not part of the export (the next "
+            strays.append(Finding(child.name, why + "export removes it)"))
+        elif PART_NAME.match(child.name) and not child.is_dir():
+            strays.append(Finding(child.name, "is named as a part but is not a directory"))
+    return strays
 
 
 def _manifest(part: Path, found: list[Finding], trusted: set[str] | None) -> dict[str, Any] | None:
