@@ -120,3 +120,27 @@ def test_a_top_up_builds_on_a_last_part_whose_manifest_is_not_as_signed(sent: Pa
 
     assert code != 0 and "0001/manifest.json is not as signed" in output
     assert "verify-export" in output and not (dest / "0002").exists()
+
+
+def test_a_top_up_refuses_an_invoice_whose_earlier_events_were_all_filed_elsewhere(
+    sent: Path, tmp_path: Path
+):
+    """helper-88: with every event of E-001 up to the last head filed under no invoice (and
+    its attempt deleted), its first event by the column lay after that head, the checks
+    began there, and the top-up signed it with no attempt. It is in an earlier part: its
+    events before the head must be filed under it."""
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    head = json.loads((dest / "0001" / "manifest.json").read_text())["chain"]["head_seq"]
+    with Journal(sent) as journal:  # a change after the head: E-001 is topped up
+        journal.add_event("E-001", "note", "asked the customer")
+    with sqlite3.connect(sent) as conn:
+        conn.execute("DELETE FROM attempts WHERE invoice_id = 'E-001'")
+        conn.execute(
+            "UPDATE chain SET invoice_id = NULL WHERE invoice_id = 'E-001' AND seq <= ?", (head,)
+        )
+
+    code, output = run("export", str(dest), "--journal", str(sent), "--invoice", "E-001")
+
+    assert code != 0 and "invoice E-001 is in an earlier part, but none of its events" in output
+    assert not (dest / "0002").exists()

@@ -68,7 +68,7 @@ def test_a_history_checks_find_whose_get_disagrees_is_not_cleared(tmp_path: Path
 
     report = reconcile(settings, apply=True, transport=EditedGet(goroute.transport(), edit))
 
-    assert [case.verdict for case in report.cases] == [Verdict.lookup_failed]
+    assert [case.verdict for case in report.cases] == [Verdict.content_unconfirmed]
     with open_journal(tmp_path / "j.db") as journal:
         refused = release(journal, "INV-1", by="clerk")  # the evidence stands
         assert not refused.done and "it could be delivered twice" in refused.message
@@ -99,7 +99,7 @@ def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
         second = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
 
         assert [case.verdict for case in first.cases] == [Verdict.other_version]
-        assert [case.verdict for case in second.cases] == [Verdict.lookup_failed]
+        assert [case.verdict for case in second.cases] == [Verdict.content_unconfirmed]
         assert "carries no invoice number" in second.cases[0].detail
         refused = release(journal, "INV-1", by="clerk")  # the evidence stands
         assert not refused.done and "it could be delivered twice" in refused.message
@@ -129,8 +129,8 @@ def test_one_failed_match_in_a_search_cut_short_keeps_evidence_of_an_earlier_del
 
         assert [case.verdict for case in first.cases] == [Verdict.unknown_ambiguous]
         (case,) = second.cases
-        assert case.verdict is Verdict.unknown_search_incomplete
-        assert "failed; but the search was incomplete" in case.detail
+        assert case.verdict is Verdict.sent_then_failed  # the failed one is this key's
+        assert "the search stopped short" in case.detail
         refused = release(journal, "INV-1", by="clerk")  # the evidence stands
         assert not refused.done and "it could be delivered twice" in refused.message
 
@@ -163,3 +163,33 @@ def test_a_404_for_the_transaction_a_422_named_is_evidence_beneath_an_edit(tmp_p
         assert "delivery_evidence" in [event.kind for event in journal.events("INV-1")]
         with pytest.raises(UsageError, match="then answered 404 for it"):
             check_new_version(journal, "INV-1", datetime.now(UTC))
+
+
+def test_a_key_reused_get_that_never_names_a_number_asks_a_person_who_can_decide(
+    tmp_path: Path,
+):
+    """helper-88: judged `lookup_failed`, such an invoice asked for one more reconcile on
+    every run (the API had answered, and answered the same), recorded no verdict, and
+    `release --force` had nothing to dismiss: `--new-version` stayed refused for good. It
+    asks a person now, whose `release --force` lets it go on."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        existing = goroute.add_transaction("INV-2", status="delivered").id
+        sent(
+            journal,
+            "INV-1",
+            "key_reused",
+            http_status=422,
+            existing_transaction_id=existing,
+            hours_ago=30,
+        )
+        report = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
+
+        (case,) = report.cases
+        assert case.verdict is Verdict.content_unconfirmed and case.needs_person
+        assert f"ask GoRoute which invoice {existing} is" in case.action
+        assert release(journal, "INV-1", by="clerk", force=True).done
+        check_new_version(journal, "INV-1", datetime.now(UTC))  # the operator's word stands

@@ -103,7 +103,7 @@ def export(
         result.head = reader.head()
         last = anchored(reader, earlier[-1], result.head[0]) if earlier else 0
         chosen = choose(reader, earlier, since, until, invoice_ids, last)
-        _refuse_rows_gone(reader, reaching_back(reader, chosen, last))
+        _refuse_rows_gone(reader, reaching_back(reader, chosen, last, earlier))
         if not chosen or result.head[0] <= last:
             return result
         first = last + 1 if earlier else (reader.first_event_of(chosen) or 1)

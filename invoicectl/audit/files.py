@@ -53,11 +53,11 @@ def clear_partials(dest: Path) -> None:
     if dest.is_dir():
         for child in dest.iterdir():
             pid = child.name.rpartition(".partial-")[2]
-            if child.name.startswith(".") and pid.isdigit() and not _alive(int(pid)):
+            if child.name.startswith(".") and pid.isdigit() and not alive(int(pid)):
                 shutil.rmtree(child, ignore_errors=True)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

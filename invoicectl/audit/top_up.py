@@ -16,7 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from invoicectl.audit.manifest import last_head, part_range, unlisted
+from invoicectl.audit.manifest import last_head, part_range, safe_name, unlisted
 from invoicectl.audit.signing import public_key_from_pem, signature_holds
 from invoicectl.errors import ExportError, UsageError
 from invoicectl.journal.audit import AuditReader
@@ -43,13 +43,15 @@ def anchored(reader: AuditReader, part: Path, head: int) -> int:
     return seq
 
 
-def reaching_back(reader: AuditReader, chosen: list[str], last: int) -> int:
+def reaching_back(reader: AuditReader, chosen: list[str], last: int, earlier: list[Path]) -> int:
     """Where a part's checks of the journal's rows start (``export._refuse_rows_gone``): on
     a top-up, at the chosen invoices' first event, once the chain from there to the last
     part's head is shown unbroken. A part vouches for each invoice's rows, which their last
     events before that head also record: a row edited with its event there, or an attempt
     deleted and its events filed under no invoice, passed the checks that began at the head
     (helper-87). From the head itself when no chosen invoice has an event before it."""
+    if last:
+        _refuse_unfiled(reader, chosen, last, earlier)
     first = reader.first_event_of(chosen) if last and chosen else None
     if first is None or first > last:
         return last
@@ -64,6 +66,23 @@ def reaching_back(reader: AuditReader, chosen: list[str], last: int) -> int:
             )
         previous, expected = event.hash, event.seq + 1
     return first - 1
+
+
+def _refuse_unfiled(reader: AuditReader, chosen: list[str], last: int, earlier: list[Path]) -> None:
+    """An invoice an earlier part holds has events before the last head: when none is filed
+    under it, they were filed elsewhere by hand, and the checks from its first event would
+    start after them (helper-88). A stat of its folder in each earlier part (a link planted
+    there holds nothing), and one query."""
+    for invoice_id in chosen:
+        folders = [part / safe_name(invoice_id) for part in earlier]
+        if any(folder.is_dir() and not folder.is_symlink() for folder in folders):
+            first = reader.first_event_of([invoice_id])
+            if first is None or first > last:
+                raise ExportError(
+                    f"invoice {invoice_id} is in an earlier part, but none of its events before "
+                    "that part's head is filed under it in the journal (changed outside "
+                    "invoicectl); nothing was exported. `invoicectl verify` tells more"
+                )
 
 
 def _refuse_unsigned(part: Path) -> None:

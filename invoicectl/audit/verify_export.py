@@ -14,6 +14,7 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, NamedTuple
 
+from invoicectl.audit.files import alive
 from invoicectl.audit.findings import Finding
 from invoicectl.audit.manifest import PART_NAME, SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
@@ -57,11 +58,15 @@ def verify_export(
 
 def _strays(dest: Path) -> list[Finding]:
     """What DEST holds beside its parts that says something went wrong: an export's work
-    directory left by one killed midway, and a part's name on something not a directory,
-    which the next export cannot write over. Both went unsaid (helper-87)."""
+    directory left by one killed midway (not one still running), and a part's name on
+    something not a directory, which the next export cannot write over. Both went unsaid
+    (helper-87)."""
     strays = []
     for child in sorted(dest.iterdir()) if dest.is_dir() else ():
-        if child.name.startswith(".") and child.name.rpartition(".partial-")[2].isdigit():
+        pid = child.name.rpartition(".partial-")[2]
+        if child.name.startswith(".") and pid.isdigit():
+            if alive(int(pid)):  # an export writing its part now (helper-88): not a fault
+                continue
             why = "left by an export that was interrupted; not part of the export (the next "
             strays.append(Finding(child.name, why + "export removes it)"))
         elif PART_NAME.match(child.name) and not child.is_dir():

@@ -81,11 +81,15 @@ def note_evidence(
 
 
 def note_verdict(
-    journal: JournalBackend, invoice: Invoice, verdict: str, run_id: int | None
+    journal: JournalBackend,
+    invoice: Invoice,
+    verdict: str,
+    run_id: int | None,
+    clears: bool = True,
 ) -> None:
     """What reconcile's ``verdict`` on ``invoice`` (its row before the verdict) means for the
-    evidence: found, cleared, or, where the operator dismissed it for this very verdict, as
-    it was."""
+    evidence: found, cleared (unless not ``clears``: a verdict on a search cut short), or,
+    where the operator dismissed it for this very verdict, as it was."""
     last = last_word(journal, invoice.invoice_id)  # read once for both questions
     standing = _standing(invoice, last)
     if verdict in FOUND_BEFORE or _key_held_unseen(invoice, verdict):
@@ -93,7 +97,7 @@ def note_verdict(
             return  # the operator's word on this finding stands until the finding changes
         if standing is None:
             journal.add_event(invoice.invoice_id, EVIDENCE, _found(invoice, verdict), run_id)
-    elif verdict in NO_DELIVERY and standing is not None:
+    elif verdict in NO_DELIVERY and standing is not None and clears:
         journal.add_event(invoice.invoice_id, CLEARED, f"reconcile: {verdict}", run_id)
 
 

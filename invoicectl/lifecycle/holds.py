@@ -256,10 +256,12 @@ def record_verdict(
     at: str,
     run_id: int | None = None,
     keys_transaction: str | None = None,
+    clears: bool = True,
 ) -> None:
     """The verdict reconcile reached for the invoice, and when; an event when it changed. A
     verdict that found it at GoRoute from another send records evidence; one that showed the
     transaction is no delivery of it clears the evidence (``evidence``).
+    ``clears``: False for a verdict that must not clear evidence (``note_verdict``).
     ``keys_transaction``: the transaction the verdict found its key carried (a send that
     failed), kept as the key's (``existing_transaction_id``), in the row's chain record too:
     a new version's search then knows it for the earlier key's, not for its own."""
@@ -281,7 +283,7 @@ def record_verdict(
             journal.add_event(
                 invoice_id, "verdict", f"{invoice.verdict or 'none'} -> {verdict}", run_id
             )
-        note_verdict(journal, invoice, verdict, run_id)
+        note_verdict(journal, invoice, verdict, run_id, clears)
 
 
 def _set_hold(

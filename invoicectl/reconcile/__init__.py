@@ -288,7 +288,8 @@ def _record(
         return case
     failed = case.verdict is Verdict.sent_then_failed
     keys = case.api.transaction_id if failed and case.api is not None else None
-    record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys)
+    clears = not case.short_search
+    record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys, clears)
     guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
         return _doubted(journal, case, run_id)

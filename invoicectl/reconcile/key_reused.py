@@ -42,8 +42,17 @@ def judge_key_reused(
         return lookup_failed(invoice_id, side, outcome, ApiSide(txn_id))
     txn = outcome.transaction
     if (unsure := _unsure_difference(invoice_id, side, txn)) is not None:
+        # Not a lookup to try again (it answered, and would answer the same: helper-88), and
+        # no verdict of no delivery: a person tells, as for a transaction without a hash.
         return build_case(
-            invoice_id, Verdict.lookup_failed, side, api=api_side(txn, txn_id), detail=unsure
+            invoice_id,
+            Verdict.content_unconfirmed,
+            side,
+            api=api_side(txn, txn_id),
+            action=f"investigate: ask GoRoute which invoice {txn_id} is; if this one, "
+            f"`invoicectl abandon {invoice_id}` records it as delivered; if not, "
+            f"`invoicectl release {invoice_id} --force` lets it go on",
+            detail=unsure,
         )
     case = matched(invoice_id, side, txn, txn_id, adopt=Verdict.already_sent)
     return _never_sent_here(case) if side.state == "pending" else case
@@ -54,8 +63,8 @@ def _unsure_difference(invoice_id: str, side: JournalSide, txn: Transaction) -> 
     ``different_document`` clears the evidence that GoRoute may hold a delivery, and a send
     then goes out (helper-86). A record with no invoice number ties it to nothing, and a
     transaction a history check found in the list as this invoice that its GET says is
-    another contradicts the list: neither is taken over the other, as for a search's match
-    (``unanswered``). None when it matches, or names another number (a 422's own GET)."""
+    another contradicts the list: neither is taken over the other. None when it matches, or
+    names another number (a 422's own GET)."""
     differences = compare(invoice_id, side, txn)
     if not differences:
         return None

@@ -11,6 +11,7 @@ it safely; closed, a resend could deliver a duplicate and a person decides.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime
 
 from invoicectl.goroute.outcomes import Outcome, Transient
@@ -96,25 +97,21 @@ def judge_searched(
 
 
 def _short_of_earlier(case: Case, side: JournalSide, summary: SearchSummary) -> Case:
-    """``case``, unless it shows no delivery (its one match failed) from a search that stopped
-    short of ``LOOK_BACK`` before the first attempt: an earlier delivery of the invoice may lie
-    beyond, as for no match at all, and a verdict about this send must not clear evidence of
-    that one (helper-86: a busy account's list, cut at its page bound, cleared it)."""
+    """``case``, marked ``short_search`` when its one match failed and the search stopped short
+    of ``LOOK_BACK`` before the first attempt: an earlier delivery of the invoice may lie
+    beyond, so the verdict on this send clears no evidence of one (helper-86: a busy
+    account's list, cut at its page bound, cleared it, and a plain release sent it again).
+    The verdict stands: the failed transaction is this key's (helper-88)."""
     if case.verdict is not Verdict.sent_then_failed or summary.complete:
         return case
     first, reached = first_time(side), parse_time(summary.reached)
     if first is not None and reached is not None and reached <= first - LOOK_BACK:
         return case
-    return build_case(
-        case.invoice_id,
-        Verdict.unknown_search_incomplete,
-        side,
-        api=case.api,
-        detail=f"{case.detail}; but the search was incomplete ({summary.note}) and did not "
-        f"reach back {LOOK_BACK.days} days before the first attempt: an earlier delivery may "
-        "lie beyond it",
-        window=(case.window_open, case.window_closes_at),
+    beyond = (
+        f"; the search stopped short ({summary.note}): evidence of an earlier delivery, if "
+        "any, stands"
     )
+    return replace(case, short_search=True, detail=case.detail + beyond)
 
 
 # A list match whose own GET was not asked for (yet): judged on its row, which asks for it.

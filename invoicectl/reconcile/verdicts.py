@@ -357,6 +357,8 @@ class Case:
     detail: str = ""
     applied: bool = False  # --apply changed the journal for this case
     exit_code: ExitCode = ExitCode.OK
+    # Judged on a search that stopped short: it clears no evidence (``unanswered``).
+    short_search: bool = False
 
 
 Window = tuple[bool | None, str | None]  # (still open, closes at)
