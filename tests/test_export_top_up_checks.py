@@ -142,5 +142,24 @@ def test_a_top_up_refuses_an_invoice_whose_earlier_events_were_all_filed_elsewhe
 
     code, output = run("export", str(dest), "--journal", str(sent), "--invoice", "E-001")
 
-    assert code != 0 and "invoice E-001 is in an earlier part, but none of its events" in output
+    assert code != 0 and f"invoice E-001 is in {dest / '0001' / 'E-001'}, but none of" in output
     assert not (dest / "0002").exists()
+
+
+def test_a_stray_folder_named_as_a_new_invoice_does_not_block_the_top_up(
+    sent: Path, tmp_path: Path, outbox: Path
+):
+    """helper-89: an empty folder in 0001 with a new invoice's name (a stray copy, or another
+    ID on a file system that ignores case) made every nightly top-up refuse the journal as
+    edited by hand, while `verify` found it whole. A folder is that invoice's only when its
+    evidence.json names it."""
+    dest = tmp_path / "archive"
+    assert run("export", str(dest), "--journal", str(sent))[0] == 0
+    (dest / "0001" / "E-004").mkdir()
+    write_invoice(outbox, "E-004", name="file-4.xml")
+    send(settings_for(sent), outbox, emulator().transport())
+
+    code, output = run("export", str(dest), "--journal", str(sent))
+
+    assert code == 0, output
+    assert (dest / "0002" / "E-004" / "evidence.json").is_file()

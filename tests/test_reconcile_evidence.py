@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx
 import pytest
+from journalkit import force
 from reconcile_staging import NOW, add_invoice, run_reconcile, sent
 from sendkit import emulator, send, settings_for
 from ublfactory import write_invoice
@@ -23,6 +24,7 @@ from ublfactory import write_invoice
 from invoicectl.errors import UsageError
 from invoicectl.journal import open_journal
 from invoicectl.lifecycle.decisions import check_new_version
+from invoicectl.lifecycle.evidence import standing_evidence
 from invoicectl.lifecycle.holds import release
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.reconcile.verdicts import Verdict
@@ -193,3 +195,36 @@ def test_a_key_reused_get_that_never_names_a_number_asks_a_person_who_can_decide
         assert f"ask GoRoute which invoice {existing} is" in case.action
         assert release(journal, "INV-1", by="clerk", force=True).done
         check_new_version(journal, "INV-1", datetime.now(UTC))  # the operator's word stands
+
+
+def test_evidence_an_older_journal_keeps_in_the_row_outlives_a_verdict_that_clears_nothing(
+    tmp_path: Path,
+):
+    """helper-89: a journal written before evidence was an event keeps it as the row's
+    verdict (`unknown_ambiguous`). A short search's `sent_then_failed`, which clears nothing,
+    still replaced that verdict, and the evidence with it: `--new-version` went out."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        sent(journal, "INV-1", "unknown", hours_ago=30)
+        first_attempt = (NOW - timedelta(hours=30)).timestamp()
+        goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
+        goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
+        for n in range(9):
+            goroute.add_transaction(f"OTHER-{n}", created_at=NOW.timestamp() - 600 + n)
+        earlier = (NOW - timedelta(hours=2)).isoformat()
+        force(journal, "INV-1", verdict="unknown_ambiguous", verdict_at=earlier)
+        assert standing_evidence(journal, journal.invoice("INV-1")) is not None
+
+        report = run_reconcile(
+            journal, goroute.transport(), apply=True, list_limit=5, max_list_pages=2
+        )
+
+        (case,) = report.cases
+        assert case.verdict is Verdict.sent_then_failed and case.short_search
+        assert "evidence of an earlier delivery stands" in case.action
+        assert standing_evidence(journal, journal.invoice("INV-1")) is not None
+        with pytest.raises(UsageError):
+            check_new_version(journal, "INV-1", datetime.now(UTC))

@@ -13,6 +13,7 @@ earlier parts' invoice lists are read.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -71,18 +72,32 @@ def reaching_back(reader: AuditReader, chosen: list[str], last: int, earlier: li
 def _refuse_unfiled(reader: AuditReader, chosen: list[str], last: int, earlier: list[Path]) -> None:
     """An invoice an earlier part holds has events before the last head: when none is filed
     under it, they were filed elsewhere by hand, and the checks from its first event would
-    start after them (helper-88). A stat of its folder in each earlier part (a link planted
-    there holds nothing), and one query."""
+    start after them (helper-88). Held means a folder of its name (no link) whose
+    ``evidence.json`` names it: a stray folder, or one of another ID on a file system that
+    ignores case, blocked every top-up (helper-89). A stat of its folder in each earlier
+    part; a query and a small read only where one is there."""
     for invoice_id in chosen:
-        folders = [part / safe_name(invoice_id) for part in earlier]
-        if any(folder.is_dir() and not folder.is_symlink() for folder in folders):
+        for part in earlier:
+            folder = part / safe_name(invoice_id)
+            if not folder.is_dir() or folder.is_symlink():
+                continue
             first = reader.first_event_of([invoice_id])
-            if first is None or first > last:
+            if (first is None or first > last) and _names(folder, invoice_id):
                 raise ExportError(
-                    f"invoice {invoice_id} is in an earlier part, but none of its events before "
-                    "that part's head is filed under it in the journal (changed outside "
+                    f"invoice {invoice_id} is in {folder}, but none of its events before that "
+                    "part's head is filed under it in the journal (changed outside "
                     "invoicectl); nothing was exported. `invoicectl verify` tells more"
                 )
+            break
+
+
+def _names(folder: Path, invoice_id: str) -> bool:
+    """Whether the part's ``evidence.json`` in ``folder`` is ``invoice_id``'s."""
+    try:
+        evidence = json.loads((folder / "evidence.json").read_bytes())
+    except (OSError, ValueError):
+        return False
+    return isinstance(evidence, dict) and evidence.get("invoice_id") == invoice_id
 
 
 def _refuse_unsigned(part: Path) -> None:

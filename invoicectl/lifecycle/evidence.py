@@ -92,6 +92,11 @@ def note_verdict(
     where the operator dismissed it for this very verdict, as it was."""
     last = last_word(journal, invoice.invoice_id)  # read once for both questions
     standing = _standing(invoice, last)
+    if last is None and standing is not None and not (verdict in NO_DELIVERY and clears):
+        # Evidence an older journal keeps in the row only, which the verdict about to replace
+        # the row's would lose: kept as an event (helper-89: a short search's verdict did).
+        journal.add_event(invoice.invoice_id, EVIDENCE, standing, run_id)
+        return
     if verdict in FOUND_BEFORE or _key_held_unseen(invoice, verdict):
         if last is not None and last.kind == DISMISSED and invoice.verdict == verdict:
             return  # the operator's word on this finding stands until the finding changes

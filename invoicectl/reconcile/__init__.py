@@ -50,6 +50,7 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import adopt, doubt, record_delivery
+from invoicectl.lifecycle.evidence import standing_evidence
 from invoicectl.lifecycle.holds import hold, record_verdict
 from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
 from invoicectl.reconcile.journal_only import judge_amended, judge_conflict, judged_beneath
@@ -275,6 +276,14 @@ def _sent_since(journal: JournalBackend, case: Case) -> bool:
     return (started[-1] if started else None) != side.last_attempt_at
 
 
+# A failed send judged on a search cut short, evidence of an earlier delivery standing (helper-89).
+_EVIDENCE_STANDS = (
+    "this send failed, but evidence of an earlier delivery stands, and the search did not reach "
+    "back to it: ask GoRoute; if it was not delivered, `invoicectl release {invoice_id} --force`"
+    ", then `invoicectl send DIR --new-version {invoice_id}`"
+)
+
+
 def _record(
     journal: JournalBackend,
     case: Case,
@@ -290,6 +299,9 @@ def _record(
     keys = case.api.transaction_id if failed and case.api is not None else None
     clears = not case.short_search
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys, clears)
+    now = journal.invoice(case.invoice_id) if case.short_search else None
+    if now is not None and standing_evidence(journal, now) is not None:  # its step is refused
+        case = replace(case, action=_EVIDENCE_STANDS.format(invoice_id=case.invoice_id))
     guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
         return _doubted(journal, case, run_id)
