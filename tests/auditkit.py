@@ -109,3 +109,12 @@ def sent_on(path: Path, outbox: Path, sends: tuple[tuple[str, datetime], ...]) -
         write_invoice(outbox, invoice_id)
         send(settings_for(path), outbox, emulator(seed=seed).transport(), clocks=at(moment))
     return path
+
+
+def sent_journal(tmp_path: Path, outbox: Path, invoice_ids: list[str]) -> Path:
+    """A journal that sent ``invoice_ids`` to the emulator, one file each, under ``tmp_path``."""
+    path = tmp_path / "state" / "journal.db"
+    for number, invoice_id in enumerate(invoice_ids):
+        write_invoice(outbox, invoice_id, name=f"file-{number}.xml")
+    send(settings_for(path), outbox, emulator().transport())
+    return path

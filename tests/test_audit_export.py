@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from auditkit import sent_on
+from auditkit import sent_journal, sent_on
 from logkit import output_of, said
 from sendkit import emulator, send, settings_for
 from typer.testing import CliRunner
@@ -38,11 +38,7 @@ def run(*args: str) -> tuple[int, str]:
 
 @pytest.fixture
 def sent(tmp_path: Path, outbox: Path) -> Path:
-    path = tmp_path / "state" / "journal.db"
-    for number, invoice_id in enumerate(IDS):
-        write_invoice(outbox, invoice_id, name=f"file-{number}.xml")
-    send(settings_for(path), outbox, emulator().transport())
-    return path
+    return sent_journal(tmp_path, outbox, IDS)
 
 
 def test_an_export_verifies_and_holds_the_exact_bytes_sent(

@@ -14,39 +14,26 @@ import sqlite3
 from pathlib import Path
 
 import pytest
-from logkit import output_of
+from auditkit import sent_journal
 from sendkit import emulator, send, settings_for
-from typer.testing import CliRunner
+from test_audit_export import run
 from ublfactory import write_invoice
 
-from invoicectl.cli import app
 from invoicectl.journal import Journal
 
-IDS = ["E-001", "E-002", "E-003"]
 _E001_ATTEMPT = "SELECT id FROM attempts WHERE invoice_id = 'E-001'"
-
-
-def run(*args: str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, list(args))
-    return result.exit_code, output_of(args, result)
 
 
 @pytest.fixture
 def sent(tmp_path: Path, outbox: Path) -> Path:
-    path = tmp_path / "state" / "journal.db"
-    for number, invoice_id in enumerate(IDS):
-        write_invoice(outbox, invoice_id, name=f"file-{number}.xml")
-    send(settings_for(path), outbox, emulator().transport())
-    return path
+    return sent_journal(tmp_path, outbox, ["E-001", "E-002", "E-003"])
 
 
 def _forge_old_attempt(path: Path) -> int:
     """E-001's attempt row and the payload of its last chain event (before the last part's
     head), its hash left as it was: the chain is broken there, which verify names."""
     with sqlite3.connect(path) as conn:
-        (attempt_id,) = conn.execute(
-            "SELECT id FROM attempts WHERE invoice_id = 'E-001'"
-        ).fetchone()
+        (attempt_id,) = conn.execute(_E001_ATTEMPT).fetchone()
         conn.execute("UPDATE attempts SET transaction_id = 'FORGED-TX' WHERE id = ?", (attempt_id,))
         seq, payload = conn.execute(
             "SELECT seq, payload FROM chain WHERE kind = 'attempt' AND"
@@ -83,9 +70,7 @@ def test_a_top_up_signs_an_invoice_without_its_deleted_attempt(sent: Path, tmp_p
         journal.add_event("E-001", "note", "asked the customer")
     with sqlite3.connect(sent) as conn:  # the attempt row deleted, its events refiled (both
         # before the last part's head: a top-up checks neither)
-        (attempt_id,) = conn.execute(
-            "SELECT id FROM attempts WHERE invoice_id = 'E-001'"
-        ).fetchone()
+        (attempt_id,) = conn.execute(_E001_ATTEMPT).fetchone()
         conn.execute("DELETE FROM attempts WHERE id = ?", (attempt_id,))
         conn.execute(
             "UPDATE chain SET invoice_id = NULL WHERE kind = 'attempt'"

@@ -89,14 +89,7 @@ def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
         existing = goroute.add_transaction(
             "INV-1", status="delivered", metadata={"sha256": "c" * 64}
         ).id
-        sent(
-            journal,
-            "INV-1",
-            "key_reused",
-            http_status=422,
-            existing_transaction_id=existing,
-            hours_ago=30,  # the window closed: only the evidence stands in the way
-        )
+        _refused_as_used(journal, existing)  # its window closed: only the evidence stands
         first = run_reconcile(journal, goroute.transport(), apply=True)
         second = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
 
@@ -105,6 +98,34 @@ def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
         assert "carries no invoice number" in second.cases[0].detail
         refused = release(journal, "INV-1", by="clerk")  # the evidence stands
         assert not refused.done and "it could be delivered twice" in refused.message
+
+
+def _refused_as_used(journal: Any, existing: str) -> None:
+    """INV-1's send 30 hours ago answered 422, its key used, naming ``existing``."""
+    sent(
+        journal,
+        "INV-1",
+        "key_reused",
+        http_status=422,
+        existing_transaction_id=existing,
+        hours_ago=30,
+    )
+
+
+def _delivered_before_a_failed_send(journal: Any, outbox: Path, goroute: Any) -> None:
+    """INV-1 delivered two days before this journal's unanswered send (30 hours ago), whose
+    own transaction failed."""
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=30)
+    first_attempt = (NOW - timedelta(hours=30)).timestamp()
+    goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
+    goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
+
+
+def _traffic_since(goroute: Any) -> None:
+    """The account's other traffic since: two pages of five no longer reach back."""
+    for n in range(9):
+        goroute.add_transaction(f"OTHER-{n}", created_at=NOW.timestamp() - 600 + n)
 
 
 def test_one_failed_match_in_a_search_cut_short_keeps_evidence_of_an_earlier_delivery(
@@ -117,14 +138,9 @@ def test_one_failed_match_in_a_search_cut_short_keeps_evidence_of_an_earlier_del
     outbox.mkdir()
     goroute = emulator()
     with open_journal(tmp_path / "j.db") as journal:
-        add_invoice(journal, outbox, "INV-1")
-        sent(journal, "INV-1", "unknown", hours_ago=30)
-        first_attempt = (NOW - timedelta(hours=30)).timestamp()
-        goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
-        goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
+        _delivered_before_a_failed_send(journal, outbox, goroute)
         first = run_reconcile(journal, goroute.transport(), apply=True)
-        for n in range(9):  # the account's traffic since
-            goroute.add_transaction(f"OTHER-{n}", created_at=NOW.timestamp() - 600 + n)
+        _traffic_since(goroute)
         second = run_reconcile(
             journal, goroute.transport(), apply=True, list_limit=5, max_list_pages=2
         )
@@ -147,14 +163,7 @@ def test_a_404_for_the_transaction_a_422_named_is_evidence_beneath_an_edit(tmp_p
     with open_journal(tmp_path / "j.db") as journal:
         add_invoice(journal, outbox, "INV-1")
         unknown_txn = "txn_000000000000000000000001"
-        sent(
-            journal,
-            "INV-1",
-            "key_reused",
-            http_status=422,
-            existing_transaction_id=unknown_txn,
-            hours_ago=30,
-        )
+        _refused_as_used(journal, unknown_txn)
         write_invoice(outbox, "INV-1", amount="999.00")
         scan_directory(journal, outbox, workers=1)
         assert journal.invoice("INV-1").state == "amended"
@@ -180,14 +189,7 @@ def test_a_key_reused_get_that_never_names_a_number_asks_a_person_who_can_decide
     with open_journal(tmp_path / "j.db") as journal:
         add_invoice(journal, outbox, "INV-1")
         existing = goroute.add_transaction("INV-2", status="delivered").id
-        sent(
-            journal,
-            "INV-1",
-            "key_reused",
-            http_status=422,
-            existing_transaction_id=existing,
-            hours_ago=30,
-        )
+        _refused_as_used(journal, existing)
         report = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
 
         (case,) = report.cases
@@ -207,13 +209,8 @@ def test_evidence_an_older_journal_keeps_in_the_row_outlives_a_verdict_that_clea
     outbox.mkdir()
     goroute = emulator()
     with open_journal(tmp_path / "j.db") as journal:
-        add_invoice(journal, outbox, "INV-1")
-        sent(journal, "INV-1", "unknown", hours_ago=30)
-        first_attempt = (NOW - timedelta(hours=30)).timestamp()
-        goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
-        goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
-        for n in range(9):
-            goroute.add_transaction(f"OTHER-{n}", created_at=NOW.timestamp() - 600 + n)
+        _delivered_before_a_failed_send(journal, outbox, goroute)
+        _traffic_since(goroute)
         earlier = (NOW - timedelta(hours=2)).isoformat()
         force(journal, "INV-1", verdict="unknown_ambiguous", verdict_at=earlier)
         assert standing_evidence(journal, journal.invoice("INV-1")) is not None
