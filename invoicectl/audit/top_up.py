@@ -77,18 +77,19 @@ def _refuse_unfiled(reader: AuditReader, chosen: list[str], last: int, earlier: 
     ignores case, blocked every top-up (helper-89). A stat of its folder in each earlier
     part; a query and a small read only where one is there."""
     for invoice_id in chosen:
-        for part in earlier:
-            folder = part / safe_name(invoice_id)
-            if not folder.is_dir() or folder.is_symlink():
-                continue
-            first = reader.first_event_of([invoice_id])
-            if (first is None or first > last) and _names(folder, invoice_id):
-                raise ExportError(
-                    f"invoice {invoice_id} is in {folder}, but none of its events before that "
-                    "part's head is filed under it in the journal (changed outside "
-                    "invoicectl); nothing was exported. `invoicectl verify` tells more"
-                )
-            break
+        folders = [part / safe_name(invoice_id) for part in earlier]
+        held = [folder for folder in folders if folder.is_dir() and not folder.is_symlink()]
+        if not held:
+            continue
+        first = reader.first_event_of([invoice_id])
+        if first is not None and first <= last:
+            continue
+        if (folder := next((f for f in held if _names(f, invoice_id)), None)) is not None:
+            raise ExportError(
+                f"invoice {invoice_id} is in {folder}, but none of its events before that "
+                "part's head is filed under it in the journal (changed outside invoicectl); "
+                "nothing was exported. `invoicectl verify` tells more"
+            )
 
 
 def _names(folder: Path, invoice_id: str) -> bool:
