@@ -112,12 +112,14 @@ def _refused_as_used(journal: Any, existing: str) -> None:
     )
 
 
-def _delivered_before_a_failed_send(journal: Any, outbox: Path, goroute: Any) -> None:
-    """INV-1 delivered two days before this journal's unanswered send (30 hours ago), whose
+def _delivered_before_a_failed_send(
+    journal: Any, outbox: Path, goroute: Any, hours_ago: float = 30
+) -> None:
+    """INV-1 delivered two days before this journal's unanswered send (``hours_ago``), whose
     own transaction failed."""
     add_invoice(journal, outbox, "INV-1")
-    sent(journal, "INV-1", "unknown", hours_ago=30)
-    first_attempt = (NOW - timedelta(hours=30)).timestamp()
+    sent(journal, "INV-1", "unknown", hours_ago=hours_ago)
+    first_attempt = (NOW - timedelta(hours=hours_ago)).timestamp()
     goroute.add_transaction("INV-1", status="delivered", created_at=first_attempt - 2 * 86400)
     goroute.add_transaction("INV-1", status="failed", created_at=first_attempt + 5)
 
@@ -199,17 +201,20 @@ def test_a_key_reused_get_that_never_names_a_number_asks_a_person_who_can_decide
         check_new_version(journal, "INV-1", datetime.now(UTC))  # the operator's word stands
 
 
+@pytest.mark.parametrize("hours_ago", [30, 2], ids=["window closed", "window open"])
 def test_evidence_an_older_journal_keeps_in_the_row_outlives_a_verdict_that_clears_nothing(
-    tmp_path: Path,
+    tmp_path: Path, hours_ago: float
 ):
     """helper-89: a journal written before evidence was an event keeps it as the row's
     verdict (`unknown_ambiguous`). A short search's `sent_then_failed`, which clears nothing,
-    still replaced that verdict, and the evidence with it: `--new-version` went out."""
+    still replaced that verdict, and the evidence with it: `--new-version` went out. The
+    way on it names is one that is taken: with the key's window open, a replay first
+    (helper-90)."""
     outbox = tmp_path / "outbox"
     outbox.mkdir()
     goroute = emulator()
     with open_journal(tmp_path / "j.db") as journal:
-        _delivered_before_a_failed_send(journal, outbox, goroute)
+        _delivered_before_a_failed_send(journal, outbox, goroute, hours_ago)
         _traffic_since(goroute)
         earlier = (NOW - timedelta(hours=2)).isoformat()
         force(journal, "INV-1", verdict="unknown_ambiguous", verdict_at=earlier)
@@ -224,4 +229,8 @@ def test_evidence_an_older_journal_keeps_in_the_row_outlives_a_verdict_that_clea
         assert "evidence of an earlier delivery stands" in case.action
         assert standing_evidence(journal, journal.invoice("INV-1")) is not None
         with pytest.raises(UsageError):
+            check_new_version(journal, "INV-1", datetime.now(UTC))
+        assert ("(it replays the key)" in case.action) is (hours_ago < 24)
+        assert release(journal, "INV-1", by="clerk", force=True).done  # its first step
+        if hours_ago >= 24:  # and, the window closed, its last
             check_new_version(journal, "INV-1", datetime.now(UTC))

@@ -278,10 +278,12 @@ def _sent_since(journal: JournalBackend, case: Case) -> bool:
 
 # A failed send judged on a search cut short, evidence of an earlier delivery standing (helper-89).
 _EVIDENCE_STANDS = (
-    "this send failed, but evidence of an earlier delivery stands, and the search did not reach "
+    "a failed send, but evidence of an earlier delivery stands, and the search did not reach "
     "back to it: ask GoRoute; if it was not delivered, `invoicectl release {invoice_id} --force`"
-    ", then `invoicectl send DIR --new-version {invoice_id}`"
+    ", then {then}`invoicectl send DIR --new-version {invoice_id}`"
 )
+# While the key's window is open, a new version is refused until the key is replayed.
+_REPLAY_FIRST = "`invoicectl send DIR` (it replays the key), `invoicectl reconcile`, then "
 
 
 def _record(
@@ -301,7 +303,8 @@ def _record(
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys, clears)
     now = journal.invoice(case.invoice_id) if case.short_search else None
     if now is not None and standing_evidence(journal, now) is not None:  # its step is refused
-        case = replace(case, action=_EVIDENCE_STANDS.format(invoice_id=case.invoice_id))
+        then = _REPLAY_FIRST if case.window_open else ""
+        case = replace(case, action=_EVIDENCE_STANDS.format(invoice_id=case.invoice_id, then=then))
     guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
         return _doubted(journal, case, run_id)
