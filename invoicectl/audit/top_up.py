@@ -14,6 +14,7 @@ earlier parts' invoice lists are read.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -56,17 +57,27 @@ def reaching_back(reader: AuditReader, chosen: list[str], last: int, earlier: li
     first = reader.first_event_of(chosen) if last and chosen else None
     if first is None or first > last:
         return last
+    for _event in linked(reader, first, last, ", before the last part's head"):
+        pass
+    return first - 1
+
+
+def linked(reader: AuditReader, first: int, upto: int, where: str = "") -> Iterator[Any]:
+    """The chain's events from ``first`` to ``upto``, each shown to follow the one before it
+    (its number and its hash), or nothing is exported: a signature over a broken chain would
+    vouch for what the chain cannot. ``where`` places the break for the reader."""
     previous = reader.chain_hash(first - 1)
     expected = first
-    for event in reader.chain(after=first - 1, upto=last):
+    for event in reader.chain(after=first - 1, upto=upto):
         if event.seq != expected or not follows(previous, event.payload, event.hash):
+            broken = "missing" if event.seq != expected else "not what its hash says"
             raise ExportError(
-                f"the journal's hash chain is broken at event {expected}, before the last "
-                "part's head (changed outside invoicectl); nothing was exported. `invoicectl "
-                "verify` tells what was changed; a backup restores it"
+                f"the journal's hash chain is broken at event {expected}{where}: it is {broken} "
+                "(changed outside invoicectl); nothing was exported. `invoicectl verify` tells "
+                "what was changed; a backup restores it"
             )
+        yield event
         previous, expected = event.hash, event.seq + 1
-    return first - 1
 
 
 def _refuse_unfiled(reader: AuditReader, chosen: list[str], last: int, earlier: list[Path]) -> None:
