@@ -197,8 +197,43 @@ def test_a_key_reused_get_that_never_names_a_number_asks_a_person_who_can_decide
         (case,) = report.cases
         assert case.verdict is Verdict.content_unconfirmed and case.needs_person
         assert f"ask GoRoute which invoice {existing} is" in case.action
-        assert release(journal, "INV-1", by="clerk", force=True).done
+        released = release(journal, "INV-1", by="clerk", force=True)
+        assert released.done and "`invoicectl send DIR --new-version INV-1`" in released.message
         check_new_version(journal, "INV-1", datetime.now(UTC))  # the operator's word stands
+
+
+def test_a_finding_an_operator_answered_is_not_held_again_until_it_changes(tmp_path: Path):
+    """helper-89: after `release --force` of a 422's transaction whose GET names no number,
+    every `reconcile --apply` held the invoice again for the same finding, and the cron run's
+    operator released it again. A finding that changes (GoRoute's record now names the
+    invoice, in other content) holds it again."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        existing = goroute.add_transaction(
+            "INV-1", status="delivered", metadata={"sha256": "c" * 64}
+        ).id
+        _refused_as_used(journal, existing)
+        numberless = EditedGet(goroute.transport(), _no_number)
+        run_reconcile(journal, numberless, apply=True)
+        assert release(journal, "INV-1", by="clerk", force=True).done
+
+        (again,) = run_reconcile(journal, numberless, apply=True).cases
+
+        assert again.verdict is Verdict.content_unconfirmed
+        assert journal.invoice("INV-1").hold is None
+        assert "`release --force` answered this same finding" in again.action
+        assert "`invoicectl send DIR --new-version INV-1`" in again.action
+        check_new_version(journal, "INV-1", datetime.now(UTC))
+
+        (changed,) = run_reconcile(journal, goroute.transport(), apply=True).cases
+
+        assert changed.verdict is Verdict.other_version
+        assert journal.invoice("INV-1").hold is not None
+        with pytest.raises(UsageError):
+            check_new_version(journal, "INV-1", datetime.now(UTC))
 
 
 @pytest.mark.parametrize("hours_ago", [30, 2], ids=["window closed", "window open"])

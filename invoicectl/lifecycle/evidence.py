@@ -98,12 +98,23 @@ def note_verdict(
         journal.add_event(invoice.invoice_id, EVIDENCE, standing, run_id)
         return
     if verdict in FOUND_BEFORE or _key_held_unseen(invoice, verdict):
-        if last is not None and last.kind == DISMISSED and invoice.verdict == verdict:
-            return  # the operator's word on this finding stands until the finding changes
+        if _word_stands(invoice, last, verdict):
+            return
         if standing is None:
             journal.add_event(invoice.invoice_id, EVIDENCE, _found(invoice, verdict), run_id)
     elif verdict in NO_DELIVERY and standing is not None and clears:
         journal.add_event(invoice.invoice_id, CLEARED, f"reconcile: {verdict}", run_id)
+
+
+def operators_word_stands(journal: JournalBackend, invoice: Invoice, verdict: str) -> bool:
+    """Whether the operator's ``release --force`` dismissed the evidence of this very finding
+    (``invoice`` as it was before reconcile reached ``verdict`` again): their word stands
+    until the finding changes, so reconcile neither finds it again nor holds it again."""
+    return _word_stands(invoice, last_word(journal, invoice.invoice_id), verdict)
+
+
+def _word_stands(invoice: Invoice, last: Event | None, verdict: str) -> bool:
+    return last is not None and last.kind == DISMISSED and invoice.verdict == verdict
 
 
 def _key_held_unseen(invoice: Invoice, verdict: str) -> bool:

@@ -20,7 +20,6 @@ operator froze it, and a repaired file must not send it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from invoicectl.errors import InvoiceBusy, StoredCopyDamaged, UsageError
@@ -41,9 +40,9 @@ from invoicectl.lifecycle.evidence import (
     note_verdict,
     standing_evidence,
 )
+from invoicectl.lifecycle.next_steps import unheld
 from invoicectl.lifecycle.refusals import refusal_word_due, send_not_looked_up
 from invoicectl.lifecycle.transitions import Transition, TransitionRefused, allowed, write
-from invoicectl.lifecycle.window import window_open
 
 
 @dataclass(frozen=True)
@@ -209,7 +208,7 @@ def release(
         )
     elif taken := _taken_over(invoice.hold_reason):
         again = f"; unless what the {taken} held it for is gone, the scan before it holds it again"
-    next_step = _next(invoice, journal.clock())
+    next_step = unheld(invoice, journal.clock(), word_given=force and word is not None)
     return Decision(invoice_id, True, f"released ({was}): {next_step}{again}")
 
 
@@ -328,18 +327,6 @@ def _known(journal: JournalBackend, invoice_id: str) -> Invoice:
     if invoice is None:
         raise UsageError(f"no invoice {invoice_id!r} in the journal {journal.path}")
     return invoice
-
-
-def _next(invoice: Invoice, now: datetime) -> str:
-    """What the rules of the invoice's state do with it now that nothing holds it."""
-    state = invoice.state
-    if state is InvoiceState.pending and invoice.key_first_used_at is None:
-        return "pending; the next send sends it"
-    if state in (InvoiceState.pending, InvoiceState.unknown):
-        if window_open(invoice.key_first_used_at, now):
-            return f"{state}; the next send replays it under {invoice.idempotency_key}"
-        return f"{state}, its key's 24-hour window closed: `invoicectl reconcile` first"
-    return f"{state}; as before the hold"
 
 
 # ---- files that disagree on a sent invoice's number --------------------------------------

@@ -50,8 +50,9 @@ from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.lifecycle.decisions import adopt, doubt, record_delivery
-from invoicectl.lifecycle.evidence import standing_evidence
+from invoicectl.lifecycle.evidence import operators_word_stands, standing_evidence
 from invoicectl.lifecycle.holds import hold, record_verdict
+from invoicectl.lifecycle.next_steps import unheld
 from invoicectl.reconcile.delivery import judge_delivery, recorded_failure
 from invoicectl.reconcile.journal_only import judge_amended, judge_conflict, judged_beneath
 from invoicectl.reconcile.key_reused import judge_key_reused
@@ -300,6 +301,8 @@ def _record(
     failed = case.verdict is Verdict.sent_then_failed
     keys = case.api.transaction_id if failed and case.api is not None else None
     clears = not case.short_search
+    before = journal.invoice(case.invoice_id)
+    word_stands = before is not None and operators_word_stands(journal, before, str(case.verdict))
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys, clears)
     now = journal.invoice(case.invoice_id) if case.short_search else None
     if now is not None and standing_evidence(journal, now) is not None:  # its step is refused
@@ -312,12 +315,25 @@ def _record(
         # Unknown, so its row no longer claims the transaction; held, and the evidence its
         # verdict recorded keeps every send from replaying it.
         case = replace(_doubted(journal, case, run_id), action=case.action)
+    if apply and guidance.held and word_stands:  # helper-89: it was held again, each run
+        return _released_over(journal, case)
     if apply and guidance.held:
         reason = f"reconcile: {guidance.title}"
         if hold(journal, case.invoice_id, reason, by="reconcile").done:
             held.append(case.invoice_id)
             case = replace(case, action=f"held ({reason}); {case.action}")
     return case
+
+
+def _released_over(journal: JournalBackend, case: Case) -> Case:
+    """A finding an operator's ``release --force`` answered: not held again."""
+    invoice = journal.invoice(case.invoice_id)
+    step = unheld(invoice, journal.clock(), word_given=True) if invoice is not None else ""
+    return replace(
+        case,
+        action=f"not held again: an operator's `release --force` answered this same finding; "
+        f"{step} (`invoicectl hold {case.invoice_id}` holds it)",
+    )
 
 
 def _doubted(journal: JournalBackend, case: Case, run_id: int | None) -> Case:
