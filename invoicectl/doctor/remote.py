@@ -22,7 +22,7 @@ from invoicectl.errors import ExitCode
 from invoicectl.goroute.answers import Answer
 from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.endpoint import suspicious
-from invoicectl.goroute.outcomes import REPEATABLE, Transient
+from invoicectl.goroute.outcomes import Transient, not_taken
 from invoicectl.text import folded_line
 
 PROBE_SECONDS = 10.0  # one probe's whole time, answer included
@@ -191,7 +191,7 @@ _WRONG_URL = (
 
 def _later(status: int) -> bool:
     """A 429, a 5xx, or a 4xx that says to ask again (a proxy's 408): not now, not wrong."""
-    return status == HTTPStatus.TOO_MANY_REQUESTS or status >= 500 or status in REPEATABLE
+    return status == HTTPStatus.TOO_MANY_REQUESTS or not_taken(status)
 
 
 def _status(answer: Answer | Transient) -> int | None:

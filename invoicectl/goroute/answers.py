@@ -29,7 +29,6 @@ import httpx
 from invoicectl.goroute.identifiers import checked_id, usable_id, why_unusable
 from invoicectl.goroute.jsontext import first_text, json_or_none, present_text, text_of
 from invoicectl.goroute.outcomes import (
-    REPEATABLE,
     Accepted,
     AuthRefused,
     KeyReused,
@@ -37,6 +36,7 @@ from invoicectl.goroute.outcomes import (
     RateLimited,
     Rejected,
     Transient,
+    not_taken,
 )
 from invoicectl.goroute.redaction import redact_data
 from invoicectl.text import cut, folded_line
@@ -217,10 +217,10 @@ def failure(
         return KeyReused(
             existing_transaction_id=existing, code=error.code, message=message, **common
         )
-    if 400 <= status < 500 and status not in REPEATABLE:
-        return Rejected(code=error.code, message=error.message, details=error.details, **common)
-    if status >= 400:  # 5xx, or a 4xx that says the request was not taken (``REPEATABLE``)
+    if not_taken(status):  # a 5xx, or a 4xx that says the request was not taken
         return Transient(reason=f"GoRoute answered {status}: {error.message}", **common)
+    if status >= 400:
+        return Rejected(code=error.code, message=error.message, details=error.details, **common)
     # 1xx/3xx: the client follows no redirect, and we cannot tell what the server did with
     # the request, so it stays replayable under the same key (``outcomes.redirected``).
     location = answer.headers.get("Location")

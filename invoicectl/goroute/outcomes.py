@@ -7,7 +7,7 @@ the retry policy and reconcile decide what to do by type, never by looking at HT
     ├── Accepted        2xx with a transaction id: the document is sent
     ├── RateLimited     429: wait ``retry_after`` seconds (None: no header), same key and bytes
     ├── Rejected        400/404/409/413/other 4xx: permanent for this document, never retried
-    │                   (not those in ``REPEATABLE``: they are ``Transient``)
+    │                   (not those in ``_REPEATABLE``: they are ``Transient``)
     ├── KeyReused       422 IDEMPOTENCY_KEY_REUSED: ``existing_transaction_id`` is what was sent
     ├── AuthRefused     401/403: every request would fail alike; stop the run
     ├── WrongEndpoint   a 404/405 page that is not the API's: the base URL is wrong; stop
@@ -26,9 +26,15 @@ from typing import Any, TypeGuard
 # it reached a server that does not answer for this host; 425, the server would not risk a
 # replay of early data. Refused as permanent, a document never sent would wait for an operator;
 # the same key and bytes again are safe whatever the server did.
-REPEATABLE = frozenset(
+_REPEATABLE = frozenset(
     (HTTPStatus.REQUEST_TIMEOUT, HTTPStatus.MISDIRECTED_REQUEST, HTTPStatus.TOO_EARLY)
 )
+
+
+def not_taken(status: int) -> bool:
+    """Whether an error status says the request was not dealt with and may be asked again as
+    it was: a 5xx, or a 4xx in ``_REPEATABLE``. (A 429 says so too, with a wait: apart.)"""
+    return status >= 500 or status in _REPEATABLE
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ import asyncio
 from collections.abc import Awaitable
 from dataclasses import replace
 
-from invoicectl.goroute.outcomes import REPEATABLE, Outcome, Transient
+from invoicectl.goroute.outcomes import Outcome, Transient, not_taken
 from invoicectl.goroute.retry import RetryPolicy
 
 # Seconds one check may take, its answer included; far more than a working API needs.
@@ -49,7 +49,7 @@ def unanswered(outcome: Outcome) -> bool:
     if not isinstance(outcome, Transient):
         return False
     status = outcome.http_status or 500
-    return status >= 500 or status in REPEATABLE
+    return not_taken(status)
 
 
 class Breaker:
