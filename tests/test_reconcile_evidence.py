@@ -85,11 +85,7 @@ def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
     outbox.mkdir()
     goroute = emulator()
     with open_journal(tmp_path / "j.db") as journal:
-        add_invoice(journal, outbox, "INV-1")
-        existing = goroute.add_transaction(
-            "INV-1", status="delivered", metadata={"sha256": "c" * 64}
-        ).id
-        _refused_as_used(journal, existing)  # its window closed: only the evidence stands
+        _refused_naming_another_version(journal, outbox, goroute)
         first = run_reconcile(journal, goroute.transport(), apply=True)
         second = run_reconcile(journal, EditedGet(goroute.transport(), _no_number), apply=True)
 
@@ -98,6 +94,14 @@ def test_a_key_reused_get_without_a_number_keeps_the_evidence(tmp_path: Path):
         assert "carries no invoice number" in second.cases[0].detail
         refused = release(journal, "INV-1", by="clerk")  # the evidence stands
         assert not refused.done and "it could be delivered twice" in refused.message
+
+
+def _refused_naming_another_version(journal: Any, outbox: Path, goroute: Any) -> None:
+    """INV-1's send refused as used (``_refused_as_used``), its window closed, naming a
+    transaction GoRoute delivered in other content."""
+    add_invoice(journal, outbox, "INV-1")
+    existing = goroute.add_transaction("INV-1", status="delivered", metadata={"sha256": "c" * 64})
+    _refused_as_used(journal, existing.id)
 
 
 def _refused_as_used(journal: Any, existing: str) -> None:
@@ -211,11 +215,7 @@ def test_a_finding_an_operator_answered_is_not_held_again_until_it_changes(tmp_p
     outbox.mkdir()
     goroute = emulator()
     with open_journal(tmp_path / "j.db") as journal:
-        add_invoice(journal, outbox, "INV-1")
-        existing = goroute.add_transaction(
-            "INV-1", status="delivered", metadata={"sha256": "c" * 64}
-        ).id
-        _refused_as_used(journal, existing)
+        _refused_naming_another_version(journal, outbox, goroute)
         numberless = EditedGet(goroute.transport(), _no_number)
         run_reconcile(journal, numberless, apply=True)
         assert release(journal, "INV-1", by="clerk", force=True).done
