@@ -166,6 +166,51 @@ def test_a_restored_older_backup_checks_the_runs_it_lost(outbox: Path, journal_p
     assert "7 already there" in line
 
 
+def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(tmp_path: Path):
+    """helper-92: a send of outbox B sends every pending invoice of the journal, A's held
+    one released since the backup among them; its marker went to B alone. The older backup
+    restored, A's marker agreed with it, sends of A kept the journal from a long silence, and
+    one after the key's window delivered that invoice a second time. The journal's own marker
+    (beside a SQLite journal) tells. (A PostgreSQL database restored has no file beside it:
+    not checked for this.)"""
+    journal_path = tmp_path / "journal.db"
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    ids = outbox_of(first, "XOA", 3)
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, first)
+        assert hold(journal, ids[2], "customer asked to wait", by="clerk").done
+    send(settings, first, sandbox.transport(), warn=lambda line: None)
+    copy = snapshot(journal_path, "backup")
+    with open_journal(journal_path) as journal:
+        assert release(journal, ids[2], by="clerk").done
+    outbox_of(second, "XOB", 1)
+    send(settings, second, sandbox.transport(), warn=lambda line: None)  # XOA-002 goes too
+
+    restore(journal_path, copy)
+    warnings: list[str] = []
+    for hours in (1, 13, 25):  # no silence of a day: each send reads a marker that agrees
+        sandbox.advance_clock(3600 * (hours - sandbox_hours(hours)))
+        later = datetime.now(UTC) + timedelta(hours=hours)
+        write_invoice(first, f"XON-{hours}")
+        if hours == 25:  # the hold the backup restored, released: refused once found
+            with open_journal(journal_path, clock=lambda at=later: at) as journal:
+                released = release(journal, ids[2], by="clerk")
+        send(settings, first, sandbox.transport(), warn=warnings.append, clocks=at(later))
+
+    assert_each_delivered_once(sandbox.stats(), [*ids, "XOB-000", "XON-1", "XON-13", "XON-25"])
+    assert not released.done and "GoRoute already holds transaction" in released.message
+    assert f"its marker {journal_path}.marker says it sent in run" in warnings[0]
+
+
+def sandbox_hours(hours: int) -> int:
+    """The emulator's clock before the send at ``hours``: that of the send before it."""
+    return {1: 0, 13: 1, 25: 13}[hours]
+
+
 class BackupMidRun(httpx.AsyncBaseTransport):
     """The emulator's transport; a backup of the journal is taken as the ``after``-th send
     is answered, while the run goes on (as a cron backup beside a running send)."""
@@ -490,7 +535,7 @@ def test_a_marker_that_is_not_ours_is_ignored_with_a_line_and_the_check_still_ma
     send(settings_for(journal_path), outbox, emulator().transport(), warn=warnings.append)
 
     assert warnings[0] == (
-        f"invoicectl: warning: the outbox marker {outbox / MARKER_NAME} is not one invoicectl "
+        f"invoicectl: warning: the marker {outbox / MARKER_NAME} is not one invoicectl "
         "wrote; it is ignored"
     )
     assert "has never sent to" in warnings[1]
@@ -604,9 +649,9 @@ def test_a_read_only_outbox_costs_the_marker_only_with_a_line_that_says_so(
 
     monkeypatch.setattr(os, "open", read_only)
     monkeypatch.setattr(Path, "unlink", read_only)
-    problem = write_marker(outbox, Marker("id", "/j.db", "https://x.test", 1, "then"))
+    problem = write_marker(outbox / MARKER_NAME, Marker("id", "/j.db", "https://x.test", 1, "then"))
     assert problem is not None
-    assert problem.startswith(f"cannot write the outbox marker {outbox / MARKER_NAME} (Read-only")
+    assert problem.startswith(f"cannot write the marker {outbox / MARKER_NAME} (Read-only")
 
 
 def test_two_profiles_at_one_base_url_keep_their_own_marker_entries(outbox: Path, tmp_path: Path):

@@ -25,7 +25,7 @@ from invoicectl import DEFAULT_BASE_URL
 from invoicectl.journal import open_journal
 from invoicectl.locations import JournalURL, Location
 from invoicectl.sandbox import BackgroundServer
-from invoicectl.send.marker import read_marker
+from invoicectl.send.marker import MARKER_NAME, read_marker
 
 
 def _send_of_b_after(
@@ -252,7 +252,7 @@ def test_a_recursive_send_marks_the_subdirectories_it_checked_as_its_own(tmp_pat
         with open_journal(journal) as opened:
             own_id = opened.identity().journal_id
         for outbox in (parent, sub):
-            marker = read_marker(outbox, server.base_url)[0]
+            marker = read_marker(outbox / MARKER_NAME, server.base_url)[0]
             assert marker is not None and marker.journal_id == own_id
         for number, outbox, args in ((1, parent, ("--recursive",)), (2, sub, ())):
             write_invoice(sub, f"A-NEW-{number}")

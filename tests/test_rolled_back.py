@@ -35,10 +35,26 @@ from invoicectl.locations import Location
 from invoicectl.sandbox import Sandbox
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history_texts import HistoryUnchecked
-from invoicectl.send.marker import MARKER_NAME
+from invoicectl.send.marker import MARKER_NAME, journal_marker
 from invoicectl.settings import Settings
 
 __all__ = ["journal_path"]  # the fixture, shared with test_history
+
+
+class VmSnapshot:
+    """The machine as it is now, to roll back to: the journal, the outbox's marker, and the
+    journal's own marker beside it (a SQLite journal's)."""
+
+    def __init__(self, journal_path: Location, outbox: Path) -> None:
+        self.journal_path = journal_path
+        self.copy = snapshot(journal_path, "vm")
+        markers = (outbox / MARKER_NAME, *journal_marker(journal_path))
+        self.files = {path: path.read_bytes() for path in markers}
+
+    def restore(self) -> None:
+        restore(self.journal_path, self.copy)
+        for path, data in self.files.items():
+            path.write_bytes(data)
 
 
 def quiet(line: str) -> None:
@@ -62,13 +78,11 @@ def a_journal_that_sent(
 
 def test_a_vm_snapshot_restored_holds_what_was_sent_after_it(outbox: Path, journal_path: Location):
     sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 5)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()  # the snapshot holds the outbox too
+    vm = VmSnapshot(journal_path, outbox)  # the snapshot holds the outbox too
     second = outbox_of(outbox, "W", 7)
     send(settings, outbox, sandbox.transport(), warn=quiet)
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     sandbox.advance_clock(25 * 3600)
     warnings: list[str] = []
     _, summary = send(
@@ -91,14 +105,12 @@ def test_a_restored_outbox_whose_files_come_back_after_a_send_holds_them(
     the files sent after it are gone with it and come back when the ERP exports them again. A
     new invoice sent first ends the silence, and the probe had only asked about that one."""
     sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 3)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     second = outbox_of(outbox, "W", 4)
     send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
     saved = {path.name: path.read_bytes() for path in outbox.glob("W-*.xml")}
 
-    restore(journal_path, journal_copy)  # journal, marker and outbox as they were
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()  # journal, marker and outbox as they were
     for name in saved:
         (outbox / name).unlink()
     sandbox.advance_clock(25 * 3600)
@@ -276,15 +288,13 @@ def test_a_held_invoice_released_and_sent_after_the_snapshot_is_not_sent_again(
         scan_directory(journal, outbox)
         hold(journal, "W-000", "checking with the customer", "clerk")
     send(settings, outbox, sandbox.transport(), warn=quiet)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     with open_journal(journal_path) as journal:
         assert release(journal, "W-000", "clerk").done
     send(settings, outbox, sandbox.transport(), warn=quiet)  # W-000 delivered
     assert sandbox.stats()["per_invoice"]["W-000"] == 1
 
-    restore(journal_path, journal_copy)  # journal (W-000 held), marker and outbox as they were
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()  # journal (W-000 held), marker and outbox as they were
     sandbox.advance_clock(25 * 3600)
     write_invoice(outbox, "Z-000")
     warnings: list[str] = []
@@ -323,14 +333,12 @@ def test_a_rollback_behind_more_than_a_page_of_other_sends_is_found(
     """The account's newest page holds only another system's sends: the probe reads on, back
     to the journal's last request, and finds the lost sends on the second page."""
     sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 3)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     second = outbox_of(outbox, "W", 4)
     send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
     _others_send(sandbox, 150)
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     sandbox.advance_clock(25 * 3600)
     warnings: list[str] = []
     _, summary = send(
@@ -384,15 +392,13 @@ def test_what_the_pages_read_found_counts_when_a_later_page_fails(
     """The lost sends are on the first page; the second is refused. What was read stands: the
     run checks its history (which fails on the same page, so nothing is sent)."""
     sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 2)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     _others_send(sandbox, 150)
     sandbox.advance_clock(60)
     second = outbox_of(outbox, "W", 3)
     send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     sandbox.advance_clock(25 * 3600)
     transport = FirstPageOnly(sandbox.transport())
     with pytest.raises(HistoryUnchecked) as stopped:
@@ -428,15 +434,13 @@ def test_an_oldest_first_list_is_read_past_the_journals_own_sends(
     settings = settings_for(journal_path)
     first = outbox_of(outbox, "V", 3)
     send(settings, outbox, sandbox.transport(), warn=quiet)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     _others_send(sandbox, 150)
     sandbox.advance_clock(60)
     second = outbox_of(outbox, "W", 2)
     send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     sandbox.advance_clock(25 * 3600)
     warnings: list[str] = []
     send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=day_later())

@@ -86,7 +86,13 @@ from invoicectl.send.history_texts import (
     not_checked_reason,
     unchecked,
 )
-from invoicectl.send.marker import Marker, MarkerKeeper, marker_entry
+from invoicectl.send.marker import (
+    Marker,
+    MarkerKeeper,
+    journal_marker,
+    marker_entry,
+    marker_path,
+)
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 from invoicectl.text import first_few
@@ -168,7 +174,8 @@ def check_history(
         warn(f"{LOUD} {lost}; nothing to send now")
     _hold_seen_elsewhere(journal, warn)
     keeper = None
-    if options.outbox is not None and not (lost and not to_check):
+    files = (*map(marker_path, outboxes), *journal_marker(journal.path))
+    if files and not (lost and not to_check):
         here = Marker(
             journal_id=identity.journal_id,
             journal=str(journal.path),
@@ -176,7 +183,7 @@ def check_history(
             run_id=run_id,
             run_started_at=journal.run_started_at(run_id) or journal.now(),
         )
-        keeper = MarkerKeeper(outboxes, here, warn).start()
+        keeper = MarkerKeeper(files, here, warn).start()
     if options.deadline is not None:
         left = max(0.0, options.deadline - (clocks.monotonic() - started))
         options = replace(options, deadline=left)

@@ -21,7 +21,13 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING
 
-from invoicectl.send.marker import Marker, marker_entry, read_marker
+from invoicectl.send.marker import (
+    Marker,
+    journal_marker,
+    marker_entry,
+    marker_path,
+    read_marker,
+)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -36,27 +42,30 @@ def history_lost(
     journal: JournalBackend,
     identity: JournalIdentity,
     marker: Marker | None,
-    outbox: Path,
+    outbox: Path | None,
+    path: Path,
 ) -> str | None:
-    """Why ``outbox``'s marker says this journal lost history, or None when it does not."""
+    """Why ``marker``, read from ``path`` (``outbox``'s, or the journal's own when None),
+    says this journal lost history, or None when it does not."""
     if marker is None:
         return None
+    whose = f"{outbox} was last sent from" if outbox else f"its marker {path} names"
+    sent = f"{outbox} was last sent from it" if outbox else f"its marker {path} says it sent"
     if marker.journal_id != identity.journal_id:
         return (
             f"the journal {journal.path} (created {identity.created_at}) is not the one "
-            f"{outbox} was last sent from ({marker.describe()}): the history of those sends "
-            "is not in this one"
+            f"{whose} ({marker.describe()}): the history of those sends is not in this one"
         )
     if journal.run_started_at(marker.run_id) != marker.run_started_at:
         return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
+            f"the journal {journal.path} has lost history: {sent} in "
             f"run {marker.run_id} ({marker.run_started_at}), which it no longer holds (an "
             "older backup restored, or its -wal file lost?)"
         )
     through = marker.attempts_through
     if through is not None and (held := journal.last_attempt_of(marker.run_id) or 0) < through:
         return (
-            f"the journal {journal.path} has lost history: {outbox} was last sent from it in "
+            f"the journal {journal.path} has lost history: {sent} in "
             f"run {marker.run_id} ({marker.run_started_at}), whose requests it holds only up "
             f"to attempt {held}, not {through} (a backup taken during that run restored, or "
             "its -wal file lost?)"
@@ -72,15 +81,18 @@ def marked_lost(
 ) -> str | None:
     """Why the marker entry ``entry`` of one of ``outboxes`` (an outbox, and the
     subdirectories a recursive run reads as outboxes of their own: ``outbox_turns.marked_below``)
-    says this journal lost history; None when none does (a subdirectory without a marker).
+    or of the journal's own marker (``journal_marker``) says this journal lost history; None
+    when none does (a subdirectory without a marker).
     A marker that cannot be used is a warning (``warn``), not a reason: a journal with no
     history is checked anyway."""
     identity = journal.identity()
-    for outbox in outboxes:
-        marker, problem = read_marker(outbox, entry)
+    places: list[tuple[Path | None, Path]] = [(outbox, marker_path(outbox)) for outbox in outboxes]
+    places += [(None, path) for path in journal_marker(journal.path)]
+    for outbox, path in places:
+        marker, problem = read_marker(path, entry)
         if problem:
             warn(f"invoicectl: warning: {problem}")
-        if (lost := history_lost(journal, identity, marker, outbox)) is not None:
+        if (lost := history_lost(journal, identity, marker, outbox, path)) is not None:
             return lost
     return None
 
@@ -139,8 +151,6 @@ def leave_check_to_next_send(
     ``take_turn``: where a check may run beside this scan (a dry run beside another host's
     send workers; ``scan`` and ``validate`` are alone on a journal), the check turn
     (``CheckTurn.take``), held by the caller through the scan (``begin_check_ahead``)."""
-    if not outboxes:  # no marker to read
-        return
     if (bound := journal.bound_base_url()) is not None:
         base_url, named, rest = bound.partition(" (profile ")
         profile = rest[:-1] if named and rest.endswith(")") else None

@@ -6,7 +6,9 @@ the sends it forgot. The outbox outlives it, so each send leaves a small JSON ma
 before its first request: per base URL, the journal's random id (``Journal.identity``), its
 path, and the run (id and start time) that is about to send. The next send to that base URL
 compares: another journal id, or this journal without that run, means history was lost
-(``send/history.py``). A try of ``--sandbox`` on the same outbox keeps its own entry.
+(``send/history.py``). A try of ``--sandbox`` on the same outbox keeps its own entry. The
+journal keeps one of its own beside it too (``journal_marker``), for the runs that sent
+other outboxes' invoices.
 
 The marker is a hint for detection and for a clear message, never the safety itself: a
 journal with no history is checked whether or not a marker is there. It is written
@@ -57,19 +59,30 @@ def marker_path(outbox: Path) -> Path:
     return outbox / MARKER_NAME
 
 
-def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]:
-    """(the marker of the last send to ``base_url`` from ``outbox``, None), (None, None) when
-    there is none, or (None, why the file is unusable)."""
-    path = marker_path(outbox)
+def journal_marker(journal: Path | object) -> tuple[Path, ...]:
+    """The journal's own marker, beside a SQLite journal (``journal.db.marker``), as a 1-tuple;
+    () for a PostgreSQL journal. Every send writes it, whatever outbox it sends from: the
+    journal sends every outbox's pending invoices, so a run that sent another outbox's and was
+    then lost to an older backup restored over the journal file is in no marker of the outbox
+    sent next (helper-92). It lives as long as the journal's directory, the outbox's as long
+    as the outbox: each tells what the other cannot."""
+    if not isinstance(journal, Path):
+        return ()
+    return (journal.with_name(journal.name + ".marker"),)
+
+
+def read_marker(path: Path, base_url: str) -> tuple[Marker | None, str | None]:
+    """(the marker of the last send to ``base_url`` in the marker file ``path``, None),
+    (None, None) when there is none, or (None, why the file is unusable)."""
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         return None, None
     except (OSError, UnicodeDecodeError) as error:
-        return None, f"cannot read the outbox marker {path} ({_cause(error)}); it is ignored"
+        return None, f"cannot read the marker {path} ({_cause(error)}); it is ignored"
     sends = _sends(text)
     if sends is None:
-        return None, f"the outbox marker {path} is not one invoicectl wrote; it is ignored"
+        return None, f"the marker {path} is not one invoicectl wrote; it is ignored"
     data = sends.get(base_url)
     if data is None:
         return None, None
@@ -87,7 +100,7 @@ def read_marker(outbox: Path, base_url: str) -> tuple[Marker | None, str | None]
             None,
         )
     except (ValueError, TypeError, KeyError):
-        return None, f"the outbox marker {path} is not one invoicectl wrote; it is ignored"
+        return None, f"the marker {path} is not one invoicectl wrote; it is ignored"
 
 
 def other_journals(outbox: Path, base_url: str, own: str, journal_id: str) -> dict[str, str]:
@@ -111,11 +124,10 @@ def other_journals(outbox: Path, base_url: str, own: str, journal_id: str) -> di
     }
 
 
-def write_marker(outbox: Path, marker: Marker) -> str | None:
-    """Record ``marker`` as the last send to its base URL from ``outbox`` (the other base
-    URLs' entries kept), atomically; None when done, else why it could not be."""
-    path = marker_path(outbox)
-    temporary = path.with_name(f"{MARKER_NAME}.{os.getpid()}.tmp")
+def write_marker(path: Path, marker: Marker) -> str | None:
+    """Record ``marker`` as the last send to its base URL in the marker file ``path`` (the
+    other base URLs' entries kept), atomically; None when done, else why it could not be."""
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         sends = _sends(path.read_text(encoding="utf-8")) or {}
     except (OSError, UnicodeDecodeError):
@@ -130,7 +142,7 @@ def write_marker(outbox: Path, marker: Marker) -> str | None:
         finally:
             os.close(fd)
         os.replace(temporary, path)
-        directory = os.open(outbox, os.O_RDONLY | os.O_DIRECTORY)
+        directory = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
         try:
             os.fsync(directory)
         finally:
@@ -139,7 +151,7 @@ def write_marker(outbox: Path, marker: Marker) -> str | None:
         with contextlib.suppress(OSError):  # a read-only outbox refuses even this (EROFS)
             temporary.unlink(missing_ok=True)
         return (
-            f"cannot write the outbox marker {path} ({_cause(error)}): a later loss of this "
+            f"cannot write the marker {path} ({_cause(error)}): a later loss of this "
             "journal's history will not be detected by it (a journal with no history is "
             "still checked)"
         )
@@ -168,9 +180,10 @@ class MarkerKeeper:
     EVERY = 1.0
 
     def __init__(
-        self, outboxes: tuple[Path, ...], marker: Marker, warn: Callable[[str], None]
+        self, files: tuple[Path, ...], marker: Marker, warn: Callable[[str], None]
     ) -> None:
-        self.outboxes = outboxes  # the outbox, then its marked subdirectories (``marked_below``)
+        # The outbox's marker, its marked subdirectories' (``marked_below``), the journal's own
+        self.files = files
         self.marker = marker
         self.warn = warn
         self.through = 0  # the last attempt known durable
@@ -199,14 +212,14 @@ class MarkerKeeper:
             self._write_each(replace(self.marker, attempts_through=through))
 
     def start(self) -> MarkerKeeper:
-        """The marker written in each outbox before the run's first request."""
+        """The marker written in each file before the run's first request."""
         self._write_each(self.marker)
         return self
 
     def _write_each(self, marker: Marker) -> None:
-        for outbox in self.outboxes:
-            if outbox not in self.failed and (problem := write_marker(outbox, marker)):
-                self.failed.add(outbox)
+        for path in self.files:
+            if path not in self.failed and (problem := write_marker(path, marker)):
+                self.failed.add(path)
                 self.warn(f"invoicectl: warning: {problem}")
 
 
