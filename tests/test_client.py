@@ -703,6 +703,27 @@ async def test_an_html_404_where_the_api_answers_is_the_apis_own(
 
 
 @pytest.mark.anyio
+async def test_answers_that_meet_the_api_check_while_it_runs_take_its_verdict(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """helper-91: the first HTML 404 asked the health check; the answers that came while it
+    was asked read "no API" and were told the base URL is wrong (their keys given back,
+    though GoRoute had taken the requests), while the first was rejected by the API."""
+
+    async def slow_health(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.2)
+        return answer(200, {"status": "ok"})
+
+    health = api.get("/peppol/version").mock(side_effect=slow_health)
+    api.post("/api/v1/documents").mock(return_value=answer(404, NOT_FOUND_PAGE))
+    outcomes = await asyncio.gather(
+        *(client.send_document(f"{IDEMPOTENCY_KEY}-{n}", BODY) for n in range(3))
+    )
+    assert [type(outcome) for outcome in outcomes] == [Rejected] * 3
+    assert health.call_count == 1
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("status", [404, 405])
 async def test_a_page_where_no_api_answers_is_a_wrong_endpoint(
     api: respx.MockRouter, client: GoRouteClient, status: int

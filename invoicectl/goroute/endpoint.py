@@ -11,6 +11,7 @@ is a ``WrongEndpoint`` and the run stops with nothing changed. When the API does
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from http import HTTPStatus
 
@@ -31,27 +32,44 @@ def suspicious(answer: Answer) -> bool:
 
 
 class ApiCheck:
-    """Whether GoRoute's API answers at the base URL, asked at most once."""
+    """Whether GoRoute's API answers at the base URL, asked at most once at a time: the
+    answers that meet a check while it runs wait for its verdict, and take it (helper-91:
+    they read "no" before it was asked, and their requests were told the base URL is wrong,
+    while the first was told the API answers)."""
 
     def __init__(self, get: Getter, paths: Sequence[tuple[str, Mapping[str, str | int]]]) -> None:
         self._get = get
         self._paths = paths
         self._known: bool | None = None
+        self._asking: asyncio.Event | None = None  # set when the check under way ends
+        self._last = False  # that check's verdict, for those who waited on it
 
     async def api_answers(self) -> bool:
-        if self._known is None:
-            self._known = False
-            for path, params in self._paths:
-                answer = await self._get(path, params)
-                if isinstance(answer, Transient):
-                    # No answer proves nothing: stop this time (changing nothing), ask again
-                    # next time.
-                    self._known = None
-                    return False
-                if isinstance(answer.data, dict | list):
-                    self._known = True
-                    break
-        return self._known
+        if self._known is not None:
+            return self._known
+        if self._asking is not None:
+            await self._asking.wait()
+            return self._last
+        self._asking = asyncio.Event()
+        try:
+            self._known = await self._ask()
+            self._last = bool(self._known)
+        finally:
+            self._asking.set()
+            self._asking = None
+        return self._last
+
+    async def _ask(self) -> bool | None:
+        """True when a path only the API serves answers JSON, False when none does, None
+        when one gave no answer: that proves nothing, so the run stops this time (changing
+        nothing), and the next asks again."""
+        for path, params in self._paths:
+            answer = await self._get(path, params)
+            if isinstance(answer, Transient):
+                return None
+            if isinstance(answer.data, dict | list):
+                return True
+        return False
 
 
 def wrong_endpoint(answer: Answer, url: str, redact: Callable[[str], str]) -> WrongEndpoint:
