@@ -19,7 +19,7 @@ from typing import Any
 
 from invoicectl.pasted_keys import UNCHECKED, found_keys, hider
 
-__all__ = ["UNCHECKED", "hide_keys", "key_hider"]
+__all__ = ["UNCHECKED", "hide_keys", "hide_keys_in", "key_hider"]
 
 
 def hide_keys(
@@ -29,6 +29,19 @@ def hide_keys(
     withheld whole where one hides in it. Never raises: a text it could not check is not
     shown."""
     return key_hider(environ, api_key_file)(text)
+
+
+def hide_keys_in(document: Any, hide: Callable[[str], str] | None = None) -> Any:
+    """``document`` (JSON's dicts, lists and scalars) with ``hide_keys`` applied to every
+    text in it, keys of dicts too: a path a person typed may be a key pasted there."""
+    hide = key_hider() if hide is None else hide
+    if isinstance(document, str):
+        return hide(document)
+    if isinstance(document, dict):
+        return {hide(str(key)): hide_keys_in(value, hide) for key, value in document.items()}
+    if isinstance(document, list):
+        return [hide_keys_in(value, hide) for value in document]
+    return document
 
 
 def key_hider(

@@ -239,6 +239,30 @@ def test_a_key_in_the_metrics_path_is_hidden(tmp_path: Path, command: str) -> No
     assert_hidden(result.stdout + result.stderr)
 
 
+@pytest.mark.parametrize("form", ["text", "json"])
+@pytest.mark.parametrize("command", ["verify-export", "backup"])
+def test_a_key_typed_as_an_audit_commands_path_is_hidden(
+    tmp_path: Path, command: str, form: str
+) -> None:
+    """helper-93: `verify-export KEY` printed "KEY: holds no export", and `backup KEY` "backed
+    up ... to .../KEY", where every other command hides a key pasted into a path."""
+    journal = tmp_path / "j.db"
+    subprocess.run(  # an empty outbox (exit 66), a journal made
+        [sys.executable, "-m", "invoicectl", "scan", str(tmp_path), "--journal", str(journal)],
+        capture_output=True,
+    )
+    args = [command, str(tmp_path / KEY), *(["--journal", str(journal)] * (command == "backup"))]
+    result = subprocess.run(
+        [sys.executable, "-m", "invoicectl", *args, *(["--json"] * (form == "json"))],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "GOROUTE_API_KEY": KEY},
+    )
+
+    assert result.returncode == (0 if command == "backup" else 1), result.stderr
+    assert_hidden(result.stdout + result.stderr, "[redacted]")
+
+
 def refused(args: list[str], environ: dict[str, str], code: int, *said: str) -> str:
     """The real process refusing a setting that holds the key: one line, never the key."""
     result = subprocess.run(

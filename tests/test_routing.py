@@ -524,6 +524,22 @@ def test_the_shared_ping_url_is_pinged_once_with_the_worst_code(
     assert [request.path for request in monitor.requests] == ["/job/start", "/job/5"]
 
 
+def test_a_routed_dry_run_pings_nothing(tmp_path: Path, outbox: Path) -> None:
+    """helper-93: `send --all-profiles --dry-run` pinged /start and /0, and the monitor took
+    a run that sent nothing for a healthy one (`send --dry-run` does not ping)."""
+    from hostile import HostileServer, answer
+
+    write(outbox, "a1.xml", ACME, "A-1")
+    monitor = HostileServer(answer(200, b"OK"))
+    with monitor:
+        environ = bureau(tmp_path, "https://acme.invalid", "https://beta.invalid")
+        environ["INVOICECTL_PING_URL"] = f"{monitor.base_url}/job"
+        result = cli("send", "--all-profiles", str(outbox), "--dry-run", environ=environ)
+
+    assert result.returncode == 0, result.stderr
+    assert monitor.requests == []
+
+
 def test_each_profile_writes_a_metrics_file_of_its_own(tmp_path: Path, outbox: Path) -> None:
     """helper-51: the README said each profile's send writes a metrics_file of its own
     profile, but a profile refused the key (unknown key 'metrics_file'); the top-level one

@@ -189,17 +189,19 @@ def verify_export(
       invoicectl verify-export /srv/audit --trusted-key KEY_ID --json
     """
     from invoicectl.audit.verify_export import verify_export as check
+    from invoicectl.known_keys import key_hider
 
     keys: list[str] = []
     found, checked = check(destination, set(trusted_key) if trusted_key else None, keys)
     signers = list(dict.fromkeys(keys))  # each key once, in the order parts were signed
+    hide = key_hider()  # DEST is named as typed: an API key pasted there, as in any error
     if as_json:
-        problems = [{"subject": f.subject, "problem": f.problem} for f in found]
+        problems = [{"subject": hide(f.subject), "problem": hide(f.problem)} for f in found]
         document = {"ok": not found, "parts": checked, "keys": signers, "problems": problems}
         print(json.dumps({**document, "exit_code": 0 if not found else 1}, indent=2))
     else:
         for finding in found:
-            print(finding.line())
+            print(hide(finding.line()))
         if not quiet:
             signed = f"; signed by {', '.join(signers)}" if signers else ""
             outcome = "ok" if not found else f"{len(found)} problem(s)"

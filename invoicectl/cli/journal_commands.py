@@ -291,11 +291,13 @@ def backup(
         "backup",
         "back the database up with pg_dump or the server's own backups",
     )
+    from invoicectl.known_keys import hide_keys_in
+
     copied = copy_journal(source, destination)
     if as_json:
         from invoicectl.render.documents import backup_document
         from invoicectl.render.formats import to_json
 
-        print(to_json(backup_document(copied)))
+        print(to_json(hide_keys_in(backup_document(copied))))  # DEST as typed: a key pasted?
     elif not quiet:
-        print(copied.line())
+        print(hide_keys_in(copied.line()))

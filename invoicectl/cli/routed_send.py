@@ -73,7 +73,8 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     env = {key: value for key, value in os.environ.items() if key not in _NOT_PASSED}
     env[LOG_ENV] = log_format(ctx.meta.get("args", [])).value  # as this run's, --log-format too
     env[ROUTED_ENV] = "1"  # each profile's own metrics file and ping URL only
-    start_pings_to(_shared_ping_url())  # one ping for the whole run, its worst exit code
+    if not given.get("dry_run"):  # one ping for the whole run, its worst exit code
+        start_pings_to(_shared_ping_url())
     if load_config(os.environ).get("metrics_file") is not None:
         say("invoicectl: note: send --all-profiles writes no top-level metrics_file; give each "
             "profile a metrics_file of its own")  # fmt: skip
