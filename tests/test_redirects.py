@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hostile import Behaviour, HostileServer, Request, Wire, answer, handed_on
+from hostile import Behaviour, HostileServer, Request, Wire, answer, as_sent, handed_on, routes
 from processkit import run_cli, run_send
 from sendkit import assert_each_delivered_once, emulator, states
 from ublfactory import write_invoice
@@ -92,6 +92,43 @@ def test_a_post_that_met_a_redirect_is_replayed_under_its_key_and_delivered_once
         assert code == 0, output
         assert set(states(journal).values()) == {"accepted"}
         assert_each_delivered_once(sandbox.stats(), ids)
+
+
+def handed_on_but(prefix: str, target: str) -> Behaviour:
+    """Every request handed on to the API at ``target``, but those under ``prefix``: 302."""
+
+    def pass_on(request: Request, wire: Wire) -> None:
+        wire.write(as_sent(handed_on(target, request)))
+
+    moved = {("GET", prefix): answer(302, headers={"Location": MOVED})}
+    moved[("POST", prefix)] = answer(307, headers={"Location": MOVED})
+    return routes(moved, pass_on)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "flags"),
+    [("/api/v1/participants", ()), ("/api/v1/validate", ("--validate", "--no-receiver-check"))],
+    ids=["lookup", "validation"],
+)
+def test_a_check_that_meets_a_redirect_stops_the_send_with_nothing_sent(
+    outbox: Path, tmp_path: Path, prefix: str, flags: tuple[str, ...]
+) -> None:
+    """helper-91: a receiver lookup or a validation answered by a redirect was a failed
+    check: the invoices went out unchecked (the README: a redirect stops `send`, exit 1)."""
+    journal = tmp_path / "journal.db"
+    for number in range(3):
+        write_invoice(outbox, f"K-{number}")
+    sandbox = emulator()
+    with (
+        BackgroundServer(sandbox) as api,
+        HostileServer(handed_on_but(prefix, api.base_url)) as front,
+    ):
+        code, output = run_send(outbox, journal, front.base_url, "--trust-new-journal", *flags)
+        sent = posts(front)
+    assert code == 1, output
+    assert "a redirect to" in output and "is wrong or has moved" in output
+    assert [request.path for request in sent if request.path == "/api/v1/documents"] == []
+    assert set(states(journal).values()) == {"pending"}
 
 
 def test_reconcile_at_a_redirect_concludes_nothing(outbox: Path, tmp_path: Path) -> None:

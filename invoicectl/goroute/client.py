@@ -57,12 +57,12 @@ from invoicectl.goroute.lookups import (
     lookup_outcome,
     route_missing,
 )
-from invoicectl.goroute.outcomes import Outcome, Rejected, Transient
+from invoicectl.goroute.outcomes import Outcome, Rejected, Transient, Validation
 from invoicectl.goroute.pages import page_of
 from invoicectl.goroute.participants import Participant
 from invoicectl.goroute.reading import ACCEPT_ENCODING, Bounds, exchange
 from invoicectl.goroute.transactions import Found, NotFound, Transaction, TransactionPage
-from invoicectl.goroute.validation import MAX_VALIDATION_BYTES, Validation, validation_outcome
+from invoicectl.goroute.validation import MAX_VALIDATION_BYTES, validation_outcome
 
 __all__ = [
     "MAX_RAW_BODY",

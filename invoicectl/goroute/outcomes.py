@@ -60,6 +60,15 @@ class Accepted(Outcome):
 
 
 @dataclass(frozen=True)
+class Validation(Outcome):
+    """GoRoute's validation of a document (``goroute.validation``), which changes nothing."""
+
+    valid: bool = False
+    # One line each, "rule at location: message", at most MAX_ERRORS of them.
+    errors: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class RateLimited(Outcome):
     retry_after: float | None = None
 

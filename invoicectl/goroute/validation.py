@@ -10,25 +10,17 @@ Only a 2xx with a boolean ``valid`` is a verdict; anything else is a failed vali
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from invoicectl.goroute.answers import Answer, unexpected_shape
 from invoicectl.goroute.jsontext import first_text, text_of
-from invoicectl.goroute.outcomes import Outcome, Transient
+from invoicectl.goroute.outcomes import Outcome, Transient, Validation
 from invoicectl.text import folded_line
 
 # An answer listing a few hundred rule failures is still small; past this it is not one.
 MAX_VALIDATION_BYTES = 1024 * 1024
 MAX_ERRORS = 50
 _MAX_ERROR_LINE = 300
-
-
-@dataclass(frozen=True)
-class Validation(Outcome):
-    valid: bool = False
-    # One line each, "rule at location: message", at most MAX_ERRORS of them.
-    errors: tuple[str, ...] = ()
 
 
 def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], Outcome]) -> Outcome:

@@ -12,10 +12,10 @@ lookup once kept every send of a run waiting behind five tries of a minute each.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
-from invoicectl.goroute.outcomes import Outcome, Transient, not_taken
+from invoicectl.goroute.outcomes import Outcome, Transient, WrongEndpoint, not_taken, redirected
 from invoicectl.goroute.retry import RetryPolicy
 
 # Seconds one check may take, its answer included; far more than a working API needs.
@@ -54,14 +54,25 @@ def unanswered(outcome: Outcome) -> bool:
 
 class Breaker:
     """Counts one run's checks of one kind that got no answer, in a row; ``open`` once
-    ``BREAK_AFTER`` did, and for the rest of the run."""
+    ``BREAK_AFTER`` did, and for the rest of the run. A check answered by a redirect, or by a
+    page that is not the API's, is no failed check: every request would meet it, the base URL
+    is wrong (``wrong_url``), and ``on_wrong_url`` stops the run, its invoice unsent
+    (helper-91: it went out unchecked, into the redirect)."""
 
-    def __init__(self, what: str) -> None:
+    def __init__(self, what: str, on_wrong_url: Callable[[str], None] = lambda why: None) -> None:
         self.what = what  # "lookups", "validations"
         self.open = False
+        self.wrong_url = False
+        self.on_wrong_url = on_wrong_url
         self._in_a_row = 0
 
     def note(self, outcome: Outcome) -> None:
+        if isinstance(outcome, WrongEndpoint) or redirected(outcome):
+            self.wrong_url = True
+            self.on_wrong_url(
+                outcome.message if isinstance(outcome, WrongEndpoint) else outcome.reason
+            )
+            return
         self._in_a_row = self._in_a_row + 1 if unanswered(outcome) else 0
         self.open = self.open or self._in_a_row >= BREAK_AFTER
 

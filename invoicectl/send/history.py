@@ -10,19 +10,19 @@ checks GoRoute's transactions list when either holds:
 
 - **no history**: the journal records no request by any run against this base URL and no
   earlier history check for it (``Journal.has_sent_to``, ``Journal.history_checked``);
-- **lost history**: the outbox's marker (``send/marker.py``) names another journal, or this
-  journal and a run it no longer holds;
+- **lost history**: the outbox's marker, or the journal's own (``send/marker.py``), names
+  another journal, or this journal and a run it no longer holds;
 - **a long silence**: the journal made no request for longer than GoRoute's key window, and
   GoRoute's transactions created since its last request name an invoice it never sent (a
   journal rolled back together with its outbox: ``history_loss.silence_lost``).
 
 The check asks for every invoice this journal never sent a request for, held or invalid ones
-too (a release or a fixed file would send them later, unchecked), through the list
-search ``reconcile`` uses (``Lookups.search_numbers``: paced, retried, newest first, cursor
-followed), back to the oldest issue date among them less ``LOOK_BACK`` (an invoice is not sent
-before it is issued; the week covers time zones, and one issued after today, pre-dated, has no
-such bound: the search then goes to its page bound), at most ``MAX_PAGES``
-pages and ``CHECK_SECONDS`` (or what ``--deadline`` leaves). Then, per invoice:
+too (a release or a fixed file would send them later, unchecked), through the list search
+``reconcile`` uses (``Lookups.search_numbers``: paced, retried, newest first, cursor followed),
+back to the oldest issue date among them less ``LOOK_BACK`` (an invoice is not sent before it
+is issued; the week covers time zones; one pre-dated after today has no such bound: the search
+goes to its page bound), at most ``MAX_PAGES`` pages and ``CHECK_SECONDS`` (or what
+``--deadline`` leaves). Then, per invoice:
 
 - GoRoute holds a transaction with its number: it is held for ``reconcile``, and the finding
   stands as evidence (``lifecycle.evidence``: a release needs ``--force``); when exactly one
@@ -86,13 +86,7 @@ from invoicectl.send.history_texts import (
     not_checked_reason,
     unchecked,
 )
-from invoicectl.send.marker import (
-    Marker,
-    MarkerKeeper,
-    journal_marker,
-    marker_entry,
-    marker_path,
-)
+from invoicectl.send.marker import Marker, MarkerKeeper, journal_marker, marker_entry, marker_path
 from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 from invoicectl.text import first_few

@@ -46,13 +46,14 @@ class ReceiverChecks:
         *,
         refresh: bool = False,
         should_stop: Callable[[], bool] = lambda: False,
+        on_wrong_url: Callable[[str], None] = lambda why: None,
         rng: random.Random | None = None,
     ) -> None:
         self.journal = journal
         self.lookup = lookup
         self.limiter = limiter
         self.policy = one_try(policy)
-        self.breaker = Breaker("lookups")
+        self.breaker = Breaker("lookups", on_wrong_url)
         self.refresh = refresh
         self.should_stop = should_stop
         self.rng = rng
@@ -103,6 +104,8 @@ class ReceiverChecks:
             self._checked.add(same)
             self.lookups += 1
             self.breaker.note(outcome)
+            if self.breaker.wrong_url:  # the run stops, this invoice unsent
+                return None
             if not isinstance(outcome, Participant):
                 self.failed.add(same)
                 return None

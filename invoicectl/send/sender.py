@@ -64,7 +64,7 @@ from invoicectl.send.options import SendOptions
 from invoicectl.send.pacing import recent_starts
 from invoicectl.send.receivers import ReceiverChecks
 from invoicectl.send.stopping import Stopping
-from invoicectl.send.summary import InvoiceResult, Progress, SendSummary
+from invoicectl.send.summary import HeldApart, InvoiceResult, Progress, SendSummary
 from invoicectl.send.validations import Validations
 from invoicectl.send.worksource import WorkSource
 from invoicectl.ubl.encoding import document_text
@@ -119,6 +119,7 @@ class Sender:
                 options.policy,
                 refresh=options.refresh_receivers,
                 should_stop=self.should_stop,
+                on_wrong_url=self._wrong_url,
                 rng=rng,
             )
             if options.check_receivers
@@ -131,6 +132,7 @@ class Sender:
                 self.limiter,
                 options.policy,
                 should_stop=self.should_stop,
+                on_wrong_url=self._wrong_url,
                 rng=rng,
             )
             if options.validate
@@ -140,14 +142,15 @@ class Sender:
         self.stopping = stopping or Stopping(grace=options.stop_grace)
         self._started = 0.0
         self._unanswered_in_a_row = 0
-        self.held_for_receiver: list[str] = []
-        self.held_for_validation: list[str] = []
-        self.held_for_damage: list[str] = []
-        self.held_at_replay: list[str] = []
+        self.held = HeldApart()
 
     def request_stop(self, reason: str) -> None:
         """Take no new work, for ``reason`` (``send.stopping``: what becomes of those in flight)."""
         self.stopping.stop(reason)
+
+    def _wrong_url(self, why: str) -> None:
+        self.summary.endpoint_message = why
+        self.request_stop("wrong_url")
 
     def should_stop(self) -> bool:
         deadline = self.options.deadline
@@ -203,10 +206,7 @@ class Sender:
         self.summary.elapsed = self.monotonic() - self._started
         self.summary.journal_counts = self.journal.state_counts()
         self.summary.checked(self.receivers, self.validations)
-        self.summary.held_for_receiver = tuple(self.held_for_receiver)
-        self.summary.held_for_damage = tuple(self.held_for_damage)
-        self.summary.held_for_validation = tuple(self.held_for_validation)
-        self.summary.held_at_replay = tuple(self.held_at_replay)
+        self.summary.held_apart(self.held)
         judge_exit(self.summary, self.journal)
         return self.summary
 
@@ -249,18 +249,20 @@ class Sender:
             body = self._body(item)
         except StoredCopyDamaged as damage:  # this invoice only: the rest go on
             if hold_damaged(self.journal, invoice_id, damage).done:
-                self.held_for_damage.append(invoice_id)
+                self.held.damage.append(invoice_id)
             return None
         except InvalidDocument as problem:  # taken by an older invoicectl: kept, not sent
             refused = f"its stored bytes cannot be sent as they are: {problem.reason}"
-            self._hold(invoice_id, refused, "validation", self.held_for_validation)
+            self._hold(invoice_id, refused, "validation", self.held.validation)
             return None
         # An invoice its receiver cannot take spends no request.
         receivers = None if replay else self.receivers
         if receivers is not None:
             reason = await receivers.problem(record)
+            if self.should_stop():  # a lookup met a redirect, say: nothing sent
+                return None
             if reason is not None:
-                self._hold(invoice_id, reason, "receiver check", self.held_for_receiver)
+                self._hold(invoice_id, reason, "receiver check", self.held.receiver)
                 return None
         validations = None if replay else self.validations
         if validations is not None:
@@ -268,11 +270,11 @@ class Sender:
             if self.should_stop():
                 return None
             if reason is not None:
-                self._hold(invoice_id, reason, "validation", self.held_for_validation)
+                self._hold(invoice_id, reason, "validation", self.held.validation)
                 return None
         body_sha256 = hashlib.sha256(body).hexdigest()
         if replay and (mismatch := replay_problem(self.journal, item, body_sha256)):
-            self._hold(invoice_id, mismatch, "replay check", self.held_at_replay)
+            self._hold(invoice_id, mismatch, "replay check", self.held.replay)
             return None
         requests = 0
 
@@ -338,8 +340,7 @@ class Sender:
             self.summary.auth_message = outcome.message or f"HTTP {outcome.http_status}"
             self.request_stop("credentials")
         elif isinstance(outcome, WrongEndpoint):
-            self.summary.endpoint_message = outcome.message
-            self.request_stop("wrong_url")
+            self._wrong_url(outcome.message)
         if outcome is None or isinstance(outcome, AuthRefused | WrongEndpoint):
             # Stopped before a try or between tries, or the answer refused it: no final one.
             unknown = settled_unanswered(self.journal, item, outcome, tried=requests > 0)
@@ -350,8 +351,7 @@ class Sender:
         if isinstance(outcome, Transient | RateLimited):
             settle(self.journal, item, outcome)  # final answers were settled already
         if redirected(outcome):  # every request meets it: the base URL is wrong
-            self.summary.endpoint_message = outcome.reason
-            self.request_stop("wrong_url")
+            self._wrong_url(outcome.reason)
         self._watch_for_outage(outcome)
         invoice = answered or current(self.journal, invoice_id)  # a final answer's own record
         if isinstance(outcome, Accepted):

@@ -53,6 +53,16 @@ class InvoiceResult:
 
 
 @dataclass
+class HeldApart:
+    """The invoices a run held itself as it went, by why (``SendSummary.held_apart``)."""
+
+    receiver: list[str] = field(default_factory=list)  # their receiver does not take them
+    validation: list[str] = field(default_factory=list)  # invalid, or unsendable bytes
+    damage: list[str] = field(default_factory=list)  # stored copy damaged
+    replay: list[str] = field(default_factory=list)  # not the key or body a request carried
+
+
+@dataclass
 class SendSummary:
     run_id: int
     planned: int = 0
@@ -122,6 +132,10 @@ class SendSummary:
         self.waited_for_retry_after = limiter.waited_for_retry_after
         self.durable_commits = commits.commits
         self.durable_writes = commits.writes
+
+    def held_apart(self, held: HeldApart) -> None:
+        self.held_for_receiver, self.held_for_damage = tuple(held.receiver), tuple(held.damage)
+        self.held_for_validation, self.held_at_replay = tuple(held.validation), tuple(held.replay)
 
     def checked(self, receivers: Any, validations: Any) -> None:
         """What the run's receiver checks and validations came to (None: not made)."""

@@ -17,9 +17,8 @@ import random
 from collections.abc import Awaitable, Callable
 
 from invoicectl.goroute.limiter import RateLimiter
-from invoicectl.goroute.outcomes import Outcome
+from invoicectl.goroute.outcomes import Outcome, Validation
 from invoicectl.goroute.retry import RetryPolicy, call_with_retry
-from invoicectl.goroute.validation import Validation
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Invoice, Validated
 from invoicectl.send.advisory import Breaker, one_try, within
@@ -42,13 +41,14 @@ class Validations:
         policy: RetryPolicy,
         *,
         should_stop: Callable[[], bool] = lambda: False,
+        on_wrong_url: Callable[[str], None] = lambda why: None,
         rng: random.Random | None = None,
     ) -> None:
         self.journal = journal
         self.validate = validate
         self.limiter = limiter
         self.policy = one_try(policy)
-        self.breaker = Breaker("validations")
+        self.breaker = Breaker("validations", on_wrong_url)
         self.should_stop = should_stop
         self.rng = rng
         self.asked = 0  # validations asked in this run
@@ -86,7 +86,7 @@ class Validations:
         if outcome is None:  # the run is stopping: nothing was asked
             return None
         self.asked += 1
-        self.breaker.note(outcome)
+        self.breaker.note(outcome)  # a redirect stops a send's run: kept as failed for `validate`
         if not isinstance(outcome, Validation):
             self.failed.append(invoice_id)
             self.outcomes[invoice_id] = outcome
