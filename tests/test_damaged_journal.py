@@ -393,3 +393,27 @@ def test_an_index_page_out_of_step_is_found_by_doctor_and_named_by_send(
     assert sandbox.stats()["sends_received"] == 3  # nothing again
     assert sent[0] == 1 and "Traceback" not in sent[2], sent
     assert "or it is damaged (an index out of step with its rows" in sent[2], sent
+
+
+@pytest.mark.parametrize("command", [["status"], ["send", "OUTBOX"], ["reconcile"]])
+def test_a_text_that_is_not_utf8_is_named_damage_with_doctors_advice(
+    tmp_path: Path, outbox: Path, command: list[str]
+):
+    """helper-92: one flipped byte in an index page made `status`, `send` and `reconcile`
+    say "could not be written or read (Could not decode to UTF-8 ...); run again, and if it
+    recurs, check the disk", the undecodable text printed raw, where doctor named the damage."""
+    journal = tmp_path / "journal.db"
+    write_invoice(outbox, "INV-1")
+    with open_journal(journal) as opened:
+        scan_directory(opened, outbox)
+    conn = sqlite3.connect(journal)
+    with conn:  # the number's bytes, one of them no longer UTF-8
+        conn.execute("UPDATE invoices SET invoice_id = CAST(X'494E56FF31' AS TEXT)")
+    conn.close()
+
+    said = invoicectl(journal, *[str(outbox) if word == "OUTBOX" else word for word in command])
+
+    assert said.returncode == 1 and "Traceback" not in said.stderr, said.stderr
+    line = said.stderr.splitlines()[0]  # then the exit line, saying it again
+    assert "is damaged: it holds a text that is not UTF-8" in line
+    assert "`invoicectl doctor` names the damage" in line and "\ufffd" not in line

@@ -87,6 +87,8 @@ _OS_ADVICE: dict[int, str] = {
 
 # SQLite's words for a table or a column that is not there.
 _SCHEMA_LACKS = re.compile(r"^no such (table|column)|has no column named ")
+# A text the journal holds that is not UTF-8: no invoicectl writes one, a damaged page does.
+_NOT_UTF8 = "Could not decode to UTF-8"
 
 
 def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
@@ -106,8 +108,15 @@ def explain_sqlite(error: sqlite3.Error, journal: Path | None) -> str:
             f"{where} is damaged: its schema lacks what its migrations made ({error}); "
             f"{_KEPT}. `invoicectl doctor` checks it; restore the journal from a backup"
         )
+    said = str(error).encode("unicode_escape").decode("ascii")  # a damaged text, escaped
+    if said.startswith(_NOT_UTF8):
+        return (
+            f"{where} is damaged: it holds a text that is not UTF-8 ({said}), a damaged page "
+            f"or a byte changed by hand; {_KEPT}. `invoicectl doctor` names the damage (a "
+            f"damaged index it tells how to rebuild); else {RESTORE}"
+        )
     return (
-        f"{where} could not be written or read ({error}); {_KEPT}: run again, and if it "
+        f"{where} could not be written or read ({said}); {_KEPT}: run again, and if it "
         "recurs, check the disk"
     )
 
