@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from invoicectl.errors import InvoicectlError, UsageError
+from invoicectl.errors import ConfigError, InvoicectlError, UsageError
 
 _SCHEMES = ("postgresql://", "postgres://")
 _PASSWORD_PARAMETER = re.compile(r"(?i)(password=)[^&]*")
@@ -65,13 +65,22 @@ def is_database_url(text: str) -> bool:
     return text.strip().lower().startswith(_SCHEMES)
 
 
-def journal_location(text: str | Location) -> Location:
-    """``text`` as a journal's location: a PostgreSQL URL, or a path (``~`` expanded)."""
+def journal_location(text: str | Location, source: str = "option") -> Location:
+    """``text`` as a journal's location: a PostgreSQL URL, or a path (``~`` expanded), given
+    by ``source`` (a setting's source: "option", "$INVOICECTL_JOURNAL", "config file ...")."""
     if isinstance(text, (Path, JournalURL)):
         return text
     if is_database_url(text):
         return JournalURL(text.strip())
-    return expand_user(text, "the journal")
+    return expand_user(text, *setting_named("journal", source))
+
+
+def setting_named(name: str, source: str) -> tuple[str, type[InvoicectlError]]:
+    """How a path's error names the setting ``name`` given by ``source``, and the error's
+    kind: a usage error for an option, a configuration error (exit 1) for the rest."""
+    if source in ("option", "default"):
+        return f"the {name.replace('_', ' ')}", UsageError
+    return f"{name} ({source})", ConfigError
 
 
 def expand_user(

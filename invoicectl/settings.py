@@ -44,7 +44,7 @@ from invoicectl.defaults import (
     TIERS,
 )
 from invoicectl.errors import ConfigError, UsageError
-from invoicectl.locations import JournalURL, Location, expand_user, journal_location
+from invoicectl.locations import JournalURL, Location, expand_user, journal_location, setting_named
 
 if TYPE_CHECKING:
     from invoicectl.goroute.apikey import ApiKey
@@ -259,16 +259,16 @@ def resolve(
         if chosen is None and profile_name is not None:
             chosen = profile_journal(profile_name, environ)
             sources["journal"] = f"profile {profile_name} (its default)"
-        journal_path = journal_location(chosen or default_journal_path(environ))
+        journal_path = journal_location(chosen or default_journal_path(environ), source)
         keys = _KeyPlaces(api_key_file, table, in_profile, config, in_config)
         key = _api_key(keys, environ, sources) if need_key else None
 
     # A profile's send run by ``send --all-profiles`` (``ROUTED_ENV``): the parent pings once
     # for all; a metrics file or ping URL is the profile's own, never the shared one.
     shared = {} if environ.get(ROUTED_ENV) == "1" else config
-    chosen_metrics, source = pick("metrics_file", metrics_file, None, None, shared)
+    chosen_metrics, metrics_source = pick("metrics_file", metrics_file, None, None, shared)
     if chosen_metrics is not None and not isinstance(chosen_metrics, Path):
-        chosen_metrics = Path(config_values.text("metrics_file", chosen_metrics, source))
+        chosen_metrics = Path(config_values.text("metrics_file", chosen_metrics, metrics_source))
     ping_env = "INVOICECTL_PING_URL" if shared is config else None
     chosen_ping, source = pick("ping_url", ping_url, ping_env, None, shared)
     if chosen_ping is not None:
@@ -296,7 +296,7 @@ def resolve(
         ),
         metrics_file=None
         if chosen_metrics is None
-        else expand_user(chosen_metrics, "the metrics file"),
+        else expand_user(chosen_metrics, *setting_named("metrics_file", metrics_source)),
         ping_url=chosen_ping,
         profile=profile_name,
         sender=table.get("sender"),

@@ -113,7 +113,7 @@ NO_SUCH_HOME = "~no-such-user-invoicectl/x"
     ("args", "env", "named"),
     [
         (["status", "--journal", NO_SUCH_HOME], {}, "the journal"),
-        (["status"], {"INVOICECTL_JOURNAL": NO_SUCH_HOME}, "the journal"),
+        (["status"], {"INVOICECTL_JOURNAL": NO_SUCH_HOME}, "journal ($INVOICECTL_JOURNAL)"),
         (["status", "--journal", "j.db"], {"INVOICECTL_CONFIG": NO_SUCH_HOME}, "INVOICECTL_CONFIG"),
         (["scan", NO_SUCH_HOME, "--journal", "j.db"], {}, "the outbox"),
         (["send", NO_SUCH_HOME, "--journal", "j.db"], {}, "the outbox"),
@@ -157,6 +157,22 @@ def test_an_api_key_file_under_a_user_with_no_home_is_named_not_shown(tmp_path: 
     assert NO_SUCH_HOME not in done.stderr
 
 
+@pytest.mark.parametrize("setting", ["journal", "metrics_file"])
+def test_a_config_path_under_a_user_with_no_home_is_a_config_error_naming_the_file(
+    tmp_path: Path, setting: str
+):
+    """helper-93: the config file's ``journal`` or ``metrics_file`` as ``~name/...`` was a
+    usage error (exit 2) naming "the journal", not the setting and the file it is in."""
+    (tmp_path / "home").mkdir()
+    config = tmp_path / "config.toml"
+    config.write_text(f'{setting} = "{NO_SUCH_HOME}"\n', encoding="utf-8")
+    journal = [] if setting == "journal" else ["--journal", "j.db"]
+    env = {"INVOICECTL_CONFIG": str(config), "INVOICECTL_JOURNAL": ""}  # the config's journal
+    code, stderr = run(tmp_path, "status", *journal, **env)
+    assert code == 1, stderr
+    assert f"{setting} (config file {config}) '{NO_SUCH_HOME}' begins with ~" in stderr
+
+
 @pytest.mark.parametrize("command", ["send", "scan"])
 def test_a_missing_outbox_makes_no_journal(tmp_path: Path, command: str):
     """``send`` of an outbox that is not there made an empty journal before it said so."""
@@ -180,3 +196,24 @@ def test_a_dry_run_refuses_the_deadline_the_real_send_refuses(
     code, said = run(tmp_path, *asked)
     assert code == 2, said
     assert "deadline (the command line) must be a number of seconds from 0 to 2,678,400" in said
+
+
+@pytest.mark.parametrize("value", ["5", '""', '["k.pem"]'])
+def test_a_signing_key_of_another_type_is_refused_not_replaced_by_the_default(
+    tmp_path: Path, value: str
+):
+    """helper-93: ``signing_key = 5`` in the config file was ignored, and the export signed
+    with the default key beside the journal (a wrong-typed value is refused, never read as
+    something else); ``""`` said "signing key file . is not a regular file"."""
+    (tmp_path / "home").mkdir()
+    from invoicectl.journal import Journal
+
+    Journal(tmp_path / "j.db").close()
+    config = tmp_path / "config.toml"
+    config.write_text(f"signing_key = {value}\n", encoding="utf-8")
+    code, stderr = run(
+        tmp_path, "export", "arch", "--journal", "j.db", INVOICECTL_CONFIG=str(config)
+    )
+    assert code == 1, stderr
+    assert f"signing_key (config file {config}) must be a non-empty text" in stderr
+    assert not (tmp_path / "signing-key.pem").exists() and not (tmp_path / "arch").exists()

@@ -302,6 +302,10 @@ def test_a_bad_log_format_is_a_usage_error_naming_where_it_came_from(
     result = invoke("status")
     assert result.exit_code == 1
     assert "log_format ($INVOICECTL_LOG_FORMAT) must be text or json" in result.stderr
+    # helper-93: it blocked every command's help too (no other bad setting does)
+    for asked in (["status", "--help"], ["send", "-h"]):
+        helped = invoke(*asked)
+        assert helped.exit_code == 0 and "Usage" in helped.stdout, helped.stderr
 
 
 def test_the_config_file_s_log_format_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):

@@ -140,7 +140,8 @@ class _Commands(typer.core.TyperGroup):
     def _invoke(self, ctx: Any) -> Any:
         args = ctx.meta.get("args", [])
         try:
-            log_format(args)  # a bad --log-format is a usage error
+            if not {"--help", "-h"} & set(options_of(args)):  # help needs no log format
+                log_format(args)  # a bad --log-format is a usage error
             return super().invoke(ctx)
         except ClickUsageError as error:
             error.message = _unkeyed(error.message, args)

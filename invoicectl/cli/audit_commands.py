@@ -221,12 +221,16 @@ def _key_path(option: Path | None, journal: Path) -> Path:
         return expand_user(option, "--signing-key")
     import os
 
+    from invoicectl import config_values
+    from invoicectl.config_file import config_label
     from invoicectl.settings import load_config
 
     configured = load_config(os.environ).get("signing_key")
-    if isinstance(configured, str):
-        return expand_user(configured, "signing_key (config file)", ConfigError)
-    return _default_key_path(journal)
+    if configured is None:
+        return _default_key_path(journal)
+    source = f"config file {config_label(os.environ)}"
+    text = config_values.text("signing_key", configured, source)  # not another key, unsaid
+    return expand_user(text, f"signing_key ({source})", ConfigError)
 
 
 def _default_key_path(journal: Path) -> Path:
