@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from invoicectl.arguments import split_option
+from invoicectl.config_values import WHOLE_SETTINGS
+from invoicectl.defaults import TIERS
 from invoicectl.errors import ConfigError, UsageError
 from invoicectl.locations import is_database_url, redacted
 
@@ -39,7 +41,7 @@ PROFILE_KEYS = frozenset(
 _PEPPOL_ID = re.compile(r"[0-9A-Za-z][0-9A-Za-z._-]*:[^\s:][^\s]*")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]*")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-# Each key's check: the type a TOML value must have (its range is config_values' to check).
+# Each key's check: the type a TOML value must have, and a number's or a tier's range.
 _TEXT_KEYS: tuple[str, ...] = ("base_url", "api_key_file", "api_key_env", "tier", "journal")
 _TEXT_KEYS += ("sender", "metrics_file", "ping_url")
 _WHOLE_KEYS = ("rate", "concurrency")
@@ -93,9 +95,15 @@ def _problems(name: str, table: Any) -> list[str]:
     for key in _TEXT_KEYS:
         if key in table and (not isinstance(table[key], str) or not table[key].strip()):
             problems.append(f"{key} must be a non-empty text, not {table[key]!r}")
-    for key in _WHOLE_KEYS:
-        if key in table and (isinstance(table[key], bool) or not isinstance(table[key], int)):
-            problems.append(f"{key} must be a whole number, not {table[key]!r}")
+    for key in _WHOLE_KEYS:  # each in its range, all said at once (helper-93)
+        low, high, unit = WHOLE_SETTINGS[key]
+        value = table.get(key, low)
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            must = f"a whole number from {low} to {high} ({unit})"
+            problems.append(f"{key} must be {must}, not {value!r}")
+    tier = table.get("tier")
+    if isinstance(tier, str) and tier.strip() and tier not in TIERS:
+        problems.append(f"tier must be {' or '.join(map(repr, TIERS))}, not {tier!r}")
     if "api_key_file" in table and "api_key_env" in table:
         problems.append("api_key_file and api_key_env both given: say where the key is once")
     env_name = table.get("api_key_env")

@@ -180,7 +180,7 @@ def test_the_option_is_global_before_or_after_the_command(tmp_path: Path, outbox
 
 BAD_PROFILES = {
     "wrong type": ("[profiles.acme]\nrate = \"fast\"\n", "profile 'acme' (config file",
-                   "rate must be a whole number, not 'fast'"),
+                   "rate must be a whole number from 1 to 100000 (requests per minute), not 'fast'"),
     "unknown key": ("[profiles.acme]\nbase_ur = \"https://x.example\"\n", "profile 'acme'",
                     "unknown key 'base_ur'"),
     "sender shape": ("[profiles.acme]\nsender = \"0088 123\"\n", "profile 'acme'",
@@ -195,8 +195,10 @@ BAD_PROFILES = {
                       "profiles 'a', 'b'", "same journal postgresql://inv:***@db/inv:"),
     "not a table": ("[profiles]\nacme = 3\n", "profile 'acme'", "must be a table"),
     "the sandbox": ("[profiles.sandbox]\nrate = 3\n", "profile 'sandbox'", "built in"),
-    "out of range": ("[profiles.acme]\nrate = 0\n", "rate (profile acme (config file",
-                     "must be a whole number from 1 to 100000"),
+    "out of range": ("[profiles.acme]\nrate = 0\n", "profile 'acme' (config file",
+                     "rate must be a whole number from 1 to 100000"),
+    "unknown tier": ("[profiles.acme]\ntier = \"gold\"\n", "profile 'acme' (config file",
+                     "tier must be 'standard' or 'professional', not 'gold'"),
 }  # fmt: skip
 
 
@@ -214,15 +216,20 @@ def test_a_bad_profile_is_one_line_naming_the_profile_and_key(tmp_path: Path, ca
 
 
 def test_every_bad_profile_is_said_at_once(tmp_path: Path) -> None:
+    """helper-93: values out of range (a rate of 0, a tier unknown) were found one a run, by
+    the run that resolved that profile, and `profiles` listed nothing meanwhile."""
     environ = write_config(
-        tmp_path, '[profiles.a]\nrate = "x"\ncolour = 1\n[profiles.b]\nsender = "nope"\n'
+        tmp_path,
+        '[profiles.a]\nrate = "x"\ncolour = 1\n[profiles.b]\nsender = "nope"\n'
+        '[profiles.c]\nrate = 0\nconcurrency = 100000\ntier = "gold"\n',
     )
 
     result = runner.invoke(app, ["profiles", "--json"], env=environ)
 
     assert result.exit_code == 1
     error = json.loads(result.stdout)["error"]
-    assert error.count("\n") == 2 and "'colour'" in error and "'nope'" in error
+    assert error.count("\n") == 5 and "'colour'" in error and "'nope'" in error
+    assert "not 0" in error and "not 100000" in error and "not 'gold'" in error
 
 
 def test_the_listing_says_where_each_value_came_from_and_never_shows_a_key(
