@@ -19,15 +19,10 @@ import re
 from typing import Any, NamedTuple
 from urllib.parse import urlsplit, urlunsplit
 
+from invoicectl.defaults import WHOLE_SETTINGS
 from invoicectl.errors import ConfigError, InvoicectlError, UsageError
 from invoicectl.locations import is_database_url, redacted
 from invoicectl.text import CONTROL
-
-
-class Whole(NamedTuple):
-    low: int
-    high: int
-    unit: str
 
 
 class Seconds(NamedTuple):
@@ -35,14 +30,6 @@ class Seconds(NamedTuple):
     high: float
 
 
-# Far beyond any GoRoute account; they keep a typo (10^30) from reaching the limiter and pool.
-WHOLE_SETTINGS = {
-    "rate": Whole(1, 100_000, "requests per minute"),
-    "concurrency": Whole(1, 1_000, "requests in flight"),
-    "batch_size": Whole(1, 1_000_000, "invoices per progress line"),
-    "max_attempts": Whole(1, 100, "tries per request"),
-    "retention_years": Whole(1, 100, "years the stored bytes are kept"),
-}
 SECONDS_SETTINGS = {
     "max_wait": Seconds(0.0, 86_400.0),
     "deadline": Seconds(0.0, 31 * 86_400.0),

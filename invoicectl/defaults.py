@@ -42,3 +42,20 @@ OUTAGE_AFTER = 3
 
 # The emulator's own API key (``invoicectl sandbox``, ``--sandbox``): published, no secret.
 SANDBOX_API_KEY = "sk_test_invoicectl_sandbox"
+
+
+class Whole(NamedTuple):
+    low: int
+    high: int
+    unit: str
+
+
+# Each whole-number setting's range (``config_values.whole``): far beyond any GoRoute account;
+# they keep a typo (10^30) from reaching the limiter and pool.
+WHOLE_SETTINGS = {
+    "rate": Whole(1, 100_000, "requests per minute"),
+    "concurrency": Whole(1, 1_000, "requests in flight"),
+    "batch_size": Whole(1, 1_000_000, "invoices per progress line"),
+    "max_attempts": Whole(1, 100, "tries per request"),
+    "retention_years": Whole(1, 100, "years the stored bytes are kept"),
+}

@@ -24,8 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from invoicectl.arguments import split_option
-from invoicectl.config_values import WHOLE_SETTINGS
-from invoicectl.defaults import TIERS
+from invoicectl.defaults import TIERS, WHOLE_SETTINGS
 from invoicectl.errors import ConfigError, UsageError
 from invoicectl.locations import is_database_url, redacted
 

@@ -9,6 +9,7 @@ namespace of the CLI's own, root only), a lock held by another connection.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sqlite3
 import subprocess
@@ -317,3 +318,41 @@ def test_a_journal_with_a_table_of_its_own_added_is_opened(tmp_path: Path):
     conn.close()
 
     Journal(journal).close()
+
+
+def test_a_write_that_fails_mid_send_stops_new_work_and_counts_what_went_out(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-92: a journal locked by another process for 15 s mid-send: one write failed, the
+    run took new work and sent seven more invoices, then ended with "the journal could not be
+    used (database is locked) ... run again", no word of the eleven requests made."""
+    from sendkit import assert_each_delivered_once, emulator, send, settings_for
+
+    from invoicectl.errors import JournalError
+    from invoicectl.send import sender
+
+    ids = [f"LK-{n:02d}" for n in range(12)]
+    for invoice_id in ids:
+        write_invoice(outbox, invoice_id)
+    real = sender.begin_attempt
+    calls = 0
+
+    def locked_at_the_fourth(*args: object, **kwargs: object) -> object:
+        nonlocal calls
+        calls += 1
+        if calls == 4:
+            raise sqlite3.OperationalError("database is locked")
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(sender, "begin_attempt", locked_at_the_fourth)
+    goroute = emulator()
+    journal = tmp_path / "journal.db"
+    with pytest.raises(JournalError) as failed:
+        send(settings_for(journal), outbox, goroute.transport(), concurrency=3)
+
+    assert calls <= 6  # after the failed write, those in flight finish; nothing new starts
+    assert "database is locked" in str(failed.value)
+    assert re.search(r"this run made [3-5] request\(s\) before it", str(failed.value))
+    monkeypatch.setattr(sender, "begin_attempt", real)
+    send(settings_for(journal), outbox, goroute.transport())
+    assert_each_delivered_once(goroute.stats(), ids)

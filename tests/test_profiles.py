@@ -180,7 +180,8 @@ def test_the_option_is_global_before_or_after_the_command(tmp_path: Path, outbox
 
 BAD_PROFILES = {
     "wrong type": ("[profiles.acme]\nrate = \"fast\"\n", "profile 'acme' (config file",
-                   "rate must be a whole number from 1 to 100000 (requests per minute), not 'fast'"),
+                   "rate must be a whole number from 1 to 100000 (requests per minute), "
+                   "not 'fast'"),
     "unknown key": ("[profiles.acme]\nbase_ur = \"https://x.example\"\n", "profile 'acme'",
                     "unknown key 'base_ur'"),
     "sender shape": ("[profiles.acme]\nsender = \"0088 123\"\n", "profile 'acme'",

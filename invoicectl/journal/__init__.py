@@ -214,16 +214,22 @@ def _explained(location: Location) -> Iterator[None]:
         try:
             yield
         except psycopg.Error as error:  # opening says its own: this came once it was open
-            raise pg_failure(error, location) from None
+            failure = pg_failure(error, location)
+            raise type(failure)(_noted(str(failure), error)) from None
         return
     try:
         yield
     except sqlite3.DatabaseError as error:
-        raise JournalError(explain_sqlite(error, location)) from None
+        raise JournalError(_noted(explain_sqlite(error, location), error)) from None
     except OSError as error:
         if isinstance(error, BrokenPipeError) or error.filename:
             raise
-        raise JournalError(explain_os(error, location)) from None
+        raise JournalError(_noted(explain_os(error, location), error)) from None
+
+
+def _noted(line: str, error: BaseException) -> str:
+    """``line`` and what the command added to the error on its way up (a send's requests)."""
+    return "; ".join([line, *getattr(error, "__notes__", ())])
 
 
 def peek_stored(path: Path, directory: str) -> Container[str] | None:

@@ -276,7 +276,16 @@ async def _send(
                 work=work,
                 **callbacks,
             )
-            return await sender.run()
+            try:
+                return await sender.run()
+            except Exception as failed:  # a journal write that failed, say: the line counts
+                if made := sender.summary.requests:  # what went out before it (helper-92)
+                    failed.add_note(
+                        f"this run made {made} request(s) before it: `invoicectl status` shows "
+                        "what the journal holds, and the next send replays the unanswered "
+                        "under their keys"
+                    )
+                raise
 
 
 def dry_run(

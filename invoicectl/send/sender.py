@@ -189,11 +189,8 @@ class Sender:
         if self.stopping.stopped:  # a signal came before the first worker started
             for worker in self.stopping.workers:
                 worker.cancel()
-        deadline = None
-        if self.options.deadline is not None:
-            deadline = asyncio.get_running_loop().call_later(
-                self.options.deadline, self.request_stop, "deadline"
-            )
+        loop, limit = asyncio.get_running_loop(), self.options.deadline
+        deadline = None if limit is None else loop.call_later(limit, self.request_stop, "deadline")
         results = await asyncio.gather(*self.stopping.workers, return_exceptions=True)
         if deadline is not None:
             deadline.cancel()
@@ -202,11 +199,10 @@ class Sender:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 raise result
 
-        self.summary.ended(self.stopping, self.limiter, self.commits)
-        self.summary.elapsed = self.monotonic() - self._started
+        elapsed = self.monotonic() - self._started
+        self.summary.ended(self.stopping, self.limiter, self.commits, elapsed)
         self.summary.journal_counts = self.journal.state_counts()
-        self.summary.checked(self.receivers, self.validations)
-        self.summary.held_apart(self.held)
+        self.summary.checked(self.receivers, self.validations, self.held)
         judge_exit(self.summary, self.journal)
         return self.summary
 
@@ -233,6 +229,9 @@ class Sender:
                     self.summary.found_meanwhile += (invoice_id,)
                     self.summary.held += (invoice_id,)
                 continue
+            except Exception:  # a journal write failed, say: no new work; the run ends with it
+                self.request_stop("failed")
+                raise
             if result is not None:
                 self._report(result)
 

@@ -54,7 +54,7 @@ class InvoiceResult:
 
 @dataclass
 class HeldApart:
-    """The invoices a run held itself as it went, by why (``SendSummary.held_apart``)."""
+    """The invoices a run held itself as it went, by why (``SendSummary.checked``)."""
 
     receiver: list[str] = field(default_factory=list)  # their receiver does not take them
     validation: list[str] = field(default_factory=list)  # invalid, or unsendable bytes
@@ -121,8 +121,9 @@ class SendSummary:
         """The words after ``exit N:`` on the run's last line."""
         return explain(self.exit_code, self.exit_causes)
 
-    def ended(self, stopping: Any, limiter: Any, commits: Any) -> None:
+    def ended(self, stopping: Any, limiter: Any, commits: Any, elapsed: float) -> None:
         """What the run's stopping, its limiter and its grouped commits came to."""
+        self.elapsed = elapsed
         self.stopped_by = stopping.first
         self.stops = tuple(stopping.reasons)
         self.abandoned_by = stopping.abandoned_by
@@ -133,12 +134,11 @@ class SendSummary:
         self.durable_commits = commits.commits
         self.durable_writes = commits.writes
 
-    def held_apart(self, held: HeldApart) -> None:
+    def checked(self, receivers: Any, validations: Any, held: HeldApart) -> None:
+        """What the run's receiver checks and validations came to (None: not made), and the
+        invoices it held itself."""
         self.held_for_receiver, self.held_for_damage = tuple(held.receiver), tuple(held.damage)
         self.held_for_validation, self.held_at_replay = tuple(held.validation), tuple(held.replay)
-
-    def checked(self, receivers: Any, validations: Any) -> None:
-        """What the run's receiver checks and validations came to (None: not made)."""
         if receivers is not None:
             self.receiver_lookups = receivers.lookups
             self.receivers_unchecked = len(receivers.failed)
