@@ -724,6 +724,28 @@ async def test_answers_that_meet_the_api_check_while_it_runs_take_its_verdict(
 
 
 @pytest.mark.anyio
+async def test_an_answer_waiting_on_a_check_that_was_cancelled_asks_anew(
+    api: respx.MockRouter, client: GoRouteClient
+) -> None:
+    """helper-94: the check's request cancelled, those waiting on it took "no API" for its
+    verdict, and their requests were told the base URL is wrong."""
+
+    async def slow_health(request: httpx.Request) -> httpx.Response:
+        await asyncio.sleep(0.2)
+        return answer(200, {"status": "ok"})
+
+    health = api.get("/peppol/version").mock(side_effect=slow_health)
+    api.post("/api/v1/documents").mock(return_value=answer(404, NOT_FOUND_PAGE))
+    checking = asyncio.create_task(client.send_document(f"{IDEMPOTENCY_KEY}-1", BODY))
+    await asyncio.sleep(0.05)  # its 404 came; it asks the health check now
+    waiting = asyncio.create_task(client.send_document(f"{IDEMPOTENCY_KEY}-2", BODY))
+    await asyncio.sleep(0.05)
+    checking.cancel()
+    assert isinstance(await waiting, Rejected)  # it asked the health check itself
+    assert health.called
+
+
+@pytest.mark.anyio
 @pytest.mark.parametrize("status", [404, 405])
 async def test_a_page_where_no_api_answers_is_a_wrong_endpoint(
     api: respx.MockRouter, client: GoRouteClient, status: int

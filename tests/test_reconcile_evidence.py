@@ -269,3 +269,36 @@ def test_evidence_an_older_journal_keeps_in_the_row_outlives_a_verdict_that_clea
         assert release(journal, "INV-1", by="clerk", force=True).done  # its first step
         if hours_ago >= 24:  # and, the window closed, its last
             check_new_version(journal, "INV-1", datetime.now(UTC))
+
+
+def test_a_searchs_finding_released_over_is_held_again_when_found_again(tmp_path: Path):
+    """helper-94: under one verdict a search may find more the next time: a short search
+    found a failed transaction (`unknown_sent_earlier`), the operator released it with
+    --force, and the full search then found an earlier delivery. Judged "the same finding",
+    it went unheld, and `--new-version` delivered the invoice twice. Only a finding on the
+    key's own transaction stands on the operator's word."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    goroute = emulator()
+    with open_journal(tmp_path / "j.db") as journal:
+        add_invoice(journal, outbox, "INV-1")
+        sent(journal, "INV-1", "unknown", hours_ago=30)
+        first = (NOW - timedelta(hours=30)).timestamp()
+        goroute.add_transaction("INV-1", status="failed", created_at=first - 3600)
+        delivered = goroute.add_transaction(
+            "INV-1", status="delivered", created_at=first - 3 * 86400
+        )
+        for n in range(9):
+            goroute.add_transaction(f"OTHER-{n}", created_at=first - 2 * 86400 + n)
+        short = run_reconcile(
+            journal, goroute.transport(), apply=True, list_limit=5, max_list_pages=2
+        )
+        assert [case.verdict for case in short.cases] == [Verdict.unknown_sent_earlier]
+        assert release(journal, "INV-1", by="clerk", force=True).done
+
+        (again,) = run_reconcile(journal, goroute.transport(), apply=True).cases
+
+        assert again.verdict is Verdict.unknown_sent_earlier and delivered.id in again.detail
+        assert journal.invoice("INV-1").hold is not None
+        with pytest.raises(UsageError):
+            check_new_version(journal, "INV-1", datetime.now(UTC))

@@ -42,22 +42,24 @@ class ApiCheck:
         self._paths = paths
         self._known: bool | None = None
         self._asking: asyncio.Event | None = None  # set when the check under way ends
-        self._last = False  # that check's verdict, for those who waited on it
+        self._verdict: bool | None = None  # that check's, for those who waited on it
 
     async def api_answers(self) -> bool:
         if self._known is not None:
             return self._known
         if self._asking is not None:
             await self._asking.wait()
-            return self._last
-        self._asking = asyncio.Event()
+            if self._verdict is not None:
+                return self._verdict
+            return await self.api_answers()  # the check ended with no verdict (cancelled)
+        self._asking, self._verdict = asyncio.Event(), None
         try:
             self._known = await self._ask()
-            self._last = bool(self._known)
+            self._verdict = bool(self._known)  # no answer: False this time, asked again next
         finally:
             self._asking.set()
             self._asking = None
-        return self._last
+        return self._verdict
 
     async def _ask(self) -> bool | None:
         """True when a path only the API serves answers JSON, False when none does, None

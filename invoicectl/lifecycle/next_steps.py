@@ -20,9 +20,12 @@ def unheld(invoice: Invoice, now: datetime, *, word_given: bool = False) -> str:
             return f"{state}; the next send replays it under {invoice.idempotency_key}"
         return f"{state}, its key's 24-hour window closed: `invoicectl reconcile` first"
     new_version = f"`invoicectl send DIR --new-version {invoice_id}`"
-    if state is InvoiceState.key_reused:
-        when = "" if word_given else ", once `invoicectl reconcile` shows no delivery under it"
-        return f"key_reused, its key used: {new_version} sends it under the next key{when}"
+    if state is InvoiceState.key_reused:  # never "sends it": GoRoute may hold a delivery
+        when = "you know" if word_given else "`invoicectl reconcile` shows"
+        return (
+            f"key_reused, its key used: {new_version} sends it under the next key, once {when} "
+            "GoRoute holds no delivery of it"
+        )
     if state is InvoiceState.rejected:
         return f"rejected: fix the file, then {new_version}"
     if state is InvoiceState.amended:

@@ -49,6 +49,7 @@ from invoicectl.goroute.client import GoRouteClient
 from invoicectl.goroute.limiter import RateLimiter
 from invoicectl.goroute.retry import RetryPolicy
 from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import Invoice
 from invoicectl.lifecycle.decisions import adopt, doubt, record_delivery
 from invoicectl.lifecycle.evidence import operators_word_stands, standing_evidence
 from invoicectl.lifecycle.holds import hold, record_verdict
@@ -302,7 +303,11 @@ def _record(
     keys = case.api.transaction_id if failed and case.api is not None else None
     clears = not case.short_search
     before = journal.invoice(case.invoice_id)
-    word_stands = before is not None and operators_word_stands(journal, before, str(case.verdict))
+    word_stands = (
+        before is not None
+        and _the_keys_own_finding(case, before)
+        and operators_word_stands(journal, before, str(case.verdict))
+    )
     record_verdict(journal, case.invoice_id, str(case.verdict), checked_at, run_id, keys, clears)
     now = journal.invoice(case.invoice_id) if case.short_search else None
     if now is not None and standing_evidence(journal, now) is not None:  # its step is refused
@@ -323,6 +328,21 @@ def _record(
             held.append(case.invoice_id)
             case = replace(case, action=f"held ({reason}); {case.action}")
     return case
+
+
+def _the_keys_own_finding(case: Case, invoice: Invoice) -> bool:
+    """A finding on the one transaction the key's 422 named, read by its own GET: the next
+    run reads the same transaction again, so the same verdict is the same finding. Never a
+    search's, whose finds may change under one verdict (helper-94: an earlier delivery found
+    later went unheld, and `--new-version` delivered twice), nor another version's, which
+    is a delivery of the invoice whatever was said of it."""
+    txn = case.api.transaction_id if case.api is not None else None
+    return (
+        case.journal.state == "key_reused"
+        and case.verdict in (Verdict.content_unconfirmed, Verdict.not_found)
+        and txn is not None
+        and txn == invoice.existing_transaction_id
+    )
 
 
 def _released_over(journal: JournalBackend, case: Case) -> Case:
