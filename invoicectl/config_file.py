@@ -32,7 +32,8 @@ def config_text(path: Path) -> str:
         raise ConfigError(
             f"the config file {path} is over {_MAX_CONFIG_BYTES // 1024} KB: not a config file?"
         )
-    return data.decode("utf-8")
+    # A byte-order mark (Windows Notepad writes one) is no TOML statement: read past it.
+    return data.decode("utf-8").removeprefix("\ufeff")
 
 
 def config_path(environ: Mapping[str, str]) -> Path | None:

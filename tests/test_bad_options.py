@@ -217,3 +217,13 @@ def test_a_signing_key_of_another_type_is_refused_not_replaced_by_the_default(
     assert code == 1, stderr
     assert f"signing_key (config file {config}) must be a non-empty text" in stderr
     assert not (tmp_path / "signing-key.pem").exists() and not (tmp_path / "arch").exists()
+
+
+def test_a_path_holding_a_direction_mark_is_said_with_it_escaped(tmp_path: Path):
+    """helper-93: `--journal` holding U+202E printed raw in "no journal at ...": a terminal
+    shows the rest of the line reversed, and the path is not the one a person reads."""
+    (tmp_path / "home").mkdir()
+    code, stderr = run(tmp_path, "status", "--journal", str(tmp_path / "a\u202eb.db"))
+    assert code == 1, stderr
+    assert "\u202e" not in stderr and "a\\u202eb.db" in stderr
+    assert stderr.count("a\\u202eb.db") == 2  # the error, and the exit line

@@ -183,3 +183,13 @@ def test_a_database_url_refused_for_a_control_character_is_quoted_without_its_pa
     message = str(refused.value)
     assert "PgS3cretPW" not in message
     assert "postgresql://inv:***@db.internal/invoices' (holding U+000D)" in message
+
+
+def test_a_config_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """helper-93: a file Windows Notepad saved (UTF-8 with a byte-order mark) was refused as
+    "Invalid statement (at line 1, column 1)", which tells a person nothing to act on."""
+    environ = with_config(tmp_path, "rate = 7\n")
+    config = Path(environ["INVOICECTL_CONFIG"])
+    config.write_bytes(b"\xef\xbb\xbf" + config.read_bytes())
+    environ["INVOICECTL_JOURNAL"] = str(tmp_path / "j.db")
+    assert resolve(environ=environ).rate_per_minute == 7

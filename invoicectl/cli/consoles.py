@@ -162,8 +162,12 @@ def stderr_bar_console() -> Console | None:
 
 
 def say_error(message: str) -> None:
-    """``invoicectl: error: <message>`` on stderr."""
-    say(f"invoicectl: error: {message}")
+    """``invoicectl: error: <message>`` on stderr, each of its lines with what prints nothing
+    escaped (a path holding a direction mark would show reordered: helper-93)."""
+    from invoicectl.text import one_line
+
+    lines = "\n".join(one_line(line) for line in message.split("\n"))
+    say(f"invoicectl: error: {lines}")
 
 
 def ask(question: str) -> bool:

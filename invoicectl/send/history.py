@@ -222,8 +222,8 @@ def _check(
     except TimeoutError:
         raise unchecked(
             why,
-            f"GoRoute's transactions list did not answer in {limit + grace:g} s (the check's "
-            f"{limit:g} s, then {grace:g} s for the request in flight)",
+            f"GoRoute's transactions list did not answer in {round(limit + grace, 1):g} s (the "
+            f"check's {round(limit, 1):g} s, then {round(grace, 1):g} s for the request in flight)",
         ) from None
     if isinstance(search.failure, AuthRefused):
         refused = search.failure
