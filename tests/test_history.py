@@ -206,6 +206,42 @@ def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(tmp_p
     assert f"its marker {journal_path}.marker says it sent in run" in warnings[0]
 
 
+def test_an_invoice_the_restored_journal_never_knew_is_checked_when_first_met(tmp_path: Path):
+    """helper-94: the loss was found by the first send after the restore, of outbox B, whose
+    check covered what the restored journal held; XOA-NEW, scanned from A after the backup
+    and sent by a run of B, was unknown to it, and a send of A a day later delivered it a
+    second time. For a while after a loss, an invoice issued by then is checked when first
+    met."""
+    journal_path = tmp_path / "journal.db"
+    first, second = tmp_path / "a", tmp_path / "b"
+    first.mkdir()
+    second.mkdir()
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    outbox_of(first, "XOA", 2)
+    send(settings, first, sandbox.transport(), warn=lambda line: None)
+    copy = snapshot(journal_path, "backup")
+    write_invoice(first, "XOA-NEW")
+    with open_journal(journal_path) as journal:
+        scan_directory(journal, first)  # `invoicectl scan a`, or a dry run
+    outbox_of(second, "XOB", 1)
+    send(settings, second, sandbox.transport(), warn=lambda line: None)  # XOA-NEW goes too
+
+    restore(journal_path, copy)
+    warnings: list[str] = []
+    for hours, outbox in ((1, second), (13, second), (25, first)):
+        sandbox.advance_clock(3600 * (hours - sandbox_hours(hours)))
+        later = datetime.now(UTC) + timedelta(hours=hours)
+        write_invoice(outbox, f"XON-{hours}", issue_date=later.date().isoformat())
+        send(settings, outbox, sandbox.transport(), warn=warnings.append, clocks=at(later))
+
+    ids = ["XOA-000", "XOA-001", "XOA-NEW", "XOB-000", "XON-1", "XON-13", "XON-25"]
+    assert_each_delivered_once(sandbox.stats(), ids)
+    assert_held_as_found(journal_path, ["XOA-NEW"], sandbox)
+    late = [line for line in warnings if "were first met since" in line]
+    assert any("XOA-NEW" in line and "a lost run may have sent them" in line for line in late)
+
+
 def sandbox_hours(hours: int) -> int:
     """The emulator's clock before the send at ``hours``: that of the send before it."""
     return {1: 0, 13: 1, 25: 13}[hours]

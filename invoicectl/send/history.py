@@ -64,9 +64,11 @@ from invoicectl.send.history_loss import (
     RunClocks,
     covered,
     horizon_of,
+    issued_before_a_loss,
     never_sent,
     new_versions,
     not_its_own,
+    note_loss,
     seen_elsewhere,
     sendable_now,
     sent_only,
@@ -146,9 +148,12 @@ def check_history(
             left = max(0.0, options.deadline - (clocks.monotonic() - started))
             options = replace(options, deadline=left)
             started = clocks.monotonic()
+    late, to_check = (None, []) if lost or fresh else issued_before_a_loss(journal)
+    lost = lost or late  # after a loss: those the journal did not hold then, first met now
     if lost or fresh:  # no other host first-sends from here to the check's end
         take_turn()
-    to_check = never_sent(journal) + again if lost or fresh else []  # read when it matters
+    if (lost and not late) or fresh:  # read when it matters
+        to_check = never_sent(journal) + again
     if (lost or fresh) and to_check:
         why = lost or f"the journal {journal.path} has never sent to {base_url}"
         if options.trust_new_journal:
@@ -164,6 +169,8 @@ def check_history(
             )
             warn(f"{LOUD} {why}: {finding_text(finding)}")
             options = replace(options, new_versions=finding.unheld(options.new_versions))
+            if lost and not late:  # what was issued by now is checked when first met
+                note_loss(journal, base_url, run_id)
     elif lost:  # the marker stays: an invoice released later must still meet the check
         warn(f"{LOUD} {lost}; nothing to send now")
     _hold_seen_elsewhere(journal, warn)
@@ -314,9 +321,7 @@ def _newest_pages(
     import asyncio
 
     def probe(invoices: list[Invoice], since: datetime) -> NewestPages | None:
-        seconds = (
-            CHECK_SECONDS if options.deadline is None else min(CHECK_SECONDS, options.deadline)
-        )
+        seconds = min(limit for limit in (CHECK_SECONDS, options.deadline) if limit is not None)
         half_spent = clocks.monotonic() + seconds / 2
         read = NewestRead(journal)
         search = _search(

@@ -292,6 +292,46 @@ def never_sent(journal: JournalBackend) -> list[Invoice]:
     )
 
 
+# A loss of history found: what its lost runs may have sent, the journal knows only by what it
+# held then. An invoice first met later (another outbox's file, scanned after the restore:
+# helper-94) may be one of them; one issued after the loss was found cannot be. So for
+# ``LOST_FOR`` after it, each send checks the pending invoices issued by then that no check
+# has seen (``issued_before_a_loss``) before their first request.
+LOST_WHY = "history lost: what was issued by then is checked before its first send"
+LOST_FOR = timedelta(days=90)
+
+
+def note_loss(journal: JournalBackend, base_url: str, run_id: int) -> None:
+    """A loss found and checked: invoices issued by tomorrow (time zones) are checked when
+    first met, as those the check just judged were."""
+    issued_until = (journal.clock() + timedelta(days=1)).date().isoformat()
+    journal.record_history_check(base_url, run_id, LOST_WHY, {"issued_until": issued_until})
+
+
+def issued_before_a_loss(journal: JournalBackend) -> tuple[str | None, list[Invoice]]:
+    """Why a send checks again, a loss of history found in the last ``LOST_FOR``, and what:
+    the pending invoices never sent nor held (a check judges each it reads: sent, or held),
+    issued by the day after it (or undated); (None, []) when there is none, nearly always."""
+    since = (journal.clock() - LOST_FOR).isoformat()
+    noted = journal.history_check_outcomes(LOST_WHY, since)
+    until = max((str(outcome.get("issued_until", "")) for outcome in noted), default="")
+    late = [
+        invoice
+        for invoice in (never_sent(journal) if until else [])
+        if invoice.state is InvoiceState.pending
+        and invoice.hold is None
+        and (invoice.issue_date is None or invoice.issue_date[:10] <= until)
+    ]
+    if not late:
+        return None, []
+    named = first_few([invoice.invoice_id for invoice in late], 5)
+    return (
+        f"the journal {journal.path} lost history (found by {until}), and {len(late)} "
+        f"invoice(s) issued by then were first met since ({named}): a lost run may have sent "
+        "them"
+    ), late
+
+
 def new_versions(journal: JournalBackend, invoice_ids: tuple[str, ...]) -> list[Invoice]:
     """The invoices ``send --new-version`` is to send under their next key: a journal that
     lost the send of a later key than it knows would send that one's number again."""
