@@ -11,15 +11,13 @@ from pathlib import Path
 
 import httpx
 import pytest
-from backends import restore, snapshot
 from sendkit import assert_each_delivered_once, at, emulator, send, settings_for
 from test_history import day_later, journal_path, outbox_of
-from test_rolled_back import _others_send, a_journal_that_sent, quiet
+from test_rolled_back import VmSnapshot, _others_send, a_journal_that_sent, quiet
 
 from invoicectl.locations import Location
 from invoicectl.sandbox import Sandbox
 from invoicectl.send.history_texts import HistoryUnchecked
-from invoicectl.send.marker import MARKER_NAME
 
 __all__ = ["journal_path"]  # the fixture, shared with test_history
 
@@ -62,15 +60,13 @@ def test_a_404_on_page_two_keeps_what_page_one_showed(outbox: Path, journal_path
     means "no transactions list here". Here it is a list that stopped answering: the first
     page's finding stands, the full check fails on the same page, and nothing is sent."""
     sandbox, settings, first = a_journal_that_sent(outbox, journal_path, "V", 2)
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     _others_send(sandbox, 150)
     sandbox.advance_clock(60)
     second = outbox_of(outbox, "W", 3)
     send(settings, outbox, sandbox.transport(), warn=quiet)  # the sends the restore loses
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     sandbox.advance_clock(25 * 3600)
     with pytest.raises(HistoryUnchecked) as stopped:
         send(settings, outbox, NoSuchPageAfterFirst(sandbox.transport()), warn=quiet,
@@ -90,15 +86,13 @@ def _restored_outbox_comes_back(
     settings = settings_for(journal_path)
     first = outbox_of(outbox, "V", 3)
     send(settings, outbox, sandbox.transport(), warn=quiet, clocks=clock(0))
-    journal_copy = snapshot(journal_path, "vm")
-    marker = (outbox / MARKER_NAME).read_bytes()
+    vm = VmSnapshot(journal_path, outbox)
     sandbox.advance_clock(5)
     second = outbox_of(outbox, "W", 4)
     send(settings, outbox, sandbox.transport(), warn=quiet, clocks=clock(0))
     saved = {path.name: path.read_bytes() for path in outbox.glob("W-*.xml")}
 
-    restore(journal_path, journal_copy)
-    (outbox / MARKER_NAME).write_bytes(marker)
+    vm.restore()
     for name in saved:
         (outbox / name).unlink()
     sandbox.advance_clock(25 * 3600)
