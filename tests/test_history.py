@@ -28,7 +28,7 @@ from invoicectl.locations import Location
 from invoicectl.reconcile.runner import reconcile
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history import HELD_BY, HistoryUnchecked
-from invoicectl.send.history_loss import still_as_read
+from invoicectl.send.history_loss import note_loss, still_as_read
 from invoicectl.send.marker import MARKER_NAME
 
 
@@ -206,12 +206,23 @@ def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(tmp_p
     assert f"its marker {journal_path}.marker says it sent in run" in warnings[0]
 
 
-def test_an_invoice_the_restored_journal_never_knew_is_checked_when_first_met(tmp_path: Path):
+@pytest.mark.parametrize(
+    "issued", [None, 10, 3, "basic"], ids=["dated", "pre-dated 10 days", "pre-dated 3", "basic"]
+)
+def test_an_invoice_the_restored_journal_never_knew_is_checked_when_first_met(
+    tmp_path: Path, issued: int | str | None
+):
     """helper-94: the loss was found by the first send after the restore, of outbox B, whose
     check covered what the restored journal held; XOA-NEW, scanned from A after the backup
     and sent by a run of B, was unknown to it, and a send of A a day later delivered it a
-    second time. For a while after a loss, an invoice issued by then is checked when first
-    met."""
+    second time. For a while after a loss, an invoice issued by then (or pre-dated, or dated
+    in a form not read: helper-95) is checked when first met."""
+    today = datetime.now(UTC).date()
+    date: dict[str, str] = {}
+    if issued == "basic":
+        date = {"issue_date": today.strftime("%Y%m%d")}
+    elif isinstance(issued, int):
+        date = {"issue_date": (today + timedelta(days=issued)).isoformat()}
     journal_path = tmp_path / "journal.db"
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
@@ -221,7 +232,7 @@ def test_an_invoice_the_restored_journal_never_knew_is_checked_when_first_met(tm
     outbox_of(first, "XOA", 2)
     send(settings, first, sandbox.transport(), warn=lambda line: None)
     copy = snapshot(journal_path, "backup")
-    write_invoice(first, "XOA-NEW")
+    write_invoice(first, "XOA-NEW", **date)
     with open_journal(journal_path) as journal:
         scan_directory(journal, first)  # `invoicectl scan a`, or a dry run
     outbox_of(second, "XOB", 1)
@@ -240,6 +251,36 @@ def test_an_invoice_the_restored_journal_never_knew_is_checked_when_first_met(tm
     assert_held_as_found(journal_path, ["XOA-NEW"], sandbox)
     late = [line for line in warnings if "were first met since" in line]
     assert any("XOA-NEW" in line and "a lost run may have sent them" in line for line in late)
+    assert f"lost history (found on {today.isoformat()})" in late[0]
+
+
+def test_an_invoice_released_with_force_after_the_late_check_is_not_checked_again(
+    tmp_path: Path,
+):
+    """helper-95: the operator's `release --force` of an invoice the late check held was
+    overruled by every later send for 90 days: a list search, held again, "first met since"."""
+    outbox = tmp_path / "outbox"
+    outbox.mkdir()
+    journal_path = tmp_path / "journal.db"
+    sandbox = emulator()
+    settings = settings_for(journal_path)
+    outbox_of(outbox, "R", 1)
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    with open_journal(journal_path) as journal:  # a loss found and checked today
+        note_loss(journal, settings.base_url, 1)
+    write_invoice(outbox, "R-LATE")  # issued before: first met after the loss
+    sandbox.add_transaction("R-LATE", status="delivered")
+    send(settings, outbox, sandbox.transport(), warn=lambda line: None)
+    assert_held_as_found(journal_path, ["R-LATE"], sandbox)
+    with open_journal(journal_path) as journal:
+        assert release(journal, "R-LATE", by="clerk", force=True).done
+    counting = Counting(sandbox.transport())
+    warnings: list[str] = []
+
+    send(settings, outbox, counting, warn=warnings.append)
+
+    assert counting.lists() == 0 and not [line for line in warnings if "first met" in line]
+    assert states(journal_path)["R-LATE"] == "accepted"  # the operator's word: sent
 
 
 def sandbox_hours(hours: int) -> int:

@@ -30,6 +30,7 @@ from invoicectl.goroute.transactions import Transaction, TransactionPage
 from invoicectl.journal.failures import RESTORE
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import Hold, Invoice, InvoiceState
+from invoicectl.lifecycle.evidence import last_word
 from invoicectl.lifecycle.window import KEY_WINDOW, REPLAY_MARGIN, moment
 from invoicectl.text import first_few, one_line
 
@@ -292,11 +293,9 @@ def never_sent(journal: JournalBackend) -> list[Invoice]:
     )
 
 
-# A loss of history found: what its lost runs may have sent, the journal knows only by what it
-# held then. An invoice first met later (another outbox's file, scanned after the restore:
-# helper-94) may be one of them; one issued after the loss was found cannot be. So for
-# ``LOST_FOR`` after it, each send checks the pending invoices issued by then that no check
-# has seen (``issued_before_a_loss``) before their first request.
+# After a loss of history, an invoice first met later (another outbox's file scanned after
+# the restore: helper-94) may be one a lost run sent; one issued after the loss was found
+# cannot be. For ``LOST_FOR``, each send checks the others first (``issued_before_a_loss``).
 LOST_WHY = "history lost: what was issued by then is checked before its first send"
 LOST_FOR = timedelta(days=90)
 
@@ -304,31 +303,44 @@ LOST_FOR = timedelta(days=90)
 def note_loss(journal: JournalBackend, base_url: str, run_id: int) -> None:
     """A loss found and checked: invoices issued by tomorrow (time zones) are checked when
     first met, as those the check just judged were."""
-    issued_until = (journal.clock() + timedelta(days=1)).date().isoformat()
-    journal.record_history_check(base_url, run_id, LOST_WHY, {"issued_until": issued_until})
+    today = journal.clock().date()
+    journal.record_history_check(
+        base_url,
+        run_id,
+        LOST_WHY,
+        {"found_on": today.isoformat(), "issued_until": (today + timedelta(days=1)).isoformat()},
+    )
 
 
 def issued_before_a_loss(journal: JournalBackend) -> tuple[str | None, list[Invoice]]:
     """Why a send checks again, a loss of history found in the last ``LOST_FOR``, and what:
-    the pending invoices never sent nor held (a check judges each it reads: sent, or held),
-    issued by the day after it (or undated); (None, []) when there is none, nearly always."""
-    since = (journal.clock() - LOST_FOR).isoformat()
-    noted = journal.history_check_outcomes(LOST_WHY, since)
-    until = max((str(outcome.get("issued_until", "")) for outcome in noted), default="")
+    the pending invoices never sent, unheld and never judged (no evidence event: found,
+    cleared or dismissed by an operator's ``release --force``), issued by the day after it,
+    or undated, unreadable or pre-dated (``issued_on``: those bound nothing); (None, []) when
+    there is none, nearly always."""
+    now = journal.clock()
+    noted = journal.history_check_outcomes(LOST_WHY, (now - LOST_FOR).isoformat())
+    latest = max(noted, key=lambda outcome: str(outcome.get("issued_until", "")), default={})
+    try:
+        until = datetime.fromisoformat(str(latest["issued_until"])).replace(tzinfo=UTC)
+    except (KeyError, ValueError):
+        return None, []
     late = [
         invoice
-        for invoice in (never_sent(journal) if until else [])
+        for invoice in never_sent(journal)
         if invoice.state is InvoiceState.pending
         and invoice.hold is None
-        and (invoice.issue_date is None or invoice.issue_date[:10] <= until)
+        and ((issued := issued_on(invoice, now)) is None or issued <= until)
+        and last_word(journal, invoice.invoice_id) is None
     ]
     if not late:
         return None, []
     named = first_few([invoice.invoice_id for invoice in late], 5)
+    found = latest.get("found_on", "recently")
     return (
-        f"the journal {journal.path} lost history (found by {until}), and {len(late)} "
-        f"invoice(s) issued by then were first met since ({named}): a lost run may have sent "
-        "them"
+        f"the journal {journal.path} lost history (found on {found}), and {len(late)} "
+        f"invoice(s) issued by then, or undated, were first met since ({named}): a lost run "
+        "may have sent them"
     ), late
 
 
