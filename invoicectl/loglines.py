@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Any
 
-from invoicectl.text import one_line
+from invoicectl.text import line_by_line
 
 STAMP_FORMAT = "%Y-%m-%dT%H:%M:%SZ"
 STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}Z( |$)")
@@ -187,5 +187,5 @@ def exit_line(code: int, meaning: Callable[[int], str]) -> tuple[str, dict[str, 
     else:
         cause, fields = meaning(code), {}
     level = "info" if code == 0 else ("warning" if code in (66, 75) else "error")
-    shown = "\n".join(one_line(line) for line in cause.split("\n"))  # invisibles escaped
-    return f"exit {code}: {shown}", {"level": level, "exit_code": code, "cause": cause, **fields}
+    line = f"exit {code}: {line_by_line(cause)}"  # what prints nothing, escaped
+    return line, {"level": level, "exit_code": code, "cause": cause, **fields}

@@ -25,6 +25,12 @@ def one_line(text: str, limit: int | None = None) -> str:
     return text
 
 
+def line_by_line(text: str) -> str:
+    """``one_line`` for each of ``text``'s lines: a message of several keeps its line breaks,
+    and each line's invisible characters are escapes."""
+    return "\n".join(one_line(line) for line in text.split("\n"))
+
+
 def first_few(items: Sequence[str], most: int) -> str:
     """The first ``most`` of ``items``, comma-separated, with ", ..." when there are more;
     each on one line, its invisible characters escaped (an invoice ID may hold a mark that

@@ -18,8 +18,8 @@ from invoicectl.cli.options import (
     SandboxOption,
     journal_path,
 )
-from invoicectl.errors import ConfigError, UsageError
-from invoicectl.locations import expand_user, sqlite_file
+from invoicectl.errors import UsageError
+from invoicectl.locations import expand_user, setting_named, sqlite_file
 from invoicectl.loglines import explain_exit
 
 
@@ -230,7 +230,7 @@ def _key_path(option: Path | None, journal: Path) -> Path:
         return _default_key_path(journal)
     source = f"config file {config_label(os.environ)}"
     text = config_values.text("signing_key", configured, source)  # not another key, unsaid
-    return expand_user(text, f"signing_key ({source})", ConfigError)
+    return expand_user(text, *setting_named("signing_key", source))
 
 
 def _default_key_path(journal: Path) -> Path:

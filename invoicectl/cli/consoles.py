@@ -164,10 +164,9 @@ def stderr_bar_console() -> Console | None:
 def say_error(message: str) -> None:
     """``invoicectl: error: <message>`` on stderr, each of its lines with what prints nothing
     escaped (a path holding a direction mark would show reordered: helper-93)."""
-    from invoicectl.text import one_line
+    from invoicectl.text import line_by_line
 
-    lines = "\n".join(one_line(line) for line in message.split("\n"))
-    say(f"invoicectl: error: {lines}")
+    say(f"invoicectl: error: {line_by_line(message)}")
 
 
 def ask(question: str) -> bool:

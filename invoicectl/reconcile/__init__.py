@@ -302,7 +302,8 @@ def _record(
     failed = case.verdict is Verdict.sent_then_failed
     keys = case.api.transaction_id if failed and case.api is not None else None
     clears = not case.short_search
-    before = journal.invoice(case.invoice_id)
+    guidance = GUIDANCE[case.verdict]
+    before = journal.invoice(case.invoice_id) if apply and guidance.held else None  # as read
     word_stands = (
         before is not None
         and _the_keys_own_finding(case, before)
@@ -313,7 +314,6 @@ def _record(
     if now is not None and standing_evidence(journal, now) is not None:  # its step is refused
         then = _REPLAY_FIRST if case.window_open else ""
         case = replace(case, action=_EVIDENCE_STANDS.format(invoice_id=case.invoice_id, then=then))
-    guidance = GUIDANCE[case.verdict]
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.different_document:
         return _doubted(journal, case, run_id)
     if apply and case.journal.state == "accepted" and case.verdict is Verdict.other_version:
