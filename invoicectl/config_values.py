@@ -56,6 +56,15 @@ def refusal(name: str, source: str, must: str, value: Any) -> InvoicectlError:
     return error_type(f"{name} ({where}) must be {must}, not {shown}")
 
 
+def specificity(source: str) -> int:
+    """How specific a setting's source is (``settings.resolve``'s labels): the command line
+    over the environment over a profile over the config file's top level over the default."""
+    order = ("option", "$", "profile", "config file")
+    return next(
+        (len(order) - rank for rank, kind in enumerate(order) if source.startswith(kind)), 0
+    )
+
+
 def whole(name: str, value: Any, source: str) -> int:
     """An integer setting in its range; text from the environment is read as decimal."""
     low, high, unit = WHOLE_SETTINGS[name]

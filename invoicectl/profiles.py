@@ -177,6 +177,33 @@ def supplier_of_send(option: str | None, sender: str | None, profile: str | None
     return option or sender
 
 
+def settle(
+    option: str | None,
+    sandbox: bool,
+    config: Mapping[str, Any],
+    in_config: str,
+    environ: Mapping[str, str],
+    sources: dict[str, str],
+) -> tuple[str | None, Mapping[str, Any], bool]:
+    """The profile chosen (its name, its table, whether it is the sandbox), checked."""
+    known = read_profiles(config, in_config)
+    name, source = chosen(option or given_option(), environ)
+    if sandbox and name not in (None, SANDBOX) and source == "option":
+        raise UsageError(f"--sandbox and --profile {name} name two accounts; give one of them")
+    if sandbox:  # --sandbox is the sandbox profile, whatever $INVOICECTL_PROFILE says
+        name, source = SANDBOX, "--sandbox"
+    sources["profile"] = source
+    if name is None:
+        return None, {}, False
+    if name == SANDBOX:
+        return name, {}, True
+    if name not in known:
+        raise unknown(name, source, list(known))
+    if known[name].sender is not None:
+        sources["sender"] = f"profile {name}"
+    return name, known[name].values, False
+
+
 # ---- the command line's --profile, read once at the group (as --log-format is) -------------
 
 _given: dict[str, str | None] = {"option": None}

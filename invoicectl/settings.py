@@ -43,7 +43,7 @@ from invoicectl.defaults import (
     DEFAULT_TIER,
     TIERS,
 )
-from invoicectl.errors import ConfigError, UsageError
+from invoicectl.errors import ConfigError
 from invoicectl.locations import JournalURL, Location, expand_user, journal_location, setting_named
 
 if TYPE_CHECKING:
@@ -206,7 +206,9 @@ def resolve(
     config = load_config(environ)
     in_config = f"config file {config_label(environ)}"
     sources: dict[str, str] = {}
-    profile_name, table, sandbox = _profile(profile, sandbox, config, in_config, environ, sources)
+    profile_name, table, sandbox = profiles.settle(
+        profile, sandbox, config, in_config, environ, sources
+    )
     in_profile = f"profile {profile_name} ({in_config})"
 
     def pick(
@@ -277,13 +279,23 @@ def resolve(
     if tier_name is not None and (not isinstance(tier_name, str) or tier_name not in TIERS):
         raise config_values.refusal("tier", source, " or ".join(map(repr, TIERS)), tier_name)
     tier_rate, tier_concurrency = TIERS[tier_name or DEFAULT_TIER]
+
+    def of_tier(name: str, option: Any, tier_value: int) -> int:
+        """The rate or concurrency, the tier's where the tier was named more specifically
+        (``--tier`` over the config file's ``rate``, a profile's tier over the top level's)."""
+        value = whole(name, option, tier_value)  # checked even where the tier's wins
+        if config_values.specificity(source) <= config_values.specificity(sources[name]):
+            return value
+        sources[name] = sources["tier"]
+        return tier_value
+
     settings = Settings(
         journal=journal_path,
         base_url=base_url,
         api_key=key,
         sandbox=sandbox,
-        rate_per_minute=whole("rate", rate, tier_rate),
-        concurrency=whole("concurrency", concurrency, tier_concurrency),
+        rate_per_minute=of_tier("rate", rate, tier_rate),
+        concurrency=of_tier("concurrency", concurrency, tier_concurrency),
         batch_size=whole("batch_size", batch_size, DEFAULT_BATCH_SIZE),
         max_attempts=whole("max_attempts", max_attempts, DEFAULT_MAX_ATTEMPTS),
         max_wait=config_values.seconds(
@@ -310,33 +322,6 @@ def profile_journal(name: str, environ: Mapping[str, str]) -> Path:
     """A profile's journal when it names none: ``journal-NAME.db`` beside the default one."""
     state_home = environ.get("XDG_STATE_HOME") or str(home_directory() / ".local" / "state")
     return Path(state_home) / "invoicectl" / f"journal-{name}.db"
-
-
-def _profile(
-    option: str | None,
-    sandbox: bool,
-    config: Mapping[str, Any],
-    in_config: str,
-    environ: Mapping[str, str],
-    sources: dict[str, str],
-) -> tuple[str | None, Mapping[str, Any], bool]:
-    """The profile chosen (its name, its table, whether it is the sandbox), checked."""
-    known = profiles.read_profiles(config, in_config)
-    name, source = profiles.chosen(option or profiles.given_option(), environ)
-    if sandbox and name not in (None, profiles.SANDBOX) and source == "option":
-        raise UsageError(f"--sandbox and --profile {name} name two accounts; give one of them")
-    if sandbox:  # --sandbox is the sandbox profile, whatever $INVOICECTL_PROFILE says
-        name, source = profiles.SANDBOX, "--sandbox"
-    sources["profile"] = source
-    if name is None:
-        return None, {}, False
-    if name == profiles.SANDBOX:
-        return name, {}, True
-    if name not in known:
-        raise profiles.unknown(name, source, list(known))
-    if known[name].sender is not None:
-        sources["sender"] = f"profile {name}"
-    return name, known[name].values, False
 
 
 @dataclass(frozen=True)

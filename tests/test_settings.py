@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,6 +42,26 @@ def test_a_tier_sets_rate_and_concurrency_unless_they_are_given(tmp_path: Path):
 
     assert (professional.rate_per_minute, professional.concurrency) == (500, 50)
     assert (overridden.rate_per_minute, overridden.concurrency) == (7, 50)
+
+
+def test_a_tier_named_more_specifically_beats_a_rate_of_the_config_file(tmp_path: Path):
+    """helper-93: ``--tier professional`` ran at the config file's ``rate = 100``."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'rate = 100\nconcurrency = 4\n[profiles.big]\nbase_url = "https://x.test"\n'
+        'tier = "professional"\n'
+    )
+    environ = {"INVOICECTL_CONFIG": str(config)}
+
+    def limits(**given: Any) -> tuple[int, int, str]:
+        chosen = resolve(journal=tmp_path / "j.db", environ=environ, **given, **NO_KEY)
+        return chosen.rate_per_minute, chosen.concurrency, chosen.sources["rate"]
+
+    assert limits() == (100, 4, "config file")
+    assert limits(tier="professional") == (500, 50, "option")
+    assert limits(tier="professional", rate=7) == (7, 50, "option")
+    assert limits(profile="big") == (500, 50, "profile big")
+    assert limits(profile="big", tier="standard") == (100, 10, "option")
 
 
 def test_an_unknown_tier_in_the_config_file_names_the_tiers(tmp_path: Path):
