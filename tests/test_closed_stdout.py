@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from processkit import cli_process, journal_states
+from processkit import cli_process, journal_states, run_cli
 from sendkit import assert_each_delivered_once, emulator
 from ublfactory import write_invoice
 
@@ -153,4 +153,44 @@ def test_a_full_log_disk_stops_only_the_output(
 
     assert process.returncode == 0
     assert set(journal_states(journal).values()) == {"accepted"}
+    assert_each_delivered_once(sandbox.stats(), ids)
+
+
+@pytest.mark.parametrize("args", [("status", "--json"), ("status", "--format", "csv")])
+def test_a_document_cut_short_by_a_full_disk_is_an_error(
+    outbox: Path, tmp_path: Path, args: tuple[str, ...]
+):
+    """``status --json > /dev/full`` exited 0 with nothing written: a script took the empty
+    document for the journal's state. Its reader leaving (``| head``) is still no error."""
+    _outbox_of(outbox, 3)
+    journal = tmp_path / "journal.db"
+    with BackgroundServer(emulator()) as server:
+        assert run_cli(journal, server.base_url, "scan", str(outbox))[0] == 0
+        with open("/dev/full", "w") as full:
+            process = cli_process(journal, server.base_url, *args, stdout=full)
+            _, stderr = process.communicate(timeout=60)
+        left = cli_process(journal, server.base_url, *args, stderr=subprocess.DEVNULL)
+        assert left.stdout is not None
+        first = left.stdout.read(1)
+        left.stdout.close()  # as `head -c 1` does
+        left.wait(timeout=60)
+
+    assert process.returncode == 1, stderr
+    assert "could not be written whole to stdout (No space left on device)" in stderr
+    assert "Traceback" not in stderr
+    assert first and left.returncode == 75  # status's own: 3 waiting to be sent
+
+
+def test_a_send_whose_report_is_cut_short_keeps_its_code(outbox: Path, tmp_path: Path):
+    """The send's exit code is the one its journal recorded (the runs row, the metrics'
+    last success): the line says where its outcome is read."""
+    ids = _outbox_of(outbox, 3)
+    journal = tmp_path / "journal.db"
+    sandbox = emulator()
+    with BackgroundServer(sandbox) as server, open("/dev/full", "w") as full:
+        process = cli_process(journal, server.base_url, "send", str(outbox), "--json", stdout=full)
+        _, stderr = process.communicate(timeout=120)
+
+    assert process.returncode == 0, stderr
+    assert "this run's outcome is in the journal (invoicectl status)" in stderr
     assert_each_delivered_once(sandbox.stats(), ids)

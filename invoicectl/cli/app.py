@@ -35,6 +35,7 @@ from invoicectl.arguments import split_option  # noqa: E402
 from invoicectl.cli.consoles import guard_streams, install_log_streams, say, say_error  # noqa: E402
 from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
 from invoicectl.cli.logsetup import (  # noqa: E402
+    command_of,
     data_on_stdout,
     last_line,
     log_format,
@@ -115,7 +116,15 @@ class _Commands(typer.core.TyperGroup):
         exit_code = int(ExitCode.OK)
         at_end_unless_begun(_unbegun_metrics(ctx.meta.get("args", [])))
         try:
-            return self._invoke(ctx)
+            result = None
+            try:
+                result = self._invoke(ctx)
+            except typer.Exit as done:
+                exit_code = done.exit_code
+            exit_code = _unless_output_lost(ctx.meta.get("args", []), exit_code)
+            if exit_code != ExitCode.OK:
+                raise typer.Exit(exit_code)
+            return result
         except typer.Exit as done:
             exit_code = done.exit_code
             raise
@@ -166,6 +175,23 @@ class _Commands(typer.core.TyperGroup):
             if not _json_error(ctx, message, failure.exit_code):
                 say_error(message)
             raise typer.Exit(int(failure.exit_code)) from None
+
+
+def _unless_output_lost(args: list[str], exit_code: int) -> int:
+    """``exit_code``, or 1 where a document for a script did not reach stdout whole (a full
+    disk: a script would take a cut document, or none, for a success). A send's or a
+    reconcile's code stands, as its journal records it; its line says where to read it."""
+    sys.stdout.flush()  # what is buffered meets the disk now, not at exit
+    lost = getattr(sys.stdout, "lost_output", None)
+    if lost is None or not data_on_stdout(args):
+        return exit_code
+    message = f"the output could not be written whole to stdout ({lost}): it is cut short"
+    if command_of(args) in ("send", "reconcile"):
+        say_error(f"{message}; this run's outcome is in the journal (invoicectl status)")
+        return exit_code
+    explain_exit(ExitCode.COULD_NOT_RUN, message)
+    say_error(message)
+    return int(ExitCode.COULD_NOT_RUN)
 
 
 def _unbegun_metrics(args: list[str]) -> Callable[[int], None]:

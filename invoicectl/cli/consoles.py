@@ -15,6 +15,7 @@ on to its end, pings its monitor and exits with its own code. One closed before 
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 from collections.abc import Callable
@@ -55,13 +56,14 @@ class ClosedPipeGuard:
     def __init__(self, stream: TextIO) -> None:
         self._stream = stream
         self.reader_gone = False
+        self.failure: OSError | None = None  # the first write that failed
 
     def write(self, text: str) -> int:
         if not self.reader_gone:
             try:
                 return self._stream.write(text)
-            except OSError:
-                self._gone()
+            except OSError as error:
+                self._gone(error)
         return len(text)
 
     def writelines(self, lines: Any) -> None:
@@ -72,16 +74,25 @@ class ClosedPipeGuard:
         if not self.reader_gone:
             try:
                 self._stream.flush()
-            except OSError:
-                self._gone()
+            except OSError as error:
+                self._gone(error)
 
     def __getattr__(self, name: str) -> Any:  # isatty, fileno, encoding, ...
         return getattr(self._stream, name)
 
-    def _gone(self) -> None:
+    @property
+    def lost_output(self) -> str | None:
+        """Why some output never arrived (a full disk, an I/O error), None if it all did or
+        its reader left by choice (``| head``: a broken pipe)."""
+        if self.failure is None or self.failure.errno == errno.EPIPE:
+            return None
+        return self.failure.strerror or type(self.failure).__name__
+
+    def _gone(self, failure: OSError) -> None:
         """The reader (or the disk) has gone: what is still buffered, and every flush from now on
         (Python's own at exit included), goes to /dev/null rather than failing again."""
         self.reader_gone = True
+        self.failure = failure
         try:
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
