@@ -19,16 +19,19 @@ old marker or the new one. Its name does not end in ``.xml``, so no scan reads i
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import socket
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
 MARKER_NAME = ".invoicectl-journal"
+_TURN_WAIT = 5.0  # seconds a marker's writer waits for another's turn
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,12 @@ def journal_marker(journal: Path | object) -> tuple[Path, ...]:
     journal sends every outbox's pending invoices, so a run that sent another outbox's and was
     then lost to an older backup restored over the journal file is in no marker of the outbox
     sent next (helper-92). It lives as long as the journal's directory, the outbox's as long
-    as the outbox: each tells what the other cannot."""
+    as the outbox: each tells what the other cannot. Beside the journal's real path, as its run
+    lock is: a journal reached through a symbolic link kept a second marker (helper-94)."""
     if not isinstance(journal, Path):
         return ()
-    return (journal.with_name(journal.name + ".marker"),)
+    real = Path(os.path.realpath(journal))  # one marker whatever link names the journal
+    return (real.with_name(real.name + ".marker"),)
 
 
 def read_marker(path: Path, base_url: str) -> tuple[Marker | None, str | None]:
@@ -127,6 +132,40 @@ def other_journals(outbox: Path, base_url: str, own: str, journal_id: str) -> di
 def write_marker(path: Path, marker: Marker) -> str | None:
     """Record ``marker`` as the last send to its base URL in the marker file ``path`` (the
     other base URLs' entries kept), atomically; None when done, else why it could not be."""
+    with _writers_turn(path.parent):
+        return _write_entry(path, marker)
+
+
+@contextlib.contextmanager
+def _writers_turn(directory: Path) -> Iterator[None]:
+    """The marker's directory locked (``flock``) while one writer reads, changes and replaces
+    the file: the profiles of ``send --all-profiles`` write one outbox's marker at once, and
+    each dropped the entries the others had just written (helper-94). A writer that holds it
+    for ``_TURN_WAIT`` seconds (stopped) is not waited for longer: the file is replaced whole
+    either way, so the worst is that one entry, not the file, is lost."""
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield  # the write says what is wrong with the directory
+        return
+    try:
+        deadline = time.monotonic() + _TURN_WAIT
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    break
+                time.sleep(0.005)
+            except OSError:  # a file system without flock: written as before
+                break
+        yield
+    finally:
+        os.close(fd)  # the lock goes with it
+
+
+def _write_entry(path: Path, marker: Marker) -> str | None:
     temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
         sends = _sends(path.read_text(encoding="utf-8")) or {}
