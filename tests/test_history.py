@@ -29,7 +29,7 @@ from invoicectl.reconcile.runner import reconcile
 from invoicectl.scan.ingest import scan_directory
 from invoicectl.send.history import HELD_BY, HistoryUnchecked
 from invoicectl.send.history_loss import note_loss, still_as_read
-from invoicectl.send.marker import MARKER_NAME
+from invoicectl.send.marker import MARKER_NAME, journal_marker
 
 
 @pytest.fixture
@@ -166,14 +166,16 @@ def test_a_restored_older_backup_checks_the_runs_it_lost(outbox: Path, journal_p
     assert "7 already there" in line
 
 
-def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(tmp_path: Path):
+def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(
+    tmp_path: Path, journal_at: Location
+):
     """helper-92: a send of outbox B sends every pending invoice of the journal, A's held
     one released since the backup among them; its marker went to B alone. The older backup
     restored, A's marker agreed with it, sends of A kept the journal from a long silence, and
     one after the key's window delivered that invoice a second time. The journal's own marker
-    (beside a SQLite journal) tells. (A PostgreSQL database restored has no file beside it:
-    not checked for this.)"""
-    journal_path = tmp_path / "journal.db"
+    tells: beside a SQLite journal, and in this host's state directory for a PostgreSQL
+    database (restored from an older dump, it had no marker at all)."""
+    journal_path = journal_at
     first, second = tmp_path / "a", tmp_path / "b"
     first.mkdir()
     second.mkdir()
@@ -203,7 +205,7 @@ def test_a_restored_backup_checks_what_a_send_of_another_outbox_sent_since(tmp_p
 
     assert_each_delivered_once(sandbox.stats(), [*ids, "XOB-000", "XON-1", "XON-13", "XON-25"])
     assert not released.done and "GoRoute already holds transaction" in released.message
-    assert f"its marker {journal_path}.marker says it sent in run" in warnings[0]
+    assert f"its marker {journal_marker(journal_path)[0]} says it sent in run" in warnings[0]
 
 
 @pytest.mark.parametrize(

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import socket
@@ -64,16 +65,32 @@ def marker_path(outbox: Path) -> Path:
 
 def journal_marker(journal: Path | object) -> tuple[Path, ...]:
     """The journal's own marker, beside a SQLite journal (``journal.db.marker``), as a 1-tuple;
-    () for a PostgreSQL journal. Every send writes it, whatever outbox it sends from: the
+    for a PostgreSQL journal this host's marker of it (``postgresql_marker``). Every send
+    writes it, whatever outbox it sends from: the
     journal sends every outbox's pending invoices, so a run that sent another outbox's and was
     then lost to an older backup restored over the journal file is in no marker of the outbox
     sent next (helper-92). It lives as long as the journal's directory, the outbox's as long
     as the outbox: each tells what the other cannot. Beside the journal's real path, as its run
     lock is: a journal reached through a symbolic link kept a second marker (helper-94)."""
     if not isinstance(journal, Path):
-        return ()
+        return postgresql_marker(str(journal))
     real = Path(os.path.realpath(journal))  # one marker whatever link names the journal
     return (real.with_name(real.name + ".marker"),)
+
+
+def postgresql_marker(url: str) -> tuple[Path, ...]:
+    """A PostgreSQL journal's marker on this host, named by a digest of its URL without the
+    password (``url``, as ``str(JournalURL)`` gives it) in the user's state directory, made
+    there 0700: a database restored from an older dump has no file beside it, and each host
+    that sends from it keeps one of its own runs. () where no state directory can be told."""
+    try:
+        state = Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state")
+    except (RuntimeError, KeyError):  # no HOME and no passwd entry
+        return ()
+    directory = state / "invoicectl" / "postgresql-markers"
+    with contextlib.suppress(OSError):  # else the write says why, once
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return (directory / f"{hashlib.sha256(url.encode()).hexdigest()[:32]}.marker",)
 
 
 def read_marker(path: Path, base_url: str) -> tuple[Marker | None, str | None]:
