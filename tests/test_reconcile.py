@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -626,6 +627,46 @@ def test_output_is_written_atomically(staged: Journal, sandbox: Sandbox, tmp_pat
 
 
 # -- what counts as this invoice's transaction -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "receiver",
+    [
+        {"receiver": {"scheme": "DK:CVR", "identifier": "12345671"}},  # the single GET's shape
+        {"receiver_id": "12345671"},  # the list's, echoing the POST's receiver_id
+        {"receiver_scheme": "DK:CVR", "receiver_id": "12345671"},  # as the POST gave them
+        {"receiver_id": "DK:CVR:12345671"},  # flat, the scheme in the id
+        {"receiver": "dk:cvr:12345671"},
+    ],
+    ids=["nested", "bare-id", "as-posted", "flat", "flat-lower-case"],
+)
+def test_a_receiver_whose_scheme_holds_a_colon_is_the_same_receiver(
+    receiver: dict[str, Any],
+) -> None:
+    """helper-96: the journal's ``DK:CVR:12345671``, cut at its first colon, never matched
+    GoRoute's ``DK:CVR`` + ``12345671``: a delivered invoice whose answer was lost was "not
+    found", with the advice to send it again."""
+    side = JournalSide(state="unknown", document_type="Invoice", receiver="DK:CVR:12345671")
+    txn = Transaction.from_json({"id": "txn_1", "invoice_number": "INV-DK-1", **receiver})
+
+    assert compare("INV-DK-1", side, txn) == []
+
+
+@pytest.mark.parametrize(
+    "receiver",
+    [
+        {"receiver": {"scheme": "DK:CVR", "identifier": "12345672"}},
+        {"receiver": {"scheme": "DK:SE", "identifier": "12345671"}},
+        {"receiver_id": "12345672"},
+        {"receiver_id": "CVR:12345671"},  # read as scheme CVR: another address
+    ],
+)
+def test_another_receiver_is_still_told_apart(receiver: dict[str, Any]) -> None:
+    side = JournalSide(state="unknown", document_type="Invoice", receiver="DK:CVR:12345671")
+    txn = Transaction.from_json({"id": "txn_1", "invoice_number": "INV-DK-1", **receiver})
+
+    (difference,) = compare("INV-DK-1", side, txn)
+    assert difference.startswith("receiver: API ")
 
 
 @pytest.mark.parametrize("list_limit", [2, 3, 100])

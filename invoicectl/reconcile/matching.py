@@ -228,15 +228,17 @@ def _content_hash(txn: Transaction) -> str | None:
 
 
 def _same_receiver(journal_receiver: str | None, txn: Transaction) -> bool:
+    """The journal's "scheme:id" (built in subjects.py) against GoRoute's scheme and id,
+    compared whole: a scheme may hold a colon (``DK:CVR``), so neither side can be cut in two
+    at the first one (helper-96: ``{"scheme": "DK:CVR", "identifier": "12345671"}`` never
+    matched, and the invoice GoRoute had delivered was reported as never sent). Without a
+    scheme on one side, the id ends the other's address."""
     if txn.receiver_id is None or journal_receiver is None:
         return True  # nothing to compare against; the invoice number carries the match
-    # The journal side carries the receiver as "scheme:id" (built in subjects.py).
-    scheme, sep, identifier = journal_receiver.partition(":")
-    if not sep:
-        scheme, identifier = "", journal_receiver
-    if txn.receiver_id.casefold() != identifier.casefold():
-        return False
-    return txn.receiver_scheme is None or not scheme or txn.receiver_scheme == scheme
+    ours, identifier = journal_receiver.casefold(), txn.receiver_id.casefold()
+    if txn.receiver_scheme is not None and ":" in ours:
+        return ours == f"{txn.receiver_scheme}:{txn.receiver_id}".casefold()
+    return identifier == ours or ours.endswith(f":{identifier}")
 
 
 def _kind(document_type: str | None) -> str:
