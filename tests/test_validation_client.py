@@ -1,7 +1,8 @@
 """GoRouteClient.validate_document against respx: the request, the verdicts, every odd answer.
 
-Only a 2xx with a boolean ``valid`` is a verdict; anything doubtful is a failed validation
-(a Transient or the usual failure outcome), which never holds an invoice.
+Only a 2xx with a boolean ``valid`` (or a 400 or 422 saying ``"valid": false``) is a verdict;
+anything doubtful is a failed validation (a Transient or the usual failure outcome), which
+never holds an invoice.
 """
 
 from __future__ import annotations
@@ -108,6 +109,19 @@ async def test_invalid_without_errors_still_says_why(
     outcome = await validated(api, client, httpx.Response(200, json={"valid": False}))
     assert isinstance(outcome, Validation)
     assert outcome.errors == ("(no rule given): GoRoute found the document invalid",)
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize("status", [400, 422])
+async def test_a_refusal_that_says_invalid_is_the_verdict(
+    api: respx.MockRouter, client: GoRouteClient, status: int
+) -> None:
+    """helper-96: the contract names no status for an invalid document; a server answering
+    422 ``{"valid": false, ...}`` had both invalid documents sent, as "unvalidated"."""
+    body = {"valid": False, "errors": [{"rule": "BR-CO-15", "message": "totals differ"}]}
+    outcome = await validated(api, client, httpx.Response(status, json=body))
+    assert isinstance(outcome, Validation) and not outcome.valid
+    assert outcome.errors == ("BR-CO-15: totals differ",)
 
 
 @pytest.mark.anyio

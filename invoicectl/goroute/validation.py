@@ -21,15 +21,20 @@ from invoicectl.text import folded_line
 MAX_VALIDATION_BYTES = 1024 * 1024
 MAX_ERRORS = 50
 _MAX_ERROR_LINE = 300
+_VERDICT_REFUSALS = frozenset({400, 422})  # statuses that may carry an "invalid" verdict
 
 
 def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], Outcome]) -> Outcome:
-    """A 2xx answer read into a ``Validation``; ``failure`` reads a non-2xx answer."""
+    """A 2xx answer read into a ``Validation``, and a 400 or 422 that says ``"valid": false``
+    (the contract names no status for an invalid document: helper-96's server answered 422,
+    and both invalid documents were sent); ``failure`` reads any other non-2xx answer."""
     if isinstance(answer, Transient):
         return answer
-    if not answer.ok:
-        return failure(answer)
     data = answer.data
+    if not answer.ok and not (
+        answer.status in _VERDICT_REFUSALS and isinstance(data, dict) and data.get("valid") is False
+    ):
+        return failure(answer)
     if not isinstance(data, dict) or not isinstance(data.get("valid"), bool):
         return unexpected_shape(answer, 'a validation answer with a boolean "valid"')
     raw_errors = data.get("errors")
