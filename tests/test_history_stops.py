@@ -108,3 +108,25 @@ def test_a_list_that_never_answers_is_given_up_after_the_time_it_names(
         refused.value
     )
     assert 0.9 < took < 20, f"took {took:.1f} s"
+
+
+def test_each_list_request_of_the_check_has_the_run_s_request_timeout(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-96: the check built its client without ``request_timeout``: with
+    ``INVOICECTL_REQUEST_TIMEOUT=4`` each list request of a stalled server ran 60 s."""
+    from invoicectl.send import history
+
+    monkeypatch.setattr(history, "CHECK_SECONDS", 15.0)
+    monkeypatch.setattr(history, "_GRACE_SECONDS", 0.5)
+    write_invoice(outbox, "RT-1")
+    with a_list_that_never_answers() as server:
+        settings = settings_for(
+            tmp_path / "journal.db",
+            base_url=server.base_url,
+            environ={"INVOICECTL_REQUEST_TIMEOUT": "0.3"},
+        )
+        with pytest.raises(HistoryUnchecked):
+            send(settings, outbox, None, check_receivers=False)
+        asked = [request for request in server.requests if request.method == "GET"]
+    assert len(asked) >= 2, "one list request held the whole check"

@@ -32,13 +32,11 @@ goes to its page bound), at most ``MAX_PAGES`` pages and ``CHECK_SECONDS`` (or w
 - the search did not reach back to its issue date (less ``LOOK_BACK``): held as not checked;
 - otherwise it is sent.
 
-The list unreadable (GoRoute down, the route refused, a time limit set by ``--deadline``):
-nothing is sent and ``HistoryUnchecked`` stops the run (exit 75 when GoRoute did not answer or
-time ran out, 1 when it refused the list, 5 for the credentials); ``--trust-new-journal`` sends
-without the check. A check made (or skipped on purpose) is recorded in ``history_checks``, so
-its cost does not follow the journal's history: never again for that base URL, unless a
-marker later says history was lost. Every finding is one loud line on stderr (``options.warn``).
-"""
+The list unreadable (GoRoute down, the route refused, ``--deadline``): nothing is sent and
+``HistoryUnchecked`` stops the run (exit 75, 1 when the list is refused, 5 for the key);
+``--trust-new-journal`` sends unchecked. A check made (or skipped on purpose) is recorded in
+``history_checks``: never again for that base URL, unless a marker later says history was
+lost. Every finding is one loud line on stderr (``options.warn``)."""
 
 from __future__ import annotations
 
@@ -93,8 +91,7 @@ from invoicectl.send.options import SendOptions
 from invoicectl.settings import Settings
 from invoicectl.text import first_few
 
-# The search and its judging import the reconcile package, the rate limiter and asyncio
-# where they run: a send from a journal with its history (nearly every one) makes no check.
+# The search imports reconcile, the limiter and asyncio where it runs: most sends make none.
 if TYPE_CHECKING:
     import httpx
 
@@ -294,7 +291,10 @@ async def _search(
 
     assert settings.api_key is not None
     limiter = RateLimiter(options.rate_per_minute, clock=clocks.monotonic, sleep=clocks.sleep)
-    async with GoRouteClient(settings.base_url, settings.api_key, transport=transport) as client:
+    timeout = settings.request_timeout  # each request's, as the run's (helper-96)
+    async with GoRouteClient(
+        settings.base_url, settings.api_key, transport=transport, request_timeout=timeout
+    ) as client:
         lookups = Lookups(client, limiter, options.policy, 1)
         async with asyncio.timeout(seconds):
             return await lookups.search_numbers(
