@@ -394,6 +394,23 @@ def test_unusable_invoice_ids_get_a_clear_reason(raw: bytes, reason: str) -> Non
             "the invoice number (cbc:ID) 'INV-1\\U000e0041' starts or ends with an invisible "
             "character (U+E0041); remove it",
         ),
+        # Inside as at the ends (helper-97): four files "INV-1", "INV-\u200b1", "INV-\u20601"
+        # and "INV-\u00ad1" were four invoices, each delivered, that all read "INV-1".
+        (
+            "INV-\u200b1".encode(),
+            "the invoice number (cbc:ID) 'INV-\\u200b1' holds an invisible character "
+            "(U+200B): it looks like the number without it; remove it",
+        ),
+        (
+            "INV-\u00ad\u20601".encode(),
+            "the invoice number (cbc:ID) 'INV-\\xad\\u20601' holds an invisible character "
+            "(U+00AD, U+2060): it looks like the number without it; remove it",
+        ),
+        (
+            "V26\u202eABC".encode(),
+            "the invoice number (cbc:ID) 'V26\\u202eABC' holds an invisible character "
+            "(U+202E): it looks like the number without it; remove it",
+        ),
         (
             "Faktura-O\u0308l-7".encode(),
             "the invoice number (cbc:ID) 'Faktura-O\u0308l-7' has accented letters written as "
@@ -608,3 +625,8 @@ def test_a_file_swapped_for_a_link_after_the_check(
     assert refused.value.reason == (
         "the file was replaced by a symbolic link during the scan; scan again"
     )
+
+
+@pytest.mark.parametrize("number", ["Faktura-Öl-7", "請求書-2026-1", "فاتورة-١٢", "INV 1", "№ 7"])
+def test_numbers_in_any_script_are_no_lookalikes(number: str) -> None:
+    assert parse_document(with_id(number.encode())).problem is None

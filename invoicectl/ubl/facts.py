@@ -55,7 +55,8 @@ _WANTED = _HEADER | _OPTIONAL
 # zero-width characters: a number ending in one was journalled with it, so it is a
 # ``_lookalike``, journalled as written, as every other invisible character.)
 _SPACE_AT_ENDS = re.compile(r"^\s|\s$")
-# Any other character that shows nothing at an end makes a number unsendable (``_lookalike``):
+# Any other character that shows nothing, at an end or inside, makes a number unsendable
+# (``_lookalike``):
 # "INV-1\u200e" is no "INV-1", and a second file with it would be a second invoice to GoRoute
 # and a second delivery to the receiver. Those Python does not print (format characters such
 # as direction marks and isolates, tag characters, private use, unassigned code points), and
@@ -244,6 +245,14 @@ def _lookalike(invoice_id: str) -> str | None:
     under them, an invoice it sent is amended by a new file, never unidentified."""
     if ends := _invisible_ends(invoice_id):
         return _invisible_reason(invoice_id, ends)
+    if not invoice_id.isascii() and (hidden := "".join(filter(_invisible, invoice_id))):
+        # Inside as at an end (helper-97): "INV-\u200b1" is four invoices with "INV-1",
+        # "INV-\u20601", "INV-\u00ad1", each delivered; a direction mark reorders it on screen.
+        return (
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' holds an invisible "
+            f"character ({_code_points(hidden)}): it looks like the number without it; "
+            "remove it"
+        )
     if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
         # The same number saved by another tool in composed form would be another invoice.
         return (
