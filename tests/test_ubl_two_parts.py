@@ -197,3 +197,46 @@ def test_the_header_tree_is_the_whole_documents_under_mutation() -> None:
         for tag, child in header_children(header).items():
             assert etree.tostring(child, with_tail=False) == whole_children[tag], mutated
     assert two_part > 100  # the property was tested, not skipped
+
+
+# --- trees too large to build ----------------------------------------------------------------
+
+
+def with_extension(data: bytes, elements: int) -> bytes:
+    """``elements`` small elements in a UBLExtension, ahead of the header fields."""
+    at = data.index(b"<cbc:CustomizationID>")
+    filler = b'<a b="1" c="2" d="3"/>' * elements
+    extension = (
+        b'<ext:UBLExtensions xmlns:ext="urn:oasis:names:specification:ubl:schema:xsd:'
+        b'CommonExtensionComponents-2"><ext:UBLExtension><ext:ExtensionContent><x xmlns="urn:x">'
+        + filler
+        + b"</x></ext:ExtensionContent></ext:UBLExtension></ext:UBLExtensions>"
+    )
+    return data[:at] + extension + data[at:]
+
+
+def test_a_header_of_too_many_elements_is_refused_before_its_tree_is_built() -> None:
+    """helper-97: 15 MB of small elements ahead of the lines made a tree of 600 MB."""
+    reason = reason_of(with_extension(LINES, 60_000))  # 4 nodes each, and the header's
+    assert reason.startswith("the document holds about 240,")
+    assert reason.endswith(
+        " elements and attributes ahead of its invoice lines, more than an invoice needs "
+        "(200,000); is data of another kind written into it as XML?"
+    )
+
+
+def test_a_document_of_too_many_elements_is_refused_before_its_tree_is_built() -> None:
+    small = invoice_xml("INV-TREE")  # read whole: no lines worth a second parse
+    assert not read_in_two(small)
+    reason = reason_of(with_extension(small, 400_000))
+    assert "elements and attributes in all, more than an invoice needs (1,500,000)" in reason
+
+
+def test_an_invoice_of_25_000_lines_near_the_size_limit_is_read() -> None:
+    """Realistic large invoices are read, whole (their total sent last) or in two."""
+    large = invoice_xml("INV-25K", lines=25_000)  # 13 MB, 725,000 nodes
+    total = large[large.index(b"<cac:LegalMonetaryTotal>") : large.index(MONETARY_END) + 25]
+    last = after_lines(large.replace(total, b""), total)  # read whole: its tree is built
+    assert not read_in_two(last) and len(last) > 4 * 1_500_000  # the bound is looked at
+    for data in (large, last, with_extension(large, 1_000)):
+        assert parse_document(data).invoice_id == "INV-25K"

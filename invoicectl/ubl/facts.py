@@ -21,7 +21,7 @@ from invoicectl.ubl.encoding import Encoding, not_valid_in, sniff_encoding, utf8
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.parsers import PARSER
 from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES
-from invoicectl.ubl.two_parts import parse_in_two_parts
+from invoicectl.ubl.two_parts import DOCUMENT_NODES, parse_in_two_parts, refuse_a_forest
 
 _UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
 _ROOTS = {
@@ -351,6 +351,7 @@ _EXCESSIVE_DEPTH = re.compile(r"Excessive depth in document: (\d+)")
 
 
 def parse_whole(data: bytes, encoding: Encoding) -> etree._Element:
+    refuse_a_forest(data, len(data), DOCUMENT_NODES, "in all")
     try:
         return etree.fromstring(data, PARSER)
     except etree.XMLSyntaxError as exc:

@@ -7,6 +7,7 @@ import re
 
 from lxml import etree
 
+from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.parsers import PARSER, WELL_FORMED_PARSER
 
 # parse_in_two_parts's cut: the end of LegalMonetaryTotal, whatever its prefix. Below this many
@@ -15,6 +16,12 @@ _MONETARY_TOTAL_TAG = b"LegalMonetaryTotal>"
 _SPLIT_MIN_LINE_BYTES = 3072
 # A start tag, its name as group 1; quoted values may hold '>'.
 _START_TAG = re.compile(rb"""<([^\s/>]+)(?:\s+[^\s=/>]+\s*=\s*(?:"[^"]*"|'[^']*'))*\s*>""")
+# The most nodes (elements and attributes) a tree is built of: libxml2 takes some 200 bytes a
+# node, and 15 MB of small elements ahead of the lines made a 600 MB tree (helper-97). A real
+# header holds hundreds; a 15 MB invoice of 10,000 lines about 700,000 in all. Each node takes
+# 4 bytes at least (``<a/>``), so a shorter text is never counted: no cost on a usual scan.
+HEADER_NODES = 200_000
+DOCUMENT_NODES = 1_500_000
 
 
 def parse_in_two_parts(data: bytes, root_start: int) -> etree._Element | None:
@@ -35,6 +42,7 @@ def parse_in_two_parts(data: bytes, root_start: int) -> etree._Element | None:
     root_tag = _START_TAG.match(data, root_start)
     if root_tag is None:
         return None
+    refuse_a_forest(data, cut, HEADER_NODES, "ahead of its invoice lines")
     try:
         etree.fromstring(root_tag.group() + data[cut:], WELL_FORMED_PARSER)
         if WELL_FORMED_PARSER.error_log:
@@ -51,3 +59,17 @@ def _header_end(data: bytes) -> int:
         return -1
     end = data.find(_MONETARY_TOTAL_TAG, start + len(_MONETARY_TOTAL_TAG))
     return end + len(_MONETARY_TOTAL_TAG) if end >= 0 else -1
+
+
+def refuse_a_forest(data: bytes, end: int, limit: int, where: str) -> None:
+    """InvalidDocument when ``data[:end]`` would be a tree of more than ``limit`` nodes, told
+    from its bytes (each ``<`` and ``="``: end tags and comments counted too, so it errs on
+    the side of counting more)."""
+    if end <= 4 * limit:
+        return
+    nodes = data.count(b"<", 0, end) + data.count(b'="', 0, end) + data.count(b"='", 0, end)
+    if nodes > limit:
+        raise InvalidDocument(
+            f"the document holds about {nodes:,} elements and attributes {where}, more than "
+            f"an invoice needs ({limit:,}); is data of another kind written into it as XML?"
+        )
