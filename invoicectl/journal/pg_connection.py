@@ -15,6 +15,7 @@ a transaction has the lock, is then the head (``chain.py``), whatever other proc
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import re
 from collections.abc import Iterator, Mapping, Sequence
@@ -204,3 +205,45 @@ class PgConnection:
 
     def close(self) -> None:
         self.raw.close()
+
+    @property
+    def busy(self) -> bool:
+        """Whether a statement is under way on it (sent, not yet answered): read from any
+        thread, without waiting on the connection."""
+        from psycopg.pq import TransactionStatus
+
+        return self.raw.info.transaction_status == TransactionStatus.ACTIVE
+
+    def cut(self, why: str) -> None:
+        """Its socket shut down, from any thread: a call waiting on a server that stopped
+        answering (a network cut that drops packets, a frozen proxy) fails at once with the
+        connection lost, where it would have waited for TCP to give up, hours later. ``why``
+        is what the run's error line says then (``why_cut``)."""
+        _cuts.append(why)
+        cut_socket(self.raw)
+
+
+# Why this process cut a connection (``PgConnection.cut``): the connection lost is then no
+# server to check, and ``pg_database.pg_failure`` says this instead.
+_cuts: list[str] = []
+
+
+def why_cut() -> str | None:
+    return _cuts[-1] if _cuts else None
+
+
+def cut_socket(conn: Any) -> None:
+    """``conn``'s (a psycopg connection) socket shut down both ways; nothing if it is closed."""
+    import os
+    import socket
+
+    try:
+        fd = conn.pgconn.socket
+    except Exception:  # closed, or never connected: nothing to cut
+        return
+    with contextlib.suppress(OSError):
+        cutter = socket.socket(fileno=os.dup(fd))
+        try:
+            cutter.shutdown(socket.SHUT_RDWR)
+        finally:
+            cutter.close()

@@ -18,7 +18,7 @@ from typing import Any
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.database import Database
 from invoicectl.journal.migrations import MIGRATIONS, NewerJournal, all_applied
-from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection
+from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection, why_cut
 from invoicectl.journal.pg_dialect import translate_schema
 from invoicectl.journal.shape import TABLES, refuse_lacking
 from invoicectl.locations import JournalURL
@@ -166,9 +166,10 @@ def pg_failure(error: Exception, location: object) -> JournalError:
 
     where = location if isinstance(location, JournalURL) else JournalURL("postgresql://")
     failure = JournalUnreachable if isinstance(error, psycopg.OperationalError) else JournalError
-    return failure(
-        f"{explain_pg(error, where, opening=False)}; everything committed before is kept"
-    )
+    said = explain_pg(error, where, opening=False)
+    if failure is JournalUnreachable and (why := why_cut()) is not None:
+        said = f"the journal {where}: {why}"  # not the server's fault: it stopped answering
+    return failure(f"{said}; everything committed before is kept")
 
 
 _SECRET_IN_MESSAGE = re.compile(r"(?i)(password[=:]\s*)\S+")

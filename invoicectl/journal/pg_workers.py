@@ -36,10 +36,11 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from invoicectl.errors import InvoiceBusy, JournalError
-from invoicectl.journal.pg_connection import WRITE_LOCK
+from invoicectl.journal.pg_connection import WRITE_LOCK, cut_socket
 
 NOW = "extract(epoch from clock_timestamp())::float8"
 
@@ -210,7 +211,14 @@ class Heartbeat:
     False for good when a renewal finds the lease run out, or when no renewal has succeeded
     for a whole lease (the server away): the worker then starts no more requests."""
 
-    def __init__(self, url: str, worker_id: int, lease: float) -> None:
+    def __init__(
+        self,
+        url: str,
+        worker_id: int,
+        lease: float,
+        stuck: Callable[[], bool] = lambda: False,
+        on_stuck: Callable[[], None] = lambda: None,
+    ) -> None:
         self._url = url
         self.worker_id = worker_id
         self.lease = lease
@@ -218,10 +226,31 @@ class Heartbeat:
         self._lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
+        self._stuck, self._on_stuck = stuck, on_stuck
+        self._conn: Any = None
+        self._watch = threading.Thread(target=self._watch_lease, name="lease-watch", daemon=True)
 
     def start(self) -> Heartbeat:
         self._thread.start()
+        self._watch.start()
         return self
+
+    def _watch_lease(self) -> None:
+        """Once the lease is lost, this thread's own connection cut, and the worker's
+        (``on_stuck``) when ``stuck`` says it waits on a statement at two looks in a row: a
+        worker whose server stopped answering mid-statement (helper-98: a frozen proxy,
+        packets dropped) waited in it for good, deaf to SIGTERM, its session holding the run
+        lock that keeps ``scan`` out. One that is not stuck stops by itself (``alive``).
+        Touches no network itself."""
+        looks = 0
+        while not self._stop.wait(self.lease / 6):
+            if self.alive:
+                continue
+            cut_socket(self._conn)
+            looks = looks + 1 if self._stuck() else 0
+            if looks == 2:
+                self._on_stuck()
+                return
 
     @property
     def alive(self) -> bool:
@@ -242,7 +271,9 @@ class Heartbeat:
             started = time.monotonic()
             try:
                 if conn is None or conn.closed:
-                    conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+                    conn = self._conn = psycopg.connect(
+                        self._url, autocommit=True, connect_timeout=5
+                    )
                     limit = idle_limit_ms(self.lease)
                     conn.execute(f"SET idle_in_transaction_session_timeout = {limit}")
                     # A renewal waiting on a lock past a beat is no renewal: ``alive`` then

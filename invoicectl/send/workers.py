@@ -95,7 +95,21 @@ class Workers:
         self.account = account
         self.worker_id = journal.become_worker(run_id, lease)
         self._waiting_since: float | None = None  # the first CheckUnderway's time
-        self.heartbeat = Heartbeat(journal.path.connection_url(), self.worker_id, lease).start()
+        # Lost, the run's connection is cut if it waits on a statement: the server stopped
+        # answering, and the statement would wait for good.
+        conn = journal.db.conn
+        why = (
+            f"this worker's lease was lost (no renewal answered for {lease:g} s), so its "
+            "connection was cut, where a statement may have waited on a server that stopped "
+            "answering; what it held goes to the next send once the lease has run out"
+        )
+        self.heartbeat = Heartbeat(
+            journal.path.connection_url(),
+            self.worker_id,
+            lease,
+            stuck=lambda: conn.busy,
+            on_stuck=lambda: conn.cut(why),
+        ).start()
 
     @property
     def lost(self) -> bool:

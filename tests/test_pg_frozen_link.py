@@ -1,0 +1,60 @@
+"""A worker whose link to PostgreSQL stops answering mid-statement ends (helper-98).
+
+Its connection to the server went through a proxy that froze: the statement waited for good,
+the worker ignored SIGTERM, and its session kept the run lock that refuses ``scan``. Once its
+lease is lost (``pg_workers.Heartbeat``), its connections are cut and it stops: exit 75.
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from sendkit import assert_each_delivered_once, emulator
+from test_pg_workers import _drain, _outbox, _scanned, _worker
+
+from invoicectl.sandbox import BackgroundServer
+
+pytestmark = pytest.mark.slow
+
+RELAY = Path(__file__).with_name("tcprelay.py")
+
+
+def test_a_worker_whose_server_link_freezes_stops_once_its_lease_is_lost(pg_url, tmp_path):
+    parts = urlsplit(pg_url)
+    relay = subprocess.Popen(
+        [sys.executable, str(RELAY), str(parts.port)], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert relay.stdout is not None
+        port = int(relay.stdout.readline())
+        relayed = parts._replace(netloc=f"{parts.username}@127.0.0.1:{port}").geturl()
+        outbox, ids = _outbox(tmp_path, 60)
+        _scanned(pg_url, outbox)
+        sandbox = emulator(latency_ms=20)
+        with BackgroundServer(sandbox) as server:
+            worker = _worker(outbox, relayed, server.base_url, "--rate", "1200", lease=2.0)
+            time.sleep(2.0)  # some sent, the rest on their way
+            relay.send_signal(signal.SIGSTOP)
+            try:
+                _, stderr = worker.communicate(timeout=60)
+            except subprocess.TimeoutExpired:
+                worker.kill()
+                worker.communicate()
+                pytest.fail("the worker still waited on its frozen link after 60 s")
+            relay.send_signal(signal.SIGCONT)
+            relay.kill()
+            _drain(outbox, pg_url, server.base_url, ids)
+            stats = sandbox.stats()
+    finally:
+        relay.kill()
+        relay.communicate()
+    assert worker.returncode == 75, stderr
+    assert "this worker's lease was lost (no renewal answered for 2 s)" in stderr
+    assert "check that the server is running" not in stderr and "Traceback" not in stderr
+    assert_each_delivered_once(stats, ids)
