@@ -58,3 +58,21 @@ def test_a_worker_whose_server_link_freezes_stops_once_its_lease_is_lost(pg_url,
     assert "this worker's lease was lost (no renewal answered for 2 s)" in stderr
     assert "check that the server is running" not in stderr and "Traceback" not in stderr
     assert_each_delivered_once(stats, ids)
+
+
+def test_every_connection_has_tcp_s_own_checks_unless_the_url_sets_them(pg_url):
+    """A network cut that drops packets is found in about a minute, not the system's two
+    hours: TCP keepalives and a user timeout on each connection the journal opens."""
+    from invoicectl.journal.pg_database import open_pg_database
+    from invoicectl.locations import JournalURL
+
+    given = f"{pg_url}?keepalives_idle=7"
+    for url, idle in ((pg_url, "30"), (given, "7")):
+        database = open_pg_database(JournalURL(url))
+        try:
+            options = {o.keyword: o.val for o in database.conn.raw.pgconn.info}  # type: ignore[attr-defined]
+        finally:
+            database.close()
+        assert options[b"keepalives"] == b"1"
+        assert options[b"keepalives_idle"] == idle.encode()
+        assert options[b"tcp_user_timeout"] == b"60000"

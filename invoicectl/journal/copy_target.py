@@ -36,10 +36,12 @@ def probe_target(target: JournalURL) -> None:
     another schema (a database of something else is never given a journal's tables)."""
     import psycopg
 
+    from invoicectl.journal.pg_connection import network_limits
     from invoicectl.journal.pg_database import JournalUnreachable, explain_pg
 
     try:
-        raw = psycopg.connect(target.connection_url(), autocommit=True, connect_timeout=10)
+        url = target.connection_url()
+        raw = psycopg.connect(url, autocommit=True, connect_timeout=10, **network_limits(url))
     except psycopg.Error as error:
         raise JournalUnreachable(explain_pg(error, target)) from None
     with pg_errors(target), raw:

@@ -18,7 +18,7 @@ from typing import Any
 
 from invoicectl.journal.audit import AuditReader, ChainRow
 from invoicectl.journal.chain import COVERED
-from invoicectl.journal.pg_connection import PgConnection
+from invoicectl.journal.pg_connection import PgConnection, network_limits
 from invoicectl.journal.shape import TABLES
 from invoicectl.locations import JournalURL
 
@@ -41,6 +41,7 @@ class PgAuditReader(AuditReader):
                 autocommit=True,
                 connect_timeout=10,
                 application_name="invoicectl verify",
+                **network_limits(location.connection_url()),
             )
         except psycopg.Error as error:
             raise not_connected(error, location) from None

@@ -232,6 +232,29 @@ def why_cut() -> str | None:
     return _cuts[-1] if _cuts else None
 
 
+# TCP's own checks on every connection, unless the URL sets them: a server across a network
+# cut that drops packets is found gone in about a minute (an idle wait: keepalives; a write
+# never acknowledged: tcp_user_timeout), not the two hours of the system's defaults.
+_NETWORK_LIMITS = {
+    "keepalives": "1",
+    "keepalives_idle": "30",
+    "keepalives_interval": "10",
+    "keepalives_count": "3",
+    "tcp_user_timeout": "60000",
+}
+
+
+def network_limits(url: str) -> dict[str, Any]:
+    """``_NETWORK_LIMITS`` the connection URL ``url`` leaves unset, for ``psycopg.connect``."""
+    from psycopg.conninfo import conninfo_to_dict
+
+    try:
+        given = conninfo_to_dict(url)
+    except Exception:  # the connection says what is wrong with the URL
+        return {}
+    return {name: value for name, value in _NETWORK_LIMITS.items() if name not in given}
+
+
 def cut_socket(conn: Any) -> None:
     """``conn``'s (a psycopg connection) socket shut down both ways; nothing if it is closed."""
     import os

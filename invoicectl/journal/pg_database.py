@@ -18,7 +18,7 @@ from typing import Any
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.database import Database
 from invoicectl.journal.migrations import MIGRATIONS, NewerJournal, all_applied
-from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection, why_cut
+from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection, network_limits, why_cut
 from invoicectl.journal.pg_dialect import translate_schema
 from invoicectl.journal.shape import TABLES, refuse_lacking
 from invoicectl.locations import JournalURL
@@ -62,6 +62,7 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
             autocommit=True,
             connect_timeout=_CONNECT_TIMEOUT_SECONDS,
             application_name="invoicectl",
+            **network_limits(location.connection_url()),
         )
     except psycopg.Error as error:
         raise not_connected(error, location) from None

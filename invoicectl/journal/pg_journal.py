@@ -24,7 +24,7 @@ from invoicectl.journal.due_dates import DueDateRecords
 from invoicectl.journal.history import HistoryRecords
 from invoicectl.journal.invoices import InvoiceRecords
 from invoicectl.journal.monitoring import MonitoringRecords
-from invoicectl.journal.pg_connection import PgConnection
+from invoicectl.journal.pg_connection import PgConnection, network_limits
 from invoicectl.journal.pg_database import open_pg_database
 from invoicectl.journal.pg_workers import (
     LIVE_RUN,
@@ -60,8 +60,9 @@ class PgStoredContents(StoredContents):
             import psycopg
 
             self._pid = os.getpid()
+            url = self._location.connection_url()
             self._conn = PgConnection(  # type: ignore[assignment]
-                psycopg.connect(self._location.connection_url(), autocommit=True)
+                psycopg.connect(url, autocommit=True, **network_limits(url))
             )
         return self._conn
 

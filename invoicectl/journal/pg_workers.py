@@ -40,7 +40,7 @@ from collections.abc import Callable
 from typing import Any
 
 from invoicectl.errors import InvoiceBusy, JournalError
-from invoicectl.journal.pg_connection import WRITE_LOCK, cut_socket
+from invoicectl.journal.pg_connection import WRITE_LOCK, cut_socket, network_limits
 
 NOW = "extract(epoch from clock_timestamp())::float8"
 
@@ -272,7 +272,7 @@ class Heartbeat:
             try:
                 if conn is None or conn.closed:
                     conn = self._conn = psycopg.connect(
-                        self._url, autocommit=True, connect_timeout=5
+                        self._url, autocommit=True, connect_timeout=5, **network_limits(self._url)
                     )
                     limit = idle_limit_ms(self.lease)
                     conn.execute(f"SET idle_in_transaction_session_timeout = {limit}")
