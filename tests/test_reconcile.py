@@ -1052,6 +1052,38 @@ def test_smaller_pages_a_server_demands_cover_as_many_transactions(
     assert journal.invoice("INV-1").transaction_id == mine.id
 
 
+def test_an_invoice_replayed_between_its_verdict_and_its_adoption_is_not_said_adoptable(
+    journal: Journal, outbox: Path, sandbox: Sandbox, monkeypatch: pytest.MonkeyPatch
+):
+    """helper-98: another host's send replayed it after the verdict was written and before
+    ``--apply`` adopted it; the adoption, refused (the state moved), left "--apply adopts
+    it" and exit 4 in the report, 0 adopted."""
+    add_invoice(journal, outbox, "INV-1")
+    sent(journal, "INV-1", "unknown", hours_ago=1)
+    sandbox.add_transaction("INV-1", status="delivered", created_at=NOW.timestamp() - 1800)
+    (first,) = journal.attempts("INV-1")
+    owner = journal.transaction_owner
+
+    def replayed_first(*args: Any) -> Any:  # read just before the adoption
+        journal.db.execute(
+            "INSERT INTO attempts (run_id, invoice_id, revision_sha256, idempotency_key,"
+            " body_sha256, started_at) VALUES (?, ?, ?, ?, ?, ?)",
+            (first.run_id, "INV-1", first.revision_sha256, first.idempotency_key, "b" * 64)
+            + ((NOW + timedelta(seconds=1)).isoformat(),),
+        )
+        journal.db.execute("UPDATE invoices SET state = 'pending' WHERE invoice_id = 'INV-1'")
+        return owner(*args)
+
+    monkeypatch.setattr(journal, "transaction_owner", replayed_first)
+    report = run_reconcile(journal, transport(sandbox), apply=True)
+
+    (case,) = report.cases
+    assert report.applied == () and not case.applied
+    assert case.verdict is Verdict.lookup_failed
+    assert "it moved on while this reconcile searched" in case.detail
+    assert "--apply" not in case.action
+
+
 class ReplayedMeanwhile(httpx.AsyncBaseTransport):
     """The emulator, while another host's send replays an invoice under its key: that send's
     attempt is written when the search's first page is asked for."""

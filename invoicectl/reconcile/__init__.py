@@ -1,13 +1,11 @@
 """Reconcile: what really happened to every refused, unanswered or changed send, and what next.
 
-``reconcile()`` reads the journal, asks GoRoute (GET requests only, through the same rate
-limiter and retry policy as ``send``), and returns a ``ReconcileReport``: one ``Case`` per
-invoice that needs a look, each with a ``Verdict``, both sides of the story (what the journal
-tried to send, what the API holds) and the exact next step. It never sends a document, never
-prints, never exits.
+``reconcile()`` reads the journal, asks GoRoute (GETs only, paced and retried as ``send``),
+and returns a ``ReconcileReport``: one ``Case`` per invoice that needs a look, each with a
+``Verdict``, both sides (what the journal tried to send, what the API holds) and the next
+step. It never sends a document, never prints, never exits.
 
-The verdicts, what each asks of the operator, its exit code and its order are one table:
-``Verdict`` in ``reconcile/verdicts.py`` (drawn in that module's docstring).
+The verdicts, what each asks, its exit code and its order: ``Verdict`` (``verdicts.py``).
 
 The key's window is ``send``'s (``lifecycle.window_open``): 24 hours less ``REPLAY_MARGIN``, so
 reconcile never calls a window open that ``send`` would hold. A transaction is this invoice's
@@ -21,9 +19,8 @@ Journal writes: ``--apply`` adopts (state ``accepted``, the transaction id, its 
 SQLite transaction and one event row per invoice, and only if the invoice is still in the
 state and under the key it was judged in. Delivery status of ``accepted`` invoices is always
 recorded (``remote_status``, ``remote_checked_at``, an event when it changes), with or without
-``--apply``: it is a fact about a transaction the journal already owns, not a decision. All
-lookups finish before anything is written, so a 401/403 (``CredentialsRefused``) changes
-nothing.
+``--apply``: a fact about a transaction the journal already owns, not a decision. All lookups
+finish before anything is written: a 401/403 (``CredentialsRefused``) changes nothing.
 
 This module is the public face: ``reconcile()``, which sends each invoice to its judge and
 writes back what the verdicts allow (``write_back``, through the lifecycle), and the names
@@ -226,16 +223,7 @@ def _write_case(
     applied, recorded, held = lists
     with journal.transaction():  # a verdict to hold and its hold commit together
         if _sent_since(journal, case):
-            return build_case(
-                case.invoice_id,
-                Verdict.lookup_failed,
-                case.journal,
-                api=case.api,
-                detail="it moved on while this reconcile searched (a send, on another host "
-                "maybe, sent or replayed it): the search says nothing of that; what happened "
-                "is still unknown",
-                window=(case.window_open, case.window_closes_at),
-            )
+            return _moved_on(case)
         case = _record(journal, case, apply, checked_at, run_id, held)
     if _fresh_delivery_status(case) and record_delivery(
         journal,
@@ -261,7 +249,21 @@ def _write_case(
         applied.append(case.invoice_id)
         adopted = f"adopted {txn or ''}; state now accepted"
         case = replace(case, applied=True, exit_code=ExitCode.OK, action=adopted)
+    elif _sent_since(journal, case):  # between its verdict and its adoption (helper-98)
+        case = _moved_on(case)
     return case
+
+
+def _moved_on(case: Case) -> Case:
+    return build_case(
+        case.invoice_id,
+        Verdict.lookup_failed,
+        case.journal,
+        api=case.api,
+        detail="it moved on while this reconcile searched (a send, on another host maybe, "
+        "sent or replayed it): the search says nothing of that; what happened is still unknown",
+        window=(case.window_open, case.window_closes_at),
+    )
 
 
 def _sent_since(journal: JournalBackend, case: Case) -> bool:
