@@ -332,3 +332,27 @@ def test_new_version_of_an_amended_file_after_an_unanswered_send_says_what_works
     assert "is amended" in message and "a new key could deliver it twice" in message
     assert "Restore the file to the content that key carried" in message
     assert "replays it safely" not in message
+
+
+def test_new_version_of_an_invoice_with_a_request_in_flight_says_what_works(
+    outbox: Path, tmp_path: Path
+):
+    """helper-98: a request under its key in flight (a live send worker's on a shared
+    journal): the refusal told the operator to restore a file that never changed."""
+    from invoicectl.journal import open_journal
+    from invoicectl.lifecycle.decisions import check_new_version
+    from invoicectl.lifecycle.sending import begin_attempt, claim_key
+    from invoicectl.scan.ingest import scanning
+
+    write_invoice(outbox, "M-3")
+    with open_journal(tmp_path / "j.db") as journal:
+        scanning(outbox)(journal)
+        run_id = journal.begin_run("send", {})
+        begin_attempt(journal, run_id, claim_key(journal, "M-3", replay=False), "body")
+        with pytest.raises(UsageError) as refused:
+            check_new_version(journal, "M-3", journal.clock())
+
+    message = str(refused.value)
+    assert "is pending with a request under its key (in flight now" in message
+    assert "`invoicectl send` sends it under that same key" in message
+    assert "Restore the file" not in message

@@ -182,6 +182,13 @@ def _replay_first(invoice: Invoice) -> str:
             f"invoice {invoice.invoice_id} is unknown and {refused}: `invoicectl send` replays "
             "it safely under the same key"
         )
+    if invoice.state is InvoiceState.pending:  # its file never changed (helper-98)
+        return (
+            f"invoice {invoice.invoice_id} is pending with a request under its key (in flight "
+            f"now, a send worker's maybe, or answered with an error worth retrying); {refused}:"
+            " `invoicectl send` sends it under that same key, and `invoicectl status` then "
+            "shows its answer"
+        )
     return (
         f"invoice {invoice.invoice_id} is {invoice.state} and its send under the old content got "
         f"no answer; {refused}. Restore the file to the content that key carried (`invoicectl "
