@@ -35,21 +35,32 @@ def read_document(path: str | Path, root: str | Path) -> bytes:
     may be strings: a scan reads thousands of files, and Path objects cost more to build
     than a small invoice takes to read.)
     """
-    fd = _open_plain_file_in(os.fspath(path), os.fspath(root))
-    if fd is None:
-        fd = _open_regular(_resolve_inside(Path(path), Path(root)))
-        _check_still_inside(fd, root)
     try:
-        size = _checked_size(os.fstat(fd))
-        data = _read_at_most(fd, MAX_FILE_BYTES + 1, size)
-    finally:
-        os.close(fd)
+        size, data = _read_checked(path, root)
+    except OSError as exc:
+        # Anything the system refuses on the way (a directory that cannot be searched, a
+        # link's target too long to name, a failing disk or mount) is this file's answer:
+        # no file stops the others.
+        raise InvalidDocument(_cannot_read(exc)) from None
     # The file may have changed between fstat and read; judge what was actually read.
     if len(data) > MAX_FILE_BYTES:
         raise InvalidDocument(_too_large(max(size, len(data))))
     if not data:
         raise InvalidDocument("the file is empty (0 bytes)")
     return data
+
+
+def _read_checked(path: str | Path, root: str | Path) -> tuple[int, bytes]:
+    """The size ``fstat`` gave and the bytes read (``read_document``)."""
+    fd = _open_plain_file_in(os.fspath(path), os.fspath(root))
+    if fd is None:
+        fd = _open_regular(_resolve_inside(Path(path), Path(root)))
+        _check_still_inside(fd, root)
+    try:
+        size = _checked_size(os.fstat(fd))
+        return size, _read_at_most(fd, MAX_FILE_BYTES + 1, size)
+    finally:
+        os.close(fd)
 
 
 def _open_plain_file_in(path: str, root: str) -> int | None:
@@ -105,18 +116,21 @@ def _check_still_inside(fd: int, root: str | Path) -> None:
 def _open_regular(real: Path) -> int:
     try:
         return os.open(real, _OPEN_FLAGS)
-    except PermissionError:
-        raise InvalidDocument(
-            "cannot read the file: permission denied (check its owner and mode)"
-        ) from None
-    except FileNotFoundError:
-        raise InvalidDocument(_GONE) from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link that was not there when checked
             raise InvalidDocument(
                 "the file was replaced by a symbolic link during the scan; scan again"
             ) from None
-        raise InvalidDocument(f"cannot read the file: {exc.strerror}") from None
+        raise
+
+
+def _cannot_read(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "cannot read the file: permission denied (check its owner and mode)"
+    if isinstance(exc, FileNotFoundError):
+        return _GONE
+    detail = exc.strerror or (os.strerror(exc.errno) if exc.errno else "refused by the system")
+    return f"cannot read the file: {one_line(detail)}"
 
 
 def _checked_size(st: os.stat_result) -> int:
