@@ -12,13 +12,15 @@ import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from sendkit import emulator, send, settings_for
+from sendkit import assert_each_delivered_once, emulator, send, settings_for
 from test_history import day_later
 from ublfactory import write_invoice
 
 from invoicectl.journal import Journal
 from invoicectl.journal.records import Hold, InvoiceState
+from invoicectl.reconcile.search_result import SearchSummary
 from invoicectl.send.history import HELD_BY
+from invoicectl.send.history_loss import covered, horizon_of, issued_on
 
 
 def test_a_pre_dated_invoice_sent_before_its_issue_date_is_not_sent_twice(
@@ -53,3 +55,23 @@ def test_a_pre_dated_invoice_sent_before_its_issue_date_is_not_sent_twice(
             HELD_BY,
         )
     shutil.rmtree(archive)
+
+
+def test_an_issue_date_in_the_first_week_of_year_1_sends(outbox: Path, tmp_path: Path):
+    """0001-01-01 (.NET's DateTime.MinValue, an ERP's "no date"): reckoning a week back from
+    it overflowed, and every send that checks its history stopped with OverflowError, the
+    invoices beside it never sent. Such a date bounds nothing, as no date does."""
+    journal_path = tmp_path / "journal.db"
+    write_invoice(outbox, "D1", issue_date="0001-01-01")
+    write_invoice(outbox, "D2")
+    sandbox = emulator()
+    send(settings_for(journal_path), outbox, sandbox.transport(), warn=lambda line: None)
+    assert_each_delivered_once(sandbox.stats(), ["D1", "D2"])
+
+    with Journal(journal_path) as journal:
+        invoice = journal.invoice("D1")
+    assert invoice is not None
+    now = datetime.now(UTC)
+    assert issued_on(invoice, now) is None and horizon_of([invoice], now) is None
+    summary = SearchSummary(complete=False, reached="2026-11-01T00:00:00Z")
+    assert not covered(invoice, summary, now)

@@ -269,14 +269,15 @@ def horizon_of(invoices: list[Invoice], now: datetime) -> datetime | None:
 
 def issued_on(invoice: Invoice, now: datetime) -> datetime | None:
     """The issue date, a bound on when the invoice was sent; None when it bounds nothing:
-    undated, or pre-dated (issued after ``now``, so it may have been sent any time before)."""
+    undated, pre-dated (issued after ``now``, so it may have been sent any time before), or
+    before 2000 (a placeholder, 0001-01-01: reckoning ``LOOK_BACK`` back from it overflows)."""
     if not invoice.issue_date:
         return None
     try:
         issued = datetime.fromisoformat(invoice.issue_date[:10]).replace(tzinfo=UTC)
     except ValueError:
         return None
-    return None if issued > now else issued
+    return None if issued > now or issued.year < 2000 else issued
 
 
 # What the check covers: every invoice this journal never sent a request for and may send one
