@@ -198,6 +198,12 @@ ENCODING_CASES = {
     "rot13": (declared("rot13"), "'rot13', which is not a known character encoding"),
     "base64": (declared("base64"), "'base64', which is not a known character encoding"),
     "zip": (declared("zip"), "'zip', which is not a known character encoding"),
+    # Text codecs to Python but no character set: idna and undefined raised UnicodeError,
+    # which nothing caught (a traceback, the scan stopped); the others decode escapes.
+    **{
+        f"python's {name}": (declared(name), f"'{name}', which is not a known character encoding")
+        for name in ("idna", "undefined", "punycode", "unicode_escape", "raw_unicode_escape")
+    },
     # Before: "not well-formed XML (line 1): Unsupported encoding: cp037".
     "EBCDIC declared, ASCII bytes": (declared("cp037"), "declares encoding cp037, but its bytes"),
     "UTF-7 declared": (declared("UTF-7"), "not valid UTF-7 although the file declares"),

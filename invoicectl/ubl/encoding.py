@@ -117,6 +117,12 @@ def _declared_in_utf16(data: bytes, start: int, codec: str) -> str | None:
 # XML's EncName: what libxml2 accepts as an encoding's name (Python's lookup would also take
 # "ISO 8859-1" or " latin-1", tidied, where libxml2 refuses the file).
 _ENCODING_NAME = re.compile(r"[A-Za-z][A-Za-z0-9._-]*")
+# Text codecs to Python, but no character set a document is written in: host names (idna,
+# punycode), Python's own escapes, a table-driven codec given no table (charmap), one that
+# refuses all (undefined). idna and undefined raise UnicodeError, which no other decoding does.
+_NOT_CHARSETS = frozenset(
+    ("idna", "punycode", "undefined", "unicode-escape", "raw-unicode-escape", "charmap")
+)
 
 
 @functools.lru_cache(maxsize=64)  # a few names, met again in every file
@@ -126,7 +132,7 @@ def codec_for(declared: str) -> str:
     except (LookupError, ValueError):  # ValueError: a NUL in the name
         info = None
     # Python also names byte transforms (base64, rot13, zip) as codecs; they decode no text.
-    if info is None or not info._is_text_encoding:
+    if info is None or not info._is_text_encoding or info.name in _NOT_CHARSETS:
         raise InvalidDocument(
             f"the file declares encoding '{one_line(declared, 60)}', which is not a known "
             "character encoding"
@@ -146,6 +152,11 @@ def document_text(data: bytes) -> str:
         text = data[encoding.bom_length :].decode(encoding.codec)
     except UnicodeDecodeError as exc:
         raise InvalidDocument(not_valid_in(encoding, data, exc.start)) from None
+    except UnicodeError:  # a codec that fails as a whole, naming no byte
+        raise InvalidDocument(
+            f"the bytes cannot be read as {encoding.label}, the encoding the file declares; "
+            "re-save the file as UTF-8"
+        ) from None
     if text.startswith("\ufeff"):  # as UTF-8, libxml2 would take it for the only BOM
         raise InvalidDocument(
             "not well-formed XML (line 1): the file starts with two byte order marks; "
@@ -179,7 +190,10 @@ def utf8_as_sent(data: bytes, encoding: Encoding) -> tuple[bytes, Encoding]:
 def not_valid_in(encoding: Encoding, data: bytes, offset: int) -> str:
     # Counted in the text: a UTF-16 character may hold a 0x0A byte that is no line break.
     before = data[encoding.bom_length : encoding.bom_length + offset]
-    line = before.decode(encoding.codec, "replace").count("\n") + 1
+    try:
+        line = before.decode(encoding.codec, "replace").count("\n") + 1
+    except UnicodeError:  # a codec that takes no "replace": the bytes' line breaks, then
+        line = before.count(b"\n") + 1
     if encoding.declared is None:
         return (
             f"the bytes are not valid {encoding.label} (line {line}), and the file declares "
