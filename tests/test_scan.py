@@ -29,6 +29,7 @@ from invoicectl.lifecycle.decisions import check_new_version
 from invoicectl.lifecycle.holds import release
 from invoicectl.locations import Location
 from invoicectl.scan.ingest import OpenScan, scan_directory
+from invoicectl.send.outbox_turns import marked_below
 
 
 @pytest.fixture
@@ -320,6 +321,69 @@ def test_recursive_scan_descends_only_when_asked(journal: Journal, outbox: Path)
 
     assert scan_directory(journal, outbox).new == ["TOP-1"]
     assert scan_directory(journal, outbox, recursive=True).new == ["DEEP-1"]
+
+
+def test_a_recursive_run_over_a_tree_deeper_than_the_system_can_name(
+    journal: Journal, outbox: Path
+):
+    """os.walk descends by recursion: RecursionError about 1,000 directories down, the whole
+    scan (and send) stopped, in the scan's walk and in the one for markers below. Past what
+    the system can name (PATH_MAX), a directory cannot be listed: said, as for permissions."""
+    write_invoice(outbox, "TOP-1")
+    levels = deep_chain(outbox, 2100, {1000: "DEEP-1", 2100: "LOST-1"})
+    try:
+        report = scan_directory(journal, outbox, recursive=True)
+        marked = marked_below(outbox)
+    finally:
+        remove_deep_chain(outbox, 2100)
+    assert sorted(report.new) == ["DEEP-1", "TOP-1"]
+    ((subject, reason),) = report.invalid
+    assert len(subject) > 3900 and set(subject) == {"d", "/"}
+    assert reason == (
+        "cannot list this directory (File name too long); the invoices in it were not scanned"
+    )
+    assert marked == (levels[1000],)
+
+
+def deep_chain(top: Path, depth: int, invoices: dict[int, str]) -> dict[int, Path]:
+    """``depth`` directories ``d``, one in the other, and an invoice and a send marker at the
+    levels ``invoices`` names (made relative to a descriptor: past PATH_MAX no path can name
+    them; os.makedirs, recursive, would stop as the walk did)."""
+    fd = os.open(top, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for level in range(1, depth + 1):
+            os.mkdir("d", dir_fd=fd)
+            below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+            os.close(fd)
+            fd = below
+            if level in invoices:
+                for name, data in (
+                    (".invoicectl-journal", b""),
+                    ("i.xml", invoice_xml(invoices[level])),
+                ):
+                    written = os.open(name, os.O_WRONLY | os.O_CREAT, 0o644, dir_fd=fd)
+                    os.write(written, data)
+                    os.close(written)
+    finally:
+        os.close(fd)
+    return {level: top.joinpath(*["d"] * level) for level in invoices}
+
+
+def remove_deep_chain(top: Path, depth: int) -> None:
+    """From the bottom up, through ``..`` (shutil.rmtree, recursive, could not)."""
+    fd = os.open(top.joinpath(*["d"] * min(depth, 1000)), os.O_RDONLY | os.O_DIRECTORY)
+    for _ in range(depth - min(depth, 1000)):
+        below = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = below
+    for _ in range(depth):
+        for name in os.listdir(fd):
+            os.unlink(name, dir_fd=fd)
+        above = os.open("..", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd)
+        os.close(fd)
+        fd = above
+        os.rmdir("d", dir_fd=fd)
+    os.close(fd)
 
 
 def test_a_directory_named_xml_is_descended_not_refused_in_a_recursive_scan(

@@ -39,6 +39,7 @@ from pathlib import Path
 from invoicectl.errors import JournalLocked
 from invoicectl.journal.runlock import LockHolder, read_holder, write_holder
 from invoicectl.locations import Location
+from invoicectl.scan.candidates import walk
 from invoicectl.send.marker import MARKER_NAME
 
 TURNS = ".invoicectl-sends"
@@ -214,7 +215,7 @@ def marked_below(outbox: Path) -> tuple[Path, ...]:
     no file read."""
     below = [
         Path(directory)
-        for directory, subdirs, files in os.walk(outbox)
+        for directory, subdirs, files in walk(str(outbox))
         if (MARKER_NAME in files or TURNS in subdirs) and directory != str(outbox)
     ]
     return tuple(sorted(below, key=lambda path: path.parts))
