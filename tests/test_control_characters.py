@@ -18,6 +18,7 @@ from ublfactory import write_invoice
 from invoicectl.cli import app
 from invoicectl.journal import open_journal
 from invoicectl.scan.ingest import scan_directory
+from invoicectl.scan.report import ScanReport
 
 HOSTILE = "\x1b[2J\x1b[31mPWNED\x1b]0;title\x07\x1b[0m\r\rfake line"
 
@@ -93,3 +94,33 @@ def test_an_id_with_a_direction_mark_is_shown_escaped(
     assert result.exit_code == 0, said
     assert "\u202e" not in said
     assert "INV-\\u202eABC-1" in said
+
+
+def test_scan_lines_of_an_amended_and_a_held_invoice_escape_its_id(tmp_path: Path, outbox: Path):
+    """The amended, held, repaired and busy lines printed the ID raw, the invalid lines
+    escaped (helper-97: a U+202E reached the terminal from `scan`)."""
+    path = tmp_path / "journal.db"
+    write_invoice(outbox, TURNED, name="sent.xml", amount="100.00")
+    write_invoice(outbox, f"{TURNED}-2", name="renumbered.xml")
+    with open_journal(path) as opened:
+        scan_directory(opened, outbox)
+        sent = opened.invoice(TURNED).current_sha256
+        force(opened, TURNED, state="accepted", idempotency_key="invoice-x", key_sha256=sent)
+    write_invoice(outbox, TURNED, name="sent.xml", amount="999.00")  # amended
+    write_invoice(outbox, "INV-3", name="renumbered.xml")  # its pending invoice held
+
+    said = run("scan", str(outbox), "--journal", str(path))
+
+    assert "\u202e" not in said
+    escaped = "INV-\\u202eABC-1"
+    assert (
+        f"  amended  {escaped}: changed after it was sent; see `invoicectl show {escaped}`" in said
+    )
+    assert f"  held     {escaped}-2: its file renumbered.xml now holds invoice INV-3" in said
+
+
+def test_scan_lines_of_a_repaired_or_busy_invoice_escape_its_id():
+    report = ScanReport(repaired=[TURNED], busy=[TURNED])
+    repaired, busy = report.summary_lines()[1:]
+    assert repaired.startswith("  repaired INV-\\u202eABC-1: its damaged stored copy")
+    assert busy.startswith("  busy     INV-\\u202eABC-1: its file changed while")

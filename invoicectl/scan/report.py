@@ -115,28 +115,29 @@ class ScanReport:
         """What ``scan`` prints: the counts, then one line per invalid or amended invoice."""
         shown = ", ".join(f"{self.file_counts[category]} {category}" for category in CATEGORIES)
         lines = [f"scanned {self.files} files: {shown}"]
-        # A subject is a file name when no ID was found: it may hold a line break.
+        # A subject is a file name when no ID was found: it may hold a line break. An ID may
+        # hold a mark that turns the rest of a terminal's line around: every one is escaped.
         lines += [
             f"  invalid  {one_line(problem.subject)}: {one_line(problem.reason)}"
             for problem in self.invalid
         ]
         lines += [
-            f"  amended  {invoice_id}: changed after it was sent; "
-            f"see `invoicectl show {invoice_id}`"
-            for invoice_id in self.amended
+            f"  amended  {shown}: changed after it was sent; see `invoicectl show {shown}`"
+            for shown in map(one_line, self.amended)
         ]
         lines += [
-            f"  repaired {invoice_id}: its damaged stored copy was rewritten from the file; "
+            f"  repaired {shown}: its damaged stored copy was rewritten from the file; "
             "no longer held"
-            for invoice_id in self.repaired
+            for shown in map(one_line, self.repaired)
         ]
         lines += [
-            f"  held     {problem.subject}: {one_line(problem.reason)}" for problem in self.replaced
+            f"  held     {one_line(problem.subject)}: {one_line(problem.reason)}"
+            for problem in self.replaced
         ]
         lines += [
-            f"  busy     {invoice_id}: its file changed while a send worker holds it; the "
+            f"  busy     {shown}: its file changed while a send worker holds it; the "
             "next scan settles it"
-            for invoice_id in self.busy
+            for shown in map(one_line, self.busy)
         ]
         return lines
 
