@@ -176,6 +176,29 @@ def document_text(data: bytes) -> str:
     return text
 
 
+# Single-byte code pages: text in one that holds letters past ASCII is next to never valid
+# UTF-8 as well, since UTF-8 wants its high bytes in strict runs ("Ã©" is how é reads).
+_SINGLE_BYTE = ("iso8859-", "cp125", "cp437", "cp850", "latin", "mac-", "koi8")
+
+
+def utf8_in_disguise(data: bytes, encoding: Encoding) -> str | None:
+    """Why a document declared in a single-byte code page cannot be sent, when it holds
+    UTF-8 text (helper-97: "é" was sent as "Ã©", and every accented name in the document
+    with it; "Ö" in a number was refused for a control character). Its invoice number, read
+    as declared, is journalled: real exports do this (the corpus has one)."""
+    if not encoding.codec.startswith(_SINGLE_BYTE) or data.isascii():
+        return None
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return (
+        f"the file declares encoding {encoding.label}, but its bytes are UTF-8 (each accented "
+        f"letter written as two or more bytes, which {encoding.label} reads as as many "
+        f"letters): fix the declaration to UTF-8, or re-save the file as {encoding.label}"
+    )
+
+
 def utf8_as_sent(data: bytes, encoding: Encoding) -> tuple[bytes, Encoding]:
     """The bytes libxml2 parses: UTF-8 as is; any other encoding as ``document_text``'s
     characters, so that what is parsed is exactly what is sent, whatever libxml2's own

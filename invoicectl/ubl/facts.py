@@ -17,7 +17,13 @@ from lxml import etree
 
 from invoicectl.text import UNPRINTABLE, one_line
 from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dtd
-from invoicectl.ubl.encoding import Encoding, not_valid_in, sniff_encoding, utf8_as_sent
+from invoicectl.ubl.encoding import (
+    Encoding,
+    not_valid_in,
+    sniff_encoding,
+    utf8_as_sent,
+    utf8_in_disguise,
+)
 from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.parsers import PARSER
 from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES
@@ -100,16 +106,21 @@ def parse_document(data: bytes) -> InvoiceFacts:
         raise InvalidDocument(
             "the file is empty (0 bytes)" if not data else "the file holds only white space, no XML"
         )
-    data, encoding = utf8_as_sent(data, sniff_encoding(data))
+    declared = sniff_encoding(data)
+    disguised = utf8_in_disguise(data, declared)
+    data, encoding = utf8_as_sent(data, declared)
     _refuse_over_the_limit(len(data) - encoding.bom_length)
     prolog = read_prolog(data, encoding.bom_length)
     refuse_doctype(prolog.doctype)
     root, header = _parse_header(data, encoding, prolog.root_start)
     refuse_parsed_dtd(root)
     document_type = _document_type(root)
-    invoice_id = _invoice_id(header)
+    try:
+        invoice_id = _invoice_id(header)
+    except InvalidDocument as refused:  # "Ö" read as two letters, one a control: say why
+        raise InvalidDocument(disguised or refused.reason) from None
     customer, problem = _customer_endpoint(header.get(_CUSTOMER))
-    problem = _lookalike(invoice_id) or problem
+    problem = disguised or _lookalike(invoice_id) or problem
     return InvoiceFacts(
         document_type=document_type,
         invoice_id=invoice_id,
