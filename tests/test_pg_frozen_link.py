@@ -55,7 +55,7 @@ def test_a_worker_whose_server_link_freezes_stops_once_its_lease_is_lost(pg_url,
         relay.kill()
         relay.communicate()
     assert worker.returncode == 75, stderr
-    assert "this worker's lease was lost (no renewal answered for 2 s)" in stderr
+    assert "this worker's lease was lost (its server answered nothing for 2 s" in stderr
     assert "check that the server is running" not in stderr and "Traceback" not in stderr
     assert_each_delivered_once(stats, ids)
 
@@ -76,3 +76,35 @@ def test_every_connection_has_tcp_s_own_checks_unless_the_url_sets_them(pg_url):
         assert options[b"keepalives"] == b"1"
         assert options[b"keepalives_idle"] == idle.encode()
         assert options[b"tcp_user_timeout"] == b"60000"
+
+
+def test_a_server_that_answers_slowly_never_has_a_worker_cut(pg_url, tmp_path):
+    """helper-100: another session held the journal's write lock past a worker's lease while
+    its requests were in flight; the renewals, refused after waiting on that lock, counted
+    as a server gone, the connection was cut, and answers GoRoute had given went unrecorded."""
+    import psycopg
+
+    from invoicectl.journal.pg_connection import WRITE_LOCK
+
+    outbox, ids = _outbox(tmp_path, 40)
+    _scanned(pg_url, outbox)
+    sandbox = emulator(latency_ms=1500)
+    with BackgroundServer(sandbox) as server:
+        worker = _worker(
+            outbox, pg_url, server.base_url, "--rate", "1200", "--concurrency", "4", lease=2.0
+        )
+        time.sleep(2.5)  # requests in flight
+        with psycopg.connect(pg_url) as holder:
+            holder.execute("SELECT pg_advisory_xact_lock(%s)", (WRITE_LOCK,))
+            time.sleep(5.0)  # two and a half leases
+        _, stderr = worker.communicate(timeout=120)
+        delivered = {i for i, count in sandbox.stats()["per_invoice"].items() if count}
+    with psycopg.connect(pg_url) as witness:
+        unanswered = {
+            invoice_id
+            for (invoice_id,) in witness.execute(
+                "SELECT invoice_id FROM attempts WHERE outcome IS NULL OR outcome = 'unknown'"
+            )
+        }
+    assert "answered nothing" not in stderr, stderr
+    assert not delivered & unanswered, (sorted(delivered & unanswered), stderr)

@@ -222,7 +222,7 @@ class Heartbeat:
         self._url = url
         self.worker_id = worker_id
         self.lease = lease
-        self._renewed = time.monotonic()
+        self._renewed = self._answered = time.monotonic()  # renewed; the server last heard
         self._lost = False
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="lease-heartbeat", daemon=True)
@@ -236,15 +236,19 @@ class Heartbeat:
         return self
 
     def _watch_lease(self) -> None:
-        """Once the lease is lost, this thread's own connection cut, and the worker's
-        (``on_stuck``) when ``stuck`` says it waits on a statement at two looks in a row: a
-        worker whose server stopped answering mid-statement (helper-98: a frozen proxy,
-        packets dropped) waited in it for good, deaf to SIGTERM, its session holding the run
-        lock that keeps ``scan`` out. One that is not stuck stops by itself (``alive``).
-        Touches no network itself."""
+        """Once the lease is lost and the server has answered nothing for a whole lease, this
+        thread's own connection cut, and the worker's (``on_stuck``) when ``stuck`` says it
+        waits on a statement at two looks in a row: a worker whose server stopped answering
+        mid-statement (helper-98: a frozen proxy, packets dropped) waited in it for good, deaf
+        to SIGTERM, its session holding the run lock that keeps ``scan`` out. A server that
+        answers, if only to refuse a renewal that waited on the write lock, is no server
+        gone (helper-100: a lock held past a lease had healthy workers cut, their answers
+        unrecorded); a worker that is not stuck stops by itself (``alive``). Touches no
+        network itself."""
         looks = 0
         while not self._stop.wait(self.lease / 6):
-            if self.alive:
+            if self.alive or time.monotonic() - self._answered <= self.lease:
+                looks = 0
                 continue
             cut_socket(self._conn)
             looks = looks + 1 if self._stuck() else 0
@@ -267,7 +271,7 @@ class Heartbeat:
         import psycopg
 
         conn: Any = None
-        while not self._stop.wait(self.lease / 3) and not self._lost:
+        while not self._stop.wait(self.lease / 3):
             started = time.monotonic()
             try:
                 if conn is None or conn.closed:
@@ -279,11 +283,16 @@ class Heartbeat:
                     # A renewal waiting on a lock past a beat is no renewal: ``alive`` then
                     # says so in time, instead of the thread waiting for as long as it lasts.
                     conn.execute(f"SET lock_timeout = {max(1, int(self.lease * 1000 / 3))}")
-                if renew(conn, self.worker_id, self.lease):
+                if self._lost:  # for good: the beat only tells whether the server answers
+                    conn.execute("SELECT 1")
+                elif renew(conn, self.worker_id, self.lease):
                     self._renewed = started
                 else:
                     self._lost = True
-            except psycopg.Error:
+                self._answered = time.monotonic()
+            except psycopg.Error as error:
+                if error.sqlstate is not None:  # the server's own refusal: it is there
+                    self._answered = time.monotonic()
                 if conn is not None:
                     conn.close()
                 conn = None  # tried again next beat; ``alive`` says when it is too late

@@ -99,9 +99,9 @@ class Workers:
         # answering, and the statement would wait for good.
         conn = journal.db.conn
         why = (
-            f"this worker's lease was lost (no renewal answered for {lease:g} s), so its "
-            "connection was cut, where a statement may have waited on a server that stopped "
-            "answering; what it held goes to the next send once the lease has run out"
+            f"this worker's lease was lost (its server answered nothing for {lease:g} s while "
+            "a statement waited on it), so its connection was cut; what it held goes to the "
+            "next send once the lease has run out"
         )
         self.heartbeat = Heartbeat(
             journal.path.connection_url(),
