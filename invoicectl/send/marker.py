@@ -71,11 +71,14 @@ def journal_marker(journal: Path | object) -> tuple[Path, ...]:
     then lost to an older backup restored over the journal file is in no marker of the outbox
     sent next (helper-92). It lives as long as the journal's directory, the outbox's as long
     as the outbox: each tells what the other cannot. Beside the journal's real path, as its run
-    lock is: a journal reached through a symbolic link kept a second marker (helper-94)."""
+    lock is (helper-94: two links to one journal kept a marker each), and beside the link too
+    when it is one."""
     if not isinstance(journal, Path):
         return postgresql_marker(str(journal))
-    real = Path(os.path.realpath(journal))  # one marker whatever link names the journal
-    return (real.with_name(real.name + ".marker"),)
+    named, real = journal, Path(os.path.realpath(journal))
+    # Beside its real path (one marker whatever link names it) and beside the name given: a
+    # link pointed at a restored copy (helper-100) leaves the marker of the runs it lost there.
+    return tuple(dict.fromkeys(path.with_name(path.name + ".marker") for path in (real, named)))
 
 
 def postgresql_marker(url: str) -> tuple[Path, ...]:
