@@ -118,10 +118,38 @@ async def test_a_refusal_that_says_invalid_is_the_verdict(
 ) -> None:
     """helper-96: the contract names no status for an invalid document; a server answering
     422 ``{"valid": false, ...}`` had both invalid documents sent, as "unvalidated"."""
-    body = {"valid": False, "errors": [{"rule": "BR-CO-15", "message": "totals differ"}]}
+    body = {
+        "valid": False,
+        "errors": [
+            {"rule": "BR-CO-15", "message": "totals differ"},
+            {"code": "PEPPOL-EN16931-R001", "message": "no business process"},
+        ],
+    }
     outcome = await validated(api, client, httpx.Response(status, json=body))
     assert isinstance(outcome, Validation) and not outcome.valid
-    assert outcome.errors == ("BR-CO-15: totals differ",)
+    assert outcome.errors == (
+        "BR-CO-15: totals differ",
+        "PEPPOL-EN16931-R001: no business process",
+    )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"valid": False, "error": {"code": "INVALID_CONTENT_TYPE", "message": "xml only"}},
+        {"valid": False, "error_code": "PAYLOAD_TOO_LARGE", "errors": []},
+        {"valid": False, "errors": [{"code": "RATE_LIMITED", "message": "try later"}]},
+        {"valid": False},
+    ],
+)
+async def test_a_refusal_of_the_request_itself_is_no_verdict(
+    api: respx.MockRouter, client: GoRouteClient, body: dict[str, Any]
+) -> None:
+    """helper-100: ``"valid": false`` beside an error of the request's own (its content
+    type, its size, a quota) said nothing of the document, which was held as invalid."""
+    outcome = await validated(api, client, httpx.Response(422, json=body))
+    assert not isinstance(outcome, Validation)
 
 
 @pytest.mark.anyio

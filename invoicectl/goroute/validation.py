@@ -9,6 +9,7 @@ Only a 2xx with a boolean ``valid`` is a verdict; anything else is a failed vali
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,6 +23,8 @@ MAX_VALIDATION_BYTES = 1024 * 1024
 MAX_ERRORS = 50
 _MAX_ERROR_LINE = 300
 _VERDICT_REFUSALS = frozenset({400, 422})  # statuses that may carry an "invalid" verdict
+# An error code of the API's own (RATE_LIMITED), not a rule the document broke (BR-CO-15).
+_API_CODE = re.compile(r"[A-Z]+(?:_[A-Z]+)*")
 
 
 def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], Outcome]) -> Outcome:
@@ -31,9 +34,7 @@ def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], O
     if isinstance(answer, Transient):
         return answer
     data = answer.data
-    if not answer.ok and not (
-        answer.status in _VERDICT_REFUSALS and isinstance(data, dict) and data.get("valid") is False
-    ):
+    if not answer.ok and not _invalid_in_a_refusal(answer.status, data):
         return failure(answer)
     if not isinstance(data, dict) or not isinstance(data.get("valid"), bool):
         return unexpected_shape(answer, 'a validation answer with a boolean "valid"')
@@ -46,6 +47,25 @@ def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], O
     if not valid and not errors:
         errors = ("(no rule given): GoRoute found the document invalid",)
     return Validation(valid=valid, errors=errors[:MAX_ERRORS], **answer.common())
+
+
+def _invalid_in_a_refusal(status: int, data: Any) -> bool:
+    """Whether a refusal's body is a verdict on the document: ``"valid": false`` with the
+    rules it broke, and no error of the request's own (a content type refused, a payload too
+    large: helper-100), which says nothing of the document."""
+    return (
+        status in _VERDICT_REFUSALS
+        and isinstance(data, dict)
+        and data.get("valid") is False
+        and isinstance(data.get("errors"), list)
+        and bool(data["errors"])
+        and not {"error", "error_code", "code"} & data.keys()
+        and not any(_API_CODE.fullmatch(str(_code(item))) for item in data["errors"])
+    )
+
+
+def _code(item: Any) -> Any:
+    return item.get("code") if isinstance(item, dict) else None
 
 
 def _error_line(item: Any) -> str:
