@@ -655,6 +655,16 @@ def test_a_file_swapped_for_a_link_after_the_check(
     )
 
 
+def test_an_unusual_space_inside_a_number_is_named_as_a_space() -> None:
+    """helper-100: a no-break or thin space shows, as a plain space does: "invisible" and
+    "remove it" were the wrong words."""
+    facts = parse_document(with_id("INV\u00a01\u20092".encode()))
+    assert facts.problem == (
+        "the invoice number (cbc:ID) 'INV\\xa01\\u20092' holds a space other than a plain "
+        "one (U+00A0, U+2009): it looks like the number with a plain space; write a plain space"
+    )
+
+
 @pytest.mark.parametrize("number", ["Faktura-Öl-7", "請求書-2026-1", "فاتورة-١٢", "INV 1", "№ 7"])
 def test_numbers_in_any_script_are_no_lookalikes(number: str) -> None:
     assert parse_document(with_id(number.encode())).problem is None

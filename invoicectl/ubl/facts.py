@@ -257,12 +257,14 @@ def _lookalike(invoice_id: str) -> str | None:
     if ends := _invisible_ends(invoice_id):
         return _invisible_reason(invoice_id, ends)
     if not invoice_id.isascii() and (hidden := "".join(filter(_invisible, invoice_id))):
-        # Inside as at an end (helper-97): "INV-\u200b1" is four invoices with "INV-1",
-        # "INV-\u20601", "INV-\u00ad1", each delivered; a direction mark reorders it on screen.
+        # Inside as at an end (helper-97): "INV-\u200b1" and "INV-1" were two deliveries.
+        spaces = all(unicodedata.category(char) == "Zs" for char in hidden)  # helper-100
+        what, like = ("a space other than a plain one", "with a plain space") if spaces else (
+            "an invisible character", "without it")  # fmt: skip
         return (
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' holds an invisible "
-            f"character ({_code_points(hidden)}): it looks like the number without it; "
-            "remove it"
+            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' holds {what} "
+            f"({_code_points(hidden)}): it looks like the number {like}; "
+            + ("write a plain space" if spaces else "remove it")
         )
     if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
         # The same number saved by another tool in composed form would be another invoice.
