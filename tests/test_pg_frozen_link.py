@@ -108,3 +108,12 @@ def test_a_server_that_answers_slowly_never_has_a_worker_cut(pg_url, tmp_path):
         }
     assert "answered nothing" not in stderr, stderr
     assert not delivered & unanswered, (sorted(delivered & unanswered), stderr)
+
+
+def test_the_tcp_checks_leave_a_service_file_its_say() -> None:
+    """helper-100: arguments override pg_service.conf, so a URL naming a service gets none."""
+    from invoicectl.journal.pg_connection import network_limits
+
+    assert network_limits("postgresql://u@h/db")["keepalives_idle"] == "30"
+    assert "keepalives_idle" not in network_limits("postgresql://u@h/db?keepalives_idle=5")
+    assert network_limits("postgresql:///db?service=journal") == {}

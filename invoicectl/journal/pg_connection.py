@@ -252,6 +252,8 @@ def network_limits(url: str) -> dict[str, Any]:
         given = conninfo_to_dict(url)
     except Exception:  # the connection says what is wrong with the URL
         return {}
+    if "service" in given:  # pg_service.conf may set them: an argument would override it
+        return {}
     return {name: value for name, value in _NETWORK_LIMITS.items() if name not in given}
 
 
