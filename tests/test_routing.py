@@ -89,8 +89,35 @@ def test_a_supplier_s_send_takes_only_its_invoices(tmp_path: Path, outbox: Path)
     assert set(states(tmp_path / "acme.db").values()) == {"accepted"}
     assert sandbox.stats()["per_invoice"] == {"INV-1": 1, "INV-SAME": 1}
     assert report.left_for_others == 3 and report.files == 2
-    # Two of its own, the rest left alone: not a duplicate ID, not an invalid file here.
-    assert summary.exit_code == 0, summary.exit_causes
+    # Two of its own, the rest left alone: not a duplicate ID here. The broken file is no
+    # profile's to take, so every profile's send names it (helper-97: none said a word).
+    assert report.supplier_untold == [("broken.xml", report.supplier_untold[0].reason)]
+    assert report.supplier_untold[0].reason.startswith("not well-formed XML")
+    assert summary.exit_code == ExitCode.NEEDS_FIX, summary.exit_causes
+    assert "  untold   broken.xml: not well-formed XML" in "\n".join(report.summary_lines())
+
+
+def test_a_file_of_no_supplier_is_named_by_a_supplier_s_send(tmp_path: Path, outbox: Path):
+    """A file whose supplier EndpointID is missing is no profile's either."""
+    write(outbox, "a1.xml", ACME, "INV-1")
+    data = supplied_by(ACME, "INV-NOBODY")
+    start = data.index(b"<cac:AccountingSupplierParty>")
+    end = data.index(b"</cac:AccountingSupplierParty>") + len(b"</cac:AccountingSupplierParty>")
+    (outbox / "nobody.xml").write_bytes(data[:start] + data[end:])
+    settings = resolve(
+        journal=tmp_path / "acme.db",
+        environ={"GOROUTE_API_KEY": KEY_A, "GOROUTE_BASE_URL": "http://acme.test"},
+    )
+
+    report, summary = runner.send(
+        settings, scanning(outbox, supplier=ACME), options(supplier=ACME),
+        transport=emulator(KEY_A).transport(),
+    )  # fmt: skip
+
+    assert [problem.subject for problem in report.supplier_untold] == ["nobody.xml"]
+    assert "no supplier EndpointID" in report.supplier_untold[0].reason
+    assert report.to_dict()["supplier_untold"] == report.supplier_untold  # only when some
+    assert summary.exit_code == ExitCode.NEEDS_FIX
 
 
 def test_a_routed_profile_s_scan_reads_only_the_files_routed_to_it(

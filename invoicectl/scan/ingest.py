@@ -9,7 +9,7 @@ each of the rest becomes is the lifecycle's decision (``lifecycle.scanning``), o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Container, Iterable, Iterator
+from collections.abc import Callable, Collection, Container, Iterable
 from itertools import chain
 from pathlib import Path
 
@@ -18,7 +18,6 @@ from invoicectl.journal import peek_stored
 from invoicectl.journal.interface import JournalBackend
 from invoicectl.journal.records import (
     DUPLICATE_CHECK,
-    FACT_COLUMNS,
     InvoiceState,
     ScannedCopy,
     fact_columns,
@@ -31,6 +30,7 @@ from invoicectl.scan.candidates import find_candidates
 from invoicectl.scan.reader import HeadStart, KnownSha256, Unchanged, scan_files, start_reading
 from invoicectl.scan.report import Problem, ScanReport
 from invoicectl.scan.scanned import RACY_NS, ScannedFile, as_text
+from invoicectl.scan.suppliers import SupplierFilter
 from invoicectl.text import one_line
 
 # A write transaction stores at most this many files, or about this many bytes of them.
@@ -155,38 +155,8 @@ class OpenScan:
         only = None if self.supplier is None else SupplierFilter(self.supplier, self.skip)
         report = Ingest(journal, self.root).run(found if only is None else only.kept(found))
         report.left_for_others = self.routed_away + (only.left if only is not None else 0)
+        report.supplier_untold = only.untold if only is not None else []
         return report
-
-
-class SupplierFilter:
-    """Only one supplier's invoices go into this journal (a profile's ``sender``): a file
-    whose supplier EndpointID is another's, or cannot be told (unreadable, no ID), is left
-    as it is, for the run of its own profile (``send --all-profiles`` reports what belongs
-    to none). Known content read again carries no facts: it is in this journal already,
-    taken by an earlier scan of this supplier (a send holds any other, ``lifecycle.suppliers``).
-    ``skip``: invoice IDs of this supplier another profile's journal holds as sent through its
-    account (``send --all-profiles`` finds them): never taken here, never sent twice.
-    """
-
-    def __init__(self, supplier: str, skip: frozenset[str] = frozenset()) -> None:
-        self.supplier = supplier
-        self.skip = skip
-        self.left = 0
-
-    def kept(self, found: Iterable[ScannedFile]) -> Iterator[ScannedFile]:
-        for item in found:
-            if self.takes(item):
-                yield item
-            else:
-                self.left += 1
-
-    def takes(self, item: ScannedFile) -> bool:
-        if item.columns is not None:
-            return item.columns[SENDER_COLUMN] == self.supplier and item.invoice_id not in self.skip
-        return item.reason is None and item.sha256 is not None
-
-
-SENDER_COLUMN = FACT_COLUMNS.index("sender_endpoint")
 
 
 def _reading_again(

@@ -33,6 +33,8 @@ class ScanReport:
     # Files a supplier filter left for other profiles (``ingest.SupplierFilter``): not in
     # ``files``, nor in the JSON document (``send --all-profiles`` lists them itself).
     left_for_others: int = 0
+    # Of those, the files whose supplier cannot be told (``suppliers.SupplierFilter.untold``).
+    supplier_untold: list[Problem] = field(default_factory=list)
     # Invoices of other suppliers this journal held all the same (``lifecycle.suppliers``),
     # by a profile's send; ``status`` shows them on hold.
     held_for_others: list[str] = field(default_factory=list)
@@ -48,7 +50,7 @@ class ScanReport:
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
         del document["left_for_others"], document["held_for_others"], document["clashing"]
-        for rare in ("busy", "replaced"):
+        for rare in ("busy", "replaced", "supplier_untold"):
             if not document[rare]:
                 del document[rare]
         return document
@@ -76,7 +78,12 @@ class ScanReport:
             )
         if self.input_code is not ExitCode.OK:
             causes.append(Cause(self.input_code, "no *.xml file in the outbox"))
-        return causes
+        return causes + self._untold_causes()
+
+    def _untold_causes(self) -> list[Cause]:
+        untold = len(self.supplier_untold)
+        whose = f"{untold} file{_s(untold)} whose supplier cannot be told"
+        return [Cause(ExitCode.NEEDS_FIX, whose)] if untold else []
 
     def send_causes(self) -> list[Cause]:
         """What a send's exit code takes from its scan besides the journal's states: sent
@@ -87,7 +94,7 @@ class ScanReport:
             causes.append(Cause(ExitCode.NEEDS_FIX, clashing))
         if self.input_code is not ExitCode.OK:
             causes.append(Cause(self.input_code, "the outbox holds no *.xml file"))
-        return causes
+        return causes + self._untold_causes()
 
     def count_files(
         self, invalid_ids: Iterable[str], shared: Mapping[str, int], unidentified: int
@@ -138,6 +145,11 @@ class ScanReport:
             f"  busy     {shown}: its file changed while a send worker holds it; the "
             "next scan settles it"
             for shown in map(one_line, self.busy)
+        ]
+        lines += [
+            f"  untold   {one_line(problem.subject)}: {one_line(problem.reason)}; its "
+            "supplier cannot be told, so no profile's send takes it"
+            for problem in self.supplier_untold
         ]
         return lines
 
