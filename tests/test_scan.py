@@ -18,6 +18,7 @@ from conftest import SHARED
 from journalkit import force
 from sqlite_utils import Database
 from sqlite_utils.migrations import Migrations
+from test_unreadable_files import unprivileged
 from ublfactory import invoice_xml, write_invoice
 
 from invoicectl.errors import JournalError, JournalLocked, UsageError
@@ -641,25 +642,14 @@ def test_an_unlistable_subdirectory_is_answered_not_skipped(tmp_path: Path):
         (shared / "locked").mkdir()
         write_invoice(shared / "locked", "HIDDEN-1")
         (shared / "locked").chmod(0o700)  # root's: nobody cannot list it
-        read_end, write_end = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            try:
-                os.setgroups([])
-                os.setgid(65534)
-                os.setuid(65534)
-                with Journal(shared / "journal.db") as journal:
-                    report = scan_directory(journal, shared, recursive=True, workers=1)
-                answer = "\n".join(f"{p.subject}\t{p.reason}" for p in report.invalid)
-                answer += f"\nNEW\t{','.join(report.new)}"
-            except BaseException as error:  # noqa: BLE001 - anything goes back to the parent
-                answer = f"child failed: {error!r}"
-            os.write(write_end, answer.encode())
-            os._exit(0)
-        os.close(write_end)
-        with os.fdopen(read_end, "rb") as pipe:
-            answer = pipe.read().decode()
-        os.waitpid(pid, 0)
+
+        def scan() -> str:
+            with Journal(shared / "journal.db") as journal:
+                report = scan_directory(journal, shared, recursive=True, workers=1)
+            answer = "\n".join(f"{p.subject}\t{p.reason}" for p in report.invalid)
+            return answer + f"\nNEW\t{','.join(report.new)}"
+
+        answer = unprivileged(scan)
         assert "NEW\tTOP-1" in answer, answer
         assert "locked\tcannot list this directory (Permission denied)" in answer, answer
     finally:

@@ -123,6 +123,7 @@ async def test_a_refusal_that_says_invalid_is_the_verdict(
         "errors": [
             {"rule": "BR-CO-15", "message": "totals differ"},
             {"code": "PEPPOL-EN16931-R001", "message": "no business process"},
+            {"code": "SCHEMA_ERROR", "message": "cbc:Foo not expected"},  # helper-101
         ],
     }
     outcome = await validated(api, client, httpx.Response(status, json=body))
@@ -130,6 +131,7 @@ async def test_a_refusal_that_says_invalid_is_the_verdict(
     assert outcome.errors == (
         "BR-CO-15: totals differ",
         "PEPPOL-EN16931-R001: no business process",
+        "SCHEMA_ERROR: cbc:Foo not expected",
     )
 
 

@@ -9,7 +9,6 @@ Only a 2xx with a boolean ``valid`` is a verdict; anything else is a failed vali
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +22,14 @@ MAX_VALIDATION_BYTES = 1024 * 1024
 MAX_ERRORS = 50
 _MAX_ERROR_LINE = 300
 _VERDICT_REFUSALS = frozenset({400, 422})  # statuses that may carry an "invalid" verdict
-# An error code of the API's own (RATE_LIMITED), not a rule the document broke (BR-CO-15).
-_API_CODE = re.compile(r"[A-Z]+(?:_[A-Z]+)*")
+# Error codes of a request refused, not of a document judged (BR-CO-15, or an XSD layer's
+# SCHEMA_ERROR): an item carrying one, and no rule or location, says nothing of the document.
+_REQUEST_ERRORS = frozenset(
+    {"RATE_LIMITED", "TOO_MANY_REQUESTS", "QUOTA_EXCEEDED", "PAYLOAD_TOO_LARGE"}
+    | {"REQUEST_TOO_LARGE", "UNSUPPORTED_MEDIA_TYPE", "INVALID_CONTENT_TYPE", "INVALID_API_KEY"}
+    | {"UNAUTHORIZED", "FORBIDDEN", "INTERNAL_ERROR", "SERVICE_UNAVAILABLE"}
+    | {"INVALID_IDEMPOTENCY_KEY", "IDEMPOTENCY_KEY_REUSED"}
+)
 
 
 def validation_outcome(answer: Answer | Transient, failure: Callable[[Answer], Outcome]) -> Outcome:
@@ -60,12 +65,16 @@ def _invalid_in_a_refusal(status: int, data: Any) -> bool:
         and isinstance(data.get("errors"), list)
         and bool(data["errors"])
         and not {"error", "error_code", "code"} & data.keys()
-        and not any(_API_CODE.fullmatch(str(_code(item))) for item in data["errors"])
+        and not any(map(_request_error, data["errors"]))
     )
 
 
-def _code(item: Any) -> Any:
-    return item.get("code") if isinstance(item, dict) else None
+def _request_error(item: Any) -> bool:
+    return (
+        isinstance(item, dict)
+        and item.get("code") in _REQUEST_ERRORS
+        and not {"rule", "rule_id", "location", "path", "xpath"} & item.keys()
+    )
 
 
 def _error_line(item: Any) -> str:

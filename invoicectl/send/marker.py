@@ -19,17 +19,17 @@ old marker or the new one. Its name does not end in ``.xml``, so no scan reads i
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import json
 import os
 import socket
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
+
+from invoicectl.flocks import flock_within
 
 MARKER_NAME = ".invoicectl-journal"
 _TURN_WAIT = 5.0  # seconds a marker's writer waits for another's turn
@@ -169,17 +169,8 @@ def _writers_turn(directory: Path) -> Iterator[None]:
         yield  # the write says what is wrong with the directory
         return
     try:
-        deadline = time.monotonic() + _TURN_WAIT
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    break
-                time.sleep(0.005)
-            except OSError:  # a file system without flock: written as before
-                break
+        with contextlib.suppress(OSError):  # a file system without flock: written as before
+            flock_within(fd, _TURN_WAIT, 0.005)
         yield
     finally:
         os.close(fd)  # the lock goes with it

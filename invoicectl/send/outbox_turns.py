@@ -30,13 +30,13 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 from invoicectl.errors import JournalLocked
+from invoicectl.flocks import flock_within
 from invoicectl.journal.runlock import LockHolder, read_holder, write_holder
 from invoicectl.locations import Location
 from invoicectl.scan.candidates import walk
@@ -109,19 +109,12 @@ def _opened(path: Path) -> int:
 
 
 def _through_gate(gate: int, outbox: Path) -> None:
-    end = time.monotonic() + _GATE_WAIT
-    while True:
-        try:
-            fcntl.flock(gate, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            return
-        except BlockingIOError:
-            if time.monotonic() >= end:
-                raise JournalLocked(
-                    f"another invoicectl send has held the gate of {outbox / TURNS} for over "
-                    f"{_GATE_WAIT:.0f} s (a stopped process?); this run sent nothing: run it "
-                    "again once that process has ended"
-                ) from None
-            time.sleep(_GATE_PAUSE)
+    if not flock_within(gate, _GATE_WAIT, _GATE_PAUSE):
+        raise JournalLocked(
+            f"another invoicectl send has held the gate of {outbox / TURNS} for over "
+            f"{_GATE_WAIT:.0f} s (a stopped process?); this run sent nothing: run it "
+            "again once that process has ended"
+        )
 
 
 def _refuse_beside_others(
