@@ -655,6 +655,14 @@ def test_a_file_swapped_for_a_link_after_the_check(
     )
 
 
+@pytest.mark.parametrize("number", ["é\u200dé", "Ж\u200cЖ-1", "A\ufe0f1", "1\u200d2"])
+def test_a_joiner_or_selector_that_changes_nothing_is_a_lookalike(number: str) -> None:
+    """Between Latin, Greek, Cyrillic or ASCII characters, no joiner or selector changes
+    what is drawn: "é\u200dé" reads as "éé", another invoice number."""
+    problem = parse_document(with_id(number.encode())).problem or ""
+    assert "holds an invisible character" in problem
+
+
 def test_an_unusual_space_inside_a_number_is_named_as_a_space() -> None:
     """helper-100: a no-break or thin space shows, as a plain space does: "invisible" and
     "remove it" were the wrong words."""
@@ -665,6 +673,13 @@ def test_an_unusual_space_inside_a_number_is_named_as_a_space() -> None:
     )
 
 
-@pytest.mark.parametrize("number", ["Faktura-Öl-7", "請求書-2026-1", "فاتورة-١٢", "INV 1", "№ 7"])
+@pytest.mark.parametrize(
+    "number",
+    [
+        "Faktura-Öl-7", "請求書-2026-1", "فاتورة-١٢", "INV 1", "№ 7",
+        # helper-101: characters that change how their neighbours are drawn, where they do.
+        "فاکتور\u200c۱۲۳", "क्\u200dष-1", "👨\u200d👩\u200d👧-7", "❤\ufe0f-1", "葛\U000e0100-1",
+    ],
+)  # fmt: skip
 def test_numbers_in_any_script_are_no_lookalikes(number: str) -> None:
     assert parse_document(with_id(number.encode())).problem is None

@@ -10,7 +10,6 @@ is journalled under its ID.
 from __future__ import annotations
 
 import re
-import unicodedata
 from typing import NamedTuple
 
 from lxml import etree
@@ -25,6 +24,7 @@ from invoicectl.ubl.encoding import (
     utf8_in_disguise,
 )
 from invoicectl.ubl.errors import InvalidDocument
+from invoicectl.ubl.lookalikes import invisible_ends, invisible_reason, lookalike
 from invoicectl.ubl.parsers import PARSER
 from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES
 from invoicectl.ubl.two_parts import DOCUMENT_NODES, parse_in_two_parts, refuse_a_forest
@@ -59,19 +59,8 @@ _WANTED = _HEADER | _OPTIONAL
 # White space at the ends of a number makes it unidentified: an older invoicectl trimmed it
 # off (str.strip), so the journal may hold the number without it. (str.strip keeps the
 # zero-width characters: a number ending in one was journalled with it, so it is a
-# ``_lookalike``, journalled as written, as every other invisible character.)
+# ``lookalikes.lookalike``, journalled as written, as every other invisible character.)
 _SPACE_AT_ENDS = re.compile(r"^\s|\s$")
-# Any other character that shows nothing, at an end or inside, makes a number unsendable
-# (``_lookalike``):
-# "INV-1\u200e" is no "INV-1", and a second file with it would be a second invoice to GoRoute
-# and a second delivery to the receiver. Those Python does not print (format characters such
-# as direction marks and isolates, tag characters, private use, unassigned code points), and
-# printable ones that draw nothing: the combining grapheme joiner, Hangul and Khmer fillers,
-# Mongolian and other variation selectors, a blank braille pattern.
-_BLANK = re.compile(
-    "[\u034f\u115f\u1160\u17b4\u17b5\u180b-\u180f\u2800\u3164\ufe00-\ufe0f\uffa0"
-    "\U000e0100-\U000e01ef]"
-)
 
 
 # Named tuples, not frozen dataclasses: a scan makes three per file, and a frozen
@@ -120,7 +109,7 @@ def parse_document(data: bytes) -> InvoiceFacts:
     except InvalidDocument as refused:  # "Ö" read as two letters, one a control: say why
         raise InvalidDocument(disguised or refused.reason) from None
     customer, problem = _customer_endpoint(header.get(_CUSTOMER))
-    problem = disguised or _lookalike(invoice_id) or problem
+    problem = disguised or lookalike(invoice_id) or problem
     return InvoiceFacts(
         document_type=document_type,
         invoice_id=invoice_id,
@@ -246,66 +235,13 @@ def _invoice_id(header: dict[str, etree._Element]) -> str:
             "tab or other control character; an invoice number is one line of plain text"
         )
     if _SPACE_AT_ENDS.search(invoice_id):  # an older invoicectl took the number without it
-        raise InvalidDocument(_invisible_reason(invoice_id, _invisible_ends(invoice_id)))
+        raise InvalidDocument(invisible_reason(invoice_id, invisible_ends(invoice_id)))
     return invoice_id
-
-
-def _lookalike(invoice_id: str) -> str | None:
-    """Why ``invoice_id`` cannot be sent though it is journalled under it: a number that
-    would look the same as another. An older invoicectl took these as they are: journalled
-    under them, an invoice it sent is amended by a new file, never unidentified."""
-    if ends := _invisible_ends(invoice_id):
-        return _invisible_reason(invoice_id, ends)
-    if not invoice_id.isascii() and (hidden := "".join(filter(_invisible, invoice_id))):
-        # Inside as at an end (helper-97): "INV-\u200b1" and "INV-1" were two deliveries.
-        spaces = all(unicodedata.category(char) == "Zs" for char in hidden)  # helper-100
-        what, like = ("a space other than a plain one", "with a plain space") if spaces else (
-            "an invisible character", "without it")  # fmt: skip
-        return (
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' holds {what} "
-            f"({_code_points(hidden)}): it looks like the number {like}; "
-            + ("write a plain space" if spaces else "remove it")
-        )
-    if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
-        # The same number saved by another tool in composed form would be another invoice.
-        return (
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' has accented letters "
-            "written as a letter and a combining accent (Unicode NFD, as some tools save "
-            "text), not composed (NFC); save the number with composed characters"
-        )
-    return None
-
-
-def _invisible_reason(invoice_id: str, ends: str) -> str:
-    return (
-        f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' starts or ends with an "
-        f"invisible character ({_code_points(ends)}); remove it"
-    )
 
 
 def _tags(element: etree._Element) -> str:
     names = dict.fromkeys(etree.QName(child).localname for child in element)
     return ", ".join(f"<{one_line(name, 40)}>" for name in list(names)[:3])
-
-
-def _invisible(char: str) -> bool:
-    return not char.isprintable() or _BLANK.match(char) is not None
-
-
-def _invisible_ends(text: str) -> str:
-    """The characters that show nothing at the start and end of ``text`` (all of it when it
-    shows nothing at all)."""
-    start = 0
-    while start < len(text) and _invisible(text[start]):
-        start += 1
-    end = len(text)
-    while end > start and _invisible(text[end - 1]):
-        end -= 1
-    return text[:start] + text[end:]
-
-
-def _code_points(text: str) -> str:
-    return ", ".join(sorted({f"U+{ord(char):04X}" for char in text}))
 
 
 def _no_id_reason(children: dict[str, etree._Element]) -> str:
@@ -347,7 +283,7 @@ def _customer_endpoint(customer: etree._Element | None) -> tuple[Endpoint | None
             f"the customer EndpointID {one_line(identifier, 80)} has no schemeID, so the "
             "receiver's Peppol scheme (e.g. 0088, 0192, 9915) is unknown"
         )
-    if scheme != given or _invisible_ends(identifier):
+    if scheme != given or invisible_ends(identifier):
         # GoRoute compares the receiver sent with the document's as written: trimmed here,
         # it would refuse the send, with the key spent, on a difference nobody can see.
         return None, (
