@@ -305,6 +305,14 @@ ENCODINGS = [
 ]  # fmt: skip
 
 
+def test_a_single_byte_text_that_happens_to_be_utf8_is_read_as_declared() -> None:
+    """helper-101: "Dupré" then a no-break space and "»" in Latin-1 are valid UTF-8 too (as
+    頻, a CJK letter no Latin-1 text means): read as declared, not refused."""
+    facts = parse_document(tiny("ISO-8859-1", "Dupré\u00a0»".encode("latin-1")))
+    assert facts.invoice_id == "Dupré\u00a0»"
+    assert "declares encoding" not in (facts.problem or "")
+
+
 @pytest.mark.parametrize("encoding", ["ISO-8859-1", "windows-1252", "ISO-8859-15", "macroman"])
 @pytest.mark.parametrize("number", ["V-é", "Ö-7", "Faktura Nr. 5 Köln"])
 def test_utf8_bytes_under_a_single_byte_declaration_are_never_sent(encoding: str, number: str):

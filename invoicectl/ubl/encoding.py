@@ -189,7 +189,11 @@ def utf8_in_disguise(data: bytes, encoding: Encoding) -> str | None:
     if not encoding.codec.startswith(_SINGLE_BYTE) or data.isascii():
         return None
     try:
-        data.decode("utf-8")
+        # ...and its UTF-8 reading is text of that page (Ñ, í; or €, in windows-1252): a
+        # page's own text that happens to be valid UTF-8 reads as CJK there (helper-101).
+        text = data.decode("utf-8")
+        if not any(_in_page(text, codec) for codec in (encoding.codec, "cp1252")):
+            return None
     except UnicodeDecodeError:
         return None
     return (
@@ -197,6 +201,14 @@ def utf8_in_disguise(data: bytes, encoding: Encoding) -> str | None:
         f"letter written as two or more bytes, which {encoding.label} reads as as many "
         f"letters): fix the declaration to UTF-8, or re-save the file as {encoding.label}"
     )
+
+
+def _in_page(text: str, codec: str) -> bool:
+    try:
+        text.encode(codec)
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def utf8_as_sent(data: bytes, encoding: Encoding) -> tuple[bytes, Encoding]:
