@@ -117,3 +117,18 @@ def test_the_tcp_checks_leave_a_service_file_its_say() -> None:
     assert network_limits("postgresql://u@h/db")["keepalives_idle"] == "30"
     assert "keepalives_idle" not in network_limits("postgresql://u@h/db?keepalives_idle=5")
     assert network_limits("postgresql:///db?service=journal") == {}
+
+
+def test_a_cut_is_the_reason_only_until_a_journal_is_opened_again(pg_url) -> None:
+    """helper-101: the reason of a cut was kept for the whole process: any later lost
+    connection, of any journal opened since, was blamed on a lease lost."""
+    from invoicectl.journal.pg_connection import why_cut
+    from invoicectl.journal.pg_database import open_pg_database
+    from invoicectl.locations import JournalURL
+
+    first = open_pg_database(JournalURL(pg_url))
+    first.conn.cut("this worker's lease was lost")  # type: ignore[attr-defined]
+    assert why_cut() == "this worker's lease was lost"
+    first.close()
+    open_pg_database(JournalURL(pg_url)).close()
+    assert why_cut() is None

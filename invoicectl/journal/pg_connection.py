@@ -232,6 +232,11 @@ def why_cut() -> str | None:
     return _cuts[-1] if _cuts else None
 
 
+def forget_cuts() -> None:
+    """A new journal opened: a cut before it is no reason for what fails on it."""
+    _cuts.clear()
+
+
 # TCP's own checks on every connection, unless the URL sets them: a server across a network
 # cut that drops packets is found gone in about a minute (an idle wait: keepalives; a write
 # never acknowledged: tcp_user_timeout), not the two hours of the system's defaults.

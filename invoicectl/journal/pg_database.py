@@ -18,7 +18,13 @@ from typing import Any
 from invoicectl.errors import ExitCode, JournalError
 from invoicectl.journal.database import Database
 from invoicectl.journal.migrations import MIGRATIONS, NewerJournal, all_applied
-from invoicectl.journal.pg_connection import WRITE_LOCK, PgConnection, network_limits, why_cut
+from invoicectl.journal.pg_connection import (
+    WRITE_LOCK,
+    PgConnection,
+    forget_cuts,
+    network_limits,
+    why_cut,
+)
 from invoicectl.journal.pg_dialect import translate_schema
 from invoicectl.journal.shape import TABLES, refuse_lacking
 from invoicectl.locations import JournalURL
@@ -56,6 +62,7 @@ def open_pg_database(location: JournalURL) -> PgDatabase:
     """The PostgreSQL journal at ``location``, its schema brought up to date."""
     import psycopg
 
+    forget_cuts()
     try:
         raw = psycopg.connect(
             location.connection_url(),
