@@ -284,9 +284,10 @@ def resolve(
         """The rate or concurrency, the tier's where the tier was named more specifically
         (``--tier`` over the config file's ``rate``, a profile's tier over the top level's)."""
         value = whole(name, option, tier_value)  # checked even where the tier's wins
-        if config_values.specificity(source) <= config_values.specificity(sources[name]):
+        tier_source = sources["tier"]
+        if config_values.specificity(tier_source) <= config_values.specificity(sources[name]):
             return value
-        sources[name] = sources["tier"]
+        sources[name] = tier_source
         return tier_value
 
     settings = Settings(

@@ -189,12 +189,12 @@ def utf8_in_disguise(data: bytes, encoding: Encoding) -> str | None:
     if not encoding.codec.startswith(_SINGLE_BYTE) or data.isascii():
         return None
     try:
-        # ...and its UTF-8 reading is text of that page (Ñ, í; or €, in windows-1252): a
-        # page's own text that happens to be valid UTF-8 reads as CJK there (helper-101).
         text = data.decode("utf-8")
-        if not any(_in_page(text, codec) for codec in (encoding.codec, "cp1252")):
-            return None
     except UnicodeDecodeError:
+        return None
+    # ...and its UTF-8 reading is text of that page (Ñ, í; or €, in windows-1252): a page's
+    # own text that happens to be valid UTF-8 reads as CJK there (helper-101).
+    if not any(_in_page(text, codec) for codec in (encoding.codec, "cp1252")):
         return None
     return (
         f"the file declares encoding {encoding.label}, but its bytes are UTF-8 (each accented "

@@ -30,20 +30,23 @@ def lookalike(invoice_id: str) -> str | None:
     under them, an invoice it sent is amended by a new file, never unidentified."""
     if ends := invisible_ends(invoice_id):
         return invisible_reason(invoice_id, ends)
-    if not invoice_id.isascii() and (hidden := _hidden_inside(invoice_id)):
-        # Inside as at an end (helper-97): "INV-\u200b1" and "INV-1" were two deliveries.
-        spaces = all(unicodedata.category(char) == "Zs" for char in hidden)  # helper-100
-        what, like = ("a space other than a plain one", "with a plain space") if spaces else (
-            "an invisible character", "without it")  # fmt: skip
+    if invoice_id.isascii():
+        return None
+    shown = f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}'"
+    if hidden := _hidden_inside(invoice_id):  # inside as at an end (helper-97)
+        if all(unicodedata.category(char) == "Zs" for char in hidden):  # helper-100
+            return (
+                f"{shown} holds a space other than a plain one ({_code_points(hidden)}): it "
+                "looks like the number with a plain space; write a plain space"
+            )
         return (
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' holds {what} "
-            f"({_code_points(hidden)}): it looks like the number {like}; "
-            + ("write a plain space" if spaces else "remove it")
+            f"{shown} holds an invisible character ({_code_points(hidden)}): it looks like "
+            "the number without it; remove it"
         )
-    if not invoice_id.isascii() and not unicodedata.is_normalized("NFC", invoice_id):
+    if not unicodedata.is_normalized("NFC", invoice_id):
         # The same number saved by another tool in composed form would be another invoice.
         return (
-            f"the invoice number (cbc:ID) '{one_line(invoice_id, 60)}' has accented letters "
+            f"{shown} has accented letters "
             "written as a letter and a combining accent (Unicode NFD, as some tools save "
             "text), not composed (NFC); save the number with composed characters"
         )
@@ -61,6 +64,7 @@ def invisible_reason(invoice_id: str, ends: str) -> str:
 # a joiner or non-joiner between two characters of a script that joins or an emoji sequence
 # (Persian, Devanagari, a family emoji), a variation selector after one that is not ASCII.
 _JOINERS = frozenset("\u200c\u200d")
+_UNJOINED = ("LATIN", "GREEK", "CYRILLIC")  # scripts whose letters no joiner changes
 _SELECTOR = re.compile("[\u180b-\u180d\u180f\ufe00-\ufe0f\U000e0100-\U000e01ef]")
 
 
@@ -90,9 +94,6 @@ def _shaped(char: str) -> bool:
         and not _invisible(char)
         and not unicodedata.name(char, "").startswith(_UNJOINED)
     )
-
-
-_UNJOINED = ("LATIN", "GREEK", "CYRILLIC")
 
 
 def _invisible(char: str) -> bool:
