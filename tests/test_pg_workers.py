@@ -638,6 +638,30 @@ def test_a_send_that_finds_its_invoices_claimed_says_by_whom_and_until_when(pg_u
     assert_each_delivered_once(stats, ids)
 
 
+def test_what_a_live_worker_sends_is_claimed_not_waiting_nor_unanswered(pg_url, tmp_path: Path):
+    """helper-98: a worker that finished its share while a live peer still sent said the
+    peer's invoices were "waiting to be sent" and its request in flight "unanswered, replayed
+    by the next send"; so did ``status``, right after a worker's ``kill -9``, until its lease
+    ran out. They are claimed by a live worker, which sends them: said so, whoever holds them."""
+    outbox, ids = _outbox(tmp_path, 4)
+    _scanned(pg_url, outbox)
+    url = JournalURL(pg_url)
+    sandbox = emulator()
+    with open_journal(url) as peer, BackgroundServer(sandbox) as server:
+        run_id = peer.begin_run("send", {})
+        peer.become_worker(run_id, 30.0)
+        assert peer.claim_invoices(ids[:2], 2) == ids[:2]
+        begin_attempt(peer, run_id, claim_key(peer, ids[0], replay=False), "body")
+        code, output = run_send(outbox, url, server.base_url, "--trust-new-journal")
+        status_code, status, status_err = run_cli(url, server.base_url, "status")
+        sent = sandbox.stats()["per_invoice"]
+    assert sorted(sent) == ids[2:], output  # the rest, once each
+    for said, exit_code in ((output, code), (status + status_err, status_code)):
+        assert exit_code == 75, said  # the journal's work is not done: the peer still sends
+        assert "2 claimed by another worker, which sends them" in said, said
+        assert "unanswered" not in said and "waiting to be sent" not in said, said
+
+
 def test_invoices_two_stalled_workers_hold_are_named_with_both(pg_url, tmp_path: Path):
     """Several holders: each named, and the longest lease left; an accepted invoice one of
     them still holds a claim on is nothing left to send, so not counted."""
@@ -651,9 +675,11 @@ def test_invoices_two_stalled_workers_hold_are_named_with_both(pg_url, tmp_path:
         assert second.claim_invoices(ids[2:], 2) == ids[2:]
         with psycopg.connect(pg_url) as conn:
             conn.execute("UPDATE invoices SET state = 'accepted' WHERE invoice_id = %s", (ids[3],))
-        said = third.claimed_elsewhere()
+        claims = third.claimed_elsewhere()
+    assert claims is not None and claims.invoice_ids == {*ids[:3]}
+    said = claims.who
     holder = f"pid {os.getpid()} on {socket.gethostname()}"
-    assert said is not None and said.startswith(
+    assert said.startswith(
         f"3 claimed by 2 other workers, which send them ({holder}, {holder}); if one has "
         "stopped, the next send takes its claims over once its lease has run out (in "
     ), said

@@ -152,7 +152,7 @@ def status(
     from invoicectl.cli.status_output import write_period, write_status
     from invoicectl.journal import opened_journal
     from invoicectl.journal.records import InvoiceState
-    from invoicectl.lifecycle.plan import attention_causes, plan
+    from invoicectl.lifecycle.plan import attention_causes, left_to_next_send, plan
     from invoicectl.settings import resolve
 
     chosen = chosen_format(output_format, as_json, StatusFormat.table)
@@ -178,7 +178,7 @@ def status(
         causes = attention_causes(opened, opened.clock())
         attention_code = worst(*(cause.code for cause in causes))
         explain_exit(attention_code, explain(attention_code, causes), counts=counts)
-        unanswered = len(plan(opened, opened.clock()).replays)
+        unanswered = len(left_to_next_send(opened, plan(opened, opened.clock()))[0].replays)
         failed = opened.delivery_failure_count()
         if since is not None or until is not None:
             write_period(opened, chosen, since, until, quiet)

@@ -38,7 +38,7 @@ from invoicectl.journal.pg_workers import (
     reserve_slot,
     retire,
 )
-from invoicectl.journal.records import FACT_COLUMNS, Attempt, Invoice, InvoiceState
+from invoicectl.journal.records import FACT_COLUMNS, Attempt, Invoice, InvoiceState, LiveClaims
 from invoicectl.journal.renumbering import RenumberingRecords
 from invoicectl.journal.scans import _COLUMNS, _SAME_STAT, ScanRecords
 from invoicectl.journal.sending import SendingRecords
@@ -218,7 +218,7 @@ class WorkerRecords(InvoiceRecords, SendingRecords):
         assert self.worker_id is not None
         return claim(self.db, self.worker_id, candidates, limit)
 
-    def claimed_elsewhere(self) -> str | None:
+    def claimed_elsewhere(self) -> LiveClaims | None:
         return claimed_elsewhere(self.db, self.worker_id)
 
     def reserve_slot(self, account: str, interval: float, span: float, rate: int) -> float:

@@ -41,6 +41,7 @@ from typing import Any
 
 from invoicectl.errors import InvoiceBusy, JournalError
 from invoicectl.journal.pg_connection import WRITE_LOCK, cut_socket, network_limits
+from invoicectl.journal.records import LiveClaims
 
 NOW = "extract(epoch from clock_timestamp())::float8"
 
@@ -147,33 +148,34 @@ def check_not_held(db: Any, worker_id: int | None, invoice_id: str) -> None:
         )
 
 
-def claimed_elsewhere(db: Any, worker_id: int | None) -> str | None:
+def claimed_elsewhere(db: Any, worker_id: int | None) -> LiveClaims | None:
     """The invoices still to send or replay that live workers other than ``worker_id`` hold,
-    and who holds them: what a run that could not claim them says at its end. A worker killed
-    a moment ago holds its claims until its lease runs out (its heartbeat renews it no more);
-    None when no other worker holds any."""
+    and who holds them: what a run, or ``status``, says of them instead of "waiting" (a
+    worker sends them now). A worker killed a moment ago holds its claims until its lease
+    runs out (its heartbeat renews it no more); None when no other worker holds any."""
     rows = db.execute(
-        f"SELECT w.host, w.pid, count(*), w.lease_until - {NOW} FROM claims c"
+        f"SELECT w.id, w.host, w.pid, w.lease_until - {NOW}, c.invoice_id FROM claims c"
         " JOIN workers w ON w.id = c.worker_id JOIN invoices i ON i.invoice_id = c.invoice_id"
         " WHERE c.worker_id != COALESCE(CAST(? AS BIGINT), 0) AND i.state IN (?, ?)"
-        f" AND w.lease_until > {NOW} GROUP BY w.id, w.host, w.pid ORDER BY w.id",
+        f" AND w.lease_until > {NOW} ORDER BY w.id",
         (worker_id, "pending", "unknown"),
     ).fetchall()
     if not rows:
         return None
-    held = sum(int(row[2]) for row in rows)
-    who = ", ".join(f"pid {pid} on {host}" for host, pid, _count, _left in rows[:3])
-    if len(rows) == 1:
-        holders, stopped = "another worker, which sends them", "it has stopped, the next send"
+    holders = {row[0]: (row[1], row[2], float(row[3])) for row in rows}
+    who = ", ".join(f"pid {pid} on {host}" for host, pid, _left in list(holders.values())[:3])
+    if len(holders) == 1:
+        sending, stopped = "another worker, which sends them", "it has stopped, the next send"
         stopped += " takes them over"
     else:
-        holders = f"{len(rows)} other workers, which send them"
+        sending = f"{len(holders)} other workers, which send them"
         stopped = "one has stopped, the next send takes its claims over"
-    longest = math.ceil(max(float(row[3]) for row in rows))
-    return (
-        f"{held} claimed by {holders} ({who}); if {stopped} once its lease has run out (in "
-        f"{longest} s at most)"
+    longest = math.ceil(max(left for _host, _pid, left in holders.values()))
+    said = (
+        f"{len(rows)} claimed by {sending} ({who}); if {stopped} once its lease has run out "
+        f"(in {longest} s at most)"
     )
+    return LiveClaims(frozenset(str(row[4]) for row in rows), said)
 
 
 def reserve_slot(db: Any, account: str, interval: float, span: float, rate: int) -> float:

@@ -231,6 +231,14 @@ class JournalIdentity(NamedTuple):
     created_at: str
 
 
+class LiveClaims(NamedTuple):
+    """Invoices still to send or replay that live workers of a shared journal hold, and
+    ``who`` holds them, in words (``pg_workers.claimed_elsewhere``)."""
+
+    invoice_ids: frozenset[str]
+    who: str
+
+
 class ReceiverCheck(NamedTuple):
     """What a participant lookup said of a receiver, and when."""
 

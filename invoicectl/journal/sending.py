@@ -15,7 +15,13 @@ from collections.abc import Collection
 from typing import Any
 
 from invoicectl.journal.database import JournalBase
-from invoicectl.journal.records import Attempt, AttemptAnswer, ReceiverCheck, Validated
+from invoicectl.journal.records import (
+    Attempt,
+    AttemptAnswer,
+    LiveClaims,
+    ReceiverCheck,
+    Validated,
+)
 
 
 class SendingRecords(JournalBase):
@@ -149,7 +155,7 @@ class SendingRecords(JournalBase):
         rows = self.db.execute("SELECT * FROM attempts WHERE outcome IS NULL ORDER BY id")
         return [Attempt(**dict(row)) for row in rows]
 
-    def claimed_elsewhere(self) -> str | None:
+    def claimed_elsewhere(self) -> LiveClaims | None:
         """Who else holds invoices still to send (``pg_workers.claimed_elsewhere``): on a SQLite
         journal, which one run at a time holds, nobody."""
         return None

@@ -10,12 +10,12 @@ states and holds into design.md's exit code.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 from invoicectl.errors import Cause, ExitCode, worst
 from invoicectl.journal.interface import JournalBackend
-from invoicectl.journal.records import DUPLICATE_CHECK, Hold, InvoiceState, SendOrder
+from invoicectl.journal.records import DUPLICATE_CHECK, Hold, InvoiceState, LiveClaims, SendOrder
 from invoicectl.lifecycle.evidence import FOUND_BEFORE, HISTORY_CHECK, KINDS, standing_evidence
 from invoicectl.lifecycle.window import window_open
 
@@ -81,6 +81,7 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
     counts = journal.state_counts(on_hold=False)
     planned = plan(journal, now)
     held, found_already = planned.held, planned.found
+    waiting, live = left_to_next_send(journal, planned)
     on_hold = journal.hold_counts()[Hold.held] - _clashes_past_asking(journal)
     failed = journal.delivery_failure_count(on_hold=False)
     found = [
@@ -98,10 +99,25 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
         (ExitCode.NEEDS_FIX, counts[InvoiceState.rejected], "rejected"),
         # Sent, or replayed safely, by the next send: a pending invoice whose key carried a
         # request (a run killed before its answer was recorded) is a replay, not a first send.
-        (ExitCode.INCOMPLETE, len(planned.pending), "waiting to be sent"),
-        (ExitCode.INCOMPLETE, len(planned.replays), "unanswered, replayed by the next send"),
+        (ExitCode.INCOMPLETE, len(waiting.pending), "waiting to be sent"),
+        (ExitCode.INCOMPLETE, len(waiting.replays), "unanswered, replayed by the next send"),
     ]
-    return [Cause(code, f"{count} {what}") for code, count, what in found if count > 0]
+    causes = [Cause(code, f"{count} {what}") for code, count, what in found if count > 0]
+    if live is not None:  # another worker sends them now (a shared journal)
+        causes.append(Cause(ExitCode.INCOMPLETE, live.who))
+    return causes
+
+
+def left_to_next_send(journal: JournalBackend, planned: Plan) -> tuple[Plan, LiveClaims | None]:
+    """The plan's pending and replays less what live workers hold now (a shared journal's
+    claims: sent, or in flight, by another worker, neither waiting nor unanswered), and those
+    claims."""
+    live = journal.claimed_elsewhere()
+    if live is None:
+        return planned, None
+    pending = tuple(i for i in planned.pending if i not in live.invoice_ids)
+    replays = tuple(i for i in planned.replays if i not in live.invoice_ids)
+    return replace(planned, pending=pending, replays=replays), live
 
 
 def _clashes_past_asking(journal: JournalBackend) -> int:

@@ -42,8 +42,6 @@ def send_causes(summary: SendSummary, journal: JournalBackend) -> list[Cause]:
         # A worker of a shared journal: first sends wait while another send's check has no end.
         waiting = f"first sends wait for the history check begun in {begun} to end"
         causes.append(Cause(ExitCode.INCOMPLETE, waiting))
-    if summary.unsent > 0 and (claimed := journal.claimed_elsewhere()) is not None:
-        causes.append(Cause(ExitCode.INCOMPLETE, claimed))  # another worker's, or a dead one's
     if "deadline" in summary.stops:
         left = f", {summary.unsent} not started" if summary.unsent > 0 else ""
         causes.append(Cause(ExitCode.INCOMPLETE, f"deadline reached{left}"))
