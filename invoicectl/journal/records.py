@@ -233,10 +233,13 @@ class JournalIdentity(NamedTuple):
 
 class LiveClaims(NamedTuple):
     """Invoices still to send or replay that live workers of a shared journal hold, and
-    ``who`` holds them, in words (``pg_workers.claimed_elsewhere``)."""
+    ``who`` holds them, in words (``pg_workers.claimed_elsewhere``). ``whole_plan``: a SQLite
+    journal's send running in another process holds all that is left to send, however many
+    (``invoice_ids`` empty; ``lifecycle.plan.left_to_next_send`` counts them)."""
 
     invoice_ids: frozenset[str]
     who: str
+    whole_plan: bool = False
 
 
 class ReceiverCheck(NamedTuple):

@@ -217,6 +217,22 @@ def lock_state(journal_path: Path) -> LockState:
         os.close(fd)
 
 
+def send_elsewhere(journal_path: Path) -> LockHolder | None:
+    """The ``send`` of another process that holds ``journal_path``'s run lock now (``status``
+    beside cron's send), never taking it; None when none does, or this process holds it, or
+    the lock cannot be looked at (a look must never fail the command that asks)."""
+    try:
+        state = lock_state(journal_path)
+    except (OSError, JournalError):
+        return None
+    holder = state.holder
+    if not state.held or holder is None or holder.command != "send":
+        return None
+    if (holder.pid, holder.host) == (os.getpid(), socket.gethostname()):
+        return None
+    return holder
+
+
 def _open_lock_file(path: Path, flags: int) -> int:
     """The lock file opened (made 0600 with ``O_CREAT``): never a link's target, never
     waiting on a FIFO (``O_NONBLOCK``); anything but a regular file is one line."""

@@ -157,8 +157,17 @@ class SendingRecords(JournalBase):
 
     def claimed_elsewhere(self) -> LiveClaims | None:
         """Who else holds invoices still to send (``pg_workers.claimed_elsewhere``): on a SQLite
-        journal, which one run at a time holds, nobody."""
-        return None
+        journal, which one run at a time holds, the send of another process holding its run
+        lock now (what ``status`` says beside it is not "waiting" nor "unanswered": that send
+        has them, in flight or next), else nobody."""
+        from invoicectl.journal.runlock import send_elsewhere
+
+        holder = send_elsewhere(self.path)
+        if holder is None:
+            return None
+        who = f"in the hands of the send running now ({holder.describe()})"
+        who += ", or of the next send if it stops first"
+        return LiveClaims(frozenset(), who, whole_plan=True)
 
     def attempt_starts_since(self, since: str) -> list[str]:
         """When each request that started at or after ``since`` started."""

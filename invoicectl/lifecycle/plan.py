@@ -115,6 +115,12 @@ def left_to_next_send(journal: JournalBackend, planned: Plan) -> tuple[Plan, Liv
     live = journal.claimed_elsewhere()
     if live is None:
         return planned, None
+    if live.whole_plan:  # a SQLite journal's send running in another process
+        taken = planned.replays + planned.pending
+        if not taken:
+            return planned, None
+        claims = LiveClaims(frozenset(taken), f"{len(taken)} {live.who}")
+        return replace(planned, pending=(), replays=()), claims
     pending = tuple(i for i in planned.pending if i not in live.invoice_ids)
     replays = tuple(i for i in planned.replays if i not in live.invoice_ids)
     return replace(planned, pending=pending, replays=replays), live
