@@ -70,6 +70,9 @@ if TYPE_CHECKING:
     from invoicectl.scan.report import ScanReport
     from invoicectl.settings import Settings
 
+# Where a journal is named outside the command line (``Settings.sources``).
+_NAMED_ELSEWHERE = ("$INVOICECTL_JOURNAL", "config file")
+
 
 @app.command()
 def send(
@@ -202,8 +205,13 @@ def send(
             session=_session(settings),
         )
         after.summary = summary
+    # A journal named by the environment or the config file is named in the line too: a
+    # person runs it from a shell without cron's or the unit's environment (helper-104).
+    named = journal or (
+        str(settings.journal) if settings.sources["journal"] in _NAMED_ELSEWHERE else None
+    )
     summary.continue_with = continue_command(
-        directory, recursive, journal, sandbox, api_key_file, settings.profile
+        directory, recursive, named, sandbox, api_key_file, settings.profile
     )
     output.finished(summary)
     say_supplier_filter(report, supplier, quiet=as_json or quiet)
