@@ -13,6 +13,7 @@ from ublfactory import write_invoice
 
 from invoicectl import pings
 from invoicectl.cli import app
+from invoicectl.journal import locked_journal
 
 FAST = ["--rate", "60000"]
 SECRET = "c0ffee-secret-uuid-5b1f"
@@ -54,6 +55,29 @@ def test_a_send_pings_start_then_its_exit_code_with_the_output_s_tail(outbox: Pa
     assert_nowhere(
         url, result.output, result.stderr, journal_text(tmp_path / "state" / "sandbox.db")
     )
+
+
+def test_a_run_the_journal_s_holder_kept_out_sends_no_end_ping(outbox: Path, tmp_path: Path):
+    """helper-104: a second cron run (or one by hand) during a send exited 6 and pinged /6:
+    healthchecks.io marks the check down at once while the first run works. It never had the
+    journal: the holder pings its own end, and the /start sent stays (a holder that never
+    ends is still caught by the grace period)."""
+    write_invoice(outbox, "INV-1")
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/{SECRET}"
+        with locked_journal(tmp_path / "state" / "sandbox.db", "send", create=True):
+            kept_out = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+        after = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert kept_out.exit_code == 6, kept_out.output
+    assert "no end ping from this run" in kept_out.stderr
+    assert after.exit_code == 0, after.output
+    assert [r.path for r in server.requests] == [
+        f"/{SECRET}/start",
+        f"/{SECRET}/start",
+        f"/{SECRET}/0",
+    ]
+    assert_nowhere(url, kept_out.output, after.output)
 
 
 def test_the_exit_code_is_the_run_s_and_an_error_s_line_is_in_the_tail(outbox: Path):

@@ -44,7 +44,8 @@ from invoicectl.cli.logsetup import (  # noqa: E402
     split_log_format,
     wraps,
 )
-from invoicectl.errors import ExitCode, InvoicectlError, JournalError  # noqa: E402
+from invoicectl.cli.pinging import leave_end_to_holder  # noqa: E402
+from invoicectl.errors import ExitCode, InvoicectlError, JournalError, JournalLocked  # noqa: E402
 from invoicectl.interrupts import (  # noqa: E402
     ignore_stop_signals,
     raise_on_signals,
@@ -174,6 +175,8 @@ class _Commands(typer.core.TyperGroup):
             explain_exit(failure.exit_code, message)
             if not _json_error(ctx, message, failure.exit_code):
                 say_error(message)
+            if isinstance(failure, JournalLocked):
+                leave_end_to_holder()
             raise typer.Exit(int(failure.exit_code)) from None
 
 
