@@ -111,6 +111,21 @@ def test_deadline_ends_a_trickled_run_in_time_and_the_next_run_replays(outbox: P
     assert all(len(set(bodies)) == 1 for bodies in per_key.values())  # same key, same bytes
 
 
+def test_the_stopping_line_speaks_of_the_signal_that_came(capsys):
+    """helper-104: cron's or systemd's SIGTERM was told "Ctrl-C again to abandon them", and
+    a run with nothing in flight was offered to abandon it."""
+    from invoicectl.cli.send_lines import say_stopping
+
+    say_stopping("SIGTERM", 3)
+    say_stopping("SIGHUP", 0)
+    say_stopping("SIGINT", 2)
+    assert capsys.readouterr().err.splitlines() == [
+        "invoicectl: SIGTERM: stopping: 3 in flight; a second SIGTERM abandons them",
+        "invoicectl: SIGHUP: stopping: nothing in flight",
+        "invoicectl: SIGINT: stopping: 2 in flight; Ctrl-C again to abandon them",
+    ]
+
+
 def test_a_first_signal_says_what_is_in_flight_a_second_abandons_it(outbox: Path, journal: Path):
     ids = outbox_of(outbox, 10)
     with HostileServer(api(hang())) as server:

@@ -30,8 +30,17 @@ def reconcile_progress(settings: Settings, *, quiet: bool) -> ReconcileProgress:
 
 
 def say_stopping(signal_name: str, in_flight: int) -> None:
-    """At a first signal, at once: what is left, and how to stop sooner."""
-    say(f"invoicectl: {signal_name}: stopping: {in_flight} in flight; Ctrl-C again to abandon them")
+    """At a first signal, at once: what is left, and how to stop sooner, in the words of
+    what sent it (cron's or systemd's SIGTERM is no Ctrl-C; nothing in flight, nothing to
+    abandon)."""
+    line = f"invoicectl: {signal_name}: stopping: "
+    if in_flight == 0:
+        say(line + "nothing in flight")
+        return
+    sooner = "Ctrl-C again to abandon them"
+    if signal_name != "SIGINT":
+        sooner = f"a second {signal_name} abandons them"
+    say(f"{line}{in_flight} in flight; {sooner}")
 
 
 def continue_command(
