@@ -111,6 +111,39 @@ def test_deadline_ends_a_trickled_run_in_time_and_the_next_run_replays(outbox: P
     assert all(len(set(bodies)) == 1 for bodies in per_key.values())  # same key, same bytes
 
 
+def test_the_run_after_a_kill_names_what_the_killed_one_left_unanswered(
+    outbox: Path, journal: Path
+):
+    """helper-104: after a ``kill -9`` mid-send, the next run said only "sending 3 invoices
+    (2 replays)": nothing in a cron log told an operator that a run had died with requests
+    out. It names each, and what becomes of it (the scan's ``unknown`` lines, and
+    ``left_unanswered`` in its JSON)."""
+    outbox_of(outbox, 3)
+    with HostileServer(api(in_turn(hang(), hang(), accepted))) as server:
+        process = cli_process(
+            journal, server.base_url, "send", str(outbox), "--concurrency", "2", *NO_CHECKS
+        )
+        wait_for(lambda: len(documents_sent(server)) >= 2, timeout=30)
+        time.sleep(0.2)
+        process.kill()
+        process.communicate(timeout=30)
+        assert open_attempts(journal) == 2
+        with Journal(journal) as opened:
+            left = sorted(row.invoice_id for row in opened.invoices() if row.key_first_used_at)
+        code, stdout, stderr = run_cli(journal, server.base_url, "send", str(outbox), *NO_CHECKS)
+        again = run_cli(journal, server.base_url, "scan", str(outbox), "--json")
+
+    assert code == 0, stderr
+    said = unstamped(stdout)
+    for invoice_id in left:
+        assert (
+            f"  unknown  {invoice_id}: a run that stopped (killed, or its host lost?) sent it "
+            "and recorded no answer; replayed under the same key inside its 24-hour window"
+        ) in said, said
+    assert set(journal_states(journal).values()) == {"accepted"}
+    assert "left_unanswered" not in json.loads(again[1])  # said once, by the run that found it
+
+
 def test_the_stopping_line_speaks_of_the_signal_that_came(capsys):
     """helper-104: cron's or systemd's SIGTERM was told "Ctrl-C again to abandon them", and
     a run with nothing in flight was offered to abandon it."""

@@ -190,7 +190,7 @@ class Ingest:
         # A request a dead run left unanswered may have been delivered: its invoice is
         # unknown before any file is compared, so that an edit since makes it amended over
         # unknown (a send to look up), never over pending (as if nothing had gone out).
-        close_unanswered(journal)
+        self.report.left_unanswered = close_unanswered(journal)
         journal.begin_scan()
         with journal.bulk_writes():
             self._store(scanned)

@@ -46,11 +46,14 @@ class ScanReport:
     # Sent invoices in several files with different content (also in ``invalid``): they keep
     # their state, GoRoute holding what was sent, so only the scan can say they need a fix.
     clashing: list[Problem] = field(default_factory=list)
+    # Invoices a run that stopped (killed, its host lost) sent with no answer recorded, found
+    # by this run: now ``unknown``, replayed under the same key inside its 24-hour window.
+    left_unanswered: list[str] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         document = asdict(self)
         del document["left_for_others"], document["held_for_others"], document["clashing"]
-        for rare in ("busy", "replaced", "supplier_untold"):
+        for rare in ("busy", "replaced", "supplier_untold", "left_unanswered"):
             if not document[rare]:
                 del document[rare]
         return document
@@ -140,6 +143,11 @@ class ScanReport:
         lines += [
             f"  held     {one_line(problem.subject)}: {one_line(problem.reason)}"
             for problem in self.replaced
+        ]
+        lines += [
+            f"  unknown  {shown}: a run that stopped (killed, or its host lost?) sent it and "
+            "recorded no answer; replayed under the same key inside its 24-hour window"
+            for shown in map(one_line, self.left_unanswered)
         ]
         lines += [
             f"  busy     {shown}: its file changed while a send worker holds it; the "

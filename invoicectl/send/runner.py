@@ -105,8 +105,9 @@ def send(
             leave_check_to_next_send(journal, options.marked(), base_url, profile, check_turn.take)
         with scan_turn(journal):
             # Before the scan: an edited file must not hide that its send is unknown.
-            close_unanswered(journal)
+            left_unanswered = close_unanswered(journal)
             report = scan(journal)
+            report.left_unanswered[:0] = left_unanswered
         on_scanned(report)
         signals.hold()  # from here a signal stops the run in order, never mid-write
         # Checked now, bound only by the first answer from the API itself (Sender).

@@ -95,10 +95,11 @@ def validate(
     """Scan, then validate every pending invoice not held; hold the invalid."""
     journal_lock = locked_journal(settings.journal, "validate", clock=clocks.wall, create=True)
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
-        close_unanswered(journal)  # as a send does: an edit must not hide an unknown send
+        left_unanswered = close_unanswered(journal)  # as a send does (runner.send)
         # Its invoices are recorded: another outbox's send checks them.
         leave_check_to_next_send(journal, outboxes, settings.base_url, settings.profile)
         report = scan(journal)
+        report.left_unanswered[:0] = left_unanswered
         run = _validate(journal, settings, transport or emulated, clocks)
         summary = run_cancelled_by_signals(signals, run)
     return report, summary
