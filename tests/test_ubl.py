@@ -84,6 +84,10 @@ BAD_FILES = {
     "wrong-encoding.xml": (
         "the bytes are not valid UTF-8 although the file declares encoding UTF-8 (line 12)"
     ),
+    "two-invoice-numbers.xml": (
+        "the document holds 2 invoice numbers (cbc:ID) at its root: INV-2026-0042, "
+        "INV-2026-0043; keep one"
+    ),
 }
 
 

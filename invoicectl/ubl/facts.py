@@ -4,7 +4,8 @@
 The header fields are the root's direct children, matched by namespace URI and local name,
 never by prefix. A document that parses and has an ID but cannot be sent (no customer
 endpoint) is not an exception: it comes back as ``InvoiceFacts`` with ``problem`` set, so it
-is journalled under its ID.
+is journalled under its ID. So is one holding twice a field UBL allows once, which another
+reader may take otherwise; two different invoice numbers refuse the document.
 """
 
 from __future__ import annotations
@@ -27,7 +28,12 @@ from invoicectl.ubl.errors import InvalidDocument
 from invoicectl.ubl.lookalikes import invisible_ends, invisible_reason, lookalike
 from invoicectl.ubl.parsers import PARSER
 from invoicectl.ubl.reading import MAX_DOCUMENT_BYTES
-from invoicectl.ubl.two_parts import DOCUMENT_NODES, parse_in_two_parts, refuse_a_forest
+from invoicectl.ubl.two_parts import (
+    DOCUMENT_NODES,
+    lines_end_the_root,
+    parse_in_two_parts,
+    refuse_a_forest,
+)
 
 _UBL_SCHEMA = "urn:oasis:names:specification:ubl:schema:xsd:"
 _ROOTS = {
@@ -49,12 +55,25 @@ _ENDPOINT_ID = _CBC + "EndpointID"
 _DUE_DATE = _CBC + "DueDate"
 _PAYMENT_MEANS = _CAC + "PaymentMeans"
 _PAYMENT_DUE_DATE = _CBC + "PaymentDueDate"
+_LINES = frozenset((_CAC + "InvoiceLine", _CAC + "CreditNoteLine"))
 # The root's children parse_document reads: every document has these...
 _HEADER = frozenset((_ID, _ISSUE_DATE, _CURRENCY, _SUPPLIER, _CUSTOMER, _MONETARY_TOTAL))
 # ...and may have these, which UBL places ahead of LegalMonetaryTotal, so the walk that finds
 # the others passes them anyway.
 _OPTIONAL = frozenset((_DUE_DATE, _PAYMENT_MEANS))
 _WANTED = _HEADER | _OPTIONAL
+# Those UBL allows once (UBL 2.1: each 1..1, DueDate 0..1; PaymentMeans may repeat). One found
+# twice makes the document ambiguous: another reader may take the other, and GoRoute's schema
+# check refuses it.
+_ONCE = {
+    _ID: "invoice numbers (cbc:ID)",
+    _ISSUE_DATE: "issue dates (cbc:IssueDate)",
+    _DUE_DATE: "due dates (cbc:DueDate)",
+    _CURRENCY: "currency codes (cbc:DocumentCurrencyCode)",
+    _SUPPLIER: "supplier parties (cac:AccountingSupplierParty)",
+    _CUSTOMER: "customer parties (cac:AccountingCustomerParty)",
+    _MONETARY_TOTAL: "totals (cac:LegalMonetaryTotal)",
+}
 
 # White space at the ends of a number makes it unidentified: an older invoicectl trimmed it
 # off (str.strip), so the journal may hold the number without it. (str.strip keeps the
@@ -89,6 +108,11 @@ class InvoiceFacts(NamedTuple):
     due_date: str | None = None  # cbc:DueDate, else the first PaymentMeans' PaymentDueDate
 
 
+# The root's children parse_document reads: the first of each tag, and any later one of a tag
+# UBL allows once (``_ONCE``), in document order. (A plain tuple: built for every file.)
+Header = tuple[dict[str, etree._Element], list[etree._Element]]
+
+
 def parse_document(data: bytes) -> InvoiceFacts:
     """The facts of a UBL Invoice or CreditNote; InvalidDocument when it is not one."""
     if not data or data.isspace():
@@ -101,15 +125,16 @@ def parse_document(data: bytes) -> InvoiceFacts:
     _refuse_over_the_limit(len(data) - encoding.bom_length)
     prolog = read_prolog(data, encoding.bom_length)
     refuse_doctype(prolog.doctype)
-    root, header = _parse_header(data, encoding, prolog.root_start)
+    root, (header, once_more) = _parse_header(data, encoding, prolog.root_start)
     refuse_parsed_dtd(root)
     document_type = _document_type(root)
+    repeated = _repeated(header, once_more) if once_more else None
     try:
         invoice_id = _invoice_id(header)
     except InvalidDocument as refused:  # "Ö" read as two letters, one a control: say why
         raise InvalidDocument(disguised or refused.reason) from None
     customer, problem = _customer_endpoint(header.get(_CUSTOMER))
-    problem = disguised or lookalike(invoice_id) or problem
+    problem = disguised or lookalike(invoice_id) or repeated or problem
     return InvoiceFacts(
         document_type=document_type,
         invoice_id=invoice_id,
@@ -135,16 +160,23 @@ def _refuse_over_the_limit(size: int) -> None:
 
 def _parse_header(
     data: bytes, encoding: Encoding, root_start: int
-) -> tuple[etree._Element, dict[str, etree._Element]]:
+) -> tuple[etree._Element, Header]:
     """The root and its header children (``header_children``): from a tree of the header
-    alone when ``parse_in_two_parts`` can show it is the whole document's, else from the whole."""
+    alone when ``parse_in_two_parts`` can show it is the whole document's, else from the whole.
+    UBL allows only invoice lines after the header: when something else follows the last line
+    (an ID appended, say), every child of the whole document's root is read."""
     root = parse_in_two_parts(data, root_start)
-    if root is not None:
+    if root is not None and lines_end_the_root(data):
         header = header_children(root)
-        if _HEADER.issubset(header):  # else a header field may follow the cut
+        if _HEADER.issubset(header[0]):  # else a header field may follow the cut
             return root, header
     root = parse_whole(data, encoding)
-    return root, header_children(root)
+    header = header_children(root)
+    try:
+        lines_last = root[-1].tag in _LINES
+    except IndexError:  # no children at all
+        lines_last = True
+    return root, header if lines_last else header_children(root, every_child=True)
 
 
 def _document_type(root: etree._Element) -> str:
@@ -174,23 +206,43 @@ def _document_type(root: etree._Element) -> str:
     )
 
 
-def header_children(root: etree._Element) -> dict[str, etree._Element]:
+def header_children(root: etree._Element, every_child: bool = False) -> Header:
     """The first direct child of each header tag (``_HEADER``, and the ``_OPTIONAL`` ones met
-    on the way), in one walk that stops once every ``_HEADER`` tag is found: UBL puts them
-    ahead of the invoice lines, which are then never visited. (Plain loops here and in
-    ``_child``: lxml's tag-filtered iterchildren costs more to set up than a short walk, and
-    ElementPath's find more again.)"""
+    on the way), and the repeated ones of ``_ONCE``, in one walk that stops once every
+    ``_HEADER`` tag is found (unless ``every_child``): UBL puts them ahead of the invoice lines,
+    which are then never visited. (Plain loops here and in ``_child``: lxml's tag-filtered
+    iterchildren costs more to set up than a short walk, and ElementPath's find more again.)"""
     found: dict[str, etree._Element] = {}
+    repeated: list[etree._Element] = []
     missing = len(_HEADER)
     for child in root:
         tag = child.tag
-        if tag in _WANTED and tag not in found:
-            found[tag] = child
-            if tag in _HEADER:
-                missing -= 1
-                if not missing:
-                    break
-    return found
+        if tag in _WANTED:
+            if tag not in found:
+                found[tag] = child
+                if tag in _HEADER:
+                    missing -= 1
+                    if not missing and not every_child:
+                        break
+            elif tag in _ONCE:
+                repeated.append(child)
+    return found, repeated
+
+
+def _repeated(first: dict[str, etree._Element], repeated: list[etree._Element]) -> str:
+    """Why a field UBL allows once is there more than once: the problem the invoice is
+    journalled with, or InvalidDocument when its numbers differ (which invoice is it?)."""
+    tag = next(tag for tag in _ONCE if any(child.tag == tag for child in repeated))
+    copies = [first[tag], *(child for child in repeated if child.tag == tag)]
+    held = f"the document holds {len(copies)} {_ONCE[tag]} at its root"
+    if tag.startswith(_CAC):
+        return f"{held}; keep one"
+    texts = [_text(copy) for copy in copies]
+    shown = ", ".join("(empty)" if text is None else one_line(text, 40) for text in texts[:3])
+    reason = f"{held}: {shown}{', ...' if len(texts) > 3 else ''}; keep one"
+    if tag == _ID and len(set(texts)) > 1:
+        raise InvalidDocument(reason)
+    return reason
 
 
 def _child(element: etree._Element | None, tag: str) -> etree._Element | None:

@@ -52,6 +52,22 @@ def parse_in_two_parts(data: bytes, root_start: int) -> etree._Element | None:
         return None
 
 
+# An invoice (or credit note) line's end tag, whatever its prefix, then only white space and
+# comments up to the root's end tag: UBL allows nothing else after the lines.
+_LINES_LAST = re.compile(
+    rb"</(?:[^\s/>:]+:)?(?:Invoice|CreditNote)Line\s*>\s*(?:<!--(?:[^-]|-(?!-))*-->\s*)*\Z"
+)
+
+
+def lines_end_the_root(data: bytes) -> bool:
+    """Whether, as far as its last bytes tell, the root's last child is an invoice line:
+    nothing of the root's own comes after the lines. False when in doubt (an element appended
+    after them, say): the caller then reads every child of the whole document's root."""
+    root_end = data.rfind(b"</")
+    last_end = data.rfind(b"</", 0, root_end)
+    return last_end >= 0 and _LINES_LAST.match(data, last_end, root_end) is not None
+
+
 def _header_end(data: bytes) -> int:
     """Just after the first LegalMonetaryTotal's end tag, as far as bytes tell; -1 if none."""
     start = data.find(_MONETARY_TOTAL_TAG)
