@@ -624,7 +624,7 @@ def test_a_file_name_that_is_not_utf8_is_scanned_like_any_other(journal: Journal
     assert report.new == ["INV-ODD"]
     assert journal.invoice("INV-ODD").source_path.endswith("\\xffactura.xml")
     assert [(p.subject, p.reason) for p in report.invalid] == [
-        ("pipe.xml", "not a regular file (a pipe, socket or device)")
+        ("pipe.xml", "a named pipe (FIFO), not a file; invoicectl reads regular files only")
     ]
     assert scan_directory(journal, outbox).unchanged == 1
 

@@ -663,7 +663,18 @@ def test_a_file_that_grew_past_the_limit_after_its_stat_is_refused(
 def test_named_pipe_does_not_hang(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.xml")
     assert file_reason(tmp_path / "pipe.xml", tmp_path) == (
-        "not a regular file (a pipe, socket or device)"
+        "a named pipe (FIFO), not a file; invoicectl reads regular files only"
+    )
+
+
+def test_a_socket_says_so(tmp_path: Path) -> None:
+    """Opening a socket fails ("No such device or address"): what it is, is the reason."""
+    import socket
+
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(tmp_path / "s.xml"))
+    assert file_reason(tmp_path / "s.xml", tmp_path) == (
+        "a socket, not a file; invoicectl reads regular files only"
     )
 
 

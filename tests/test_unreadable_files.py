@@ -11,6 +11,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import socket
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,3 +132,71 @@ def test_a_file_the_disk_fails_to_read(
         assert answers(journal, outbox, workers) == (
             "eio.xml\tcannot read the file: Input/output error\nNEW\tOK-1"
         )
+
+
+SOCKET = "a socket, not a file; invoicectl reads regular files only"
+FIFO = "a named pipe (FIFO), not a file; invoicectl reads regular files only"
+DIRECTORY = "a directory, not a file, although its name ends in .xml"
+
+
+def unix_socket(path: Path) -> None:
+    """A UNIX socket bound at ``path``: it stays there once closed, as a server's would."""
+    with socket.socket(socket.AF_UNIX) as server:
+        server.bind(str(path))
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_socket_a_fifo_and_a_locked_directory_named_xml_say_what_they_are(
+    shared_outbox: Path, workers: int
+):
+    """A socket cannot be opened at all (it said "No such device or address"), a FIFO said
+    "a pipe, socket or device", and a directory of mode 000 "permission denied": fixing its
+    mode only led to "a directory". Each now says what it is, the user or root alike."""
+    write_invoice(shared_outbox, "OK-1")
+    unix_socket(shared_outbox / "x.xml")
+    os.mkfifo(shared_outbox / "y.xml")
+    (shared_outbox / "z.xml").mkdir(mode=0)
+    (shared_outbox / "to-socket.xml").symlink_to("x.xml")
+
+    def scan(name: str) -> str:
+        with Journal(shared_outbox / f"journal-{name}.db") as journal:
+            return answers(journal, shared_outbox, workers)
+
+    expected = "\n".join(
+        [
+            f"to-socket.xml\t{SOCKET}",
+            f"x.xml\t{SOCKET}",
+            f"y.xml\t{FIFO}",
+            f"z.xml\t{DIRECTORY}",
+            "NEW\tOK-1",
+        ]
+    )
+    assert unprivileged(lambda: scan("user")) == expected
+    assert scan("own") == expected
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_a_recursive_scan_says_the_same_below_and_that_a_locked_directory_cannot_be_listed(
+    shared_outbox: Path, workers: int
+):
+    """A directory named .xml is descended into like any other; one of mode 000 cannot be,
+    and says so (it is not an unreadable file)."""
+    (shared_outbox / ".xml").mkdir()
+    write_invoice(shared_outbox / ".xml", "DEEP-1")
+    unix_socket(shared_outbox / ".xml" / "s.xml")
+    os.mkfifo(shared_outbox / ".xml" / "f.xml")
+    (shared_outbox / "locked.xml").mkdir(mode=0)
+
+    def scan() -> str:
+        with Journal(shared_outbox / "journal.db") as journal:
+            return answers(journal, shared_outbox, workers, recursive=True)
+
+    assert unprivileged(scan) == "\n".join(
+        [
+            f".xml/f.xml\t{FIFO}",
+            f".xml/s.xml\t{SOCKET}",
+            "locked.xml\tcannot list this directory (Permission denied); the invoices in it "
+            "were not scanned: fix its permissions",
+            "NEW\tDEEP-1",
+        ]
+    )

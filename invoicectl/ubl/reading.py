@@ -121,6 +121,11 @@ def _open_regular(real: Path) -> int:
             raise InvalidDocument(
                 "the file was replaced by a symbolic link during the scan; scan again"
             ) from None
+        # A socket cannot be opened at all ("No such device or address"), nor a directory of
+        # mode 000 ("permission denied", though its mode is not what is wrong): say what it is.
+        kind = _what_it_is(real)
+        if kind is not None:
+            raise InvalidDocument(kind) from None
         raise
 
 
@@ -133,11 +138,38 @@ def _cannot_read(exc: OSError) -> str:
     return f"cannot read the file: {one_line(detail)}"
 
 
+_NOT_FILES = {
+    stat.S_IFIFO: "a named pipe (FIFO)",
+    stat.S_IFSOCK: "a socket",
+    stat.S_IFCHR: "a character device",
+    stat.S_IFBLK: "a block device",
+}
+
+
+def _not_a_file(mode: int) -> str | None:
+    """What is there instead of a regular file, as a reason; None for a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    if stat.S_ISDIR(mode):
+        return "a directory, not a file, although its name ends in .xml"
+    kind = _NOT_FILES.get(stat.S_IFMT(mode))
+    what = f"{kind}, not a file" if kind else "not a regular file"
+    return f"{what}; invoicectl reads regular files only"
+
+
+def _what_it_is(real: Path) -> str | None:
+    """``_not_a_file`` of what ``real`` (resolved inside the scanned directory) names; None
+    when it is a regular file or cannot be looked at either."""
+    try:
+        return _not_a_file(os.stat(real).st_mode)
+    except OSError:
+        return None
+
+
 def _checked_size(st: os.stat_result) -> int:
-    if stat.S_ISDIR(st.st_mode):
-        raise InvalidDocument("a directory, not a file, although its name ends in .xml")
-    if not stat.S_ISREG(st.st_mode):
-        raise InvalidDocument("not a regular file (a pipe, socket or device)")
+    kind = _not_a_file(st.st_mode)
+    if kind is not None:
+        raise InvalidDocument(kind)
     if st.st_size > MAX_FILE_BYTES:
         raise InvalidDocument(_too_large(st.st_size))
     if st.st_size == 0:
