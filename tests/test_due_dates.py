@@ -37,6 +37,68 @@ def test_a_due_date_after_a_large_invoices_lines_is_still_read() -> None:
     assert parse_document(large).due_date == "2026-12-10"
 
 
+@pytest.mark.parametrize(
+    ("written", "day"),
+    [
+        ("2026-12-10Z", "2026-12-10"),  # xsd:date's time zones say where, not which day
+        ("2026-12-10+01:00", "2026-12-10"),
+        ("2026-12-10-14:00", "2026-12-10"),
+        (" 2026-12-10\n ", "2026-12-10"),
+        ("2026-1-5", None),  # not an xsd:date: undated, not sorted as text
+        ("05.01.2026", None),
+        ("2026-02-30", None),
+        ("2026-12-10T09:00:00", None),
+        ("2026-12-10+15:00", None),
+        ("\uff12\uff10\uff12\uff16-12-10", None),  # full-width digits
+        ("next Friday", None),
+    ],
+)
+def test_a_due_date_is_the_day_it_names_else_none(written: str, day: str | None) -> None:
+    """Sent all the same: a due date naming no day is no reason to refuse an invoice, any
+    more than an issue date is (both are kept as the document has them for GoRoute)."""
+    facts = parse_document(invoice_xml("A", due_date=written))
+    assert (facts.due_date, facts.problem) == (day, None)
+    means = parse_document(invoice_xml("B", payment_due_date=written))
+    assert means.due_date == day
+
+
+def test_a_due_date_naming_no_day_gives_way_to_the_payment_due_date() -> None:
+    both = invoice_xml("B", due_date="05.01.2026", payment_due_date="2026-01-05Z")
+    assert parse_document(both).due_date == "2026-01-05"
+
+
+def test_due_dates_written_otherwise_are_sent_in_the_order_of_their_days(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """As text, 05.01.2026 went ahead of every date of this century and 2026-1-5 after
+    2026-12-31. Each now goes by the day it names, or by its issue date when it names none."""
+    write_invoice(outbox, "DOTTED", due_date="05.01.2026", issue_date="2026-12-20")
+    write_invoice(outbox, "SHORT", due_date="2026-1-5", issue_date="2026-11-20")
+    write_invoice(outbox, "ZULU", due_date="2026-12-05Z", issue_date="2026-11-01")
+    write_invoice(outbox, "OFFSET", due_date="2026-12-03+01:00", issue_date="2026-11-01")
+    write_invoice(outbox, "PLAIN", due_date="2026-12-04", issue_date="2026-11-01")
+    with Journal(tmp_path / "journal.db") as journal:
+        report = scan_directory(journal, outbox)
+        order = plan(journal, datetime.now(UTC)).pending
+        due = {i: journal.invoice(i).due_date for i in order}  # type: ignore[union-attr]
+
+    assert sorted(report.new) == ["DOTTED", "OFFSET", "PLAIN", "SHORT", "ZULU"]
+    assert order == ("SHORT", "OFFSET", "PLAIN", "ZULU", "DOTTED")
+    assert due == {
+        "SHORT": None,
+        "OFFSET": "2026-12-03",
+        "PLAIN": "2026-12-04",
+        "ZULU": "2026-12-05",
+        "DOTTED": None,
+    }
+
+    sandbox = emulator()
+    _, summary = send(
+        settings_for(tmp_path / "send.db"), outbox, sandbox.transport(), concurrency=1
+    )
+    assert [result.invoice_id for result in summary.results] == list(order)
+
+
 @pytest.fixture
 def journal(tmp_path: Path, outbox: Path):
     write_invoice(outbox, "LATE-DUE", due_date="2026-12-30", issue_date="2026-11-01")

@@ -12,6 +12,7 @@ This package owns everything invoicectl knows about a UBL file's bytes, one conc
 - ``two_parts``: ``parse_in_two_parts``, which checks a large invoice's lines, most of its
   bytes, for well-formedness without building their tree.
 - ``facts``: ``InvoiceFacts`` and ``Endpoint``, and ``parse_document``, which extracts them.
+- ``dates``: ``due_day``, the day a due date names, as a send orders by it.
 - ``errors``: ``InvalidDocument`` (its reasons quote text with ``invoicectl.text.one_line``).
 
 Every refusal is an ``InvalidDocument`` whose ``reason`` is one line a finance clerk can act on.

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from lxml import etree
 
 from invoicectl.text import UNPRINTABLE, one_line
+from invoicectl.ubl.dates import due_day
 from invoicectl.ubl.doctype import read_prolog, refuse_doctype, refuse_parsed_dtd
 from invoicectl.ubl.encoding import (
     Encoding,
@@ -105,7 +106,8 @@ class InvoiceFacts(NamedTuple):
     supplier_endpoint: Endpoint | None
     customer_endpoint: Endpoint | None
     problem: str | None
-    due_date: str | None = None  # cbc:DueDate, else the first PaymentMeans' PaymentDueDate
+    # The day cbc:DueDate names, else the first PaymentMeans' PaymentDueDate (``ubl.dates``)
+    due_date: str | None = None
 
 
 # The root's children parse_document reads: the first of each tag, and any later one of a tag
@@ -144,8 +146,8 @@ def parse_document(data: bytes) -> InvoiceFacts:
         supplier_endpoint=_endpoint(_party_endpoint(header.get(_SUPPLIER))),
         customer_endpoint=customer,
         problem=problem,
-        due_date=_text(header.get(_DUE_DATE))
-        or _text(_child(header.get(_PAYMENT_MEANS), _PAYMENT_DUE_DATE)),
+        due_date=due_day(_text(header.get(_DUE_DATE)))
+        or due_day(_text(_child(header.get(_PAYMENT_MEANS), _PAYMENT_DUE_DATE))),
     )
 
 
