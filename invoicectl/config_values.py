@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from invoicectl.defaults import WHOLE_SETTINGS
 from invoicectl.errors import ConfigError, InvoicectlError, UsageError
 from invoicectl.locations import is_database_url, redacted
-from invoicectl.text import CONTROL
+from invoicectl.text import CONTROL, not_ascii_digits
 
 
 class Seconds(NamedTuple):
@@ -42,8 +42,11 @@ _HOST = re.compile(r"[a-z0-9._-]+|[0-9a-f:.]+", re.ASCII | re.IGNORECASE)
 _MAX_SHOWN = 60
 
 
-def refusal(name: str, source: str, must: str, value: Any) -> InvoicectlError:
-    """The one line for a bad value; from the command line a usage error, else configuration."""
+def refusal(
+    name: str, source: str, must: str, value: Any, why: str | None = None
+) -> InvoicectlError:
+    """The one line for a bad value, and ``why`` after it; from the command line a usage
+    error, else configuration."""
     shown = repr(value)
     if isinstance(value, str) and is_database_url(value):
         # Without its password (a CRLF env file's journal URL, say); what it holds, named.
@@ -53,7 +56,7 @@ def refusal(name: str, source: str, must: str, value: Any) -> InvoicectlError:
         shown = shown[:_MAX_SHOWN] + "…"
     error_type = UsageError if source == "option" else ConfigError
     where = "the command line" if source == "option" else source
-    return error_type(f"{name} ({where}) must be {must}, not {shown}")
+    return error_type(f"{name} ({where}) must be {must}, not {shown}{f': {why}' if why else ''}")
 
 
 def specificity(source: str) -> int:
@@ -71,7 +74,7 @@ def whole(name: str, value: Any, source: str) -> int:
     must = f"a whole number from {low} to {high} ({unit})"
     number = _whole_number(value)
     if number is None or not low <= number <= high:
-        raise refusal(name, source, must, value)
+        raise refusal(name, source, must, value, _foreign_digits(value))
     return number
 
 
@@ -81,7 +84,7 @@ def seconds(name: str, value: Any, source: str) -> float:
     must = f"a number of seconds from {low:,.10g} to {high:,.10g}"  # 2,678,400, not 2.6784e+06
     number = _number(value)
     if number is None or not math.isfinite(number) or not low <= number <= high:
-        raise refusal(name, source, must, value)
+        raise refusal(name, source, must, value, _foreign_digits(value))
     return number
 
 
@@ -172,13 +175,17 @@ def ping_url(value: Any, source: str) -> str:
     return raw.rstrip("/")
 
 
+def _foreign_digits(value: Any) -> str | None:
+    return not_ascii_digits(value) if isinstance(value, str) else None
+
+
 def _whole_number(value: Any) -> int | None:
     if isinstance(value, bool):  # TOML true is not 1
         return None
     if isinstance(value, int):
         return value
     if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 12:
-        return int(value.strip())
+        return None if _foreign_digits(value) else int(value.strip())
     return None
 
 
@@ -187,7 +194,7 @@ def _number(value: Any) -> float | None:
         return None
     if isinstance(value, int | float):
         return float(value)
-    if isinstance(value, str):
+    if isinstance(value, str) and not _foreign_digits(value):
         try:
             return float(value.strip())
         except ValueError:

@@ -50,6 +50,23 @@ def folded_line(text: str) -> str:
     return one_line(" ".join(text.split()))
 
 
+def not_ascii_digits(text: str) -> str | None:
+    """Why a number written in ``text`` is refused, or None when ``text`` is ASCII: Python's
+    ``int()`` and ``float()`` read any script's digits ("\u0664\u0665\u0660" as 450,
+    fullwidth "\uff14\uff15" as 45), and a setting or option so written is more likely
+    pasted from a page, or a spoof, than meant. Names the first such character."""
+    char = next((char for char in text if not char.isascii()), None)
+    if char is None:
+        return None
+    import unicodedata
+
+    name = unicodedata.name(char, "")
+    return (
+        f"it holds U+{ord(char):04X}{f' ({name})' if name else ''}: a number is read "
+        "only in the digits 0-9"
+    )
+
+
 def _escaped(char: str) -> str:
     code = ord(char)
     if 0xDC80 <= code <= 0xDCFF:  # os.fsdecode's stand-in for an undecodable byte

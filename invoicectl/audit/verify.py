@@ -44,7 +44,7 @@ from invoicectl.journal.audit import AuditReader
 from invoicectl.journal.chain import COVERED
 from invoicectl.journal.sqlite_open import not_regular, several_names
 from invoicectl.locations import JournalURL, Location
-from invoicectl.text import one_line
+from invoicectl.text import not_ascii_digits, one_line
 
 __all__ = ["Finding", "Verification", "parse_subset", "verify"]
 
@@ -59,9 +59,11 @@ def parse_subset(text: str | None) -> float:
         share = float(text[:-1]) / 100 if text.endswith("%") else float(text)
     except ValueError:
         share = math.nan
-    if not 0 < share <= 1:
+    foreign = not_ascii_digits(text)  # float() reads "١٠%" as 10%
+    if foreign is not None or not 0 < share <= 1:
         raise UsageError(
             f"--read-data-subset {text!r}: give a percentage above 0% and at most 100%, e.g. 10%"
+            + (f" ({foreign})" if foreign else "")
         )
     return share
 

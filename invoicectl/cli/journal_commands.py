@@ -12,6 +12,7 @@ import typer
 from invoicectl.cli.app import app
 from invoicectl.cli.consoles import stdout_console, warn_if_empty
 from invoicectl.cli.monitoring import metrics_after
+from invoicectl.cli.numbers import whole
 from invoicectl.cli.options import (
     FormatOption,
     JournalOption,
@@ -107,8 +108,7 @@ def status(
     limit: Annotated[
         int | None,
         typer.Option(
-            min=0,
-            max=_MOST_LISTED,  # 2**63 reached islice, a traceback
+            click_type=whole(min=0, max=_MOST_LISTED),  # 2**63 reached islice, a traceback
             help="List at most N invoices (0: the counts alone). Default on a terminal: a "
             "screenful, those that need a person first; otherwise every one.",
             show_default=False,

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 
+from invoicectl.cli.numbers import number, whole
 from invoicectl.defaults import DEFAULT_MAX_ATTEMPTS, DEFAULT_MAX_WAIT, DEFAULT_TIER, TIERS
 from invoicectl.errors import UsageError
 
@@ -93,22 +94,25 @@ ApiKeyFileOption = Annotated[
 ]
 TierOption = Annotated[Tier | None, typer.Option(help=tier_help())]
 RateOption = Annotated[
-    int | None, typer.Option(min=1, help="Requests per minute (overrides --tier).")
+    int | None,
+    typer.Option(click_type=whole(min=1), help="Requests per minute (overrides --tier)."),
 ]
 ConcurrencyOption = Annotated[
-    int | None, typer.Option(min=1, help="Requests in flight at most (overrides --tier).")
+    int | None,
+    typer.Option(click_type=whole(min=1), help="Requests in flight at most (overrides --tier)."),
 ]
 MaxAttemptsOption = Annotated[
     int | None,
     typer.Option(
-        min=1,
+        click_type=whole(min=1),
         help=f"Tries per request on 5xx/timeouts in one run. Default {DEFAULT_MAX_ATTEMPTS}.",
     ),
 ]
 MaxWaitOption = Annotated[
     float | None,
     typer.Option(
-        min=0, help=f"Longest Retry-After to wait out, seconds. Default {DEFAULT_MAX_WAIT:g}."
+        click_type=number(min=0),
+        help=f"Longest Retry-After to wait out, seconds. Default {DEFAULT_MAX_WAIT:g}.",
     ),
 ]
 # A plain flag, off unless given: a --no-... twin only widened every command's help.

@@ -8,6 +8,7 @@ from typing import Annotated
 import typer
 
 from invoicectl.cli.app import app
+from invoicectl.cli.numbers import number, whole
 from invoicectl.cli.options import JsonOption
 from invoicectl.defaults import DEFAULT_TIER, TIERS
 from invoicectl.errors import UsageError
@@ -27,7 +28,7 @@ def _a_number(value: float | None) -> float | None:
 
 
 def _fraction(help_text: str) -> object:
-    return typer.Option(min=0.0, max=1.0, callback=_a_number, help=help_text)
+    return typer.Option(click_type=number(min=0.0, max=1.0), callback=_a_number, help=help_text)
 
 
 @app.command()
@@ -35,23 +36,32 @@ def sandbox(
     host: Annotated[str, typer.Option(help="Address to bind (loopback unless told).")] = (
         "127.0.0.1"
     ),
-    port: Annotated[int, typer.Option(min=0, max=65535, help="Port; 0 picks a free one.")] = 8080,
+    port: Annotated[
+        int, typer.Option(click_type=whole(min=0, max=65535), help="Port; 0 picks a free one.")
+    ] = 8080,
     tier: Annotated[str, typer.Option(help=_TIER_HELP)] = DEFAULT_TIER,
     rate: Annotated[
-        int | None, typer.Option(min=1, help="Requests per minute (overrides tier).")
+        int | None,
+        typer.Option(click_type=whole(min=1), help="Requests per minute (overrides tier)."),
     ] = None,
     concurrency: Annotated[
-        int | None, typer.Option(min=1, help="Concurrent requests (overrides tier).")
+        int | None,
+        typer.Option(click_type=whole(min=1), help="Concurrent requests (overrides tier)."),
     ] = None,
     latency_ms: Annotated[
-        float | None, typer.Option(min=0.0, callback=_a_number, help="Delay every API answer.")
+        float | None,
+        typer.Option(
+            click_type=number(min=0.0), callback=_a_number, help="Delay every API answer."
+        ),
     ] = None,
     error_rate: Annotated[float | None, _fraction("Fraction of sends answered 5xx.")] = None,
     drop_rate: Annotated[
         float | None,
         _fraction("Fraction of sends recorded, then answered with a dropped connection."),
     ] = None,
-    seed: Annotated[int | None, typer.Option(help="Seed for reproducible faults.")] = None,
+    seed: Annotated[
+        int | None, typer.Option(click_type=whole(), help="Seed for reproducible faults.")
+    ] = None,
     as_json: JsonOption = False,  # the ready line as one JSON line; errors in JSON
 ) -> None:
     """Serve a local GoRoute emulator over HTTP; state in memory.

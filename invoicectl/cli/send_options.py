@@ -8,6 +8,7 @@ from typing import Annotated
 
 import typer
 
+from invoicectl.cli.numbers import number, whole
 from invoicectl.defaults import DEFAULT_BATCH_SIZE, STOP_GRACE
 
 
@@ -19,7 +20,9 @@ class SendOrderChoice(StrEnum):
 
 BatchSizeOption = Annotated[
     int | None,
-    typer.Option(min=1, help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."),
+    typer.Option(
+        click_type=whole(min=1), help=f"Invoices per progress line. Default {DEFAULT_BATCH_SIZE}."
+    ),
 ]
 
 
@@ -34,7 +37,7 @@ def _deadline(value: float | None) -> float | None:
 DeadlineOption = Annotated[
     float | None,
     typer.Option(
-        min=0,
+        click_type=number(min=0),
         callback=_deadline,
         help=f"Stop after this many seconds, scan included: no new work, and requests "
         f"still in flight get {STOP_GRACE:g} s more, then are abandoned (unknown, replayed "
