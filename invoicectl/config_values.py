@@ -153,18 +153,26 @@ def ping_url(value: Any, source: str) -> str:
     """A health-check URL (http or https, with a host), trailing slashes dropped so that
     ``/start`` and ``/0`` append cleanly. It is a secret (whoever holds it can report the job
     healthy), so a refusal never quotes it: it says "the ping URL"."""
-    must = "an http(s) URL with a host (the value is not shown: it is a secret)"
     error_type = UsageError if source == "option" else ConfigError
     where = "the command line" if source == "option" else source
-    refused = error_type(f"ping_url ({where}) must be {must}")
+    unshown = "(the value is not shown: it is a secret)"
+    refused = error_type(f"ping_url ({where}) must be an http(s) URL with a host {unshown}")
     if not isinstance(value, str) or not value.strip() or any(c.isspace() for c in value.strip()):
         raise refused
     raw = value.strip()
     try:
         parts = urlsplit(raw)
-        parts.port  # noqa: B018 - raises for a port that is not a number in range
-    except ValueError:
+    except ValueError:  # an IPv6 literal's bracket left open
         raise refused from None
+    try:
+        port = parts.port
+    except ValueError:  # not a number (nor digits 0-9), or past 65535
+        port = 0
+    if port == 0:  # port 0 reaches no server: every ping would fail, run after run
+        raise error_type(
+            f"ping_url ({where}) must be an http(s) URL with a host and a port from 1 to 65535 "
+            + unshown
+        )
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise refused
     if parts.query or parts.fragment:

@@ -47,6 +47,8 @@ def with_config(tmp_path: Path, text: str, **environ: str) -> dict[str, str]:
         ('tier = "gold"', "tier .* 'standard' or 'professional', not 'gold'"),
         ('base_url = "ftp://example.test"', r"base_url .* must be an http\(s\) URL"),
         ('base_url = "https://goroute.test:99999"', "port from 1 to 65535"),
+        ('base_url = "https://goroute.test:0"', "port from 1 to 65535"),
+        ('base_url = "https://goroute.test:http"', "port from 1 to 65535"),
         ('base_url = "https://goroute.test/peppol-api?x=1"', "without a query string"),
         ("base_url = 7", "base_url .* non-empty text"),
     ],

@@ -180,6 +180,35 @@ def test_a_bad_ping_url_is_refused_without_being_shown(outbox: Path, bad: str):
     assert SECRET not in result.output
 
 
+@pytest.mark.parametrize("port", ["0", "00", "65536", "99999999", "http", "\u0668\u0660", "-1"])
+def test_a_ping_url_whose_port_reaches_no_server_is_refused_from_every_source(
+    outbox: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, port: str
+):
+    # Port 0 was taken, and every ping of every run then failed; a port past 65535 or not
+    # a number was refused without saying why.
+    url = f"https://hc-ping.example:{port}/{SECRET}"
+    config = tmp_path / "config.toml"
+    config.write_text(f'ping_url = "{url}"\n', encoding="utf-8")
+    said = "must be an http(s) URL with a host and a port from 1 to 65535 (the value is not shown"
+
+    by_option = invoke("send", str(outbox), "--sandbox", "--ping-url", url)
+    monkeypatch.setenv("INVOICECTL_PING_URL", url)
+    by_variable = invoke("send", str(outbox), "--sandbox")
+    monkeypatch.delenv("INVOICECTL_PING_URL")
+    monkeypatch.setenv("INVOICECTL_CONFIG", str(config))
+    by_config = invoke("send", str(outbox), "--sandbox")
+
+    assert by_option.exit_code == 2, by_option.output
+    assert f"ping_url (the command line) {said}" in by_option.stderr, by_option.stderr
+    assert by_variable.exit_code == 1, by_variable.output
+    assert f"ping_url ($INVOICECTL_PING_URL) {said}" in by_variable.stderr, by_variable.stderr
+    assert by_config.exit_code == 1, by_config.output
+    assert f"ping_url (config file {config}) {said}" in by_config.stderr, by_config.stderr
+    for result in (by_option, by_variable, by_config):
+        assert "Traceback" not in result.output
+        assert SECRET not in result.output
+
+
 def test_the_tail_is_the_last_ten_kilobytes_in_plain_text():
     tail = pings.OutputTail()
     for number in range(5000):
