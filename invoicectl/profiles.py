@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -120,29 +120,56 @@ def _problems(name: str, table: Any) -> list[str]:
 
 
 def _clashes(profiles: Mapping[str, Profile]) -> list[str]:
-    """Two profiles for one organisation: an invoice could be routed to either account."""
-    by_sender: dict[str, list[str]] = {}
-    for profile in profiles.values():
-        if profile.sender is not None:
-            by_sender.setdefault(profile.sender, []).append(profile.name)
-    clashes = [
-        f"profiles {', '.join(map(repr, names))} have the same sender {sender}: an invoice "
-        "of that supplier must go through one account"
-        for sender, names in by_sender.items()
-        if len(names) > 1
+    """Two profiles sharing what must be one account's own: an organisation (an invoice could
+    be routed to either account), a journal, a metrics file (each run replaces the file, and
+    with it the other profile's figures) or a ping URL (the monitor would take one's start
+    and exit code for the other's). Paths are compared as the runs would open them: ``~``
+    expanded, relative to here, through symbolic links."""
+    return [
+        *(
+            f"profiles {names} have the same sender {sender}: an invoice of that supplier "
+            "must go through one account"
+            for sender, names in _sharing(profiles, "sender", str)
+        ),
+        *(
+            f"profiles {names} have the same journal {journal}: each account keeps its own "
+            "(its run lock, its 24-hour windows)"
+            for journal, names in _sharing(profiles, "journal", _journal_spelling)
+        ),
+        *(
+            f"profiles {names} have the same metrics_file {path}: each run replaces the "
+            "file, and with it the other profile's figures; give each profile its own"
+            for path, names in _sharing(profiles, "metrics_file", _file_spelling)
+        ),
+        *(
+            f"profiles {names} have the same ping_url (not shown: it is a secret): the "
+            "monitor would take one's start and exit code for the other's; give each its own"
+            for _, names in _sharing(profiles, "ping_url", lambda url: url.strip().rstrip("/"))
+        ),
     ]
-    by_journal: dict[str, list[str]] = {}
+
+
+def _sharing(
+    profiles: Mapping[str, Profile], key: str, spelling: Callable[[str], str]
+) -> list[tuple[str, str]]:
+    """Each value of ``key``, as ``spelling`` writes it, that two profiles or more give, and
+    their names, quoted."""
+    by_value: dict[str, list[str]] = {}
     for profile in profiles.values():
-        if isinstance(journal := profile.values.get("journal"), str):
-            # A PostgreSQL URL as its password-free form: it is quoted to the operator.
-            shown = redacted(journal) if is_database_url(journal) else os.path.expanduser(journal)
-            by_journal.setdefault(shown, []).append(profile.name)
-    return clashes + [
-        f"profiles {', '.join(map(repr, names))} have the same journal {journal}: each "
-        "account keeps its own (its run lock, its 24-hour windows)"
-        for journal, names in by_journal.items()
-        if len(names) > 1
+        if isinstance(value := profile.values.get(key), str):
+            by_value.setdefault(spelling(value), []).append(profile.name)
+    return [
+        (value, ", ".join(map(repr, names))) for value, names in by_value.items() if len(names) > 1
     ]
+
+
+def _journal_spelling(journal: str) -> str:
+    # A PostgreSQL URL as its password-free form: it is quoted to the operator.
+    return redacted(journal) if is_database_url(journal) else _file_spelling(journal)
+
+
+def _file_spelling(path: str) -> str:
+    return os.path.realpath(os.path.expanduser(path))
 
 
 def chosen(option: str | None, environ: Mapping[str, str]) -> tuple[str | None, str]:

@@ -282,3 +282,90 @@ def test_a_key_pasted_where_its_variable_s_name_goes_is_never_shown(tmp_path: Pa
     assert listed.exit_code == 0
     assert pasted not in listed.stdout and pasted[8:20] not in listed.stdout
     assert pasted not in str(refused.value) and "api_key_env of profile acme" in str(refused.value)
+
+
+@pytest.mark.parametrize(
+    ("first", "second"),
+    [
+        ("{tmp}/metrics/send.prom", "{tmp}/metrics/send.prom"),
+        ("~/send.prom", "{home}/send.prom"),
+        ("{tmp}/metrics/send.prom", "{tmp}/metrics/../metrics/./send.prom"),
+        ("{tmp}/metrics/send.prom", "{tmp}/linked/send.prom"),
+    ],
+    ids=["as written", "~ expanded", "dots", "a linked directory"],
+)
+def test_two_profiles_writing_one_metrics_file_are_refused(
+    tmp_path: Path, first: str, second: str
+) -> None:
+    # Each run replaces the file: acme's figures vanished at beta's run, and its alerts with
+    # them (absent() saw beta's series).
+    home = tmp_path / "home"
+    (tmp_path / "metrics").mkdir()
+    (tmp_path / "linked").symlink_to(tmp_path / "metrics")
+    (home / "send.prom").parent.mkdir()
+    paths = [path.format(tmp=tmp_path, home=home) for path in (first, second)]
+    environ = write_config(
+        tmp_path,
+        f'[profiles.acme]\nmetrics_file = "{paths[0]}"\n'
+        f'[profiles.beta]\nmetrics_file = "{paths[1]}"\n'
+        f'[profiles.gamma]\nmetrics_file = "{tmp_path}/gamma.prom"\n',
+    )
+    environ["HOME"] = str(home)
+
+    result = runner.invoke(app, ["--profile", "gamma", "status"], env=environ)
+
+    assert result.exit_code == 1, result.output
+    lines = [line for line in result.stderr.splitlines() if "error" in line]
+    expected = os.path.realpath(home if "~" in first else tmp_path / "metrics") + "/send.prom"
+    assert lines == [
+        f"invoicectl: error: profiles 'acme', 'beta' have the same metrics_file {expected}: "
+        "each run replaces the file, and with it the other profile's figures; give each "
+        f"profile its own (config file {environ['INVOICECTL_CONFIG']})"
+    ], result.stderr
+
+
+def test_two_profiles_pinging_one_url_are_refused_without_showing_it(tmp_path: Path) -> None:
+    url = "https://hc-ping.example/c0ffee-secret-uuid"
+    environ = write_config(
+        tmp_path,
+        f'[profiles.acme]\nping_url = "{url}"\n[profiles.beta]\nping_url = "{url}/"\n',
+    )
+
+    result = runner.invoke(app, ["profiles", "--json"], env=environ)
+
+    assert result.exit_code == 1, result.output
+    error = json.loads(result.stdout)["error"]
+    assert error.startswith(
+        "profiles 'acme', 'beta' have the same ping_url (not shown: it is a secret): the monitor "
+        "would take one's start and exit code for the other's; give each its own"
+    ), error
+    assert "c0ffee" not in result.output
+
+
+def test_one_journal_spelt_two_ways_is_refused_before_any_run(tmp_path: Path) -> None:
+    (tmp_path / "data").mkdir()
+    environ = write_config(
+        tmp_path,
+        f'[profiles.acme]\njournal = "{tmp_path}/data/j.db"\n'
+        f'[profiles.beta]\njournal = "{tmp_path}/data/../data/j.db"\n',
+    )
+
+    result = runner.invoke(app, ["profiles"], env=environ)
+
+    assert result.exit_code == 1, result.output
+    assert (
+        f"profiles 'acme', 'beta' have the same journal {os.path.realpath(tmp_path)}/data/j.db"
+        in result.stderr
+    ), result.stderr
+
+
+def test_profiles_with_metrics_files_of_their_own_are_fine(tmp_path: Path) -> None:
+    environ = write_config(
+        tmp_path,
+        f'[profiles.acme]\nmetrics_file = "{tmp_path}/send-acme.prom"\n'
+        f'[profiles.beta]\nmetrics_file = "{tmp_path}/send-beta.prom"\n',
+    )
+
+    result = runner.invoke(app, ["profiles"], env=environ)
+
+    assert result.exit_code == 0, result.output
