@@ -40,6 +40,10 @@ DEFAULT_RETENTION_YEARS = 10
 # Invoices in a row that get no answer even after their retries before a run stops.
 OUTAGE_AFTER = 3
 
+# Set in the environment of each profile's send that ``send --all-profiles`` runs: it uses
+# its profile's own metrics file and ping URL only, and leaves warnings to the parent.
+ROUTED_ENV = "INVOICECTL_ROUTED"
+
 # The emulator's own API key (``invoicectl sandbox``, ``--sandbox``): published, no secret.
 SANDBOX_API_KEY = "sk_test_invoicectl_sandbox"
 

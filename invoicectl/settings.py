@@ -41,6 +41,7 @@ from invoicectl.defaults import (
     DEFAULT_REQUEST_TIMEOUT,
     DEFAULT_RETENTION_YEARS,
     DEFAULT_TIER,
+    ROUTED_ENV,
     TIERS,
 )
 from invoicectl.errors import ConfigError
@@ -58,9 +59,6 @@ _CONFIG_KEYS = {
     "max_attempts", "max_wait", "request_timeout", "signing_key", "retention_years",
     "metrics_file", "ping_url", "log_format", "profiles",
 }  # fmt: skip
-
-
-ROUTED_ENV = "INVOICECTL_ROUTED"
 
 
 @dataclass(frozen=True)

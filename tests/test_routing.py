@@ -618,3 +618,22 @@ def test_profiles_naming_none_is_refused_not_a_green_run(
 
     assert result.returncode == 2, result.stdout + result.stderr
     assert "--profiles names no profile" in result.stderr
+
+
+def test_a_config_file_others_can_write_is_warned_about_once_for_every_profile(
+    tmp_path: Path, outbox: Path
+) -> None:
+    """helper-103: each profile's send reads the config file too; the warning is the
+    parent's alone, not one line more a profile."""
+    write(outbox, "a1.xml", ACME, "A-1")
+    write(outbox, "b1.xml", BETA, "B-1")
+    environ = bureau(tmp_path, "https://acme.invalid", "https://beta.invalid")
+    config = Path(environ["INVOICECTL_CONFIG"])
+    config.chmod(0o666)
+
+    result = cli("send", "--all-profiles", str(outbox), "--dry-run", environ=environ)
+
+    assert result.returncode == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "writable by others" in line]
+    assert len(warned) == 1, result.stderr
+    assert warned[0].endswith(f"whoever can change it can redirect sends; run chmod go-w {config}")

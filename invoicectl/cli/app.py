@@ -113,7 +113,11 @@ class _Commands(typer.core.TyperGroup):
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
         from invoicectl.cli.endings import at_end_unless_begun, run_endings
         from invoicectl.cli.pinging import finish_pings
+        from invoicectl.config_file import warn_with
+        from invoicectl.defaults import ROUTED_ENV
 
+        if os.environ.get(ROUTED_ENV) != "1":  # a profile's send: its parent says them
+            warn_with(say)  # a config file others may write, as a log line
         exit_code = int(ExitCode.OK)
         at_end_unless_begun(_unbegun_metrics(ctx.meta.get("args", [])))
         try:

@@ -53,10 +53,11 @@ def send_routed(directory: Path, only: str | None, *, as_json: bool, quiet: bool
     from typer._click.core import ParameterSource
     from typer._click.globals import get_current_context
 
+    from invoicectl.defaults import ROUTED_ENV
     from invoicectl.render.formats import to_json
     from invoicectl.send.children import run_children
     from invoicectl.send.routing import route
-    from invoicectl.settings import ROUTED_ENV, load_config
+    from invoicectl.settings import load_config
 
     ctx = get_current_context()
     given = {

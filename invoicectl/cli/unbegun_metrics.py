@@ -100,7 +100,8 @@ def _configured(environ: Mapping[str, str], profile: str | None) -> object:
     """The config file's ``metrics_file``: ``profile``'s, else the top level's (never the top
     level's in a profile's send run by ``send --all-profiles``)."""
     from invoicectl import profiles
-    from invoicectl.settings import ROUTED_ENV, load_config
+    from invoicectl.defaults import ROUTED_ENV
+    from invoicectl.settings import load_config
 
     config = load_config(environ)
     table: object = {}
