@@ -4,10 +4,10 @@ code, ``--version``, and ``main()`` with its signal handling.
 Library errors (``errors.InvoicectlError``), SQLite errors and system errors reach the user
 at one point, ``_Commands.invoke``: one line on stderr and the error's exit code; with
 ``--json`` or ``--format json``, one JSON document on stdout instead. ``INVOICECTL_DEBUG=1``
-re-raises them with a traceback. A stop signal outside a send's loop (``interrupts``) is
-said there too: ``interrupted by SIGTERM; state saved``, exit 130. The commands themselves
-live in ``journal_commands``, ``send_commands`` and ``sandbox_command``, and register on
-``app`` when imported.
+re-raises them with a traceback, its API keys hidden (``tracebacks``). A stop signal outside
+a send's loop (``interrupts``) is said there too: ``interrupted by SIGTERM; state saved``,
+exit 130. The commands themselves live in ``journal_commands``, ``send_commands`` and
+``sandbox_command``, and register on ``app`` when imported.
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ import typer.core  # noqa: E402
 from typer._click.exceptions import UsageError as ClickUsageError  # noqa: E402
 
 from invoicectl import __version__  # noqa: E402
-from invoicectl.arguments import split_option  # noqa: E402
 from invoicectl.cli.consoles import guard_streams, install_log_streams, say, say_error  # noqa: E402
 from invoicectl.cli.helptext import exit_codes_table, fit  # noqa: E402
 from invoicectl.cli.logsetup import (  # noqa: E402
@@ -45,6 +44,7 @@ from invoicectl.cli.logsetup import (  # noqa: E402
     wraps,
 )
 from invoicectl.cli.pinging import leave_end_to_holder  # noqa: E402
+from invoicectl.cli.tracebacks import hide_keys_in_tracebacks, unkeyed  # noqa: E402
 from invoicectl.errors import ExitCode, InvoicectlError, JournalError, JournalLocked  # noqa: E402
 from invoicectl.interrupts import (  # noqa: E402
     ignore_stop_signals,
@@ -107,7 +107,7 @@ class _Commands(typer.core.TyperGroup):
         try:
             return super().parse_args(ctx, args)
         except ClickUsageError as error:  # shown by click itself: the group's own options
-            error.message = _unkeyed(error.message, ctx.meta["args"])
+            error.message = unkeyed(error.message, ctx.meta["args"])
             raise
 
     def invoke(self, ctx: Any) -> Any:  # typer's own (vendored) click Context
@@ -158,7 +158,7 @@ class _Commands(typer.core.TyperGroup):
                 log_format(args)  # a bad --log-format is a usage error
             return super().invoke(ctx)
         except ClickUsageError as error:
-            error.message = _unkeyed(error.message, args)
+            error.message = unkeyed(error.message, args)
             explain_exit(ExitCode.USAGE, f"usage error: {error.format_message()}")
             if not _json_error(ctx, error.format_message(), ExitCode.USAGE):
                 error.show()  # the usage and the message on stderr, as typer would
@@ -175,7 +175,7 @@ class _Commands(typer.core.TyperGroup):
             if isinstance(error, BrokenPipeError) or os.environ.get("INVOICECTL_DEBUG") == "1":
                 raise
             failure = _as_invoicectl_error(error, args)
-            message = _unkeyed(str(failure), args)
+            message = unkeyed(str(failure), args)
             explain_exit(failure.exit_code, message)
             if not _json_error(ctx, message, failure.exit_code):
                 say_error(message)
@@ -231,15 +231,6 @@ def _formats(options: list[str]) -> list[str]:
     return given + [
         option.partition("=")[2] for option in options if option.startswith("--format=")
     ]
-
-
-def _unkeyed(message: str, args: list[str]) -> str:
-    """``message`` with every API key this process can find hidden (``known_keys``): a key
-    pasted into the wrong setting comes back in the error that refuses it."""
-    from invoicectl.known_keys import hide_keys
-
-    key_file, _ = split_option(options_of(args), "--api-key-file")
-    return hide_keys(message, api_key_file=key_file)
 
 
 def _as_invoicectl_error(error: Exception, args: list[str]) -> InvoicectlError:
@@ -389,11 +380,15 @@ def main() -> None:
     restore_streams = install_log_streams(  # a timestamp on every line, or JSON lines
         quiet_log_format(args), wrap=wraps(args), stdout_too=not data_on_stdout(args)
     )
+    hide_keys_in_tracebacks(args)  # a thread's, while the command runs
     try:
         app(prog_name="invoicectl")
     except KeyboardInterrupt as interrupted:  # between a command's end and the exit
         say(f"invoicectl: interrupted by {signal_name(interrupted)}; state saved")
         sys.exit(int(ExitCode.INTERRUPTED))
+    except Exception:  # INVOICECTL_DEBUG=1's, or a bug's: a traceback, with no key in it
+        hide_keys_in_tracebacks(args)  # after typer's, which app() put in place
+        raise
     finally:
         # State is saved and the exit code chosen: a signal now changes nothing, and must not
         # kill the process while Python shuts down (which puts back the default handlers).
