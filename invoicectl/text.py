@@ -50,6 +50,13 @@ def folded_line(text: str) -> str:
     return one_line(" ".join(text.split()))
 
 
+def decimal(text: str) -> bool:
+    """Whether ``text`` is a whole number in the digits 0-9 alone: what ``int()`` then reads
+    without fail. (``str.isdigit`` also takes "²", which ``int()`` refuses, and "٤٥", which it
+    reads as 45: a file name or header so written is no number of ours.)"""
+    return text.isascii() and text.isdigit()
+
+
 def not_ascii_digits(text: str) -> str | None:
     """Why a number written in ``text`` is refused, or None when ``text`` is ASCII: Python's
     ``int()`` and ``float()`` read any script's digits ("\u0664\u0665\u0660" as 450,

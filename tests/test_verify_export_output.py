@@ -150,3 +150,23 @@ def test_what_an_interrupted_export_left_and_a_file_named_as_a_part_are_named(ex
     assert code != 0 and not any(".0003.partial" in line for line in lines), lines
     assert any(".0002.partial-999999" in line and "interrupted" in line for line in lines), lines
     assert any("0002" in line and "not a directory" in line for line in lines), lines
+
+
+def test_a_work_directory_named_with_digits_of_another_kind_is_no_traceback(
+    exported: Path, tmp_path: Path
+):
+    """``str.isdigit`` takes "²" (which ``int()`` refuses) and "٤" (which it reads as 4):
+    verify-export and the next export met a traceback, or took a stranger's directory for
+    an export's work. Neither names a process: each is a stray, left as it is."""
+    for name in (".0002.partial-\u00b2", ".0003.partial-\u0664\u0665"):
+        (exported / name).mkdir()
+
+    code, _lines = verify_export(exported)
+    again = CliRunner().invoke(
+        app, ["export", str(exported), "--journal", str(tmp_path / "state" / "journal.db")]
+    )
+
+    assert code == 0  # only a work directory an export named by its pid is a finding
+    assert again.exit_code == 0, again.output
+    assert (exported / ".0002.partial-\u00b2").is_dir()
+    assert (exported / ".0003.partial-\u0664\u0665").is_dir()

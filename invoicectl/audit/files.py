@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+from invoicectl.text import decimal
+
 
 def write_new(path: Path, data: bytes) -> None:
     with path.open("xb") as file:
@@ -53,7 +55,7 @@ def clear_partials(dest: Path) -> None:
     if dest.is_dir():
         for child in dest.iterdir():
             pid = child.name.rpartition(".partial-")[2]
-            if child.name.startswith(".") and pid.isdigit() and not alive(int(pid)):
+            if child.name.startswith(".") and decimal(pid) and not alive(int(pid)):
                 shutil.rmtree(child, ignore_errors=True)
 
 

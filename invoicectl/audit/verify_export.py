@@ -19,7 +19,7 @@ from invoicectl.audit.findings import Finding
 from invoicectl.audit.manifest import PART_NAME, SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
 from invoicectl.journal.chain import link
-from invoicectl.text import one_line
+from invoicectl.text import decimal, one_line
 
 
 def verify_export(
@@ -64,7 +64,7 @@ def _strays(dest: Path) -> list[Finding]:
     strays = []
     for child in sorted(dest.iterdir()) if dest.is_dir() else ():
         pid = child.name.rpartition(".partial-")[2]
-        if child.name.startswith(".") and pid.isdigit():
+        if child.name.startswith(".") and decimal(pid):
             if alive(int(pid)):  # an export writing its part now (helper-88): not a fault
                 continue
             why = "left by an export that was interrupted; not part of the export (the next "

@@ -26,7 +26,7 @@ import httpx
 from invoicectl.goroute.answers import Answer, transport_reason
 from invoicectl.goroute.outcomes import Transient
 from invoicectl.goroute.redaction import TooCostly
-from invoicectl.text import folded_line
+from invoicectl.text import decimal, folded_line
 
 ACCEPT_ENCODING = "identity"
 
@@ -95,7 +95,7 @@ async def read_capped(response: httpx.Response, limit: int) -> bytes:
     """The decoded body of a streamed response; ``BodyUnreadable`` past ``limit`` bytes (the
     rest is left unread) or in an encoding other than identity, gzip or deflate."""
     declared = response.headers.get("Content-Length", "").strip()
-    if declared.isdigit() and int(declared) > limit:
+    if decimal(declared) and int(declared) > limit:
         raise BodyUnreadable(f"with more than {limit} bytes")
     if response.is_stream_consumed:  # built in memory by a test transport: read already
         if len(response.content) > limit:

@@ -48,6 +48,7 @@ from invoicectl.sandbox.transactions import (
     updated_summary_json,
 )
 from invoicectl.sandbox.validation import validation_answer
+from invoicectl.text import decimal
 
 Sleep = Callable[[float], Awaitable[None]]
 Handler = Callable[[Request], Awaitable[Response]]
@@ -323,7 +324,7 @@ def _dropped_client(request: Request) -> Response:
 
 
 def _limit(raw: str) -> int:
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_PAGE:
+    if not decimal(raw) or not 1 <= int(raw) <= MAX_PAGE:
         raise Problem(400, "VALIDATION_ERROR", f"limit must be an integer from 1 to {MAX_PAGE}")
     return int(raw)
 
@@ -335,7 +336,7 @@ def _body_limit(max_document_bytes: int) -> int:
 
 async def _read_body(request: Request, limit: int) -> bytes:
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
+    if decimal(declared) and int(declared) > limit:
         raise _too_large(limit)
     chunks: list[bytes] = []
     size = 0
