@@ -150,9 +150,10 @@ def base_url(value: Any, source: str) -> str:
 
 
 def ping_url(value: Any, source: str) -> str:
-    """A health-check URL (http or https, with a host), trailing slashes dropped so that
-    ``/start`` and ``/0`` append cleanly. It is a secret (whoever holds it can report the job
-    healthy), so a refusal never quotes it: it says "the ping URL"."""
+    """A health-check URL (http or https, with a host), its path's trailing slashes dropped so
+    that ``/start`` and ``/0`` append cleanly (``pings.ping``, ahead of a query string). It
+    is a secret (whoever holds it can report the job healthy), so a refusal never quotes it:
+    it says "the ping URL"."""
     error_type = UsageError if source == "option" else ConfigError
     where = "the command line" if source == "option" else source
     unshown = "(the value is not shown: it is a secret)"
@@ -175,12 +176,10 @@ def ping_url(value: Any, source: str) -> str:
         )
     if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
         raise refused
-    if parts.query or parts.fragment:
-        raise error_type(
-            f"ping_url ({where}) must have no query string or fragment: /start and the exit "
-            "code are appended to its path"
-        )
-    return raw.rstrip("/")
+    if parts.fragment or raw.endswith("#"):  # never sent: a paste of the page's address?
+        raise error_type(f"ping_url ({where}) must have no fragment (#...) {unshown}")
+    # /start and the exit code go on its path, ahead of a query (healthchecks.io's ?create=1)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path.rstrip("/"), parts.query, ""))
 
 
 def _foreign_digits(value: Any) -> str | None:

@@ -31,7 +31,7 @@ def ping(url: str, what: str, body: bytes = b"") -> str | None:
     say, which never holds the URL."""
     outcome: list[str | None] = []
     worker = threading.Thread(
-        target=lambda: outcome.append(_post(f"{url}/{what}", body)),
+        target=lambda: outcome.append(_post(_at(url, what), body)),
         name="invoicectl-ping",
         daemon=True,  # one that overruns is left behind; the process does not wait for it
     )
@@ -40,6 +40,14 @@ def ping(url: str, what: str, body: bytes = b"") -> str | None:
     if not outcome:
         return _line(what, f"no answer within {TIMEOUT:g} s")
     return None if outcome[0] is None else _line(what, outcome[0])
+
+
+def _at(url: str, what: str) -> str:
+    """``url`` with ``/what`` at the end of its path, ahead of its query string."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path=f"{parts.path}/{what}"))
 
 
 def _post(url: str, body: bytes) -> str | None:

@@ -169,8 +169,24 @@ def test_a_ping_url_nobody_listens_on_is_one_line(outbox: Path):
     assert_nowhere(url, result.output, result.stderr)
 
 
+def test_a_ping_url_s_query_string_stays_after_what_is_appended(outbox: Path):
+    """helper-104: healthchecks.io's ``?create=1`` (a check made on its first ping) was
+    refused, and with it every send; /start and the exit code go on the path, ahead of it."""
+    write_invoice(outbox, "INV-1")
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/ping/{SECRET}/nightly/?create=1"
+        result = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert result.exit_code == 0, result.output
+    assert [r.path for r in server.requests] == [
+        f"/ping/{SECRET}/nightly/start?create=1",
+        f"/ping/{SECRET}/nightly/0?create=1",
+    ]
+    assert_nowhere(url, result.output, result.stderr)
+
+
 @pytest.mark.parametrize(
-    "bad", [f"ftp://{SECRET}.example", f"https://{SECRET}.example/x?q=1", f"{SECRET}"]
+    "bad", [f"ftp://{SECRET}.example", f"https://{SECRET}.example/x#q=1", f"{SECRET}"]
 )
 def test_a_bad_ping_url_is_refused_without_being_shown(outbox: Path, bad: str):
     result = invoke("send", str(outbox), "--sandbox", "--ping-url", bad)
