@@ -28,7 +28,6 @@ from pathlib import Path
 from invoicectl.errors import JournalError
 from invoicectl.journal.health import lacking
 from invoicectl.journal.sqlite_open import refuse_missing
-from invoicectl.text import decimal
 
 # How long the copy waits for a writer that holds SQLite's locks (a checkpoint, a migration).
 _BUSY_TIMEOUT_MS = 10_000
@@ -120,7 +119,7 @@ def _clear_leftovers(destination: Path) -> None:
     (each a journal's size), but those of a backup still running."""
     for leftover in destination.parent.glob(f".{glob_escape(destination.name)}.*.tmp*"):
         pid = leftover.name[len(destination.name) + 2 :].split(".", 1)[0]
-        if decimal(pid) and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
             leftover.unlink(missing_ok=True)
 
 

@@ -21,7 +21,6 @@ from invoicectl.journal.chain import COVERED
 from invoicectl.journal.pg_connection import PgConnection, network_limits
 from invoicectl.journal.shape import TABLES
 from invoicectl.locations import JournalURL
-from invoicectl.text import decimal
 
 _BATCH = 1000
 _BLOB_BATCH = 64
@@ -156,7 +155,9 @@ class PgAuditReader(AuditReader):
         ).fetchall()
         integer_key = key_column == "id"
         for key, seq in rows:
-            yield (int(key) if integer_key and decimal(key.removeprefix("-")) else key), seq
+            digits = key.removeprefix("-")  # "²" passes isdigit, and int() refuses it
+            whole = integer_key and digits.isascii() and digits.isdigit()
+            yield (int(key) if whole else key), seq
 
     def blob_names(self) -> Iterator[str]:
         for (sha256,) in self._streamed("SELECT sha256 FROM blobs"):
