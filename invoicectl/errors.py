@@ -133,3 +133,9 @@ class CredentialsRefused(InvoicectlError):
 
 class JournalLocked(InvoicectlError):
     exit_code = ExitCode.LOCKED
+
+    def __init__(self, message: str, *, holder_pings: bool = False) -> None:
+        super().__init__(message)
+        # Kept out by a run of the same journal that pings its own end (a send, a reconcile):
+        # this one then sends no end ping of its own (``cli.pinging.leave_end_to_holder``).
+        self.holder_pings = holder_pings

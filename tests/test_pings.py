@@ -57,6 +57,23 @@ def test_a_send_pings_start_then_its_exit_code_with_the_output_s_tail(outbox: Pa
     )
 
 
+def test_a_run_kept_out_by_one_that_pings_nothing_still_pings_its_end(
+    outbox: Path, tmp_path: Path
+):
+    """helper-105: only a holder that pings its own end (a send, a reconcile) makes the end
+    ping needless; one kept out by a scan, or by another journal's send of the outbox, says
+    its 6 as before."""
+    write_invoice(outbox, "INV-1")
+    with HostileServer(answer(200)) as server:
+        url = f"{server.base_url}/{SECRET}"
+        with locked_journal(tmp_path / "state" / "sandbox.db", "scan", create=True):
+            kept_out = invoke("send", str(outbox), "--sandbox", *FAST, "--ping-url", url)
+
+    assert kept_out.exit_code == 6, kept_out.output
+    assert "no end ping" not in kept_out.stderr
+    assert [r.path for r in server.requests] == [f"/{SECRET}/start", f"/{SECRET}/6"]
+
+
 def test_a_run_the_journal_s_holder_kept_out_sends_no_end_ping(outbox: Path, tmp_path: Path):
     """helper-104: a second cron run (or one by hand) during a send exited 6 and pinged /6:
     healthchecks.io marks the check down at once while the first run works. It never had the

@@ -179,7 +179,7 @@ class _Commands(typer.core.TyperGroup):
             explain_exit(failure.exit_code, message)
             if not _json_error(ctx, message, failure.exit_code):
                 say_error(message)
-            if isinstance(failure, JournalLocked):
+            if isinstance(failure, JournalLocked) and failure.holder_pings:
                 leave_end_to_holder()
             raise typer.Exit(int(failure.exit_code)) from None
 

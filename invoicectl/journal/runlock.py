@@ -133,7 +133,8 @@ class RunLock:
             except BlockingIOError:
                 holder = read_holder(fd)
                 os.close(fd)
-                raise JournalLocked(self._refusal(holder)) from None
+                pings = holder is not None and holder.command in ("send", "reconcile")
+                raise JournalLocked(self._refusal(holder), holder_pings=pings) from None
             except BaseException:
                 os.close(fd)
                 raise
