@@ -57,9 +57,7 @@ def test_a_send_pings_start_then_its_exit_code_with_the_output_s_tail(outbox: Pa
     )
 
 
-def test_a_run_kept_out_by_one_that_pings_nothing_still_pings_its_end(
-    outbox: Path, tmp_path: Path
-):
+def test_a_run_kept_out_by_one_that_pings_nothing_still_pings_its_end(outbox: Path, tmp_path: Path):
     """helper-105: only a holder that pings its own end (a send, a reconcile) makes the end
     ping needless; one kept out by a scan, or by another journal's send of the outbox, says
     its 6 as before."""

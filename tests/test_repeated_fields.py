@@ -59,6 +59,23 @@ def test_a_number_appended_after_the_lines_is_found_too(lines: int, document_typ
     assert reason_of(data) == TWO_NUMBERS
 
 
+@pytest.mark.parametrize("where", ["between two lines", "ahead of the first line"])
+@pytest.mark.parametrize("document_type", ["Invoice", "CreditNote"])
+def test_a_number_slipped_in_among_the_lines_of_a_small_invoice_is_found_too(
+    where: str, document_type: str
+) -> None:
+    """The header walk stopped at the totals, ahead of the lines: a number between two of
+    them, or just before the first, was never seen in a tree of the whole document
+    (helper-105). A large invoice read in two parts does not look there (README)."""
+    data = invoice_xml("INV-1", lines=2, document_type=document_type)
+    line = f"<cac:{document_type}Line>".encode()
+    at = data.index(line) if where == "ahead of the first line" else data.rindex(line)
+    data = data[:at] + b"<cbc:ID>INV-2</cbc:ID>\n  " + data[at:]
+    assert not read_in_two(data)
+
+    assert reason_of(data) == TWO_NUMBERS
+
+
 def test_three_numbers_are_all_counted_and_an_empty_one_is_named() -> None:
     data = after(invoice_xml("INV-1"), b"cbc:ID", b"<cbc:ID/><cbc:ID>INV-3</cbc:ID>")
 
