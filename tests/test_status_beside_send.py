@@ -6,7 +6,10 @@ lock held by a real second process."""
 
 from __future__ import annotations
 
+import fcntl
+import os
 import socket
+import subprocess
 from pathlib import Path
 
 from journalkit import force
@@ -16,7 +19,7 @@ from ublfactory import write_invoice
 
 from invoicectl.cli import app
 from invoicectl.journal import Journal
-from invoicectl.journal.runlock import RunLock
+from invoicectl.journal.runlock import LockHolder, RunLock, lock_path_for
 
 runner = CliRunner()
 
@@ -78,3 +81,30 @@ def test_a_lock_held_by_another_command_or_by_this_process_holds_no_invoice(
         "exit 75: 2 waiting to be sent, 1 unanswered, replayed by the next send"
     )
     assert own is None
+
+
+def test_a_send_s_description_left_in_the_lock_file_by_a_send_gone_holds_no_invoice(
+    outbox: Path, isolated_environment: Path
+) -> None:
+    """helper-105: the lock held by something that wrote no description of its own (another
+    command a moment before it writes one, a backup tool) read as the last send's, long
+    gone: "in the hands of the send running now (pid 1 ...)"."""
+    journal = isolated_environment
+    _three_to_send_one_in_flight(outbox, journal)
+    dead = LockHolder(_pid_of_exited(), socket.gethostname(), "2026-01-01T00:00:00Z", "send")
+    lock = lock_path_for(journal)
+    lock.write_text(dead.to_json(), encoding="utf-8")
+    fd = os.open(lock, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)  # held, by no send
+        with Journal(journal) as opened:
+            claims = opened.claimed_elsewhere()
+    finally:
+        os.close(fd)
+    assert claims is None
+
+
+def _pid_of_exited() -> int:
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid

@@ -229,9 +229,22 @@ def send_elsewhere(journal_path: Path) -> LockHolder | None:
     holder = state.holder
     if not state.held or holder is None or holder.command != "send":
         return None
-    if (holder.pid, holder.host) == (os.getpid(), socket.gethostname()):
-        return None
+    if holder.host == socket.gethostname() and (holder.pid == os.getpid() or _gone(holder.pid)):
+        return None  # this process; or a description left by a send gone (helper-105)
     return holder
+
+
+def _gone(pid: int) -> bool:
+    """Whether no process ``pid`` runs on this host: the lock's description is an older
+    run's, read while something else holds the lock (another command, before it writes its
+    own description)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # another user's process: it runs
+        return False
+    return False
 
 
 def _open_lock_file(path: Path, flags: int) -> int:
