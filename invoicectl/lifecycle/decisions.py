@@ -17,7 +17,7 @@ from invoicectl.lifecycle.evidence import (
     standing_evidence,
 )
 from invoicectl.lifecycle.keys import idempotency_key, next_key
-from invoicectl.lifecycle.refusals import refusal_may_hide_delivery
+from invoicectl.lifecycle.refusals import refusal_may_hide_delivery, unsearched
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import datable, moment, window_closed
 
@@ -59,6 +59,12 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
         # send did: the same rule, so that an edit is never a way round reconcile's verdict.
         before = beneath(invoice)
         shown = state if before is state else f"{state} over {before}"
+        if invoice.verdict == "unknown_search_incomplete":  # searched too short: no proof
+            raise UsageError(
+                f"invoice {invoice_id} is {shown}: {unsearched(invoice)}; ask GoRoute, and only "
+                f"once you know it was not delivered, `invoicectl release {invoice_id} --force`, "
+                "then --new-version"
+            )
         raise UsageError(
             f"invoice {invoice_id} is {shown} and `invoicectl reconcile` has not shown, since "
             f"its key was first used, that GoRoute holds no delivery of it (verdict: "
@@ -210,8 +216,7 @@ def _may_be_delivered(invoice: Invoice) -> bool:
 _SHOWN_UNDELIVERED = frozenset(
     {
         "sent_then_failed",
-        "unknown_not_found_window_closed",
-        "unknown_search_incomplete",
+        "unknown_not_found_window_closed",  # a search reaching back to its first use
         "different_document",
         "not_found",
         "content_unconfirmed",  # its evidence stands until `release --force`

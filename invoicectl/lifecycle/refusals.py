@@ -33,12 +33,26 @@ def refusal_word_due(journal: JournalBackend, invoice: Invoice) -> str | None:
     """Why a refused invoice may hide a delivery (``refusal_may_hide_delivery``), as the
     operator's ``release --force`` dismisses it; None when it may not. Reconcile cannot settle
     it: a 409 names no transaction, so only the operator's word, given after looking at
-    GoRoute, lets ``--new-version`` send it under the next key."""
+    GoRoute, lets ``--new-version`` send it under the next key. The same word answers an
+    unanswered send reconcile's search stopped short of (``unsearched``)."""
+    if beneath(invoice) is S.unknown and invoice.verdict == "unknown_search_incomplete":
+        return unsearched(invoice)
     if not refusal_may_hide_delivery(journal, invoice):
         return None
     return (
         f"GoRoute refused key {invoice.idempotency_key} (a 409, or after a request that got no"
         " answer) and may hold a delivery under it"
+    )
+
+
+def unsearched(invoice: Invoice) -> str:
+    """Why an unanswered send that reconcile's search did not reach back to waits for the
+    operator's word: GoRoute's list was read newest first and stopped short of its key's
+    first use, so the delivery may lie in the part not read (helper-106: ``--new-version``
+    took the verdict as proof of none, and sent a delivered invoice a second time)."""
+    return (
+        f"reconcile's search of GoRoute's transactions stopped before key "
+        f"{invoice.idempotency_key} was first used, and may have missed a delivery under it"
     )
 
 

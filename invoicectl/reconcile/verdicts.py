@@ -201,8 +201,8 @@ class Verdict(StrEnum):
             "unanswered, not found in an incomplete search, window closed",
             True,
             "the transactions list could not be searched far enough back: ask GoRoute whether "
-            "it was delivered (a resend now could deliver a duplicate); if not, "
-            "`invoicectl send DIR --new-version ID`",
+            "it was delivered (a resend now could deliver a duplicate); if not, `invoicectl "
+            "release ID --force`, then `invoicectl send DIR --new-version ID`",
             ExitCode.NEEDS_RECONCILE,
         ),
     )
