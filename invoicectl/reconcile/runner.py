@@ -1,6 +1,8 @@
 """One ``invoicectl reconcile`` from start to end: lock, check the environment, judge, record.
 
-The CLI calls ``reconcile`` and renders the ``ReconcileReport`` that comes back. A stop signal
+The CLI calls ``reconcile`` and renders the ``ReconcileReport`` that comes back. Requests a dead
+run left without an answer are first settled as a send's start settles them (``unknown``), so
+that they are looked up like any unanswered send. A stop signal
 during the lookups cancels them (GETs change nothing remote, and nothing is written before
 every lookup has finished) and ends the run as ``Interrupted``: exit 130, the run recorded.
 """
@@ -13,6 +15,7 @@ from invoicectl.environment import binding_of, check_environment
 from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, shared_budget
+from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
 from invoicectl.reconcile.progress import OnLookup
@@ -42,6 +45,10 @@ def reconcile(
     with RunSignals() as signals, journal_lock as journal, session() as emulated:
         transport = transport or emulated
         check_environment(journal, allow_change=allow_environment_change, **binding_of(settings))
+        # A request a dead run left without an answer (a send killed mid-request) is settled
+        # as the next send would settle it, unknown, and so looked up here (helper-107: after
+        # a kill -9 reconcile said "nothing to reconcile", exit 0, of invoices GoRoute held).
+        close_unanswered(journal)
         account = settings.api_key.fingerprint if settings.api_key else None
         options = {"apply": apply, "rate": settings.rate_per_minute, "sandbox": settings.sandbox}
         with recorded_run(journal, "reconcile", options, settings) as run_id:
