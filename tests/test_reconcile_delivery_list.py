@@ -206,3 +206,56 @@ def test_the_report_shows_what_needs_a_person_and_sums_up_the_rest(
         "now (20 delivered); 2 requests to GoRoute; exit 4."
     )
     assert "INV-0003" in shown(every=True)
+
+
+class RenamedStatus(httpx.AsyncBaseTransport):
+    """The emulator, with a status it never gives (``status``; None: the field left out) in
+    place of ``processing`` in every transactions answer, list or GET."""
+
+    def __init__(self, sandbox: Sandbox, status: str | None) -> None:
+        self._inner = sandbox.transport()
+        self._status = status
+
+    def _renamed(self, txn: dict) -> dict:
+        if txn.get("status") != "processing":
+            return txn
+        rest = {k: v for k, v in txn.items() if k != "status"}
+        return rest if self._status is None else rest | {"status": self._status}
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        answer = await self._inner.handle_async_request(request)
+        if "/api/v1/transactions" not in request.url.path or answer.status_code != 200:
+            return answer
+        await answer.aread()
+        body = json.loads(answer.content)
+        if "transactions" in body:
+            body["transactions"] = [self._renamed(row) for row in body["transactions"]]
+        else:
+            body = self._renamed(body)
+        return httpx.Response(200, json=body)
+
+
+@pytest.mark.parametrize("status", ["rejected", "ERROR", "cancelled", None])
+def test_a_status_goroute_does_not_document_is_no_delivery_on_its_way(
+    journal: Journal, outbox: Path, sandbox: Sandbox, status: str | None
+) -> None:
+    """helper-107: a transaction GoRoute answered "rejected" (a status none of its documented
+    five) was reported "delivery in progress, no person needed", exit 0, run after run. It
+    is unknown whether it reaches its receiver: a person asks GoRoute (exit 4); not a
+    failure either, after which --new-version could deliver it twice."""
+    statuses = {"INV-0001": "delivered", "INV-0002": "sending", "INV-X": "processing"}
+    stage_accepted(journal, outbox, sandbox, statuses)
+
+    report = run_reconcile(journal, RenamedStatus(sandbox, status))
+
+    cases = {case.invoice_id: case for case in report.cases}
+    assert verdicts(report) == {
+        "INV-0001": Verdict.delivered,
+        "INV-0002": Verdict.delivery_pending,
+        "INV-X": Verdict.delivery_pending,
+    }
+    assert not cases["INV-0002"].needs_person
+    unknown = cases["INV-X"]
+    assert unknown.needs_person, unknown.action
+    assert "whether INV-X reaches its receiver is unknown; ask GoRoute" in unknown.action
+    assert report.exit_code == 4

@@ -1,7 +1,8 @@
 """Judging the delivery of an ``accepted`` invoice: delivered, failed, or still on its way.
 
 The journal already owns the transaction; reconcile GETs it to follow the delivery status
-(``delivered``, ``delivery_failed``, ``delivery_pending``), which ``write_back`` (the facade)
+(``delivered``, ``delivery_failed``, ``delivery_pending``; one in a status GoRoute does not
+document is ``delivery_pending`` for a person to look at), which ``write_back`` (the facade)
 records with or without ``--apply``; a transaction that turns out to be another document
 (``another_document``: a cache that answered one send with another's answer) is no
 delivery of this invoice, and a person looks; one with its number in other content, not
@@ -14,7 +15,13 @@ from __future__ import annotations
 from invoicectl.goroute.outcomes import Outcome
 from invoicectl.goroute.transactions import Found, NotFound, Transaction
 from invoicectl.reconcile.failed_lookups import lookup_failed
-from invoicectl.reconcile.matching import api_side, compare, content_difference, same_number
+from invoicectl.reconcile.matching import (
+    IN_PROGRESS_STATUSES,
+    api_side,
+    compare,
+    content_difference,
+    same_number,
+)
 from invoicectl.reconcile.verdicts import (
     ApiSide,
     Case,
@@ -22,6 +29,7 @@ from invoicectl.reconcile.verdicts import (
     Verdict,
     build_case,
 )
+from invoicectl.text import one_line
 
 
 def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) -> Case:
@@ -81,12 +89,29 @@ def judge_delivery(invoice_id: str, side: JournalSide, outcome: Outcome | None) 
             api=api,
             detail=f"transaction {txn_id} failed",
         )
+    if txn.status in IN_PROGRESS_STATUSES:
+        return build_case(
+            invoice_id,
+            Verdict.delivery_pending,
+            side,
+            api=api,
+            detail=f"transaction {txn_id} is {txn.status}",
+        )
+    # A status GoRoute documents nowhere ("rejected", "error", none at all) is no proof the
+    # invoice is on its way (helper-107: one answered "rejected" was reported in progress,
+    # exit 0, run after run); nor of a failure, after which a new version could deliver it
+    # twice. A person asks GoRoute.
+    shown = f"status {one_line(txn.status, 40)}" if txn.status else "no status"
     return build_case(
         invoice_id,
         Verdict.delivery_pending,
         side,
         api=api,
-        detail=f"transaction {txn_id} is {txn.status or 'without a status'}",
+        needs_person=True,
+        action=f"investigate: GoRoute gives {txn_id} {shown}, not one of pending, processing, "
+        f"sending, delivered or failed, so whether {invoice_id} reaches its receiver is unknown; "
+        "ask GoRoute, and run `invoicectl reconcile` again once it shows delivered or failed",
+        detail=f"transaction {txn_id} has {shown}",
     )
 
 

@@ -253,6 +253,9 @@ def _groups(report: ReconcileReport) -> Iterator[tuple[Verdict, list[Case]]]:
 def _group_step(verdict: Verdict, cases: list[Case]) -> str:
     if all(case.applied for case in cases):
         return "nothing: adopted by --apply"
+    if _needs_person(cases) and not verdict.guidance.needs_person:
+        # A case its judge knew more of (a delivery in a status GoRoute does not document).
+        return "as each case says below: some need a person"
     return verdict.guidance.next_step
 
 
