@@ -82,7 +82,7 @@ def attention_causes(journal: JournalBackend, now: datetime) -> list[Cause]:
     planned = plan(journal, now)
     held, found_already = planned.held, planned.found
     waiting, live = left_to_next_send(journal, planned)
-    on_hold = journal.hold_counts()[Hold.held] - _clashes_past_asking(journal)
+    on_hold = journal.hold_counts()[Hold.held] - len(clashes_past_asking(journal))
     failed = journal.delivery_failure_count(on_hold=False)
     found = [
         (ExitCode.NEEDS_RECONCILE, counts[InvoiceState.key_reused], "key_reused"),
@@ -126,10 +126,14 @@ def left_to_next_send(journal: JournalBackend, planned: Plan) -> tuple[Plan, Liv
     return replace(planned, pending=pending, replays=replays), live
 
 
-def _clashes_past_asking(journal: JournalBackend) -> int:
+def clashes_past_asking(journal: JournalBackend) -> set[str]:
     """Accepted invoices the duplicate check holds whose delivery did not fail: the hold
     keeps only a new version from them, refused anyway until their delivery fails, so they
     ask nothing of a person (a scan that finds both files says so, exit 3); their files,
     archived once sent, may never be scanned again to lift it."""
     held = journal.held_by(DUPLICATE_CHECK)
-    return sum(1 for i in held if i.state is InvoiceState.accepted and i.remote_status != "failed")
+    return {
+        i.invoice_id
+        for i in held
+        if i.state is InvoiceState.accepted and i.remote_status != "failed"
+    }

@@ -25,6 +25,9 @@ class ReconcileReport:
     requests: int = 0
     search: SearchSummary = field(default_factory=SearchSummary)
     held: tuple[str, ...] = ()  # invoice ids --apply held: not to be sent on their own
+    # Invoices on hold it had nothing to look up for (no transaction, no unanswered send: a
+    # history check's "not checked", an operator's hold): each hold's reason says what to do.
+    on_hold: int = 0
 
     @property
     def counts(self) -> dict[Verdict, int]:
@@ -42,6 +45,9 @@ class ReconcileReport:
             Cause(code, f"{count} {verdict.replace('_', ' ')}")
             for (code, verdict), count in found.items()
         ]
+        if self.on_hold:
+            held = f"{self.on_hold} on hold, nothing to look up (`invoicectl status` says why)"
+            causes.append(Cause(ExitCode.NEEDS_RECONCILE, held))
         return causes or [Cause(ExitCode.OK, "nothing to reconcile")]
 
     @property

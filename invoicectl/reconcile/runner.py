@@ -9,12 +9,18 @@ every lookup has finished) and ends the run as ``Interrupted``: exit 130, the ru
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import httpx
 
 from invoicectl.environment import binding_of, check_environment
+from invoicectl.errors import ExitCode, worst
 from invoicectl.goroute.limiter import OnWait, RateLimiter
 from invoicectl.interrupts import RunSignals, run_cancelled_by_signals
 from invoicectl.journal import locked_journal, shared_budget
+from invoicectl.journal.interface import JournalBackend
+from invoicectl.journal.records import Hold
+from invoicectl.lifecycle.plan import clashes_past_asking
 from invoicectl.lifecycle.sending import close_unanswered
 from invoicectl.reconcile import ReconcileReport
 from invoicectl.reconcile import reconcile as judge
@@ -72,7 +78,19 @@ def reconcile(
                         on_progress=on_progress,
                     )
 
-            report = run_cancelled_by_signals(signals, run())
+            report = _with_holds(journal, run_cancelled_by_signals(signals, run()))
             summary = {"counts": report.counts, "apply": apply}
             journal.finish_run(run_id, int(report.exit_code), summary)
     return report
+
+
+def _with_holds(journal: JournalBackend, report: ReconcileReport) -> ReconcileReport:
+    """``report`` with the invoices on hold it judged none of (helper-107: a send held 10 as
+    "not checked", exit 4, and reconcile then said "nothing to reconcile", exit 0); those
+    that ask nothing of a person (``clashes_past_asking``) left out."""
+    judged = {case.invoice_id for case in report.cases} | clashes_past_asking(journal)
+    held = [i for i in journal.invoice_ids([], None, [Hold.held]) if i not in judged]
+    if not held:
+        return report
+    code = worst(report.exit_code, ExitCode.NEEDS_RECONCILE)
+    return replace(report, on_hold=len(held), exit_code=code)

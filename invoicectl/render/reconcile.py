@@ -95,8 +95,11 @@ def case_record(case: Case) -> dict[str, Any]:
 
 def summary_line(report: ReconcileReport) -> str:
     """One line: how many cases, how many need a person, what changed, the exit code."""
+    held = f"{report.on_hold} on hold (`invoicectl status` says why); "
+    held = held if report.on_hold else ""
     if not report.cases:
-        return f"nothing to reconcile ({report.requests} requests); exit {int(report.exit_code)}"
+        what = "nothing to look up" if report.on_hold else "nothing to reconcile"
+        return f"{what} ({report.requests} requests); {held}exit {int(report.exit_code)}"
     groups = ", ".join(f"{verdict} {n}" for verdict, n in report.counts.items())
     changed = [f"{len(report.applied)} adopted"] if report.apply else []
     if report.held:
@@ -108,7 +111,7 @@ def summary_line(report: ReconcileReport) -> str:
     tail = f"; {', '.join(changed)}" if changed else ""
     return (
         f"{len(report.cases)} invoices to reconcile, {report.needs_person} need a person "
-        f"({groups}){tail}; {report.requests} requests; exit {int(report.exit_code)}"
+        f"({groups}){tail}; {report.requests} requests; {held}exit {int(report.exit_code)}"
     )
 
 
@@ -118,6 +121,7 @@ def report_document(report: ReconcileReport) -> dict[str, Any]:
         "checked_at": report.checked_at,
         "apply": report.apply,
         "exit_code": int(report.exit_code),
+        "on_hold": report.on_hold,
         "summary": summary_line(report),
         "counts": {str(verdict): count for verdict, count in report.counts.items()},
         "needs_person": report.needs_person,
