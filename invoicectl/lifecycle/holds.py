@@ -150,9 +150,20 @@ def abandon(
         return Decision(invoice_id, False, f"{invoice.state}: it was sent; nothing to abandon")
     if not force and (unjudged := send_not_looked_up(journal, invoice)) is not None:
         return Decision(invoice_id, False, unjudged)
+    found = standing_evidence(journal, invoice) or _found_by_reconcile(invoice)
     if not dry_run:
         _set_hold(journal, invoice, Transition.abandon, Hold.abandoned, reason, by)
-    return Decision(invoice_id, True, f"abandoned ({invoice.state}): {reason}")
+    said = f"abandoned ({invoice.state}): {reason}"
+    if found is not None:  # helper-106: a clerk who posts it would deliver it twice
+        said += f"; but {found}: GoRoute may have delivered it, do not send it another way"
+    return Decision(invoice_id, True, said)
+
+
+def _found_by_reconcile(invoice: Invoice) -> str | None:
+    """Reconcile's last verdict found a transaction of the invoice's unanswered send."""
+    if invoice.verdict != "unknown_found":
+        return None
+    return f"reconcile found a transaction of its send under {invoice.idempotency_key}"
 
 
 def release(
