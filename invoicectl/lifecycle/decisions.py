@@ -17,7 +17,7 @@ from invoicectl.lifecycle.evidence import (
     standing_evidence,
 )
 from invoicectl.lifecycle.keys import idempotency_key, next_key
-from invoicectl.lifecycle.refusals import refusal_may_hide_delivery, unsearched
+from invoicectl.lifecycle.refusals import not_shown_undelivered, refusal_may_hide_delivery
 from invoicectl.lifecycle.transitions import Transition, allowed, write
 from invoicectl.lifecycle.window import datable, moment, window_closed
 
@@ -57,21 +57,7 @@ def check_new_version(journal: JournalBackend, invoice_id: str, now: datetime) -
     if unsettled and not dismissed_since_first_use(journal, invoice):
         # An edited file (amended over unknown or key_reused) does not settle what its key's
         # send did: the same rule, so that an edit is never a way round reconcile's verdict.
-        before = beneath(invoice)
-        shown = state if before is state else f"{state} over {before}"
-        if invoice.verdict == "unknown_search_incomplete":  # searched too short: no proof
-            raise UsageError(
-                f"invoice {invoice_id} is {shown}: {unsearched(invoice)}; ask GoRoute, and only "
-                f"once you know it was not delivered, `invoicectl release {invoice_id} --force`, "
-                "then --new-version"
-            )
-        raise UsageError(
-            f"invoice {invoice_id} is {shown} and `invoicectl reconcile` has not shown, since "
-            f"its key was first used, that GoRoute holds no delivery of it (verdict: "
-            f"{invoice.verdict or 'none'}): a new key could deliver it twice; run `invoicectl "
-            "reconcile` and follow its verdict (where it found a send, `invoicectl release "
-            f"{invoice_id} --force` once you know it is no delivery of this invoice)"
-        )
+        raise UsageError(not_shown_undelivered(invoice, beneath(invoice)))
     if beneath(invoice) is InvoiceState.accepted and invoice.remote_status != "failed":
         # An edit of an accepted invoice's file settles nothing about its delivery.
         raise UsageError(_not_failed(invoice))

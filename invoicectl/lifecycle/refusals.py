@@ -95,3 +95,36 @@ def _judged_since(verdict_at: str | None, first_used_at: str | None) -> bool:
         return moment(verdict_at) >= moment(first_used_at)
     except ValueError:  # a time changed by hand: not judged since
         return False
+
+
+# Reconcile's verdicts on an unanswered send that found its transaction at GoRoute.
+_FOUND = ("already_sent", "unknown_found", "in_progress")
+
+
+def not_shown_undelivered(invoice: Invoice, before: S) -> str:
+    """Why ``--new-version`` refuses an invoice reconcile has not shown undelivered since its
+    key's first use (``before``: the state beneath an amended one): what to do, by verdict."""
+    invoice_id, verdict = invoice.invoice_id, invoice.verdict
+    shown = invoice.state if before is invoice.state else f"{invoice.state} over {before}"
+    if verdict == "unknown_search_incomplete":  # searched too short: no proof
+        return (
+            f"invoice {invoice_id} is {shown}: {unsearched(invoice)}; ask GoRoute, and only "
+            f"once you know it was not delivered, `invoicectl release {invoice_id} --force`, "
+            "then --new-version"
+        )
+    if verdict in _FOUND and invoice.state is S.amended:
+        # helper-106: the advice to release --force led back here, round and round.
+        return (
+            f"invoice {invoice_id} is {shown}, and reconcile found the content its key "
+            f"{invoice.idempotency_key} carried at GoRoute ({verdict}): that version was "
+            f"delivered, and a new version would deliver {invoice_id} twice. Restore the file "
+            "to it (`invoicectl reconcile --apply` then adopts the transaction), or send the "
+            "change as a credit note or an invoice of its own"
+        )
+    return (
+        f"invoice {invoice_id} is {shown} and `invoicectl reconcile` has not shown, since "
+        f"its key was first used, that GoRoute holds no delivery of it (verdict: "
+        f"{verdict or 'none'}): a new key could deliver it twice; run `invoicectl "
+        "reconcile` and follow its verdict (where it found a send, `invoicectl release "
+        f"{invoice_id} --force` once you know it is no delivery of this invoice)"
+    )
