@@ -82,7 +82,8 @@ def test_a_second_lock_is_refused_naming_the_holder(journal: Path) -> None:
         RunLock(journal, "reconcile").acquire()
     assert str(refused.value) == (
         f"another invoicectl send holds the journal {journal} "
-        f"(pid {os.getpid()} on host {socket.gethostname()}, since 2026-11-29T09:40:12Z)"
+        f"(pid {os.getpid()} on host {socket.gethostname()}, since 2026-11-29T09:40:12Z); "
+        "reconcile did nothing: run it again once that run has finished"
     )
     assert refused.value.exit_code == ExitCode.LOCKED
 
@@ -123,7 +124,8 @@ def test_a_garbled_description_still_refuses_clearly(journal: Path) -> None:
     journal.parent.mkdir()
     with RunLock(journal):
         lock_path_for(journal).write_text("{not json")
-        with pytest.raises(JournalLocked, match=r"^another invoicectl run holds the journal .*db$"):
+        refused = r"^another invoicectl run holds the journal .*db; send did nothing: run it again"
+        with pytest.raises(JournalLocked, match=refused + r" once that run has finished$"):
             RunLock(journal).acquire()
 
 

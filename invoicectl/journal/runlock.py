@@ -185,11 +185,14 @@ class RunLock:
             self.holder = None
 
     def _refusal(self, holder: LockHolder | None) -> str:
+        # What was refused did nothing (the lock comes first): said, with when to run it
+        # again (helper-106: `hold` beside cron's send said only who held the journal).
+        again = f"; {self.command} did nothing: run it again once that run has finished"
         if holder is None:
-            return f"another invoicectl run holds the journal {self.journal_path}"
+            return f"another invoicectl run holds the journal {self.journal_path}{again}"
         return (
             f"another invoicectl {holder.command} holds the journal {self.journal_path} "
-            f"({holder.describe()})"
+            f"({holder.describe()}){again}"
         )
 
 
