@@ -259,3 +259,27 @@ def test_a_status_goroute_does_not_document_is_no_delivery_on_its_way(
     assert unknown.needs_person, unknown.action
     assert "whether INV-X reaches its receiver is unknown; ask GoRoute" in unknown.action
     assert report.exit_code == 4
+
+
+def test_the_report_counts_who_needs_a_person_case_by_case(
+    journal: Journal, outbox: Path, sandbox: Sandbox
+) -> None:
+    """helper-106: a group where one case needs a person was counted whole at the end ("2
+    need a person") while the first line said 1; the group's heading said it all needed one."""
+    import io
+
+    from rich.console import Console
+
+    from invoicectl.render.reconcile import print_report
+
+    stage_accepted(journal, outbox, sandbox, {"INV-0002": "sending", "INV-X": "processing"})
+    report = run_reconcile(journal, RenamedStatus(sandbox, "rejected"))
+    buffer = io.StringIO()
+    print_report(Console(file=buffer, width=100, no_color=True), report)
+    said = " ".join(buffer.getvalue().split())
+
+    assert report.needs_person == 1
+    assert said.startswith("2 invoices to reconcile, 1 need a person"), said
+    assert "(2, 1 need a person)" in said, said
+    assert "In short: 2 invoices checked; 1 need a person (1 " in said, said
+    assert "1 need nothing now (1 " in said, said

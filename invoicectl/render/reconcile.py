@@ -169,7 +169,9 @@ def print_report(console: Console, report: ReconcileReport, *, every: bool = Tru
     summarised = 0
     for verdict, cases in groups:
         guidance = verdict.guidance
-        who = "needs a person" if _needs_person(cases) else "no person needed"
+        needing = sum(case.needs_person for case in cases)
+        who = "needs a person" if needing == len(cases) else f"{needing} need a person"
+        who = who if needing else "no person needed"
         console.print()
         console.print(
             f"{guidance.title} ({len(cases)}, {who}) — next: {_group_step(verdict, cases)}",
@@ -190,11 +192,19 @@ def print_report(console: Console, report: ReconcileReport, *, every: bool = Tru
 
 def closing_line(report: ReconcileReport) -> str:
     """The summary once more, in words, where a person finishes reading."""
-    groups = list(_groups(report))
-    person = [(v, len(c)) for v, c in groups if _needs_person(c)]
-    # Found and not adopted yet (no --apply): exit 4 until `reconcile --apply` adopts them.
-    adopt = [(v, len(c)) for v, c in groups if not _needs_person(c) and _to_adopt(c)]
-    rest = [(v, len(c)) for v, c in groups if not _needs_person(c) and not _to_adopt(c)]
+    # Case by case, as the first line counts them (helper-106: a group with one case that
+    # needs a person was counted whole here, and adopted cases still "needed" one).
+    person: list[tuple[Verdict, int]] = []
+    adopt: list[tuple[Verdict, int]] = []  # found, not adopted yet: exit 4 until --apply
+    rest: list[tuple[Verdict, int]] = []
+    for verdict, cases in _groups(report):
+        needing = sum(case.needs_person for case in cases)
+        to_adopt = sum(not case.needs_person and _to_adopt([case]) for case in cases)
+        for kind, count in ((person, needing), (adopt, to_adopt)):
+            if count:
+                kind.append((verdict, count))
+        if left := len(cases) - needing - to_adopt:
+            rest.append((verdict, left))
 
     def listed(groups: list[tuple[Verdict, int]]) -> str:
         return ", ".join(f"{n} {v.guidance.title}" for v, n in groups)
