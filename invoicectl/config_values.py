@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 from invoicectl.defaults import WHOLE_SETTINGS
 from invoicectl.errors import ConfigError, InvoicectlError, UsageError
 from invoicectl.locations import is_database_url, redacted
-from invoicectl.text import CONTROL, not_ascii_digits
+from invoicectl.text import CONTROL, decimal, not_ascii_digits
 
 
 class Seconds(NamedTuple):
@@ -191,8 +191,8 @@ def _whole_number(value: Any) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().isdecimal() and len(value.strip()) <= 12:
-        return None if _foreign_digits(value) else int(value.strip())
+    if isinstance(value, str) and decimal(value.strip()) and len(value.strip()) <= 12:
+        return int(value.strip())
     return None
 
 

@@ -7,6 +7,7 @@ import os
 import shutil
 from pathlib import Path
 
+from invoicectl.journal.runlock import alive
 from invoicectl.text import decimal
 
 
@@ -57,16 +58,6 @@ def clear_partials(dest: Path) -> None:
             pid = child.name.rpartition(".partial-")[2]
             if child.name.startswith(".") and decimal(pid) and not alive(int(pid)):
                 shutil.rmtree(child, ignore_errors=True)
-
-
-def alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's process: alive
-        pass
-    return True
 
 
 def undo_part(work: Path, dest: Path, made: Path | None) -> None:

@@ -14,11 +14,11 @@ import os
 from pathlib import Path, PurePosixPath
 from typing import Any, BinaryIO, NamedTuple
 
-from invoicectl.audit.files import alive
 from invoicectl.audit.findings import Finding
 from invoicectl.audit.manifest import PART_NAME, SIGNED, file_sha256, parts
 from invoicectl.audit.signing import key_id, public_key_from_pem, signature_holds
 from invoicectl.journal.chain import link
+from invoicectl.journal.runlock import alive
 from invoicectl.text import decimal, one_line
 
 

@@ -27,6 +27,7 @@ from pathlib import Path
 
 from invoicectl.errors import JournalError
 from invoicectl.journal.health import lacking
+from invoicectl.journal.runlock import alive
 from invoicectl.journal.sqlite_open import refuse_missing
 
 # How long the copy waits for a writer that holds SQLite's locks (a checkpoint, a migration).
@@ -119,18 +120,8 @@ def _clear_leftovers(destination: Path) -> None:
     (each a journal's size), but those of a backup still running."""
     for leftover in destination.parent.glob(f".{glob_escape(destination.name)}.*.tmp*"):
         pid = leftover.name[len(destination.name) + 2 :].split(".", 1)[0]
-        if pid.isascii() and pid.isdigit() and not _alive(int(pid)):
+        if pid.isascii() and pid.isdigit() and not alive(int(pid)):
             leftover.unlink(missing_ok=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:  # another user's: alive
-        return True
-    return True
 
 
 def _copy(source: Path, temporary: Path) -> None:

@@ -232,22 +232,22 @@ def send_elsewhere(journal_path: Path) -> LockHolder | None:
     holder = state.holder
     if not state.held or holder is None or holder.command != "send":
         return None
-    if holder.host == socket.gethostname() and (holder.pid == os.getpid() or _gone(holder.pid)):
-        return None  # this process; or a description left by a send gone (helper-105)
+    if holder.host == socket.gethostname() and (holder.pid == os.getpid() or not alive(holder.pid)):
+        # This process; or a description left by a send gone, read while something else
+        # holds the lock (another command, before it writes its own: helper-105).
+        return None
     return holder
 
 
-def _gone(pid: int) -> bool:
-    """Whether no process ``pid`` runs on this host: the lock's description is an older
-    run's, read while something else holds the lock (another command, before it writes its
-    own description)."""
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` runs on this host (another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
-        return True
-    except OSError:  # another user's process: it runs
         return False
-    return False
+    except OSError:  # another user's process: it runs
+        pass
+    return True
 
 
 def _open_lock_file(path: Path, flags: int) -> int:
